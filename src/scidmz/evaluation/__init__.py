@@ -1,0 +1,1 @@
+"""Evaluation: the papers' metrics, experiments, plots and reports."""

@@ -1,0 +1,25 @@
+"""Policies deciding the campus rate: trivial TBF, no shaping, and (elsewhere) the MLC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Policy
+from .trivial import NoShapingPolicy, TrivialPolicy
+
+__all__ = ["Policy", "TrivialPolicy", "NoShapingPolicy", "make_policy", "POLICY_NAMES"]
+
+POLICY_NAMES = ("trivial", "none", "mlc")
+
+
+def make_policy(name: str, **kwargs: Any) -> Policy:
+    """Build a policy by name. ``mlc`` needs ``model=`` and ``gains=`` (paths or objects)."""
+    if name == "trivial":
+        return TrivialPolicy()
+    if name == "none":
+        return NoShapingPolicy()
+    if name == "mlc":
+        from ..controller.mlc import MLCPolicy
+
+        return MLCPolicy.from_paths(**kwargs)
+    raise ValueError(f"unknown policy '{name}' (choose from {', '.join(POLICY_NAMES)})")

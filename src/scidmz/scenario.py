@@ -1,0 +1,356 @@
+"""Scenarios: the bottleneck, the DTN, the campus traffic, the shaper and T.
+
+A scenario is a TOML file or a built-in name (``scidmz/scenarios/*.toml``).
+Strings such as "1G", "10ms", "10GB" are parsed here, at the edge; the
+``Scenario`` object holds SI floats only (bit/s, s, bytes).
+
+Topology and defaults follow the MLC paper (Vega et al., section 3.1 and
+Fig. 2): a 1 Gbit/s WAN bottleneck at BR1, 100 campus hosts (one long TCP
+flow each, base RTT 10 ms) shaped by a TBF on S1-eth1, and a DTN with 8
+parallel streams at 100 ms base RTT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .units import parse_rate, parse_size, parse_time
+
+__all__ = [
+    "CCAS",
+    "TRAFFIC_KINDS",
+    "LinkConfig",
+    "DtnConfig",
+    "WeibullConfig",
+    "CampusConfig",
+    "ShaperConfig",
+    "Scenario",
+    "builtin_names",
+    "load_scenario",
+]
+
+CCAS = ("reno", "cubic", "bbr", "bbr2")
+TRAFFIC_KINDS = ("long", "weibull", "udp")
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """The WAN bottleneck (BR1 egress): capacity B_max and drop-tail buffer."""
+
+    capacity: float = 1e9  # bit/s, B_max
+    buffer: float | None = None  # bytes; None -> buffer_bdp x BDP of the DTN path
+    buffer_bdp: float = 1.0
+
+
+@dataclass(frozen=True)
+class DtnConfig:
+    """DTN-s -> DTN-r: parallel TCP streams (GridFTP/Globus style)."""
+
+    streams: int = 8
+    rtt: float = 0.100  # base RTT, s
+    cca: str = "cubic"
+    transfer: float | None = None  # bytes for the whole transfer (all streams); None = unlimited
+    start: float = 0.0  # s
+
+
+@dataclass(frozen=True)
+class WeibullConfig:
+    """Short-flow generator, Table 6 of the MLC paper (Weibull k, lambda, clipped)."""
+
+    gap_shape: float = 0.5
+    gap_scale: float = 0.020  # s
+    gap_min: float = 0.001
+    gap_max: float = 0.100
+    size_shape: float = 0.5
+    size_scale: float = 100e3  # bytes
+    size_min: float = 10e3
+    size_max: float = 10e6
+
+
+@dataclass(frozen=True)
+class CampusConfig:
+    """Campus senders s1..sN behind S1; their aggregate passes the TBF at rate u."""
+
+    hosts: int = 100
+    rtt: float = 0.010  # base RTT, s
+    cca: str = "cubic"
+    traffic: str = "long"  # long | weibull | udp (what every host sends)
+    flows_per_host: int = 1  # parallel long TCP flows per host (N_s = hosts x flows_per_host)
+    udp_rate: float = 10e6  # bit/s per host when traffic == "udp"
+    short_flow_senders: int = 0  # extra hosts sending Weibull short flows (MLC section 4.5)
+    weibull: WeibullConfig = field(default_factory=WeibullConfig)
+
+    @property
+    def streams(self) -> int:
+        """Number of long-lived campus TCP streams (N_s of MLC Table 5)."""
+        return self.hosts * self.flows_per_host if self.traffic == "long" else 0
+
+
+@dataclass(frozen=True)
+class ShaperConfig:
+    """TBF on S1-eth1: the actuator. ``latency`` bounds its queue (tc's TBF limit)."""
+
+    rate: float | None = None  # initial rate, bit/s; None -> B_max
+    burst: float | None = None  # bytes; None -> derived from rate and period of the kernel timer
+    latency: float = 0.050  # s of queue at the current rate before TBF drops
+    min_rate: float = 0.0
+    max_rate: float | None = None  # None -> B_max
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything a plant needs to be built; SI floats only."""
+
+    name: str = "custom"
+    link: LinkConfig = field(default_factory=LinkConfig)
+    dtn: DtnConfig = field(default_factory=DtnConfig)
+    campus: CampusConfig = field(default_factory=CampusConfig)
+    shaper: ShaperConfig = field(default_factory=ShaperConfig)
+    period: float = 1.0  # T, s
+    duration: float = 120.0  # s
+    seed: int = 0
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # -- derived quantities --------------------------------------------------
+    @property
+    def capacity(self) -> float:
+        return self.link.capacity
+
+    @property
+    def buffer_bytes(self) -> float:
+        """Bottleneck buffer in bytes (default: buffer_bdp x BDP of the DTN path)."""
+        if self.link.buffer is not None:
+            return self.link.buffer
+        return self.link.buffer_bdp * self.link.capacity * self.dtn.rtt / 8.0
+
+    @property
+    def u_min(self) -> float:
+        return self.shaper.min_rate
+
+    @property
+    def u_max(self) -> float:
+        return self.shaper.max_rate if self.shaper.max_rate is not None else self.link.capacity
+
+    @property
+    def steps(self) -> int:
+        """Number of control periods in ``duration``."""
+        return int(round(self.duration / self.period))
+
+    def check_target(self, target: float) -> float:
+        """Raise a one-line ValueError for a DTN target outside [0, B_max]."""
+        if not target == target or target < 0:  # NaN or negative
+            raise ValueError(f"target rate must be a non-negative number, got {target!r}")
+        if target > self.link.capacity:
+            raise ValueError(
+                f"target rate {target / 1e6:.1f} Mbit/s is above the bottleneck capacity "
+                f"B_max = {self.link.capacity / 1e6:.1f} Mbit/s of scenario '{self.name}'"
+            )
+        return float(target)
+
+    def trivial_rate(self, target: float) -> float:
+        """The paper's trivial TBF rate B_max - R*_DTN (section 3.7), clipped to the shaper range."""
+        return min(max(self.link.capacity - target, self.u_min), self.u_max)
+
+    # -- conversion ----------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """SI values, suitable for JSON metadata; ``Scenario.from_dict`` reads it back."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "scenario") -> Scenario:
+        """Build from a TOML-like mapping; unknown keys or bad values raise one-line errors."""
+        return _build(cls, data, source, prefix="")
+
+    def replace(self, **changes: Any) -> Scenario:
+        """Copy with top-level fields or sections replaced, e.g. ``replace(dtn={"cca": "bbr2"})``."""
+        kwargs: dict[str, Any] = {}
+        for key, val in changes.items():
+            cur = getattr(self, key)
+            if dataclasses.is_dataclass(cur) and isinstance(val, dict):
+                sub = {k: v for k, v in val.items() if not isinstance(v, dict)}
+                nested = {k: v for k, v in val.items() if isinstance(v, dict)}
+                for nk, nv in nested.items():
+                    sub[nk] = dataclasses.replace(getattr(cur, nk), **nv)
+                kwargs[key] = dataclasses.replace(cur, **sub)
+            else:
+                kwargs[key] = val
+        return dataclasses.replace(self, **kwargs)
+
+    def with_overrides(self, assignments: list[str]) -> Scenario:
+        """Apply CLI-style overrides ``["dtn.cca=bbr2", "link.capacity=100M"]`` through the parser."""
+        data = _to_nested(self.to_dict())
+        for item in assignments:
+            if "=" not in item:
+                raise ValueError(f"override {item!r}: expected KEY=VALUE, e.g. dtn.cca=bbr2")
+            key, value = item.split("=", 1)
+            parts = key.strip().split(".")
+            node = data
+            for p in parts[:-1]:
+                if not isinstance(node.get(p), dict):
+                    raise ValueError(f"override {item!r}: unknown scenario section '{p}'")
+                node = node[p]
+            node[parts[-1]] = _coerce_literal(value.strip())
+        return Scenario.from_dict(data, source="overrides")
+
+
+# -- parsing -------------------------------------------------------------------
+
+_PARSERS = {
+    "capacity": parse_rate,
+    "rate": parse_rate,
+    "udp_rate": parse_rate,
+    "min_rate": parse_rate,
+    "max_rate": parse_rate,
+    "rtt": parse_time,
+    "start": parse_time,
+    "latency": parse_time,
+    "period": parse_time,
+    "duration": parse_time,
+    "gap_scale": parse_time,
+    "gap_min": parse_time,
+    "gap_max": parse_time,
+    "buffer": parse_size,
+    "burst": parse_size,
+    "transfer": parse_size,
+    "size_scale": parse_size,
+    "size_min": parse_size,
+    "size_max": parse_size,
+}
+
+
+def _coerce_literal(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null", ""):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _to_nested(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: (_to_nested(v) if isinstance(v, dict) else v) for k, v in d.items()}
+
+
+def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: '{prefix.rstrip('.') or 'scenario'}' must be a table")
+    known = {f.name: f for f in fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = prefix + key
+        if key not in known:
+            raise ValueError(
+                f"{source}: unknown scenario key '{dotted}' (known: {', '.join(sorted(known))})"
+            )
+        default = known[key].default_factory if known[key].default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
+        sub_cls = type(default()) if default is not None else None
+        if sub_cls is not None and dataclasses.is_dataclass(sub_cls):
+            kwargs[key] = _build(sub_cls, value, source, dotted + ".")
+            continue
+        try:
+            if value is not None and key in _PARSERS:
+                value = _PARSERS[key](value, what=dotted)
+            elif key in ("streams", "hosts", "flows_per_host", "short_flow_senders", "seed"):
+                if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+                    raise ValueError(f"{dotted}: expected a whole number, got {value!r}")
+                value = int(value)
+            elif key in ("buffer_bdp", "gap_shape", "size_shape"):
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ValueError(f"{dotted}: expected a number, got {value!r}")
+                value = float(value)
+            elif key in ("name", "description", "cca", "traffic") and not isinstance(value, str):
+                raise ValueError(f"{dotted}: expected a string, got {value!r}")
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+        kwargs[key] = value
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError(msg if msg.startswith(source) else f"{source}: {msg}") from None
+
+
+def _validate(s: Scenario) -> None:
+    def need(cond: bool, key: str, what: str) -> None:
+        if not cond:
+            raise ValueError(f"scenario '{s.name}': {key} {what}")
+
+    need(s.link.capacity > 0, "link.capacity", "must be > 0")
+    need(s.link.buffer is None or s.link.buffer > 0, "link.buffer", "must be > 0")
+    need(s.link.buffer_bdp > 0, "link.buffer_bdp", "must be > 0")
+    need(s.dtn.streams >= 0, "dtn.streams", "must be >= 0")
+    need(s.dtn.rtt > 0, "dtn.rtt", "must be > 0")
+    need(s.dtn.cca in CCAS, "dtn.cca", f"must be one of {', '.join(CCAS)} (got {s.dtn.cca!r})")
+    need(s.dtn.transfer is None or s.dtn.transfer > 0, "dtn.transfer", "must be > 0")
+    need(s.campus.hosts >= 0, "campus.hosts", "must be >= 0")
+    need(s.campus.flows_per_host >= 1, "campus.flows_per_host", "must be >= 1")
+    need(s.campus.rtt > 0, "campus.rtt", "must be > 0")
+    need(s.campus.cca in CCAS, "campus.cca", f"must be one of {', '.join(CCAS)} (got {s.campus.cca!r})")
+    need(
+        s.campus.traffic in TRAFFIC_KINDS,
+        "campus.traffic",
+        f"must be one of {', '.join(TRAFFIC_KINDS)} (got {s.campus.traffic!r})",
+    )
+    need(s.campus.short_flow_senders >= 0, "campus.short_flow_senders", "must be >= 0")
+    w = s.campus.weibull
+    need(w.gap_shape > 0 and w.size_shape > 0, "campus.weibull", "shapes must be > 0")
+    need(0 < w.gap_min <= w.gap_max, "campus.weibull.gap_min/gap_max", "must satisfy 0 < min <= max")
+    need(0 < w.size_min <= w.size_max, "campus.weibull.size_min/size_max", "must satisfy 0 < min <= max")
+    need(s.period > 0, "period", "must be > 0")
+    need(s.duration >= s.period, "duration", "must be at least one period")
+    cap = s.link.capacity
+    if s.shaper.rate is not None:
+        need(s.shaper.rate <= cap, "shaper.rate", f"({s.shaper.rate:.0f} bit/s) is above B_max = {cap:.0f} bit/s")
+    if s.shaper.max_rate is not None:
+        need(s.shaper.max_rate <= cap, "shaper.max_rate", f"is above B_max = {cap:.0f} bit/s")
+        need(s.shaper.max_rate > s.shaper.min_rate, "shaper.max_rate", "must be > shaper.min_rate")
+    need(s.shaper.min_rate < cap, "shaper.min_rate", "must be below B_max")
+    need(s.shaper.latency > 0, "shaper.latency", "must be > 0")
+
+
+# -- loading -------------------------------------------------------------------
+
+
+def builtin_names() -> list[str]:
+    """Names of the scenarios shipped in ``scidmz/scenarios``."""
+    pkg = resources.files("scidmz") / "scenarios"
+    return sorted(p.name[:-5] for p in pkg.iterdir() if p.name.endswith(".toml"))
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """A built-in name (``paper-cubic``) or a path to a TOML file."""
+    text: str
+    source: str
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        if not path.exists():
+            raise FileNotFoundError(f"scenario file not found: {path}")
+        text, source = path.read_text(), str(path)
+    else:
+        res = resources.files("scidmz") / "scenarios" / f"{name_or_path}.toml"
+        if not res.is_file():
+            raise ValueError(
+                f"unknown scenario '{name_or_path}' (built-ins: {', '.join(builtin_names())}; or give a .toml path)"
+            )
+        text, source = res.read_text(), f"built-in scenario '{name_or_path}'"
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{source}: invalid TOML ({exc})") from None
+    data.setdefault("name", path.stem if path.suffix == ".toml" else str(name_or_path))
+    return Scenario.from_dict(data, source=source)
