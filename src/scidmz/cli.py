@@ -98,9 +98,64 @@ def _cmd_scenarios(a: argparse.Namespace) -> int:
     return 0
 
 
+# -- evaluate / reproduce (MLC paper, section 4) ------------------------------------
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="the MLC paper's section 4 experiments: MLC vs trivial TBF")
+    _add_common_scenario(p)
+    p.add_argument("--model", required=True, help="inverse-model directory (from `scidmz train`)")
+    p.add_argument("--gains", required=True, help="gains JSON file (from `scidmz tune`)")
+    p.add_argument("--trials", type=int, default=100, help="trials per experiment and policy (default 100)")
+    p.add_argument("--experiments", default="all",
+                   help="comma list of mrae,fct,utilization,sweep,short (default all)")
+    p.add_argument("--quick", action="store_true", help="small sizes (30 s trials, 150 MB transfer)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the trials (default 0)")
+    p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.set_defaults(func=_cmd_evaluate)
+
+
+def _cmd_evaluate(a: argparse.Namespace) -> int:
+    from .evaluation.experiments import evaluate
+
+    result, human = evaluate(
+        scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
+        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick,
+        progress=not a.json and sys.stderr.isatty(),
+    )
+    _emit(result, a.json, human)
+    return 0
+
+
+def _add_reproduce(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reproduce", help="rerun a paper's whole chain and write a report")
+    p.add_argument("paper", choices=["mlc"], help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes on small scenarios (CI, < 2 min)")
+    p.add_argument("--out", default=None, help="report directory (default reports/mlc, or reports/mlc-quick)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.set_defaults(func=_cmd_reproduce)
+
+
+def _cmd_reproduce(a: argparse.Namespace) -> int:
+    from .evaluation.reproduce import reproduce_mlc
+
+    out = a.out or ("reports/mlc-quick" if a.quick else "reports/mlc")
+    cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
+    result, human = reproduce_mlc(out=out, quick=a.quick, tracking_uri=a.tracking_uri, seed=a.seed,
+                                  command=cmd, progress=sys.stderr.isatty())
+    _emit(result, a.json, human)
+    return 0
+
+
 _GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_simulate,
     _add_scenarios,
+    _add_evaluate,
+    _add_reproduce,
 ]
 
 

@@ -1,0 +1,305 @@
+"""``scidmz reproduce mlc``: the MLC paper's whole chain, once per DTN congestion control.
+
+For CUBIC (``paper-cubic``) and BBRv2 (``paper-bbr2``): identify (section 3.5,
+28,800 s of pseudo-random steps) -> train the inverse ANN (Fig. 8, k-fold CV)
+-> tune (Kp, Ki, Kw) with the GA of Table 2 -> the section 4 experiments, MLC
+vs the trivial TBF -> a Markdown report side by side with the paper's numbers.
+Every stage is an mlflow run (experiment ``scidmz-reproduce``). ``--quick``
+shrinks everything (small scenarios, seconds instead of hours) so the chain runs
+end to end in CI in well under two minutes.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..scenario import Scenario, load_scenario
+from .experiments import (
+    EXPERIMENTS,
+    ExperimentPlan,
+    _clean,
+    run_experiments,
+    write_json,
+    write_results,
+)
+
+__all__ = ["ReproducePlan", "reproduce_mlc", "TRACKING_EXPERIMENT"]
+
+TRACKING_EXPERIMENT = "scidmz-reproduce"
+
+
+@dataclass(frozen=True)
+class ReproducePlan:
+    """Sizes of every stage. Defaults are the paper's (section 3.5, Table 2, section 4)."""
+
+    mode: str = "full"
+    scenarios: dict[str, str] = field(default_factory=lambda: {"cubic": "paper-cubic", "bbr2": "paper-bbr2"})
+    identify_duration: float = 28_800.0  # s, section 3.5
+    identify_batch: int = 32  # episodes run side by side in one batched plant
+    cv_folds: int = 3  # k of the k-fold relative validation error (0 = skip)
+    train_kwargs: dict[str, Any] = field(default_factory=dict)
+    generations: int = 100  # Table 2
+    population: int = 30
+    parents: int = 15
+    crossover: float = 0.9
+    mutation: float = 0.1
+    episode: float = 120.0  # s per GA fitness episode (section 3.3)
+    experiments: ExperimentPlan = field(default_factory=ExperimentPlan)
+    which: tuple[str, ...] = EXPERIMENTS
+    seed: int = 0
+
+    @classmethod
+    def quick(cls, seed: int = 0) -> ReproducePlan:
+        return cls(
+            mode="quick",
+            scenarios={"cubic": "small-cubic", "bbr2": "small-bbr2"},
+            identify_duration=1_200.0, identify_batch=8, cv_folds=0,
+            train_kwargs={"epochs": 15}, generations=2, population=6, parents=3, episode=30.0,
+            experiments=ExperimentPlan.quick(seed), seed=seed,
+        )
+
+    def sizes(self) -> dict[str, Any]:
+        e = self.experiments
+        return {
+            "identification_s": self.identify_duration, "cv_folds": self.cv_folds,
+            "ga": f"{self.generations} generations x {self.population} (parents {self.parents}), "
+                  f"{self.episode:g} s episodes",
+            "mrae_trials": f"{e.trials} x {e.duration:g} s",
+            "fct_trials": f"{e.fct_trials or e.trials} x {e.transfer / 1e9:g} GB",
+            "sweep": f"N_s {list(e.ns_values)}, <= {e.ns_trials} trials each",
+            "short_flows": f"{e.short_trials} x {e.short_duration:g} s",
+        }
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=5, cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _stage(stages: dict[str, float], key: str, say: Callable[[str], None]) -> Any:
+    """Context manager timing one stage into ``stages[key]``."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def cm() -> Any:
+        say(f"-> {key}")
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            stages[key] = time.perf_counter() - t0
+            say(f"   {key} done in {stages[key]:.1f} s")
+
+    return cm()
+
+
+def _one_cca(
+    cca: str,
+    sc: Scenario,
+    plan: ReproducePlan,
+    out: Path,
+    stages: dict[str, float],
+    tracking_uri: str | None,
+    progress: bool,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
+    from ..controller.mlc import MLCPolicy
+    from ..identification.excitation import identify, write_dataset
+    from ..identification.regressors import build_regressors
+    from ..models.inverse import InverseModel
+    from ..policies import TrivialPolicy
+    from ..tracking import file_sha256, tracked_run
+    from ..tuning.ga import tune
+    from .plots import plot_convergence, plot_trace
+
+    d = out / cca
+    d.mkdir(parents=True, exist_ok=True)
+    sec: dict[str, Any] = {"scenario": sc.name, "files": {}}
+    tag = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "mode": plan.mode, "seed": plan.seed}
+
+    with _stage(stages, f"{cca}/identify", say), tracked_run(
+        TRACKING_EXPERIMENT, f"{cca}-identify",
+        {**tag, "duration": plan.identify_duration, "batch": plan.identify_batch}, tracking_uri,
+    ) as run:
+        trace = identify(sc, plan.identify_duration, seed=plan.seed, batch=plan.identify_batch,
+                         progress=progress)
+        ds = write_dataset(trace, d / "dataset.parquet")
+        sha = file_sha256(ds)
+        run.set_tags({"dataset_sha256": sha})
+        run.log_metrics({"rows": len(trace)})
+        sec["identify"] = {"duration": plan.identify_duration, "rows": len(trace), "sha256": sha}
+
+    with _stage(stages, f"{cca}/train", say), tracked_run(
+        TRACKING_EXPERIMENT, f"{cca}-train", {**tag, "dataset_sha256": sha, "cv_folds": plan.cv_folds,
+                                              **plan.train_kwargs}, tracking_uri,
+    ) as run:
+        X, y = build_regressors(trace)
+        model = InverseModel(**plan.train_kwargs)
+        cv: dict[str, Any] = {}
+        if plan.cv_folds >= 2:
+            cv = model.cross_validate(X, y, k=plan.cv_folds)
+        model.fit(X, y)
+        model_dir = d / "model"
+        model.save(model_dir)
+        run.log_metrics({k: v for k, v in cv.items() if isinstance(v, int | float)})
+        run.log_artifact(model_dir)
+        sec["train"] = {"samples": int(len(y)), "cv": _clean(cv),
+                        "cv_relative_error": _cv_error(cv)}
+
+    with _stage(stages, f"{cca}/tune", say), tracked_run(
+        TRACKING_EXPERIMENT, f"{cca}-tune",
+        {**tag, "generations": plan.generations, "population": plan.population, "parents": plan.parents,
+         "crossover": plan.crossover, "mutation": plan.mutation, "episode": plan.episode}, tracking_uri,
+    ) as run:
+        res = tune(sc, model, generations=plan.generations, population=plan.population, parents=plan.parents,
+                   crossover=plan.crossover, mutation=plan.mutation, episode=plan.episode, seed=plan.seed,
+                   progress=progress)
+        tune_dir = d / "tune"
+        res.save(tune_dir)
+        gains_path = d / "gains.json"
+        res.gains.save(gains_path)
+        curve = [float(c) for c in res.curve]
+        run.log_metric_series("best_iae", curve)
+        run.log_metrics({"best_iae": float(res.best_iae), "kp": res.gains.kp, "ki": res.gains.ki,
+                         "kw": res.gains.kw})
+        run.log_artifact(gains_path)
+        conv = plot_convergence({sc.dtn.cca: [c / 1e9 for c in curve]}, d / "convergence.png")
+        sec["files"]["convergence.png"] = str(conv)
+        sec["tune"] = {"gains": {"kp": res.gains.kp, "ki": res.gains.ki, "kw": res.gains.kw},
+                       "best_iae": float(res.best_iae), "curve": curve,
+                       "generations": plan.generations, "population": plan.population}
+
+    policies = {"mlc": MLCPolicy(model, res.gains), "trivial": TrivialPolicy()}
+    with _stage(stages, f"{cca}/evaluate", say), tracked_run(
+        TRACKING_EXPERIMENT, f"{cca}-evaluate", {**tag, **plan.experiments.to_dict()}, tracking_uri,
+    ) as run:
+        results = run_experiments(sc, policies, plan.experiments, plan.which, progress=progress, log=say)
+        files = write_results(results, d, sc, plan.experiments)
+        sec["files"].update(files)
+        if "mrae" in results and results["mrae"].traces.get("mlc"):
+            tr = results["mrae"].traces["mlc"][0]
+            sec["files"]["example_trace.png"] = str(plot_trace(tr, d / "example_trace.png", capacity=sc.capacity))
+        sec["summaries"] = _clean({k: v.summary for k, v in results.items()})
+        sec["wall_s"] = {k: v.wall_s for k, v in results.items()}
+        run.log_metrics(_flat_metrics(sec["summaries"]))
+        for f in files.values():
+            run.log_artifact(f, artifact_path="results")
+    return sec
+
+
+def _cv_error(cv: dict[str, Any]) -> float | None:
+    for key in ("relative_error", "mean_relative_error", "rel_error", "relative_validation_error"):
+        v = cv.get(key)
+        if isinstance(v, int | float):
+            return float(v)
+    return None
+
+
+def _flat_metrics(summ: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for exp in ("mrae", "fct", "utilization"):
+        for pol in ("mlc", "trivial"):
+            v = (summ.get(exp) or {}).get(pol) or {}
+            if isinstance(v.get("mean"), int | float):
+                out[f"{exp}_{pol}"] = float(v["mean"])
+    for pol in ("mlc", "trivial"):
+        v = (summ.get("short") or {}).get(pol) or {}
+        if isinstance(v.get("median"), int | float):
+            out[f"short_median_{pol}"] = float(v["median"])
+    return out
+
+
+def headline(sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per CCA: MRAE and FCT (and utilisation) of MLC and trivial and the reductions."""
+    out: dict[str, Any] = {}
+    for cca, sec in sections.items():
+        s = sec.get("summaries", {})
+        h: dict[str, Any] = {}
+        for exp in ("mrae", "fct", "utilization"):
+            e = s.get(exp) or {}
+            for pol in ("mlc", "trivial"):
+                h[f"{exp}_{pol}"] = (e.get(pol) or {}).get("mean")
+        h["mrae_reduction_pct"] = ((s.get("mrae") or {}).get("mlc") or {}).get("reduction_pct")
+        h["fct_reduction_pct"] = ((s.get("fct") or {}).get("mlc") or {}).get("reduction_pct")
+        h["utilization_decrease_pct"] = ((s.get("utilization") or {}).get("mlc") or {}).get("decrease_pct")
+        sh = s.get("short") or {}
+        for pol in ("mlc", "trivial"):
+            h[f"short_median_{pol}"] = (sh.get(pol) or {}).get("median")
+        out[cca] = h
+    return out
+
+
+def reproduce_mlc(
+    out: str | os.PathLike[str] = "reports/mlc",
+    quick: bool = False,
+    tracking_uri: str | None = None,
+    seed: int = 0,
+    plan: ReproducePlan | None = None,
+    command: str | None = None,
+    notes: str | None = None,
+    progress: bool = False,
+) -> tuple[dict[str, Any], str]:
+    """Run the chain for every CCA in the plan; write ``out/report.md`` and ``out/results.json``."""
+    from .report import write_report
+
+    p = plan or (ReproducePlan.quick(seed) if quick else ReproducePlan(seed=seed))
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    scenarios = {cca: load_scenario(name) for cca, name in p.scenarios.items()}
+
+    def say(msg: str) -> None:
+        if progress:
+            print(msg, file=sys.stderr, flush=True)
+
+    stages: dict[str, float] = {}
+    sections: dict[str, dict[str, Any]] = {}
+    t0 = time.perf_counter()
+    for cca, sc in scenarios.items():
+        say(f"== {cca}: scenario {sc.name} ({p.mode})")
+        sections[cca] = _one_cca(cca, sc, p, out_dir, stages, tracking_uri, progress, say)
+    wall = time.perf_counter() - t0
+
+    conv = {c: [v / 1e9 for v in s["tune"]["curve"]] for c, s in sections.items() if s.get("tune")}
+    if conv:
+        from .plots import plot_convergence
+
+        plot_convergence(conv, out_dir / "convergence.png")
+    meta = {
+        "command": command or f"scidmz reproduce mlc{' --quick' if quick else ''} --out {out}",
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "git_commit": _git_commit(), "plant": "fluid", "mode": p.mode,
+        "cpus": f"{os.cpu_count()} ({platform.machine()})", "wall_s": wall,
+        "sizes": p.sizes(), "stages": stages,
+    }
+    report = write_report(sections, meta, out_dir, notes=notes)
+    result = {
+        "mode": p.mode, "out": str(out_dir), "report": str(report), "wall_s": wall, "stages": stages,
+        "headline": headline(sections),
+        "sections": {c: {k: v for k, v in s.items() if k != "files"} for c, s in sections.items()},
+        "plan": _clean(asdict(p)),
+    }
+    write_json({**result, "meta": meta}, out_dir / "results.json")
+    human = [f"report written to {report} ({wall:.1f} s)"]
+    for cca, h in result["headline"].items():
+        human.append(
+            f"  {cca:6} MRAE mlc {_g(h['mrae_mlc'])} trivial {_g(h['mrae_trivial'])} "
+            f"({_g(h['mrae_reduction_pct'], '{:+.2f}')} %) | FCT mlc {_g(h['fct_mlc'])} s "
+            f"trivial {_g(h['fct_trivial'])} s ({_g(h['fct_reduction_pct'], '{:+.2f}')} %)"
+        )
+    return _clean(result), "\n".join(human)
+
+
+def _g(x: Any, fmt: str = "{:.4g}") -> str:
+    return "n/a" if x is None else fmt.format(x)
