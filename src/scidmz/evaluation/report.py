@@ -257,6 +257,9 @@ def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 L.append(f"- {label}, {v['metric']}: MLC meets the target ({_pct(v['ours_pct'])} vs trivial); "
                          + ("at or above the paper's figure." if meets else
                             f"below the paper's {paper:.2f} %."))
+            elif v["metric"].startswith("utilisation"):
+                L.append(f"- {label}, {v['metric']}: **outside the 1 % band around trivial** "
+                         f"({_pct(v['ours_pct'])} lower than trivial; paper {_f(paper, '{:.2f} %')} lower).")
             else:
                 L.append(f"- {label}, {v['metric']}: **the MLC does not beat the trivial TBF here** "
                          f"({_pct(v['ours_pct'])}; paper {_f(paper, '{:.2f} %')}).")

@@ -1,0 +1,99 @@
+"""The Markdown report: paper numbers side by side, verdicts that follow the data, honest wording."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scidmz.evaluation.report import PAPER, headline_lines, render_report, verdicts, write_report
+
+
+def _summaries(mrae_mlc: float, mrae_tr: float, fct_mlc: float, fct_tr: float, rho_mlc: float, rho_tr: float):
+    def red(b: float, c: float) -> float:
+        return 100 * (b - c) / b
+
+    return {
+        "mrae": {
+            "mlc": {"n": 3, "mean": mrae_mlc, "std": 0.01, "median": mrae_mlc, "reduction_pct": red(mrae_tr, mrae_mlc),
+                    "mean_rate_dtn": 4.8e8, "mean_target": 5e8},
+            "trivial": {"n": 3, "mean": mrae_tr, "std": 0.01, "median": mrae_tr,
+                        "mean_rate_dtn": 4.6e8, "mean_target": 5e8},
+            "target_signal": "pseudo-random steps",
+        },
+        "fct": {
+            "mlc": {"n": 3, "mean": fct_mlc, "std": 1.0, "median": fct_mlc, "unfinished": 0,
+                    "reduction_pct": red(fct_tr, fct_mlc)},
+            "trivial": {"n": 3, "mean": fct_tr, "std": 1.0, "median": fct_tr, "unfinished": 0},
+            "transfer": 10e9, "target": 5e8, "bound_s": 700.0,
+        },
+        "utilization": {
+            "mlc": {"n": 3, "mean": rho_mlc, "std": 0.01, "decrease_pct": red(rho_tr, rho_mlc)},
+            "trivial": {"n": 3, "mean": rho_tr, "std": 0.01},
+        },
+        "sweep": {"rows": [{"n_s": 10, "trials": 2,
+                            "mlc": {"mean": 150.0, "ci95": 1.0, "reduction_pct": 6.25},
+                            "trivial": {"mean": 160.0, "ci95": 1.0}}]},
+        "short": {
+            "mlc": {"n": 50, "median": 0.11, "mean": 0.2, "p90": 0.5, "median_reduction_pct": 8.3,
+                    "median_delta_s": -0.01},
+            "trivial": {"n": 48, "median": 0.12, "mean": 0.21, "p90": 0.55},
+        },
+    }
+
+
+def test_paper_numbers_are_the_papers() -> None:
+    assert PAPER["cubic"]["mrae_reduction_pct"] == 4.1 and PAPER["bbr2"]["mrae_reduction_pct"] == 4.5
+    assert PAPER["cubic"]["fct_reduction_pct"] == 7.4 and PAPER["bbr2"]["fct_reduction_pct"] == 21.72
+    assert PAPER["cubic"]["util_decrease_pct"] == 0.57 and PAPER["bbr2"]["util_decrease_pct"] == 0.65
+    assert PAPER["cubic"]["short_median_improvement_pct"] == 18.7
+    assert PAPER["bbr2"]["short_median_improvement_pct"] == 14.4
+    # Table 5's reduction column is consistent with its mean FCT columns.
+    for cca in ("cubic", "bbr2"):
+        for n_s, (mlc, tr, red) in PAPER[cca]["table5"].items():
+            assert n_s in (1, 10, 100, 1000, 10000)
+            assert 100 * (tr - mlc) / tr == pytest.approx(red, abs=0.06)
+
+
+def test_verdicts_follow_the_numbers() -> None:
+    good = {v["metric"]: v for v in verdicts("cubic", _summaries(0.10, 0.11, 150, 170, 0.95, 0.952))}
+    assert all(v["beats_trivial"] for v in good.values())
+    bad = {v["metric"]: v for v in verdicts("bbr2", _summaries(0.12, 0.11, 180, 170, 0.90, 0.95))}
+    assert not bad["MRAE (mean)"]["beats_trivial"]
+    assert not bad["DTN FCT (mean, s)"]["beats_trivial"]
+    assert not bad["utilisation rho (mean)"]["beats_trivial"]  # 5 % lower is outside the 1 % band
+    assert bad["MRAE (mean)"]["paper_pct"] == 4.5
+
+
+def test_report_renders_side_by_side_and_says_where_mlc_falls_short(tmp_path) -> None:
+    sections = {
+        "cubic": {"scenario": "paper-cubic", "summaries": _summaries(0.10, 0.11, 150, 170, 0.95, 0.952),
+                  "files": {"mrae_cdf.png": str(tmp_path / "cubic" / "mrae_cdf.png")},
+                  "tune": {"gains": {"kp": 0.3, "ki": 1.2, "kw": 1.1}, "best_iae": 1.2e10, "curve": [2e10, 1.2e10],
+                           "generations": 2, "population": 4},
+                  "train": {"samples": 1000, "cv_relative_error": 0.012}},
+        "bbr2": {"scenario": "paper-bbr2", "summaries": _summaries(0.12, 0.11, 180, 170, 0.95, 0.951)},
+    }
+    meta = {"command": "scidmz reproduce mlc --out reports/mlc", "wall_s": 12.5, "stages": {"cubic/identify": 1.0}}
+    path = write_report(sections, meta, tmp_path, notes="Hand-written analysis.")
+    text = path.read_text()
+    assert text.startswith("# MLC reproduction")
+    assert "scidmz reproduce mlc --out reports/mlc" in text
+    assert "| 4.10 % |" in text and "| 21.72 % |" in text  # paper columns
+    assert "159.49" in text or "154.37" in text  # Table 5, N_s = 10 row of the paper
+    assert "](cubic/mrae_cdf.png)" in text  # image paths relative to the report
+    assert "**the MLC does not beat the trivial TBF here**" in text  # bbr2 falls short
+    assert "BBRv2, MRAE (mean)" in text and "Hand-written analysis." in text
+    assert "0.285" in text  # the paper's Table 4 gains next to ours
+    assert "1.20%" in text  # CV error as a percentage
+
+
+def test_headline_lines_and_nan_values() -> None:
+    s = _summaries(0.10, 0.11, 150, 170, 0.95, 0.952)
+    s["fct"]["mlc"]["mean"] = math.nan
+    lines = headline_lines("paper-cubic", s)
+    assert lines[0] == "scenario paper-cubic"
+    assert any("mrae" in ln and "+9.09 %" in ln for ln in lines)
+    assert any("sweep N_s=10" in ln for ln in lines)
+    text = render_report({"cubic": {"summaries": s}}, {})
+    assert "n/a" in text  # NaN is shown as n/a, never as a number
