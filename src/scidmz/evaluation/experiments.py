@@ -644,16 +644,18 @@ def write_json(payload: Any, path: str | os.PathLike[str]) -> Path:
 
 def load_mlc_policy(model: str | os.PathLike[str], gains: str | os.PathLike[str]) -> Policy:
     """The MLC from a model directory and a gains JSON, with one-line errors for bad paths."""
+    from ..controller.mlc import Gains, MLCPolicy
+
     mp, gp = Path(model), Path(gains)
     if not mp.exists():
         raise FileNotFoundError(f"model directory not found: {mp}")
     if not mp.is_dir():
         raise ValueError(f"--model must be a model directory (from `scidmz train`), got a file: {mp}")
-    if not gp.is_file():
+    if not gp.exists():
         raise FileNotFoundError(f"gains file not found: {gp}")
-    from ..controller.mlc import MLCPolicy
-
-    return MLCPolicy.from_paths(model=str(mp), gains=str(gp))
+    # Gains first: a bad gains file is reported even when the model is also wrong.
+    g = Gains.load(gp)
+    return MLCPolicy.from_paths(model=str(mp), gains=g)
 
 
 def evaluate(

@@ -1,0 +1,131 @@
+"""Section 4 experiments on the real fluid plant, tiny sizes: structure and physically sane values.
+
+The trivial TBF and "no shaping" stand in for MLC vs trivial here (the MLC
+chain is covered end to end by test_evaluation_reproduce.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from scidmz.evaluation.experiments import (
+    EXPERIMENTS,
+    ExperimentPlan,
+    fct_experiment,
+    mrae_experiment,
+    mrae_targets,
+    parse_experiments,
+    run_experiments,
+    short_flow_experiment,
+    sweep_experiment,
+    sweep_layout,
+)
+from scidmz.policies import NoShapingPolicy, TrivialPolicy
+from scidmz.scenario import load_scenario
+
+pytest.importorskip("scidmz.plant.fluid")
+
+PLAN = ExperimentPlan(
+    trials=3, duration=20.0, target_hold=10.0, transfer=60e6, fct_max_time=60.0,
+    ns_values=(1, 20), ns_trials=2, short_duration=20.0, short_trials=2, seed=3,
+)
+
+
+@pytest.fixture(scope="module")
+def sc():
+    return load_scenario("small-cubic")
+
+
+@pytest.fixture(scope="module")
+def policies():
+    # "mlc" is a name here: any Policy can take the candidate's place.
+    return {"none": NoShapingPolicy(), "trivial": TrivialPolicy()}
+
+
+def test_plan_validation_and_parsing() -> None:
+    with pytest.raises(ValueError, match="trials"):
+        ExperimentPlan(trials=0)
+    with pytest.raises(ValueError, match="target_low"):
+        ExperimentPlan(target_low=0.8, target_high=0.2)
+    assert parse_experiments(None) == EXPERIMENTS
+    assert parse_experiments("fct, mrae") == ("fct", "mrae")
+    with pytest.raises(ValueError, match="unknown experiment"):
+        parse_experiments("mrae,bogus")
+    assert sweep_layout(1) == (1, 1)
+    assert sweep_layout(1000) == (100, 10)
+    assert sweep_layout(10000) == (100, 100)
+    with pytest.raises(ValueError):
+        sweep_layout(0)
+
+
+def test_mrae_targets_are_seeded_steps_within_bounds(sc) -> None:
+    a = mrae_targets(sc, PLAN)
+    assert a.shape == (20, 3)
+    assert np.array_equal(a, mrae_targets(sc, PLAN))
+    assert a.min() >= 0.3 * sc.capacity and a.max() <= 0.7 * sc.capacity
+    assert np.all(a[:10] == a[0]) and not np.all(a[10] == a[0])  # a new level every 10 s
+    assert not np.array_equal(a[:, 0], a[:, 1])  # one pattern per trial
+
+
+def test_mrae_experiment_structure_and_values(sc, policies) -> None:
+    res = mrae_experiment(sc, policies, PLAN)
+    t = res.table
+    assert len(t) == 2 * PLAN.trials and set(t["policy"]) == {"none", "trivial"}
+    assert np.all(t["mrae"] >= 0) and np.all(np.isfinite(t["mrae"]))
+    assert np.all((t["utilization"] > 0.3) & (t["utilization"] <= 1.05))
+    s = res.summary
+    assert s["trivial"]["n"] == PLAN.trials and "reduction_pct" in s["none"]
+    # Unshaped campus traffic crowds the DTN out: it tracks its target worse than with the TBF.
+    assert s["none"]["mean"] > s["trivial"]["mean"]
+    assert s["none"]["mean_rate_dtn"] < s["trivial"]["mean_rate_dtn"]
+    # Same seeds -> same numbers.
+    again = mrae_experiment(sc, {"trivial": TrivialPolicy()}, PLAN)
+    assert again.summary["trivial"]["mean"] == pytest.approx(s["trivial"]["mean"])
+
+
+def test_fct_and_utilisation(sc, policies) -> None:
+    fres, ures = fct_experiment(sc, policies, PLAN)
+    t = fres.table
+    assert len(t) == 2 * PLAN.trials
+    fin = t[t["finished"]]
+    assert len(fin) > 0
+    # No transfer beats the bottleneck: FCT >= size / B_max.
+    assert np.all(fin["fct"] >= 8 * PLAN.transfer / sc.capacity)
+    s = fres.summary
+    assert s["trivial"]["mean"] < s["none"]["mean"] or s["none"]["unfinished"] > 0
+    assert "reduction_pct" in s["none"] and s["bound_s"] == 60.0
+    u = ures.summary
+    assert 0.5 < u["trivial"]["mean"] <= 1.05 and "decrease_pct" in u["none"]
+
+
+def test_sweep_rows_per_ns(sc, policies) -> None:
+    res = sweep_experiment(sc, {"trivial": TrivialPolicy()}, PLAN)
+    rows = res.summary["rows"]
+    assert [r["n_s"] for r in rows] == [1, 20]
+    assert set(res.table["n_s"]) == {1, 20}
+    one, many = rows[0]["trivial"]["mean"], rows[1]["trivial"]["mean"]
+    assert math.isfinite(one) and one >= 8 * PLAN.transfer / sc.capacity
+    # One campus stream cannot fill its share; twenty can, so the DTN transfer is slower.
+    assert many > one
+
+
+def test_short_flows_have_fcts(sc) -> None:
+    res = short_flow_experiment(sc, {"trivial": TrivialPolicy()}, PLAN)
+    t = res.table
+    assert len(t) > 5 and np.all(t["fct"] > 0)
+    s = res.summary["trivial"]
+    assert 0 < s["median"] <= s["p90"]
+
+
+def test_run_experiments_writes_files(tmp_path, sc, policies) -> None:
+    res = run_experiments(sc, policies, PLAN, ["mrae", "utilization"], out_dir=tmp_path)
+    assert set(res) == {"mrae", "utilization"}
+    for f in ("mrae.csv", "utilization.csv", "mrae_cdf.png", "utilization_cdf.png", "results.json"):
+        assert (tmp_path / f).stat().st_size > 0
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["results"]["mrae"]["summary"]["trivial"]["n"] == PLAN.trials
+    assert doc["plan"]["trials"] == PLAN.trials
