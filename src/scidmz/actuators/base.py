@@ -1,0 +1,99 @@
+"""Actuator protocols: what a policy's decision is applied through.
+
+``RateActuator`` is the MLC paper's single knob (section 3.1, Fig. 2): the
+campus egress rate u(t) of the TBF on S1-eth1. ``QueueActuator`` is the
+richer interface queue-separation policies (Jenks RTT separation, ABC, FFS)
+need: several queues, each with its own rate and buffer, and rules that put
+flows into queues. Implementations live next to this file (``tbf.py``,
+``ovs.py``); every method works in SI units (bit/s, bytes, s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE"]
+
+#: The rate a rate actuator applies for a command of 0 bit/s. A token bucket
+#: cannot hold a rate of exactly 0 (the kernel divides by it), and "closed"
+#: must still let an occasional packet through so that TCP connections do not
+#: time out: 8 kbit/s is one full-size frame every ~1.5 s.
+MIN_RATE = 8_000.0
+
+
+@runtime_checkable
+class RateActuator(Protocol):
+    """A single shaped rate, applied to real traffic.
+
+    ``set_rate(0)`` means "as closed as possible" and applies ``MIN_RATE``;
+    negative, NaN, infinite or unsupportably large rates raise ``ValueError``
+    and leave the current rate unchanged. ``current_rate`` reads the rate back
+    from where it is enforced (kernel, switch), never from a cache, so a
+    monitor sees what is really applied. ``close`` removes only what the
+    actuator created and restores what was there before.
+    """
+
+    def set_rate(self, bps: float) -> None:
+        """Apply ``bps`` (bit/s) from now on."""
+        ...
+
+    def current_rate(self) -> float:
+        """The rate in force now, in bit/s, read back from the enforcing element."""
+        ...
+
+    def close(self) -> None:
+        """Undo everything this actuator created; safe to call twice."""
+        ...
+
+
+@dataclass(frozen=True)
+class FlowMatch:
+    """Which packets a queue rule selects; ``None`` fields match anything.
+
+    Addresses are strings (``"10.0.1.2"`` or a prefix ``"10.0.1.0/24"``),
+    ports integers, ``proto`` an IP protocol number (6 TCP, 17 UDP).
+    """
+
+    src: str | None = None
+    dst: str | None = None
+    sport: int | None = None
+    dport: int | None = None
+    proto: int | None = None
+
+
+@runtime_checkable
+class QueueActuator(Protocol):
+    """Several shaped queues plus rules mapping flows to them (queue separation).
+
+    The shape of the queue-separation policies in the papers (e.g. the Jenks
+    RTT separation and FFS): traffic classes get separate queues, each with a
+    rate ceiling and a drop-tail buffer, and the policy moves flows between
+    queues as their measured RTTs or rates change. Queue ids are small
+    non-negative integers chosen by the caller; queue 0 is the default queue
+    that unmatched traffic uses.
+    """
+
+    def set_queue(self, queue: int, rate: float, buffer: float) -> None:
+        """Create queue ``queue`` or change it: rate ceiling ``rate`` (bit/s), buffer ``buffer`` (bytes)."""
+        ...
+
+    def remove_queue(self, queue: int) -> None:
+        """Delete a queue; its rules are removed and its flows fall back to queue 0."""
+        ...
+
+    def assign(self, match: FlowMatch, queue: int) -> None:
+        """Send packets matching ``match`` to ``queue`` (replacing an identical match's rule)."""
+        ...
+
+    def unassign(self, match: FlowMatch) -> None:
+        """Remove the rule for ``match``; its packets go to queue 0 again."""
+        ...
+
+    def queues(self) -> dict[int, tuple[float, float]]:
+        """Queue id -> (rate bit/s, buffer bytes), read back from the enforcing element."""
+        ...
+
+    def close(self) -> None:
+        """Remove every queue and rule this actuator created; safe to call twice."""
+        ...

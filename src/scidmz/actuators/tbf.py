@@ -1,0 +1,228 @@
+"""The MLC paper's actuator: a token bucket filter (tc TBF) as root qdisc of a device.
+
+In the paper (Vega et al., section 3.1 and Fig. 2) the controller sets the
+rate of a TBF on S1-eth1, the campus switch's uplink, once per period T.
+``TbfActuator`` does exactly that through pyroute2 (netlink, no ``tc``
+process): ``set_rate`` replaces the root qdisc of ``dev`` with a TBF of the
+new rate, ``current_rate`` reads the rate back from the kernel, ``close``
+deletes the TBF so the kernel's default root qdisc comes back.
+
+Derived parameters, when not given (tc-tbf(8) rules):
+
+* burst (bucket size, bytes) >= rate / HZ: the bucket must hold the tokens
+  that arrive in one timer tick, otherwise the shaper cannot reach its rate;
+  and >= two full frames (MTU + Ethernet header), or no packet ever fits.
+  HZ is the kernel's ``CONFIG_HZ`` (1/HZ is the coarsest timer granularity a
+  qdisc watchdog can see), 1000 when the kernel config is not readable.
+* limit (queue, bytes) = rate x latency + burst, as tc computes it from
+  ``latency``.
+
+Rates: the kernel's TBF parameter block holds the rate as 32-bit bytes/s,
+so the resolution is 8 bit/s and the largest rate ~34.3 Gbit/s. A command
+of 0 bit/s applies ``MIN_RATE`` (8 kbit/s, see ``actuators.base``): a TBF
+cannot have rate 0.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import math
+import platform
+import threading
+from pathlib import Path
+from typing import Any
+
+from .base import MIN_RATE
+
+__all__ = ["TbfActuator", "kernel_hz", "derive_burst", "MAX_RATE", "TBF_HANDLE"]
+
+#: Largest rate the 32-bit bytes/s field of ``tc_tbf_qopt`` holds.
+MAX_RATE = float((2**32 - 1) * 8)
+#: Our qdisc handle ("5c1d:"), so leftovers are recognisable and nothing else is deleted.
+TBF_HANDLE = 0x5C1D0000
+_TC_H_ROOT = 0xFFFFFFFF
+_ETH_HLEN = 14
+
+
+@functools.cache
+def kernel_hz() -> int:
+    """The kernel's CONFIG_HZ (timer ticks per second), 1000 if the config is unreadable."""
+    candidates = [Path("/proc/config.gz"), Path(f"/boot/config-{platform.release()}")]
+    for path in candidates:
+        try:
+            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        except OSError:
+            continue
+        for line in raw.decode(errors="replace").splitlines():
+            if line.startswith("CONFIG_HZ="):
+                try:
+                    return int(line.split("=", 1)[1])
+                except ValueError:
+                    break
+    return 1000
+
+
+def derive_burst(bps: float, mtu: int, hz: int | None = None) -> int:
+    """Bucket size in bytes for rate ``bps``: max(rate/HZ, 2 full frames) (tc-tbf(8))."""
+    hz = hz or kernel_hz()
+    return int(math.ceil(max(bps / 8.0 / hz, 2 * (mtu + _ETH_HLEN))))
+
+
+def _check_rate(bps: float) -> float:
+    try:
+        v = float(bps)
+    except (TypeError, ValueError):
+        raise ValueError(f"TBF rate must be a number of bit/s, got {bps!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"TBF rate must be finite, got {bps!r}")
+    if v < 0:
+        raise ValueError(f"TBF rate must be >= 0 bit/s, got {v:.0f}")
+    if v > MAX_RATE:
+        raise ValueError(f"TBF rate {v:.0f} bit/s is above the kernel TBF maximum {MAX_RATE:.0f} bit/s")
+    return max(v, MIN_RATE)
+
+
+class TbfActuator:
+    """Root TBF on ``dev`` (optionally inside network namespace ``netns``), set through pyroute2.
+
+    ``burst`` (bytes) and ``latency`` (s of queue before the TBF drops) are
+    fixed if given; otherwise the burst follows the rate (see module doc).
+    The actuator refuses to start on a device whose root qdisc was configured
+    by someone else (an explicit handle): it could not restore that qdisc's
+    classes and filters on ``close``. A kernel default root (noqueue,
+    pfifo_fast, mq, fq_codel with handle 0) is replaced and comes back when
+    the TBF is deleted. Thread-safe: one netlink socket guarded by a lock.
+    """
+
+    def __init__(
+        self,
+        dev: str,
+        netns: str | None = None,
+        burst: float | None = None,
+        latency: float = 0.05,
+    ) -> None:
+        if not dev or not isinstance(dev, str):
+            raise ValueError(f"TbfActuator needs a device name, got {dev!r}")
+        if burst is not None and not (math.isfinite(burst) and burst > 0):
+            raise ValueError(f"TBF burst must be a positive number of bytes, got {burst!r}")
+        if not (isinstance(latency, int | float) and math.isfinite(latency) and latency > 0):
+            raise ValueError(f"TBF latency must be a positive number of seconds, got {latency!r}")
+        self.dev = dev
+        self.netns = netns
+        self.burst = None if burst is None else float(burst)
+        self.latency = float(latency)
+        self._lock = threading.Lock()
+        self._installed = False
+        self._closed = False
+        from pyroute2 import IPRoute
+
+        if netns is not None and not Path("/var/run/netns", netns).exists():
+            raise ValueError(f"network namespace '{netns}' does not exist")
+        try:
+            self._ipr = IPRoute(netns=netns) if netns is not None else IPRoute()
+        except OSError as exc:
+            raise RuntimeError(f"cannot open netlink for namespace {netns!r}: {exc}") from None
+        try:
+            found = self._ipr.link_lookup(ifname=dev)
+            if not found:
+                where = f" in namespace '{netns}'" if netns else ""
+                raise ValueError(f"no network device '{dev}'{where}")
+            self.index = int(found[0])
+            self.mtu = int(self._ipr.get_links(self.index)[0].get_attr("IFLA_MTU") or 1500)
+            prev = self._root()
+            if prev is not None and prev["handle"] not in (0, TBF_HANDLE):
+                raise ValueError(
+                    f"device '{dev}' already has a configured root qdisc "
+                    f"'{prev.get_attr('TCA_KIND')}' (handle {prev['handle'] >> 16:x}:); "
+                    "refusing to replace what it could not restore"
+                )
+            self.previous_root = None if prev is None else prev.get_attr("TCA_KIND")
+        except BaseException:
+            self._ipr.close()
+            raise
+
+    # -- kernel access ----------------------------------------------------------
+    def _root(self) -> Any | None:
+        for q in self._ipr.get_qdiscs(index=self.index):
+            if q["parent"] == _TC_H_ROOT and q["index"] == self.index:
+                return q
+        return None
+
+    def _our_root(self) -> Any | None:
+        q = self._root()
+        if q is not None and q["handle"] == TBF_HANDLE and q.get_attr("TCA_KIND") == "tbf":
+            return q
+        return None
+
+    # -- RateActuator -------------------------------------------------------------
+    def parameters(self, bps: float) -> dict[str, int]:
+        """The TBF parameters ``set_rate(bps)`` applies: rate (bytes/s), burst and limit (bytes)."""
+        rate = _check_rate(bps)
+        burst = int(self.burst) if self.burst is not None else derive_burst(rate, self.mtu)
+        limit = int(rate / 8.0 * self.latency + burst)
+        return {"rate": int(round(rate / 8.0)), "burst": burst, "limit": limit}
+
+    def set_rate(self, bps: float) -> None:
+        """Replace the root TBF with one at ``bps`` bit/s (0 -> ``MIN_RATE``); ValueError on bad input."""
+        p = self.parameters(bps)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"TbfActuator on '{self.dev}' is closed")
+            from pyroute2.netlink.exceptions import NetlinkError
+
+            try:
+                self._ipr.tc(
+                    "replace", "tbf", self.index, handle=TBF_HANDLE,
+                    rate=f"{p['rate'] * 8}bit", burst=p["burst"], limit=p["limit"],
+                )
+            except NetlinkError as exc:
+                raise RuntimeError(f"kernel refused TBF on '{self.dev}' at {bps:.0f} bit/s: {exc}") from None
+            self._installed = True
+
+    def current_rate(self) -> float:
+        """The rate of our TBF as the kernel holds it (bit/s); RuntimeError if it is gone."""
+        with self._lock:
+            q = self._our_root() if not self._closed else None
+        if q is None:
+            raise RuntimeError(f"no scidmz TBF is installed on '{self.dev}'")
+        parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
+        return float(parms["rate"]) * 8.0
+
+    def kernel_parameters(self) -> dict[str, int]:
+        """rate (bytes/s), limit (bytes) and buffer (kernel ticks) of the installed TBF."""
+        with self._lock:
+            q = self._our_root()
+        if q is None:
+            raise RuntimeError(f"no scidmz TBF is installed on '{self.dev}'")
+        parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
+        return {"rate": int(parms["rate"]), "limit": int(parms["limit"]), "buffer": int(parms["buffer"])}
+
+    def close(self) -> None:
+        """Delete our TBF (only if it is still ours) so the default root qdisc returns."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._installed and self._our_root() is not None:
+                    from pyroute2.netlink.exceptions import NetlinkError
+
+                    try:
+                        self._ipr.tc("del", index=self.index, handle=TBF_HANDLE, parent=_TC_H_ROOT)
+                    except NetlinkError as exc:
+                        # ENODEV/ENOENT: the device or namespace went first; nothing left to undo.
+                        if exc.code not in (2, 19, 22):
+                            raise
+            finally:
+                self._ipr.close()
+
+    def __enter__(self) -> TbfActuator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        where = f", netns={self.netns!r}" if self.netns else ""
+        return f"TbfActuator(dev={self.dev!r}{where})"
