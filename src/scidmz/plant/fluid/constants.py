@@ -1,0 +1,112 @@
+"""Every constant of the fluid model, in one place (a later issue validates them against kernel TCP).
+
+Units are SI (bytes, seconds, bit/s) unless a name says otherwise. The
+kernel (``kernel.py``) reads these as compile-time constants, so changing
+one means the numba cache is rebuilt on the next import.
+
+Sources:
+- CUBIC: RFC 8312 / RFC 9438 and Linux ``tcp_cubic.c`` (C = 0.4, beta = 0.7,
+  fast convergence, TCP-friendly region, HyStart delay exit).
+- Reno/AIMD: RFC 5681 (slow start, +1 MSS per RTT, halve on loss).
+- BBRv1: Cardwell et al., "BBR: Congestion-Based Congestion Control" (ACM
+  Queue 2016) and Linux ``tcp_bbr.c``; the fluid abstraction (round-based
+  max-filter, cwnd cap 2 x BDP, 8-phase gain cycle, ProbeRTT) follows the
+  BBR fluid model of Scherrer et al., "Model-Based Insights on the
+  Performance, Fairness, and Stability of BBR", IMC 2022.
+- BBRv2: IETF ICCRG draft-cardwell-iccrg-bbr-congestion-control-02 and the
+  v2alpha Linux code (loss threshold 2 %, beta 0.7, headroom 15 %,
+  DOWN/CRUISE/REFILL/UP cycle of 2-3 s, ProbeRTT every 5 s); again the
+  abstraction of Scherrer et al. section 3.
+- TBF: Linux ``sch_tbf`` (limit = rate x latency + burst).
+"""
+
+from __future__ import annotations
+
+# -- packets -------------------------------------------------------------------
+MSS = 1448.0  # bytes of payload per segment (1500 MTU - 52 B of TCP/IP headers with timestamps)
+INIT_CWND = 10.0 * MSS  # RFC 6928 initial window
+MIN_CWND = 2.0 * MSS  # floor after repeated losses (Linux never goes below 2 packets except RTO)
+MAX_CWND = 256e6  # bytes; effectively unlimited (socket buffers are not modelled)
+
+# -- time discretisation ---------------------------------------------------------
+DT_MAX = 1e-3  # s; default sub-step: min(DT_MAX, smallest base RTT / DT_RTT_DIVISOR)
+DT_RTT_DIVISOR = 10.0
+
+# -- loss detection ------------------------------------------------------------
+# A flow notices a drop one (current) RTT after it happens (dup-ACKs / SACK)
+# and treats every further drop until one RTT after its reaction as the same
+# congestion event (fast recovery).
+LOSS_FEEDBACK_RTTS = 1.0
+# Drops hit flows as packets: a flow that lost d bytes in a sub-step sees a
+# loss event with probability 1 - exp(-d / MSS) (Poisson thinning keeps the
+# expected number of lost packets right and de-synchronises the flows).
+
+# -- Reno ----------------------------------------------------------------------
+RENO_BETA = 0.5
+
+# -- CUBIC ---------------------------------------------------------------------
+CUBIC_C = 0.4  # packets / s^3
+CUBIC_BETA = 0.7
+CUBIC_FAST_CONVERGENCE = True
+CUBIC_MAX_INCREASE_PER_ACK = 0.5  # Linux caps cnt >= 2: at most +0.5 packet per acked packet
+CUBIC_TARGET_FLOOR_INCREASE = 0.01  # below target: +1 packet per 100 cwnd of ACKs
+# HyStart (delay increase) slow-start exit, Linux defaults
+HYSTART_LOW_WINDOW = 16.0 * MSS
+HYSTART_DELAY_MIN = 0.004
+HYSTART_DELAY_MAX = 0.016
+HYSTART_DELAY_DIVISOR = 8.0
+
+# -- BBRv1 ---------------------------------------------------------------------
+BBR_HIGH_GAIN = 2.885  # 2 / ln 2, startup pacing and cwnd gain
+BBR_DRAIN_GAIN = 1.0 / 2.885
+BBR_CWND_GAIN = 2.0
+BBR_PROBE_GAINS = (1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # one phase per min RTT
+BBR_BW_WINDOW_ROUNDS = 10  # max-filter window of the bottleneck bandwidth estimate
+BBR_FULL_BW_THRESH = 1.25  # startup ends after 3 rounds growing < 25 %
+BBR_FULL_BW_ROUNDS = 3
+BBR_MIN_RTT_WINDOW = 10.0  # s; min RTT expiry -> ProbeRTT
+BBR_PROBE_RTT_TIME = 0.200  # s at the ProbeRTT cwnd
+BBR_PROBE_RTT_CWND = 4.0 * MSS
+BBR_MIN_CWND = 4.0 * MSS
+
+# -- BBRv2 ---------------------------------------------------------------------
+BBR2_STARTUP_GAIN = 2.77  # v2 startup pacing gain (cwnd gain 2)
+BBR2_DRAIN_GAIN = 0.35
+BBR2_CWND_GAIN = 2.0
+BBR2_UP_GAIN = 1.25
+BBR2_DOWN_GAIN = 0.75
+BBR2_LOSS_THRESH = 0.02  # loss rate per round that marks inflight as too high
+BBR2_BETA = 0.7  # multiplicative cut of inflight_hi / bw_lo / inflight_lo on loss
+BBR2_HEADROOM = 0.15  # cruise below (1 - headroom) x inflight_hi to leave room for others
+BBR2_PROBE_WAIT_BASE = 2.0  # s; bandwidth probes every 2 + U(0, 1) s ...
+BBR2_PROBE_WAIT_RAND = 1.0
+BBR2_PROBE_MAX_ROUNDS = 63.0  # ... or after min(BDP in packets, 63) rounds (Reno coexistence)
+BBR2_STARTUP_FULL_LOSS_MIN = 8.0 * MSS  # startup exits on loss only after >= 8 packets lost in a round
+BBR2_MIN_RTT_WINDOW = 5.0  # s between ProbeRTTs
+BBR2_PROBE_RTT_TIME = 0.200
+BBR2_PROBE_RTT_CWND_GAIN = 0.5  # ProbeRTT cwnd = 0.5 x BDP
+BBR2_PACING_MARGIN = 0.01  # pace at 99 % of the estimate
+
+# -- token-bucket shaper (campus egress, S1-eth1) --------------------------------
+# When the scenario gives no burst, tc's minimum is used: one kernel timer tick
+# at HZ = 250 worth of tokens, never less than TBF_MIN_BURST_PKTS packets.
+TBF_BURST_TIME = 0.004
+TBF_MIN_BURST_PKTS = 10.0
+
+# -- traffic generation ----------------------------------------------------------
+CAMPUS_START_JITTER = 1.0  # s; long campus flows start uniformly in [0, this)
+DTN_START_JITTER = 0.010  # s; DTN streams start in [dtn.start, dtn.start + this)
+SHORT_SLOTS_PER_SENDER = 16  # concurrent short flows per Weibull sender (more wait for a slot)
+
+# -- passive measurements (the seven Table 3 variables) -----------------------------
+# A flow is "active" in a period if it delivered at least this many bytes
+# (Algorithm 7's packet-count threshold C.TH of 10 packets).
+ACTIVE_BYTES = 10.0 * MSS
+# Algorithm 4 smooths the campus RTT across periods: RTT <- a RTT + (1 - a) mean.
+RTT_CAMPUS_ALPHA = 0.5
+
+# -- codes shared by the builder and the kernel -------------------------------------
+CCA_CODES = {"reno": 0, "cubic": 1, "bbr": 2, "bbr2": 3, "udp": 4}
+CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
+CLASS_NAMES = ("dtn", "campus", "short")
+QDISC_DROPTAIL = 0

@@ -1,0 +1,849 @@
+"""The numba kernel: advance B instances x F flows through one control period.
+
+One call of :func:`advance_period` runs ``nsub`` sub-steps of length ``dt``
+for every instance (``prange`` over the batch; instances never share state,
+so the result does not depend on the thread schedule). Each sub-step:
+
+1. Weibull senders start short flows (Table 6 of the MLC paper).
+2. Every flow picks its sending rate from its congestion controller:
+   window CCAs send cwnd / RTT, BBR paces at gain x bandwidth estimate capped
+   by its inflight limit, UDP sends at a constant rate.
+3. Campus flows pass the token-bucket shaper (rate u, bucket ``burst``, a
+   drop-tail queue of ``u x latency + burst`` bytes, like tc TBF).
+4. The bottleneck queue discipline serves the queues (``_serve_queues``: K
+   weighted queues, each with its own drop-tail buffer; K = 1 is the plain
+   FIFO of the MLC testbed). Within a queue, service and drops are shared
+   in proportion to each flow's backlog/arrivals (fluid FIFO).
+5. Each flow's controller reacts to what was delivered (ACK clock) and lost.
+
+Loss feedback: a flow that lost d bytes in a sub-step sees a loss event with
+probability 1 - exp(-d / MSS) and reacts one RTT later (constants.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .constants import (
+    ACTIVE_BYTES,
+    BBR2_BETA,
+    BBR2_CWND_GAIN,
+    BBR2_DOWN_GAIN,
+    BBR2_DRAIN_GAIN,
+    BBR2_HEADROOM,
+    BBR2_LOSS_THRESH,
+    BBR2_MIN_RTT_WINDOW,
+    BBR2_PACING_MARGIN,
+    BBR2_PROBE_MAX_ROUNDS,
+    BBR2_PROBE_RTT_CWND_GAIN,
+    BBR2_PROBE_RTT_TIME,
+    BBR2_PROBE_WAIT_BASE,
+    BBR2_PROBE_WAIT_RAND,
+    BBR2_STARTUP_FULL_LOSS_MIN,
+    BBR2_STARTUP_GAIN,
+    BBR2_UP_GAIN,
+    BBR_BW_WINDOW_ROUNDS,
+    BBR_CWND_GAIN,
+    BBR_DRAIN_GAIN,
+    BBR_FULL_BW_ROUNDS,
+    BBR_FULL_BW_THRESH,
+    BBR_HIGH_GAIN,
+    BBR_MIN_CWND,
+    BBR_MIN_RTT_WINDOW,
+    BBR_PROBE_GAINS,
+    BBR_PROBE_RTT_CWND,
+    BBR_PROBE_RTT_TIME,
+    CUBIC_BETA,
+    CUBIC_C,
+    CUBIC_FAST_CONVERGENCE,
+    CUBIC_MAX_INCREASE_PER_ACK,
+    CUBIC_TARGET_FLOOR_INCREASE,
+    HYSTART_DELAY_DIVISOR,
+    HYSTART_DELAY_MAX,
+    HYSTART_DELAY_MIN,
+    HYSTART_LOW_WINDOW,
+    INIT_CWND,
+    LOSS_FEEDBACK_RTTS,
+    MAX_CWND,
+    MIN_CWND,
+    MSS,
+    RENO_BETA,
+    RTT_CAMPUS_ALPHA,
+    TBF_BURST_TIME,
+    TBF_MIN_BURST_PKTS,
+)
+from .layout import (
+    I_DTN_DONE,
+    I_DTN_FIRST,
+    I_DTN_LEFT,
+    I_NEXTFID,
+    I_PERIODS,
+    I_QDC,
+    I_QDD,
+    I_REC_LOST,
+    I_RTTC,
+    I_RTTD,
+    I_T,
+    I_TBFQ,
+    I_TOKENS,
+    I_WAITING,
+    IP_BURST,
+    IP_CAMPUS_BASE,
+    IP_CAP,
+    IP_DT,
+    IP_G_MAX,
+    IP_G_MIN,
+    IP_G_SCALE,
+    IP_G_SHAPE,
+    IP_LATENCY,
+    IP_NSUB,
+    IP_QDISC,
+    IP_Z_MAX,
+    IP_Z_MIN,
+    IP_Z_SCALE,
+    IP_Z_SHAPE,
+    NOUT,
+    O_ACTIVE,
+    O_CAMP_B,
+    O_CAMP_L,
+    O_CAMP_SENT,
+    O_DTN_B,
+    O_DTN_L,
+    O_DTN_SENT,
+    O_QBYTES,
+    O_QDC,
+    O_QDD,
+    O_RTTC,
+    O_RTTD,
+    O_SHORT_DONE,
+    O_TBF_DELAY,
+    O_TBF_L,
+    P_BASE,
+    P_CCA,
+    P_CLASS,
+    P_QID,
+    P_SHAPED,
+    P_SIZE,
+    P_START,
+    P_UDP,
+    QP_BUFFER,
+    QP_WEIGHT,
+    R_BYTES,
+    R_CLASS,
+    R_FID,
+    R_FINISH,
+    R_START,
+    S_BW,
+    S_BWHI_CUR,
+    S_BWHI_PREV,
+    S_BWLO,
+    S_CIDX,
+    S_CSTART,
+    S_CWND,
+    S_DELIV,
+    S_EPOCH,
+    S_FID,
+    S_FSTART,
+    S_FULLBW,
+    S_FULLCNT,
+    S_FULLPIPE,
+    S_GAIN,
+    S_IHI,
+    S_ILO,
+    S_K,
+    S_LOSS_AT,
+    S_MINRTT,
+    S_MINRTT_STAMP,
+    S_MODE,
+    S_ON,
+    S_PACE,
+    S_PBYTES,
+    S_PLOST,
+    S_PRIOR_MODE,
+    S_PRTT,
+    S_PRTT_DONE,
+    S_PTIME,
+    S_PWAIT,
+    S_QB,
+    S_RATE,
+    S_RDELIV,
+    S_RECOV_END,
+    S_RLOST,
+    S_ROUNDS,
+    S_RSINCE,
+    S_RSTART,
+    S_RTT,
+    S_SIZE,
+    S_SLOT0,
+    S_SSTH,
+    S_TB,
+    S_TOSEND,
+    S_UPCNT,
+    S_WMAX,
+)
+
+INF = np.inf
+_PROBE_GAINS = np.array(BBR_PROBE_GAINS)
+_NSLOTS = BBR_BW_WINDOW_ROUNDS
+# CCA codes (constants.CCA_CODES)
+RENO, CUBIC, BBR, BBR2, UDP = 0, 1, 2, 3, 4
+# BBR modes and BBRv2 ProbeBW phases
+STARTUP, DRAIN, PROBE_BW, PROBE_RTT = 0, 1, 2, 3
+DOWN, CRUISE, REFILL, UP = 0, 1, 2, 3
+CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
+
+
+# -- random numbers: one xorshift64* stream per instance (deterministic under prange) ------
+@njit(cache=True)
+def _rand(rng, b):
+    x = rng[b]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    rng[b] = x
+    y = (x * np.uint64(2685821657736338717)) >> np.uint64(11)
+    return (np.float64(y) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+@njit(cache=True)
+def _weibull(rng, b, shape, scale, lo, hi):
+    """Weibull(k, lambda) by inversion, clipped to [lo, hi] (MLC Table 6)."""
+    v = scale * (-math.log(_rand(rng, b))) ** (1.0 / shape)
+    return min(max(v, lo), hi)
+
+
+# -- flow start ------------------------------------------------------------------------------
+@njit(cache=True)
+def _start_flow(s, p, f, t, size, fid, rng, b):
+    """(Re)initialise flow slot f at time t: slow start from the initial window."""
+    s[S_ON, f] = 1.0
+    s[S_CWND, f] = INIT_CWND
+    s[S_SSTH, f] = INF
+    s[S_WMAX, f] = 0.0
+    s[S_EPOCH, f] = t
+    s[S_K, f] = 0.0
+    s[S_LOSS_AT, f] = INF
+    s[S_RECOV_END, f] = -INF
+    s[S_TOSEND, f] = size
+    s[S_DELIV, f] = 0.0
+    s[S_SIZE, f] = size
+    s[S_FSTART, f] = t
+    s[S_FID, f] = fid
+    s[S_QB, f] = 0.0
+    s[S_TB, f] = 0.0
+    base = p[P_BASE, f]
+    s[S_RTT, f] = base
+    s[S_MINRTT, f] = INF
+    s[S_MINRTT_STAMP, f] = t
+    s[S_RSTART, f] = t
+    s[S_RDELIV, f] = 0.0
+    s[S_RLOST, f] = 0.0
+    s[S_ROUNDS, f] = 0.0
+    cca = int(p[P_CCA, f])
+    if cca == BBR or cca == BBR2:
+        s[S_MODE, f] = STARTUP
+        gain = BBR_HIGH_GAIN if cca == BBR else BBR2_STARTUP_GAIN
+        s[S_GAIN, f] = gain
+        s[S_BW, f] = INIT_CWND / base
+        s[S_PACE, f] = gain * INIT_CWND / base
+        s[S_FULLBW, f] = 0.0
+        s[S_FULLCNT, f] = 0.0
+        s[S_FULLPIPE, f] = 0.0
+        s[S_CIDX, f] = 0.0
+        s[S_CSTART, f] = t
+        s[S_PRTT_DONE, f] = INF
+        s[S_IHI, f] = INF
+        s[S_ILO, f] = INF
+        s[S_BWLO, f] = INF
+        s[S_PWAIT, f] = INF
+        s[S_UPCNT, f] = 1.0
+        s[S_BWHI_PREV, f] = 0.0
+        s[S_BWHI_CUR, f] = 0.0
+        s[S_RSINCE, f] = 0.0
+        for j in range(_NSLOTS):
+            s[S_SLOT0 + j, f] = 0.0
+
+
+# -- window-based controllers (Reno, CUBIC) ----------------------------------------------------
+@njit(cache=True)
+def _window_update(s, f, cca, t, acked, rtt):
+    """Slow start, congestion avoidance and loss reaction of Reno (RFC 5681) and CUBIC (RFC 8312)."""
+    cwnd = s[S_CWND, f]
+    minrtt = s[S_MINRTT, f]
+    if t >= s[S_LOSS_AT, f]:
+        s[S_LOSS_AT, f] = INF
+        s[S_RECOV_END, f] = t + rtt
+        if cca == CUBIC:
+            w = cwnd / MSS
+            if CUBIC_FAST_CONVERGENCE and w < s[S_WMAX, f]:
+                s[S_WMAX, f] = w * (1.0 + CUBIC_BETA) / 2.0
+            else:
+                s[S_WMAX, f] = w
+            cwnd = max(cwnd * CUBIC_BETA, MIN_CWND)
+            s[S_EPOCH, f] = t
+            s[S_K, f] = (max(s[S_WMAX, f] - cwnd / MSS, 0.0) / CUBIC_C) ** (1.0 / 3.0)
+        else:
+            cwnd = max(cwnd * RENO_BETA, MIN_CWND)
+        s[S_SSTH, f] = cwnd
+        s[S_CWND, f] = cwnd
+        return
+    if acked <= 0.0:
+        return
+    if cwnd < s[S_SSTH, f]:
+        cwnd += acked
+        # HyStart: leave slow start when the RTT has grown by clamp(minRTT/8, 4, 16 ms)
+        if cca == CUBIC and cwnd >= HYSTART_LOW_WINDOW and minrtt < INF:
+            thr = min(max(minrtt / HYSTART_DELAY_DIVISOR, HYSTART_DELAY_MIN), HYSTART_DELAY_MAX)
+            if rtt >= minrtt + thr:
+                s[S_SSTH, f] = cwnd
+                s[S_WMAX, f] = cwnd / MSS
+                s[S_EPOCH, f] = t
+                s[S_K, f] = 0.0
+    elif cca == CUBIC:
+        el = t - s[S_EPOCH, f]
+        tt = el + minrtt - s[S_K, f]
+        wmax = s[S_WMAX, f]
+        target = (CUBIC_C * tt * tt * tt + wmax) * MSS
+        # TCP-friendly region: what Reno with the same beta would have reached
+        west = (wmax * CUBIC_BETA + 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) * el / minrtt) * MSS
+        if west > target:
+            target = west
+        if target > cwnd:
+            cwnd += acked * min((target - cwnd) / cwnd, CUBIC_MAX_INCREASE_PER_ACK)
+        else:
+            cwnd += acked * CUBIC_TARGET_FLOOR_INCREASE * MSS / cwnd
+    else:
+        cwnd += MSS * acked / cwnd
+    s[S_CWND, f] = min(cwnd, MAX_CWND)
+
+
+# -- BBR (v1 and v2) ------------------------------------------------------------------------------
+@njit(cache=True)
+def _bbr_enter_probe_bw(s, f, cca, t, rng, b):
+    s[S_MODE, f] = PROBE_BW
+    s[S_CSTART, f] = t
+    if cca == BBR:
+        # random start phase, never the draining 0.75 phase (tcp_bbr.c)
+        idx = int(_rand(rng, b) * 7.0)
+        s[S_CIDX, f] = idx + 1 if idx >= 1 else 0
+    else:
+        s[S_CIDX, f] = DOWN
+        s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
+        s[S_RSINCE, f] = 0.0
+
+
+@njit(cache=True)
+def _bbr_update(s, f, cca, t, dt, acked, lost, rtt, inflight, rng, b):
+    """BBR's model and state machine, per sub-step (v1: tcp_bbr.c; v2: draft-cardwell-02).
+
+    Bandwidth samples are taken once per round (one RTT) as delivered/elapsed,
+    the fluid counterpart of BBR's per-ACK delivery-rate samples.
+    """
+    s[S_RDELIV, f] += acked
+    s[S_RLOST, f] += lost
+    prt_win = BBR_MIN_RTT_WINDOW if cca == BBR else BBR2_MIN_RTT_WINDOW
+    # min RTT filter and ProbeRTT entry
+    if rtt <= s[S_MINRTT, f]:
+        s[S_MINRTT, f] = rtt
+        s[S_MINRTT_STAMP, f] = t
+    elif t - s[S_MINRTT_STAMP, f] > prt_win and s[S_MODE, f] != PROBE_RTT:
+        s[S_MINRTT, f] = rtt
+        s[S_MINRTT_STAMP, f] = t
+        s[S_PRIOR_MODE, f] = s[S_MODE, f]
+        s[S_MODE, f] = PROBE_RTT
+        s[S_PRTT_DONE, f] = t + (BBR_PROBE_RTT_TIME if cca == BBR else BBR2_PROBE_RTT_TIME) + rtt
+    minrtt = s[S_MINRTT, f]
+    mode = int(s[S_MODE, f])
+
+    # ---- round end: bandwidth sample, startup exit, BBRv2 loss response ----
+    el = t - s[S_RSTART, f]
+    if el >= rtt and el > 0.0:
+        sample = s[S_RDELIV, f] / el
+        rl = s[S_RLOST, f]
+        rd = s[S_RDELIV, f]
+        loss_rate = rl / (rl + rd) if rl + rd > 0.0 else 0.0
+        s[S_ROUNDS, f] += 1.0
+        s[S_RSINCE, f] += 1.0
+        if cca == BBR:
+            slot = int(s[S_ROUNDS, f]) % _NSLOTS
+            s[S_SLOT0 + slot, f] = sample
+            bw = 0.0
+            for j in range(_NSLOTS):
+                bw = max(bw, s[S_SLOT0 + j, f])
+            s[S_BW, f] = max(bw, MSS / minrtt)
+        else:
+            s[S_BWHI_CUR, f] = max(s[S_BWHI_CUR, f], sample)
+            s[S_BW, f] = max(max(s[S_BWHI_CUR, f], s[S_BWHI_PREV, f]), MSS / minrtt)
+        bw = s[S_BW, f]
+        bdp = bw * minrtt
+        if mode == STARTUP:
+            if bw >= s[S_FULLBW, f] * BBR_FULL_BW_THRESH:
+                s[S_FULLBW, f] = bw
+                s[S_FULLCNT, f] = 0.0
+            else:
+                s[S_FULLCNT, f] += 1.0
+            full = s[S_FULLCNT, f] >= BBR_FULL_BW_ROUNDS
+            if cca == BBR2 and loss_rate > BBR2_LOSS_THRESH and rl >= BBR2_STARTUP_FULL_LOSS_MIN:
+                s[S_IHI, f] = max(bdp, inflight)
+                full = True
+            if full:
+                s[S_FULLPIPE, f] = 1.0
+                s[S_MODE, f] = DRAIN
+                s[S_GAIN, f] = BBR_DRAIN_GAIN if cca == BBR else BBR2_DRAIN_GAIN
+                mode = DRAIN
+        elif cca == BBR2 and mode == PROBE_BW:
+            ph = int(s[S_CIDX, f])
+            if loss_rate > BBR2_LOSS_THRESH and ph == UP:
+                # inflight too high while probing: remember a safe upper bound, back off
+                s[S_IHI, f] = max(inflight * BBR2_BETA, bdp * BBR2_BETA)
+                s[S_CIDX, f] = DOWN
+                s[S_CSTART, f] = t
+                s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
+                s[S_RSINCE, f] = 0.0
+            elif rl > 0.0 and ph != UP and ph != REFILL:
+                # short-term model: any loss in a round cuts bw_lo / inflight_lo by beta
+                if s[S_BWLO, f] == INF:
+                    s[S_BWLO, f] = bw
+                if s[S_ILO, f] == INF:
+                    s[S_ILO, f] = s[S_CWND, f]
+                s[S_BWLO, f] = max(sample, BBR2_BETA * s[S_BWLO, f])
+                s[S_ILO, f] = max(rd, BBR2_BETA * s[S_ILO, f])
+            if ph == REFILL:
+                s[S_CIDX, f] = UP
+                s[S_CSTART, f] = t
+                s[S_UPCNT, f] = 1.0
+            elif ph == UP:
+                if s[S_IHI, f] < INF and inflight >= s[S_IHI, f] * (1.0 - 1e-3):
+                    # cwnd-limited by inflight_hi: grow it 1, 2, 4, ... packets per round
+                    s[S_IHI, f] += s[S_UPCNT, f] * MSS
+                    s[S_UPCNT, f] = min(s[S_UPCNT, f] * 2.0, 1024.0)
+                if t - s[S_CSTART, f] >= minrtt and inflight >= BBR2_UP_GAIN * bdp:
+                    s[S_CIDX, f] = DOWN
+                    s[S_CSTART, f] = t
+                    s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
+                    s[S_RSINCE, f] = 0.0
+        s[S_RSTART, f] = t
+        s[S_RDELIV, f] = 0.0
+        s[S_RLOST, f] = 0.0
+
+    bw = s[S_BW, f]
+    bdp = bw * minrtt
+    # ---- per-step mode logic ----
+    if mode == DRAIN:
+        if inflight <= bdp:
+            _bbr_enter_probe_bw(s, f, cca, t, rng, b)
+    elif mode == PROBE_RTT:
+        if t >= s[S_PRTT_DONE, f]:
+            s[S_MINRTT_STAMP, f] = t
+            if s[S_FULLPIPE, f] > 0.0:
+                _bbr_enter_probe_bw(s, f, cca, t, rng, b)
+            else:
+                s[S_MODE, f] = STARTUP
+    elif mode == PROBE_BW:
+        if cca == BBR:
+            idx = int(s[S_CIDX, f])
+            el = t - s[S_CSTART, f]
+            adv = el >= minrtt
+            if idx == 0 and adv and lost <= 0.0 and inflight < 1.25 * bdp:
+                adv = False  # keep probing until inflight reaches 1.25 BDP or a loss
+            if idx == 0 and el >= 2.0 * minrtt:
+                adv = True
+            if idx == 1 and inflight <= bdp:
+                adv = True
+            if adv:
+                s[S_CIDX, f] = (idx + 1) % 8
+                s[S_CSTART, f] = t
+        else:
+            ph = int(s[S_CIDX, f])
+            if ph == DOWN:
+                if inflight <= min(bdp, (1.0 - BBR2_HEADROOM) * s[S_IHI, f]):
+                    s[S_CIDX, f] = CRUISE
+                    s[S_CSTART, f] = t
+            if int(s[S_CIDX, f]) == CRUISE or int(s[S_CIDX, f]) == DOWN:
+                rounds_cap = min(BBR2_PROBE_MAX_ROUNDS, bdp / MSS)
+                if t >= s[S_PWAIT, f] or s[S_RSINCE, f] >= rounds_cap:
+                    # start a new probe cycle: forget the short-term bounds, age bw_hi
+                    s[S_CIDX, f] = REFILL
+                    s[S_CSTART, f] = t
+                    s[S_BWLO, f] = INF
+                    s[S_ILO, f] = INF
+                    s[S_BWHI_PREV, f] = s[S_BWHI_CUR, f]
+                    s[S_BWHI_CUR, f] = 0.0
+                    s[S_RSTART, f] = t
+                    s[S_RDELIV, f] = 0.0
+                    s[S_RLOST, f] = 0.0
+
+    # ---- outputs: pacing rate and inflight cap ----
+    mode = int(s[S_MODE, f])
+    if cca == BBR:
+        if mode == STARTUP:
+            gain, cg = BBR_HIGH_GAIN, BBR_HIGH_GAIN
+        elif mode == DRAIN:
+            gain, cg = BBR_DRAIN_GAIN, BBR_HIGH_GAIN
+        elif mode == PROBE_RTT:
+            gain, cg = 1.0, BBR_CWND_GAIN
+        else:
+            gain, cg = _PROBE_GAINS[int(s[S_CIDX, f])], BBR_CWND_GAIN
+        s[S_GAIN, f] = gain
+        s[S_PACE, f] = gain * bw
+        cw = max(cg * bdp, BBR_MIN_CWND)
+        if mode == PROBE_RTT:
+            cw = BBR_PROBE_RTT_CWND
+        s[S_CWND, f] = cw
+    else:
+        bwe = min(bw, s[S_BWLO, f])
+        ph = int(s[S_CIDX, f])
+        if mode == STARTUP:
+            gain = BBR2_STARTUP_GAIN
+        elif mode == DRAIN:
+            gain = BBR2_DRAIN_GAIN
+        elif mode == PROBE_RTT:
+            gain = 1.0
+        elif ph == UP:
+            gain = BBR2_UP_GAIN
+        elif ph == DOWN:
+            gain = BBR2_DOWN_GAIN
+        else:
+            gain = 1.0
+        s[S_GAIN, f] = gain
+        s[S_PACE, f] = gain * bwe * (1.0 - BBR2_PACING_MARGIN)
+        cw = BBR2_CWND_GAIN * bwe * minrtt
+        if mode == PROBE_BW and (ph == CRUISE or ph == DOWN):
+            cw = min(cw, (1.0 - BBR2_HEADROOM) * s[S_IHI, f])
+        else:
+            cw = min(cw, s[S_IHI, f])
+        cw = min(cw, s[S_ILO, f])
+        if mode == PROBE_RTT:
+            cw = min(cw, BBR2_PROBE_RTT_CWND_GAIN * bdp)
+        s[S_CWND, f] = max(cw, BBR_MIN_CWND)
+
+
+# -- the bottleneck queue discipline -------------------------------------------------------------
+@njit(cache=True)
+def _serve_queues(qdisc, demand, weight, cap, served):
+    """Work-conserving weighted service of K queues in one sub-step (fluid DRR / WFQ).
+
+    ``demand[k]`` = backlog + arrivals (bytes), ``cap`` = bytes the link sends
+    in the sub-step. Queues that want less than their weighted share give the
+    rest to the others (water filling). With K = 1 this is the FIFO of the
+    testbed. ``qdisc`` selects the discipline (0 = drop-tail queues); later
+    disciplines (ABC, FFS) add their drop rules next to ``_droptail``.
+    """
+    k_n = demand.shape[0]
+    for k in range(k_n):
+        served[k] = 0.0
+    left = cap
+    for _ in range(k_n):
+        wsum = 0.0
+        for k in range(k_n):
+            if demand[k] - served[k] > 1e-12:
+                wsum += weight[k]
+        if wsum <= 0.0 or left <= 1e-12:
+            break
+        used = 0.0
+        for k in range(k_n):
+            want = demand[k] - served[k]
+            if want > 1e-12:
+                give = min(want, left * weight[k] / wsum)
+                served[k] += give
+                used += give
+        left -= used
+        if used <= 1e-12:
+            break
+
+
+@njit(cache=True)
+def _droptail(backlog, buffer):
+    """Bytes a drop-tail queue must drop to stay within its buffer."""
+    return backlog - buffer if backlog > buffer else 0.0
+
+
+# -- the period kernel --------------------------------------------------------------------------------
+@njit(cache=True, parallel=True)
+def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots):
+    """Advance every instance by one control period; results go to OUT/REC/NREC."""
+    B = S.shape[0]
+    for b in prange(B):
+        _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
+                     n_dtn, short_off, n_send, slots)
+
+
+@njit(cache=True)
+def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn, short_off, n_send, slots):
+    F = s.shape[1]
+    K = q.shape[0]
+    dt = ip[IP_DT]
+    nsub = int(ip[IP_NSUB])
+    cap = ip[IP_CAP] * dt
+    u = u_bits / 8.0
+    burst = ip[IP_BURST]
+    if burst <= 0.0:
+        burst = max(u * TBF_BURST_TIME, TBF_MIN_BURST_PKTS * MSS)
+    limit = u * ip[IP_LATENCY] + burst
+    qdisc = int(ip[IP_QDISC])
+    period = dt * nsub
+    for j in range(NOUT):
+        out[j] = 0.0
+    nrec[b] = 0
+    for f in range(F):
+        s[S_PBYTES, f] = 0.0
+        s[S_PLOST, f] = 0.0
+        s[S_PRTT, f] = 0.0
+        s[S_PTIME, f] = 0.0
+    a = np.empty(F)  # bytes each flow sends in the sub-step
+    a2 = np.empty(F)  # bytes each flow brings to the bottleneck (after the shaper)
+    lt = np.zeros(F)  # bytes each flow lost at the shaper in the sub-step
+    qa = np.empty(K)
+    qd = np.empty(K)
+    qdel = np.empty(K)
+    served = np.empty(K)
+    qdrop = np.empty(K)
+    weight = np.empty(K)
+    wtot = 0.0
+    for k in range(K):
+        weight[k] = qp[k, QP_WEIGHT]
+        wtot += weight[k]
+    t = inst[I_T]
+    rttd_sum = 0.0
+    rttd_time = 0.0
+    rttc_sum = 0.0
+    rttc_time = 0.0
+    qdd_w = 0.0
+    qdd_sum = 0.0
+    qdc_w = 0.0
+    qdc_sum = 0.0
+    tbf_delay_sum = 0.0
+    qbytes_sum = 0.0
+    for _step in range(nsub):
+        # ---- 1. long flows that start now; Weibull short-flow arrivals ----
+        for f in range(short_off):
+            if s[S_ON, f] == 0.0 and s[S_FSTART, f] < 0.0 and t >= p[P_START, f]:
+                _start_flow(s, p, f, t, p[P_SIZE, f], f, rng, b)
+                if int(p[P_CLASS, f]) == CLASS_DTN and inst[I_DTN_FIRST] == INF:
+                    inst[I_DTN_FIRST] = t
+        for gi in range(n_send):
+            while g[gi, 0] <= t:
+                g[gi, 1] += 1.0
+                g[gi, 0] += _weibull(rng, b, ip[IP_G_SHAPE], ip[IP_G_SCALE], ip[IP_G_MIN], ip[IP_G_MAX])
+            if g[gi, 1] > 0.0:
+                base_f = short_off + gi * slots
+                for f in range(base_f, base_f + slots):
+                    if g[gi, 1] <= 0.0:
+                        break
+                    if s[S_ON, f] == 0.0:
+                        size = _weibull(rng, b, ip[IP_Z_SHAPE], ip[IP_Z_SCALE], ip[IP_Z_MIN], ip[IP_Z_MAX])
+                        _start_flow(s, p, f, t, size, inst[I_NEXTFID], rng, b)
+                        inst[I_NEXTFID] += 1.0
+                        g[gi, 1] -= 1.0
+        # ---- 2. queue delays and sending rates ----
+        for k in range(K):
+            rate_k = ip[IP_CAP] * weight[k] / wtot
+            qdel[k] = q[k] / rate_k
+            qa[k] = 0.0
+        tbfq = inst[I_TBFQ]
+        tbf_delay = tbfq / u if u > 0.0 else (ip[IP_LATENCY] if tbfq > 0.0 else 0.0)
+        a_tbf = 0.0
+        for f in range(F):
+            if s[S_ON, f] == 0.0:
+                a[f] = 0.0
+                continue
+            k = int(p[P_QID, f])
+            rtt = p[P_BASE, f] + qdel[k]
+            if p[P_SHAPED, f] > 0.0:
+                rtt += tbf_delay
+            s[S_RTT, f] = rtt
+            cca = int(p[P_CCA, f])
+            if cca == UDP:
+                x = p[P_UDP, f] / 8.0
+            elif cca <= CUBIC:
+                x = s[S_CWND, f] / rtt
+            else:
+                # BBR paces; its inflight cap (cwnd) binds through the ACK clock
+                x = min(s[S_PACE, f], s[S_CWND, f] / rtt)
+            sent = min(x * dt, s[S_TOSEND, f])
+            if sent < 0.0:
+                sent = 0.0
+            a[f] = sent
+            s[S_RATE, f] = sent / dt
+            if p[P_SHAPED, f] > 0.0:
+                a_tbf += sent
+            else:
+                qa[k] += sent
+        # ---- 3. token-bucket shaper (campus egress) ----
+        tokens = min(burst, inst[I_TOKENS] + u * dt)
+        avail = tbfq + a_tbf
+        t_out = min(avail, tokens)
+        tokens -= t_out
+        rem = avail - t_out
+        t_drop = rem - limit if rem > limit else 0.0
+        inst[I_TOKENS] = tokens
+        inst[I_TBFQ] = rem - t_drop
+        out[O_TBF_L] += t_drop
+        tbf_delay_sum += tbf_delay * dt
+        for f in range(F):
+            if p[P_SHAPED, f] > 0.0 and (a[f] > 0.0 or s[S_TB, f] > 0.0):
+                share = (s[S_TB, f] + a[f]) / avail if avail > 0.0 else 0.0
+                o = t_out * share
+                d = t_drop * a[f] / a_tbf if a_tbf > 0.0 else 0.0
+                s[S_TB, f] += a[f] - o - d
+                if s[S_TB, f] < 0.0:
+                    s[S_TB, f] = 0.0
+                a2[f] = o
+                qa[int(p[P_QID, f])] += o
+                lt[f] = d
+            else:
+                a2[f] = a[f] if p[P_SHAPED, f] == 0.0 else 0.0
+                lt[f] = 0.0
+        # ---- 4. bottleneck: weighted service, drop-tail per queue ----
+        for k in range(K):
+            qd[k] = q[k] + qa[k]
+        _serve_queues(qdisc, qd, weight, cap, served)
+        for k in range(K):
+            nq = qd[k] - served[k]
+            qdrop[k] = _droptail(nq, qp[k, QP_BUFFER])
+            q[k] = nq - qdrop[k]
+        # ---- 5. per-flow delivery, loss detection and controller update ----
+        n_dtn_on = 0
+        n_camp_on = 0
+        rttd_step = 0.0
+        rttc_step = 0.0
+        dtn_arr = 0.0
+        camp_arr = 0.0
+        dtn_qd = 0.0
+        camp_qd = 0.0
+        for f in range(F):
+            if s[S_ON, f] == 0.0:
+                continue
+            k = int(p[P_QID, f])
+            cls = int(p[P_CLASS, f])
+            cca = int(p[P_CCA, f])
+            ain = a2[f]
+            o = 0.0
+            d = 0.0
+            if qd[k] > 0.0 and (ain > 0.0 or s[S_QB, f] > 0.0):
+                o = served[k] * (s[S_QB, f] + ain) / qd[k]
+                if qa[k] > 0.0:
+                    d = qdrop[k] * ain / qa[k]
+                s[S_QB, f] += ain - o - d
+                if s[S_QB, f] < 0.0:
+                    s[S_QB, f] = 0.0
+            rtt = s[S_RTT, f]
+            meas_rtt = p[P_BASE, f] + qdel[k]  # what a tap at the bottleneck sees
+            s[S_DELIV, f] += o
+            s[S_PBYTES, f] += o
+            tot_lost = d + lt[f]  # shaper + bottleneck
+            s[S_PLOST, f] += tot_lost
+            s[S_PRTT, f] += rtt * dt
+            s[S_PTIME, f] += dt
+            if cls == CLASS_DTN:
+                out[O_DTN_B] += o
+                out[O_DTN_L] += d
+                out[O_DTN_SENT] += a[f]
+                n_dtn_on += 1
+                rttd_step += meas_rtt
+                dtn_arr += a2[f]
+                dtn_qd += a2[f] * qdel[k]
+            else:
+                out[O_CAMP_B] += o
+                out[O_CAMP_L] += d
+                out[O_CAMP_SENT] += a[f]
+                n_camp_on += 1
+                rttc_step += meas_rtt
+                camp_arr += a2[f]
+                camp_qd += a2[f] * qdel[k]
+            if tot_lost > 0.0:
+                s[S_TOSEND, f] += tot_lost  # to be retransmitted
+            if cca != UDP:
+                if s[S_RTT, f] < s[S_MINRTT, f] and cca <= CUBIC:
+                    s[S_MINRTT, f] = s[S_RTT, f]
+                if cca <= CUBIC and tot_lost > 0.0:
+                    if t >= s[S_RECOV_END, f] and s[S_LOSS_AT, f] == INF:
+                        if _rand(rng, b) < 1.0 - math.exp(-tot_lost / MSS):
+                            s[S_LOSS_AT, f] = t + LOSS_FEEDBACK_RTTS * rtt
+                            s[S_RECOV_END, f] = INF
+                if cca <= CUBIC:
+                    _window_update(s, f, cca, t, o, rtt)
+                else:
+                    infl = s[S_RATE, f] * p[P_BASE, f] + s[S_QB, f] + s[S_TB, f]
+                    _bbr_update(s, f, cca, t, dt, o, tot_lost, rtt, infl, rng, b)
+            # ---- completion of finite flows ----
+            if s[S_DELIV, f] >= s[S_SIZE, f] * (1.0 - 1e-12) and s[S_SIZE, f] < INF:
+                fin = t + dt + 0.5 * p[P_BASE, f]
+                n = nrec[b]
+                if n < rec.shape[0]:
+                    rec[n, R_CLASS] = cls
+                    rec[n, R_FID] = s[S_FID, f]
+                    rec[n, R_START] = s[S_FSTART, f]
+                    rec[n, R_FINISH] = fin
+                    rec[n, R_BYTES] = s[S_SIZE, f]
+                    nrec[b] = n + 1
+                else:
+                    inst[I_REC_LOST] += 1.0
+                if s[S_PBYTES, f] >= ACTIVE_BYTES:
+                    out[O_ACTIVE] += 1.0
+                s[S_PBYTES, f] = 0.0
+                q[k] -= s[S_QB, f]
+                if q[k] < 0.0:
+                    q[k] = 0.0
+                inst[I_TBFQ] -= s[S_TB, f]
+                if inst[I_TBFQ] < 0.0:
+                    inst[I_TBFQ] = 0.0
+                s[S_QB, f] = 0.0
+                s[S_TB, f] = 0.0
+                s[S_ON, f] = 0.0
+                s[S_RATE, f] = 0.0
+                if cls == CLASS_SHORT:
+                    out[O_SHORT_DONE] += 1.0
+                if cls == CLASS_DTN:
+                    inst[I_DTN_LEFT] -= 1.0
+                    if inst[I_DTN_LEFT] <= 0.0:
+                        inst[I_DTN_DONE] = fin
+        # ---- measurements of this sub-step ----
+        if n_dtn_on > 0:
+            rttd_sum += rttd_step / n_dtn_on * dt
+            rttd_time += dt
+        if n_camp_on > 0:
+            rttc_sum += rttc_step / n_camp_on * dt
+            rttc_time += dt
+        if dtn_arr > 0.0:
+            qdd_sum += dtn_qd
+            qdd_w += dtn_arr
+        if camp_arr > 0.0:
+            qdc_sum += camp_qd
+            qdc_w += camp_arr
+        qtot = 0.0
+        for k in range(K):
+            qtot += q[k]
+        qbytes_sum += qtot * dt
+        t += dt
+    inst[I_T] = t
+    inst[I_PERIODS] += 1.0
+    # ---- the seven Table 3 variables (and ground truth) for this period ----
+    if rttd_time > 0.0:
+        inst[I_RTTD] = rttd_sum / rttd_time
+    out[O_RTTD] = inst[I_RTTD]
+    if rttc_time > 0.0:
+        avg = rttc_sum / rttc_time
+        if inst[I_RTTC] < 0.0:
+            inst[I_RTTC] = avg
+        else:
+            inst[I_RTTC] = RTT_CAMPUS_ALPHA * inst[I_RTTC] + (1.0 - RTT_CAMPUS_ALPHA) * avg
+    out[O_RTTC] = inst[I_RTTC] if inst[I_RTTC] >= 0.0 else ip[IP_CAMPUS_BASE]
+    if qdd_w > 0.0:
+        inst[I_QDD] = qdd_sum / qdd_w
+    if qdc_w > 0.0:
+        inst[I_QDC] = qdc_sum / qdc_w
+    out[O_QDD] = inst[I_QDD]
+    out[O_QDC] = inst[I_QDC]
+    out[O_TBF_DELAY] = tbf_delay_sum / period
+    out[O_QBYTES] = qbytes_sum / period
+    for f in range(F):
+        if s[S_PBYTES, f] >= ACTIVE_BYTES:
+            out[O_ACTIVE] += 1.0
+    w = 0.0
+    for gi in range(n_send):
+        w += g[gi, 1]
+    inst[I_WAITING] = w

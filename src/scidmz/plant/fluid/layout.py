@@ -1,0 +1,143 @@
+"""Array layout shared by the builder (``plant.py``) and the numba kernel (``kernel.py``).
+
+All state lives in a few float64 arrays so that one kernel call advances B
+instances x F flows through a whole control period:
+
+- ``P`` (B, NP, F)  per-flow parameters (class, CCA, base RTT, queue id, ...)
+- ``S`` (B, NS, F)  per-flow state (cwnd, queue backlogs, BBR model, ...)
+- ``I`` (B, NI)     per-instance state (time, token bucket, EWMA RTT, ...)
+- ``IP`` (B, NIP)   per-instance parameters (capacity, dt, shaper, Weibull, ...)
+- ``Q`` (B, K)      bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight
+- ``G`` (B, NSEND, 2) Weibull senders: next arrival time, flows waiting for a slot
+- ``OUT`` (B, NOUT) per-period results; ``REC`` (B, cap, NREC) finished flows
+
+Field indices are module constants, which numba freezes into the kernel.
+"""
+
+from __future__ import annotations
+
+# -- P: per-flow parameters ---------------------------------------------------------
+P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER = range(9)
+NP = 9
+
+# -- S: per-flow state ----------------------------------------------------------------
+(
+    S_ON,  # 1 while the flow has data to send
+    S_CWND,  # bytes (window CCAs) / current inflight cap (BBR)
+    S_SSTH,  # slow-start threshold, bytes
+    S_WMAX,  # CUBIC W_max, packets
+    S_EPOCH,  # CUBIC epoch start (time of last reduction)
+    S_K,  # CUBIC K, s
+    S_LOSS_AT,  # time at which a detected loss is acted on (inf: none pending)
+    S_RECOV_END,  # drops before this time belong to the last congestion event
+    S_TOSEND,  # bytes still to send, including retransmissions (inf: unlimited)
+    S_DELIV,  # bytes delivered of the current flow
+    S_SIZE,  # size of the current flow, bytes (inf: unlimited)
+    S_FSTART,  # start of the current flow, s
+    S_FID,  # id of the current flow
+    S_QB,  # bytes of this flow in its bottleneck queue
+    S_TB,  # bytes of this flow in the TBF queue
+    S_RATE,  # sending rate in the last sub-step, bytes/s
+    S_RTT,  # current RTT (base + shaper queue + bottleneck queue), s
+    S_MINRTT,
+    S_MINRTT_STAMP,
+    S_PBYTES,  # delivered this period
+    S_PLOST,  # lost this period
+    S_PRTT,  # sum of RTT x dt while sending this period (for the per-flow snapshot)
+    S_PTIME,  # time spent sending this period
+    S_RSTART,  # start of the current round (one RTT)
+    S_RDELIV,  # delivered in the current round
+    S_RLOST,  # lost in the current round
+    S_ROUNDS,  # rounds so far
+    S_MODE,  # BBR mode: 0 startup, 1 drain, 2 probe_bw, 3 probe_rtt
+    S_GAIN,  # BBR pacing gain
+    S_PACE,  # BBR pacing rate, bytes/s
+    S_BW,  # BBR bottleneck bandwidth estimate (v1 max filter, v2 bw_hi)
+    S_FULLBW,
+    S_FULLCNT,
+    S_FULLPIPE,
+    S_CIDX,  # v1 gain-cycle index; v2 phase 0 DOWN, 1 CRUISE, 2 REFILL, 3 UP
+    S_CSTART,  # start of the current phase
+    S_PRTT_DONE,  # end of ProbeRTT
+    S_PRIOR_MODE,
+    S_IHI,  # BBRv2 inflight_hi
+    S_ILO,  # BBRv2 inflight_lo
+    S_BWLO,  # BBRv2 bw_lo
+    S_PWAIT,  # BBRv2 time of the next bandwidth probe
+    S_UPCNT,  # BBRv2 inflight_hi growth per round in UP (packets)
+    S_BWHI_PREV,  # BBRv2 max filter over two probe cycles
+    S_BWHI_CUR,
+    S_RSINCE,  # BBRv2 rounds since the last probe
+    S_SLOT0,  # BBRv1 bandwidth samples of the last 10 rounds (S_SLOT0 .. S_SLOT0 + 9)
+) = range(47)
+NS = S_SLOT0 + 10
+
+# -- I: per-instance state ---------------------------------------------------------------
+(
+    I_T,
+    I_TOKENS,
+    I_TBFQ,
+    I_RTTC,  # EWMA campus RTT (Algorithm 4)
+    I_RTTD,  # last DTN RTT
+    I_NEXTFID,
+    I_DTN_FIRST,  # first DTN byte sent (s), inf before
+    I_DTN_DONE,  # time the DTN transfer completed, inf before
+    I_DTN_LEFT,  # DTN streams still sending
+    I_PERIODS,
+    I_QDD,  # last qdelay seen by DTN / campus (held when a class sends nothing)
+    I_QDC,
+    I_REC_LOST,  # finished-flow records that did not fit the buffer
+    I_WAITING,  # Weibull flows waiting for a free slot (sum over senders)
+) = range(14)
+NI = 14
+
+# -- IP: per-instance parameters ----------------------------------------------------------
+(
+    IP_CAP,  # bytes/s
+    IP_DT,
+    IP_NSUB,
+    IP_BURST,  # bytes; <= 0: derive from the rate
+    IP_LATENCY,
+    IP_PERIOD,
+    IP_DTN_TRANSFER,  # bytes, inf = unlimited
+    IP_DTN_BASE,
+    IP_CAMPUS_BASE,
+    IP_G_SHAPE,
+    IP_G_SCALE,
+    IP_G_MIN,
+    IP_G_MAX,
+    IP_Z_SHAPE,
+    IP_Z_SCALE,
+    IP_Z_MIN,
+    IP_Z_MAX,
+    IP_SHORT_CCA,
+    IP_QDISC,
+) = range(19)
+NIP = 19
+
+QP_BUFFER, QP_WEIGHT = 0, 1
+NQP = 2
+
+# -- OUT: per-period results ------------------------------------------------------------
+(
+    O_DTN_B,
+    O_CAMP_B,
+    O_DTN_L,
+    O_CAMP_L,
+    O_TBF_L,
+    O_RTTD,
+    O_RTTC,
+    O_QDD,
+    O_QDC,
+    O_ACTIVE,
+    O_DTN_SENT,
+    O_CAMP_SENT,
+    O_TBF_DELAY,
+    O_QBYTES,
+    O_SHORT_DONE,
+) = range(15)
+NOUT = 15
+
+# -- REC: finished flows ---------------------------------------------------------------------
+R_CLASS, R_FID, R_START, R_FINISH, R_BYTES = range(5)
+NREC = 5

@@ -1,0 +1,352 @@
+"""``FluidPlant``: the batched flow-level simulator behind ``make_plant("fluid", ...)``.
+
+This module builds the arrays of ``layout.py`` from one or more scenarios of
+the same shape, calls the numba kernel once per control period, and turns
+its output into the seven Table 3 variables (``StateBatch``), the per-period
+ground truth (``info``), finished-flow records and per-flow snapshots.
+The model itself is documented in ``docs/fluid_model.md`` and ``kernel.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...scenario import Scenario
+from ..base import StateBatch, as_rate_array
+from . import constants as c
+from . import layout as L
+
+__all__ = ["FluidPlant", "FlowShape"]
+
+
+@dataclass(frozen=True)
+class FlowShape:
+    """How the flow axis of the arrays is laid out (identical for every instance of a batch)."""
+
+    n_dtn: int  # DTN streams: flows [0, n_dtn)
+    n_campus: int  # long campus TCP flows or UDP hosts: [n_dtn, short_off)
+    campus_kind: str  # long | udp | weibull
+    n_send: int  # Weibull senders; sender g owns slots [short_off + g*slots, ... + slots)
+    slots: int
+
+    @property
+    def short_off(self) -> int:
+        return self.n_dtn + self.n_campus
+
+    @property
+    def n_flows(self) -> int:
+        return self.short_off + self.n_send * self.slots
+
+    @classmethod
+    def of(cls, sc: Scenario) -> FlowShape:
+        kind = sc.campus.traffic
+        if kind == "long":
+            n_campus = sc.campus.hosts * sc.campus.flows_per_host
+        elif kind == "udp":
+            n_campus = sc.campus.hosts
+        else:
+            n_campus = 0
+        n_send = sc.campus.short_flow_senders + (sc.campus.hosts if kind == "weibull" else 0)
+        return cls(sc.dtn.streams, n_campus, kind, n_send, c.SHORT_SLOTS_PER_SENDER)
+
+
+def default_dt(sc: Scenario) -> float:
+    """Sub-step: min(DT_MAX, smallest base RTT / DT_RTT_DIVISOR)."""
+    rtts = [sc.dtn.rtt] if sc.dtn.streams else []
+    if sc.campus.hosts or sc.campus.short_flow_senders:
+        rtts.append(sc.campus.rtt)
+    return min(c.DT_MAX, min(rtts, default=1.0) / c.DT_RTT_DIVISOR)
+
+
+def _seed_words(seed: int) -> int:
+    # A non-zero 64-bit xorshift state derived from the seed (splitmix64).
+    z = (int(seed) * 0x9E3779B97F4A7C15 + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    z ^= z >> 31
+    return z or 0x2545F4914F6CDD1D
+
+
+class FluidPlant:
+    """B independent fluid simulations of the Science DMZ bottleneck, stepped one period T at a time.
+
+    ``scenarios`` (optional) gives each instance its own scenario of the same
+    shape (same flow counts and traffic kind, same period); otherwise all use
+    ``scenario``. ``dt`` overrides the sub-step (default ``default_dt``).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        batch: int = 1,
+        scenarios: list[Scenario] | None = None,
+        dt: float | None = None,
+    ) -> None:
+        if scenarios is not None:
+            scenarios = list(scenarios)
+            if not scenarios:
+                raise ValueError("scenarios must not be empty")
+            if batch not in (1, len(scenarios)):
+                raise ValueError(f"batch={batch} does not match {len(scenarios)} scenarios")
+            batch = len(scenarios)
+        if int(batch) != batch or batch < 1:
+            raise ValueError(f"batch must be a positive whole number, got {batch!r}")
+        self.scenario: Scenario = scenario
+        self.batch: int = int(batch)
+        self.scenarios: list[Scenario] = scenarios or [scenario] * self.batch
+        self.shape = FlowShape.of(self.scenarios[0])
+        for i, sc in enumerate(self.scenarios):
+            if FlowShape.of(sc) != self.shape:
+                raise ValueError(
+                    f"scenario {i} ('{sc.name}') has a different flow layout than scenario 0; "
+                    "a batch needs the same DTN streams, campus hosts/flows and traffic kind"
+                )
+            if sc.period != self.scenarios[0].period:
+                raise ValueError(f"scenario {i} ('{sc.name}') has a different period T")
+        if dt is not None and not (0 < dt <= self.scenario.period):
+            raise ValueError(f"dt must be in (0, period], got {dt!r}")
+        self._dt_override = dt
+        self._u_max = np.array([sc.u_max for sc in self.scenarios])
+        self._closed = False
+        self._records: list[np.ndarray] = []
+        self._info: dict[str, np.ndarray] = {}
+        self._kernel: Any = None
+        self._alloc()
+        self.reset()
+
+    # -- construction ------------------------------------------------------------------
+    @property
+    def period(self) -> float:
+        return self.scenario.period
+
+    def _alloc(self) -> None:
+        B, F = self.batch, self.shape.n_flows
+        self.P = np.zeros((B, L.NP, F))
+        self.S = np.zeros((B, L.NS, F))
+        self.I = np.zeros((B, L.NI))
+        self.IP = np.zeros((B, L.NIP))
+        self.Q = np.zeros((B, 1))
+        self.QP = np.zeros((B, 1, L.NQP))
+        self.G = np.zeros((B, max(self.shape.n_send, 1), 2))
+        self.RNG = np.zeros(B, dtype=np.uint64)
+        self.OUT = np.zeros((B, L.NOUT))
+        sh = self.shape
+        per = self.scenario.period
+        gap_min = min(sc.campus.weibull.gap_min for sc in self.scenarios)
+        cap = sh.n_dtn + 8 + int(sh.n_send * (per / gap_min + sh.slots + 2))
+        self.REC = np.zeros((B, cap, L.NREC))
+        self.NREC = np.zeros(B, dtype=np.int64)
+
+    def _fill(self, i: int, sc: Scenario, seed: int) -> None:
+        sh = self.shape
+        rng = np.random.default_rng(seed)
+        P, S, inst, IP = self.P[i], self.S[i], self.I[i], self.IP[i]
+        P[:] = 0.0
+        S[:] = 0.0
+        inst[:] = 0.0
+        d, n0 = sh.n_dtn, sh.short_off
+        cca = c.CCA_CODES
+        # DTN streams: the transfer split evenly, start jittered after dtn.start
+        P[L.P_CLASS, :d] = c.CLASS_DTN
+        P[L.P_CCA, :d] = cca[sc.dtn.cca]
+        P[L.P_BASE, :d] = sc.dtn.rtt
+        P[L.P_SIZE, :d] = math.inf if sc.dtn.transfer is None else sc.dtn.transfer / max(d, 1)
+        P[L.P_START, :d] = sc.dtn.start + rng.uniform(0.0, c.DTN_START_JITTER, d)
+        # long campus flows or UDP hosts (behind the shaper)
+        P[L.P_CLASS, d:n0] = c.CLASS_CAMPUS
+        P[L.P_CCA, d:n0] = cca["udp"] if sh.campus_kind == "udp" else cca[sc.campus.cca]
+        P[L.P_UDP, d:n0] = sc.campus.udp_rate
+        P[L.P_SIZE, d:n0] = math.inf
+        P[L.P_START, d:n0] = rng.uniform(0.0, c.CAMPUS_START_JITTER, n0 - d)
+        # Weibull short-flow slots (behind the shaper)
+        P[L.P_CLASS, n0:] = c.CLASS_SHORT
+        P[L.P_CCA, n0:] = cca[sc.campus.cca]
+        P[L.P_SIZE, n0:] = math.inf
+        P[L.P_START, n0:] = math.inf
+        P[L.P_SENDER, n0:] = np.repeat(np.arange(sh.n_send), sh.slots) if sh.n_send else 0
+        P[L.P_BASE, d:] = sc.campus.rtt
+        P[L.P_SHAPED, d:] = 1.0
+        P[L.P_QID, :] = 0.0
+        S[L.S_FSTART, :] = -1.0
+        S[L.S_RTT, :] = P[L.P_BASE, :]
+        S[L.S_MINRTT, :] = P[L.P_BASE, :]
+        dt = self._dt_override if self._dt_override is not None else default_dt(sc)
+        nsub = max(1, int(math.ceil(sc.period / dt - 1e-9)))
+        w = sc.campus.weibull
+        IP[L.IP_CAP] = sc.capacity / 8.0
+        IP[L.IP_DT] = sc.period / nsub
+        IP[L.IP_NSUB] = nsub
+        IP[L.IP_BURST] = sc.shaper.burst if sc.shaper.burst is not None else -1.0
+        IP[L.IP_LATENCY] = sc.shaper.latency
+        IP[L.IP_PERIOD] = sc.period
+        IP[L.IP_DTN_TRANSFER] = math.inf if sc.dtn.transfer is None else sc.dtn.transfer
+        IP[L.IP_DTN_BASE] = sc.dtn.rtt
+        IP[L.IP_CAMPUS_BASE] = sc.campus.rtt
+        IP[L.IP_G_SHAPE], IP[L.IP_G_SCALE], IP[L.IP_G_MIN], IP[L.IP_G_MAX] = (
+            w.gap_shape, w.gap_scale, w.gap_min, w.gap_max)
+        IP[L.IP_Z_SHAPE], IP[L.IP_Z_SCALE], IP[L.IP_Z_MIN], IP[L.IP_Z_MAX] = (
+            w.size_shape, w.size_scale, w.size_min, w.size_max)
+        IP[L.IP_QDISC] = c.QDISC_DROPTAIL
+        self.Q[i] = 0.0
+        self.QP[i, 0, L.QP_BUFFER] = sc.buffer_bytes
+        self.QP[i, 0, L.QP_WEIGHT] = 1.0
+        self.G[i] = 0.0
+        if sh.n_send:
+            self.G[i, :, 0] = rng.uniform(0.0, w.gap_max, sh.n_send)
+        inst[L.I_RTTC] = -1.0
+        inst[L.I_RTTD] = sc.dtn.rtt
+        inst[L.I_NEXTFID] = n0
+        inst[L.I_DTN_FIRST] = math.inf
+        inst[L.I_DTN_DONE] = math.inf
+        inst[L.I_DTN_LEFT] = d if sc.dtn.transfer is not None and d else math.inf
+        self.RNG[i] = np.uint64(_seed_words(int(rng.integers(0, 2**62))))
+
+    # -- Plant protocol ---------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> StateBatch:
+        """Start a new episode; instance i uses seed + i (seed None: its scenario's seed + i)."""
+        self._check_open()
+        for i, sc in enumerate(self.scenarios):
+            base = sc.seed if seed is None else int(seed)
+            self._fill(i, sc, base + i)
+        self._records = []
+        self._t = 0.0
+        y = np.zeros((self.batch, 7))
+        y[:, 2] = [sc.dtn.rtt for sc in self.scenarios]
+        y[:, 3] = [sc.campus.rtt for sc in self.scenarios]
+        self._info = {}
+        self._y = y
+        return StateBatch(0.0, y.copy())
+
+    def step(self, u: np.ndarray | float) -> StateBatch:
+        """Apply campus rate(s) u (bit/s) for one period T; return y measured at its end."""
+        self._check_open()
+        arr = as_rate_array(u, self.batch, float(self._u_max.max()))
+        over = arr > self._u_max * (1 + 1e-9)
+        if over.any():
+            i = int(np.argmax(over))
+            raise ValueError(
+                f"rate command {arr[i]:.0f} bit/s for instance {i} is above its shaper maximum "
+                f"{self._u_max[i]:.0f} bit/s"
+            )
+        if self._kernel is None:
+            from .kernel import advance_period
+
+            self._kernel = advance_period
+        sh = self.shape
+        self._kernel(self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
+                     self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots)
+        T = self.period
+        self._t += T
+        o = self.OUT
+        y = np.empty((self.batch, 7))
+        y[:, 0] = o[:, L.O_DTN_B] * 8.0 / T
+        y[:, 1] = o[:, L.O_CAMP_B] * 8.0 / T
+        y[:, 2] = o[:, L.O_RTTD]
+        y[:, 3] = o[:, L.O_RTTC]
+        y[:, 4] = o[:, L.O_QDD]
+        y[:, 5] = o[:, L.O_QDC]
+        y[:, 6] = o[:, L.O_ACTIVE]
+        self._y = y
+        cap = np.array([sc.capacity for sc in self.scenarios])
+        done = self.I[:, L.I_DTN_DONE]
+        fct = np.where(np.isfinite(done), done - self.I[:, L.I_DTN_FIRST], np.nan)
+        self._info = {
+            "dtn_bytes": o[:, L.O_DTN_B].copy(),
+            "campus_bytes": o[:, L.O_CAMP_B].copy(),
+            "dtn_lost_bytes": o[:, L.O_DTN_L].copy(),
+            "campus_lost_bytes": o[:, L.O_CAMP_L].copy(),
+            "shaper_lost_bytes": o[:, L.O_TBF_L].copy(),
+            "dtn_sent_bytes": o[:, L.O_DTN_SENT].copy(),
+            "campus_sent_bytes": o[:, L.O_CAMP_SENT].copy(),
+            "shaper_delay": o[:, L.O_TBF_DELAY].copy(),
+            "queue_bytes": o[:, L.O_QBYTES].copy(),
+            "short_flows_done": o[:, L.O_SHORT_DONE].copy(),
+            "dtn_fct": fct,
+            "utilization": (o[:, L.O_DTN_B] + o[:, L.O_CAMP_B]) * 8.0 / (cap * T),
+        }
+        n = self.NREC
+        if n.any():
+            rows = []
+            for i in range(self.batch):
+                if n[i]:
+                    r = self.REC[i, : n[i]]
+                    rows.append(np.column_stack([np.full(n[i], i, dtype=np.float64), r]))
+            self._records.append(np.vstack(rows))
+        return StateBatch(self._t, y.copy())
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """Ground truth of the last period: (B,) float arrays (bytes, s, fraction)."""
+        return dict(self._info)
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> FluidPlant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("this FluidPlant is closed")
+
+    # -- ground truth beyond the protocol ------------------------------------------------
+    def flow_records(self) -> Any:
+        """Finished flows since reset: instance, class ('dtn'/'campus'/'short'), flow_id, start, finish, bytes, fct."""
+        import pandas as pd
+
+        cols = ["instance", "class", "flow_id", "start", "finish", "bytes"]
+        if not self._records:
+            df = pd.DataFrame({k: pd.Series(dtype="float64") for k in cols})
+        else:
+            arr = np.vstack(self._records)
+            df = pd.DataFrame(arr, columns=cols)
+        df["instance"] = df["instance"].astype("int64")
+        df["flow_id"] = df["flow_id"].astype("int64")
+        df["class"] = pd.Categorical.from_codes(df["class"].astype("int64"), categories=list(c.CLASS_NAMES)) \
+            if len(df) else pd.Categorical([], categories=list(c.CLASS_NAMES))
+        df["fct"] = df["finish"] - df["start"]
+        return df
+
+    def records_lost(self) -> np.ndarray:
+        """(B,) number of finished-flow records that did not fit the per-period buffer (should be 0)."""
+        return self.I[:, L.I_REC_LOST].copy()
+
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """Per-flow state now, (B, F) arrays: what a Jenks/ABC/FFS policy needs per flow.
+
+        ``rate`` (bit/s delivered over the last period), ``send_rate`` (bit/s now),
+        ``rtt`` (s, mean over the last period while sending, else base),
+        ``base_rtt``, ``cwnd`` (bytes; BBR: its inflight cap), ``queue_id``,
+        ``queue_bytes`` (bytes in the bottleneck queue), ``shaper_bytes``,
+        ``lost`` (bytes lost in the last period), ``active`` (0/1), ``cls``
+        (0 dtn, 1 campus, 2 short), ``cca`` (constants.CCA_CODES), ``flow_id``.
+        """
+        S, P = self.S, self.P
+        ptime = S[:, L.S_PTIME]
+        rtt = np.where(ptime > 0, S[:, L.S_PRTT] / np.where(ptime > 0, ptime, 1.0), P[:, L.P_BASE])
+        return {
+            "rate": S[:, L.S_PBYTES] * 8.0 / self.period,
+            "send_rate": S[:, L.S_RATE] * 8.0,
+            "rtt": rtt,
+            "base_rtt": P[:, L.P_BASE].copy(),
+            "cwnd": S[:, L.S_CWND].copy(),
+            "queue_id": P[:, L.P_QID].astype(np.int64),
+            "queue_bytes": S[:, L.S_QB].copy(),
+            "shaper_bytes": S[:, L.S_TB].copy(),
+            "lost": S[:, L.S_PLOST].copy(),
+            "active": S[:, L.S_ON].copy(),
+            "cls": P[:, L.P_CLASS].astype(np.int64),
+            "cca": P[:, L.P_CCA].astype(np.int64),
+            "flow_id": S[:, L.S_FID].astype(np.int64),
+        }
+
+    def __repr__(self) -> str:
+        return (f"FluidPlant({self.scenario.name!r}, batch={self.batch}, flows={self.shape.n_flows}, "
+                f"dt={self.IP[0, L.IP_DT]:.4g}s)")
