@@ -1,0 +1,371 @@
+"""The inverse ANN of the MLC, section 3.5 and Fig. 8 (Keras, TensorFlow backend).
+
+A fully connected network: input |I| = 22 (``identification.regressors``),
+a hidden layer of 64 x |I| = 1408 ReLU units, a pre-output layer of |I| = 22
+ReLU units and one linear output, the predicted u(t). Inputs and target are
+standardised with scikit-learn scalers saved next to the Keras model.
+
+Training defaults (``epochs=30``, ``batch_size=128``, Adam 1e-3, MSE) take
+about a minute for the paper's 28,800 samples on 2 cores; ``cross_validate``
+reports the relative validation error the paper quotes (about 1%) as
+mean |u_hat - u| / mean |u| over k held-out folds.
+
+A saved model directory holds ``model.keras`` (Keras), ``scalers.joblib``
+(sklearn), ``weights.npz`` (the same network as NumPy arrays, for the
+control loop, which does not need TensorFlow) and ``meta.json`` (feature
+order, per-unit scaling, scenario/CCA, dataset hash, training settings).
+TensorFlow is imported only when a Keras model is built, trained or loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..identification.regressors import FEATURE_NAMES, N_FEATURES, RATE_FEATURES
+
+__all__ = ["InverseModel", "NumpyPredictor", "load_predictor", "relative_error"]
+
+FORMAT_VERSION = 1
+
+
+def _keras() -> Any:
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+
+    return keras
+
+
+def relative_error(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """mean |u_hat - u| / mean |u| (the paper's relative validation error, as a fraction)."""
+    yt = np.asarray(y_true, dtype=np.float64).ravel()
+    yp = np.asarray(y_pred, dtype=np.float64).ravel()
+    denom = float(np.mean(np.abs(yt)))
+    return float(np.mean(np.abs(yp - yt)) / denom) if denom > 0 else float("nan")
+
+
+def _check_xy(X: Any, y: Any | None, n_features: int) -> tuple[np.ndarray, np.ndarray | None]:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim == 1:
+        X = X.reshape(1, -1)
+    if X.ndim != 2 or X.shape[1] != n_features:
+        raise ValueError(f"inverse model expects {n_features} input features, got shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("inverse model input contains NaN/inf")
+    if y is None:
+        return X, None
+    yy = np.asarray(y, dtype=np.float64).ravel()
+    if yy.shape[0] != X.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {yy.shape[0]}")
+    if not np.all(np.isfinite(yy)):
+        raise ValueError("inverse model target contains NaN/inf")
+    return X, yy
+
+
+class NumpyPredictor:
+    """The trained network as NumPy arrays: X (n, 22) in model units -> u (n,).
+
+    Picklable (a GA can ship it to worker processes) and TensorFlow-free.
+    ``per_unit``: the model works in units of B_max for the rate features
+    and for u; the controller scales inputs/outputs with the scenario's B_max.
+    """
+
+    def __init__(self, arrays: dict[str, np.ndarray], per_unit: bool, meta: dict[str, Any] | None = None) -> None:
+        self.x_mean = np.asarray(arrays["x_mean"], dtype=np.float64)
+        self.x_scale = np.asarray(arrays["x_scale"], dtype=np.float64)
+        self.y_mean = float(np.asarray(arrays["y_mean"]).ravel()[0])
+        self.y_scale = float(np.asarray(arrays["y_scale"]).ravel()[0])
+        self.layers = []
+        i = 0
+        while f"w{i}" in arrays:
+            self.layers.append((np.asarray(arrays[f"w{i}"], dtype=np.float64), np.asarray(arrays[f"b{i}"], dtype=np.float64)))
+            i += 1
+        if not self.layers:
+            raise ValueError("predictor arrays hold no layers")
+        self.n_features = self.layers[0][0].shape[0]
+        self.per_unit = bool(per_unit)
+        self.meta = dict(meta or {})
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"inverse model expects {self.n_features} input features, got shape {X.shape}")
+        h = (X - self.x_mean) / self.x_scale
+        last = len(self.layers) - 1
+        for j, (w, b) in enumerate(self.layers):
+            h = h @ w + b
+            if j < last:
+                np.maximum(h, 0.0, out=h)
+        return h[:, 0] * self.y_scale + self.y_mean
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {
+            "x_mean": self.x_mean,
+            "x_scale": self.x_scale,
+            "y_mean": np.array([self.y_mean]),
+            "y_scale": np.array([self.y_scale]),
+        }
+        for j, (w, b) in enumerate(self.layers):
+            out[f"w{j}"] = w
+            out[f"b{j}"] = b
+        return out
+
+
+class InverseModel:
+    """u(t) = f(y(t), y(t-T), y(t-2T), u(t-T)); scikit-learn style fit/predict (section 3.5, Fig. 8)."""
+
+    def __init__(
+        self,
+        hidden_factor: int = 64,
+        epochs: int = 30,
+        batch_size: int = 128,
+        learning_rate: float = 1e-3,
+        seed: int = 0,
+        n_features: int = N_FEATURES,
+        per_unit: bool = False,
+        verbose: int = 0,
+    ) -> None:
+        if hidden_factor < 1 or epochs < 1 or batch_size < 1:
+            raise ValueError("hidden_factor, epochs and batch_size must be >= 1")
+        self.hidden_factor = int(hidden_factor)
+        self.epochs = int(epochs)
+        self.batch_size = int(batch_size)
+        self.learning_rate = float(learning_rate)
+        self.seed = int(seed)
+        self.n_features = int(n_features)
+        self.per_unit = bool(per_unit)
+        self.verbose = int(verbose)
+        self.meta: dict[str, Any] = {}
+        self.history: dict[str, list[float]] = {}
+        self._model: Any = None
+        self._x_scaler: Any = None
+        self._y_scaler: Any = None
+
+    # -- network -----------------------------------------------------------
+    def _build(self) -> Any:
+        keras = _keras()
+        n = self.n_features
+        return keras.Sequential(
+            [
+                keras.Input(shape=(n,)),
+                keras.layers.Dense(self.hidden_factor * n, activation="relu", name="hidden"),
+                keras.layers.Dense(n, activation="relu", name="pre_output"),
+                keras.layers.Dense(1, activation="linear", name="output"),
+            ]
+        )
+
+    def _seed(self) -> None:
+        keras = _keras()
+        keras.utils.set_random_seed(self.seed)
+        try:
+            import tensorflow as tf
+
+            tf.config.experimental.enable_op_determinism()
+        except Exception:  # determinism is best effort on exotic backends
+            pass
+
+    # -- sklearn-style API ------------------------------------------------------
+    def fit(self, X: Any, y: Any) -> InverseModel:
+        from sklearn.preprocessing import StandardScaler
+
+        X, yy = _check_xy(X, y, self.n_features)
+        assert yy is not None
+        self._seed()
+        keras = _keras()
+        self._x_scaler = StandardScaler().fit(X)
+        self._y_scaler = StandardScaler().fit(yy.reshape(-1, 1))
+        xs = self._x_scaler.transform(X).astype(np.float32)
+        ys = self._y_scaler.transform(yy.reshape(-1, 1)).astype(np.float32)
+        self._model = self._build()
+        self._model.compile(optimizer=keras.optimizers.Adam(self.learning_rate), loss="mse")
+        t0 = time.perf_counter()
+        hist = self._model.fit(
+            xs, ys, epochs=self.epochs, batch_size=self.batch_size, shuffle=True, verbose=self.verbose
+        )
+        self.history = {k: [float(v) for v in vals] for k, vals in hist.history.items()}
+        self.meta.update(
+            {
+                "n_samples": int(X.shape[0]),
+                "train_seconds": round(time.perf_counter() - t0, 2),
+                "train_relative_error": relative_error(yy, self.predict(X)),
+            }
+        )
+        return self
+
+    def _need(self) -> None:
+        if self._model is None:
+            raise RuntimeError("inverse model is not trained: call fit() or InverseModel.load()")
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Keras inference (batch); the control loop uses ``numpy_predictor()`` instead."""
+        self._need()
+        X, _ = _check_xy(X, None, self.n_features)
+        xs = self._x_scaler.transform(X).astype(np.float32)
+        out = self._model.predict(xs, verbose=0, batch_size=4096)
+        return self._y_scaler.inverse_transform(np.asarray(out, dtype=np.float64).reshape(-1, 1))[:, 0]
+
+    def cross_validate(self, X: Any, y: Any, k: int = 5) -> dict[str, Any]:
+        """k-fold CV (scikit-learn KFold, shuffled with ``seed``): relative validation error per fold."""
+        from sklearn.model_selection import KFold
+
+        X, yy = _check_xy(X, y, self.n_features)
+        assert yy is not None
+        if k < 2 or k > X.shape[0]:
+            raise ValueError(f"cross-validation needs 2 <= k <= {X.shape[0]} folds, got {k}")
+        errs: list[float] = []
+        rmse_range: list[float] = []
+        span = float(np.ptp(yy)) or 1.0
+        for i, (tr, va) in enumerate(KFold(n_splits=k, shuffle=True, random_state=self.seed).split(X)):
+            m = self._clone(seed=self.seed + i)
+            m.fit(X[tr], yy[tr])
+            pred = m.predict(X[va])
+            errs.append(relative_error(yy[va], pred))
+            rmse_range.append(float(np.sqrt(np.mean((pred - yy[va]) ** 2)) / span))
+        return {
+            "folds": k,
+            "relative_error": float(np.mean(errs)),
+            "relative_error_folds": errs,
+            "nrmse_range": float(np.mean(rmse_range)),
+        }
+
+    def _clone(self, seed: int) -> InverseModel:
+        return InverseModel(
+            hidden_factor=self.hidden_factor,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            seed=seed,
+            n_features=self.n_features,
+            per_unit=self.per_unit,
+        )
+
+    # -- fast path --------------------------------------------------------------
+    def numpy_predictor(self) -> NumpyPredictor:
+        """The same network as NumPy matrix products (no TensorFlow), for the control loop."""
+        self._need()
+        arrays: dict[str, np.ndarray] = {
+            "x_mean": np.asarray(self._x_scaler.mean_, dtype=np.float64),
+            "x_scale": np.asarray(self._x_scaler.scale_, dtype=np.float64),
+            "y_mean": np.asarray(self._y_scaler.mean_, dtype=np.float64),
+            "y_scale": np.asarray(self._y_scaler.scale_, dtype=np.float64),
+        }
+        for j, layer in enumerate(self._model.layers):
+            w, b = layer.get_weights()
+            arrays[f"w{j}"] = np.asarray(w, dtype=np.float64)
+            arrays[f"b{j}"] = np.asarray(b, dtype=np.float64)
+        return NumpyPredictor(arrays, per_unit=self.per_unit, meta=self.meta)
+
+    # -- persistence ------------------------------------------------------------
+    def _meta_doc(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_VERSION,
+            "architecture": "Dense(64|I|, relu) -> Dense(|I|, relu) -> Dense(1) (MLC Fig. 8)",
+            "n_features": self.n_features,
+            "feature_names": list(FEATURE_NAMES) if self.n_features == N_FEATURES else None,
+            "rate_features": list(RATE_FEATURES),
+            "per_unit": self.per_unit,
+            "hidden_factor": self.hidden_factor,
+            "epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "learning_rate": self.learning_rate,
+            "seed": self.seed,
+            **self.meta,
+        }
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write the model directory atomically (built in a temp dir, then renamed into place)."""
+        import joblib
+
+        self._need()
+        directory = Path(directory)
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=directory.name + ".", suffix=".tmp", dir=directory.parent))
+        try:
+            self._model.save(tmp / "model.keras")
+            joblib.dump({"x": self._x_scaler, "y": self._y_scaler}, tmp / "scalers.joblib")
+            np.savez(tmp / "weights.npz", **self.numpy_predictor().arrays())
+            (tmp / "meta.json").write_text(json.dumps(self._meta_doc(), indent=2, default=str))
+            _swap_dir(tmp, directory)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike[str]) -> InverseModel:
+        import joblib
+
+        directory = Path(directory)
+        meta = _read_meta(directory)
+        m = cls(
+            hidden_factor=int(meta.get("hidden_factor", 64)),
+            epochs=int(meta.get("epochs", 30)),
+            batch_size=int(meta.get("batch_size", 128)),
+            learning_rate=float(meta.get("learning_rate", 1e-3)),
+            seed=int(meta.get("seed", 0)),
+            n_features=int(meta["n_features"]),
+            per_unit=bool(meta.get("per_unit", False)),
+        )
+        known = set(m._meta_doc())
+        m.meta = {k: v for k, v in meta.items() if k not in known or k in ("n_samples", "train_seconds", "train_relative_error")}
+        keras = _keras()
+        m._model = keras.models.load_model(directory / "model.keras", compile=False)
+        sc = joblib.load(directory / "scalers.joblib")
+        m._x_scaler, m._y_scaler = sc["x"], sc["y"]
+        return m
+
+
+def _read_meta(directory: Path) -> dict[str, Any]:
+    if not directory.is_dir():
+        raise FileNotFoundError(f"model directory not found: {directory}")
+    mf = directory / "meta.json"
+    if not mf.exists():
+        raise ValueError(f"{directory}: not an inverse-model directory (no meta.json)")
+    try:
+        meta = json.loads(mf.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{mf}: invalid JSON ({exc})") from None
+    if "n_features" not in meta:
+        raise ValueError(f"{mf}: missing 'n_features'")
+    return meta
+
+
+def load_predictor(directory: str | os.PathLike[str]) -> NumpyPredictor:
+    """Load only the NumPy network of a saved model (fast, TensorFlow-free)."""
+    directory = Path(directory)
+    meta = _read_meta(directory)
+    wf = directory / "weights.npz"
+    if not wf.exists():
+        raise ValueError(f"{directory}: missing weights.npz")
+    with np.load(wf) as z:
+        arrays = {k: z[k] for k in z.files}
+    pred = NumpyPredictor(arrays, per_unit=bool(meta.get("per_unit", False)), meta=meta)
+    if pred.n_features != int(meta["n_features"]):
+        raise ValueError(
+            f"{directory}: weights take {pred.n_features} inputs but meta.json says {meta['n_features']}"
+        )
+    return pred
+
+
+def _swap_dir(tmp: Path, final: Path) -> None:
+    """Replace ``final`` by ``tmp``; the old directory is removed only after the new one is in place."""
+    old = None
+    if final.exists():
+        old = final.with_name(final.name + f".old-{os.getpid()}")
+        os.replace(final, old)
+    try:
+        os.replace(tmp, final)
+    except BaseException:
+        if old is not None:
+            os.replace(old, final)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

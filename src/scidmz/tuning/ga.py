@@ -1,0 +1,333 @@
+"""GA tuning of the anti-windup PI gains (Kp, Ki, Kw), MLC section 3.3, Algorithm 1, Table 2, eq. (2).
+
+PyGAD with the paper's settings: 100 generations, 3 genes, 15 parents
+mating, population (mating pool) 30, crossover probability 0.9, mutation
+probability 0.1, steady-state parent selection; genes bounded to a
+non-negative ``gene_space`` so Kp, Ki, Kw >= 0. Fitness = -IAE, eq. (2):
+the integral of |R*_DTN(t) - R_DTN(t)| over a 120 s closed-loop episode
+whose target R*_DTN(t) is a pseudo-random step signal.
+
+Fairness and speed: every individual ever evaluated sees the same target
+signal and the same plant seed (instance seeds do not depend on an
+individual's position), so the GA compares gains, not luck, and an elite
+carried to the next generation keeps a comparable fitness. PyGAD hands the
+whole generation to the fitness function at once (``fitness_batch_size`` =
+population); it is split into chunks, each chunk is ONE batched closed
+loop (``run_episode`` on a plant of B = chunk size, with per-instance gains
+in ``MLCPolicy``), and chunks go to an optional ``concurrent.futures.Executor``
+(a process pool now, a cluster executor later).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..controller.mlc import DEFAULT_DELTA_U, Gains
+from ..scenario import Scenario
+from ..signals import random_steps
+
+__all__ = [
+    "TuneResult",
+    "tune",
+    "evaluate_gains",
+    "fitness_targets",
+    "DEFAULT_GENE_SPACE",
+]
+
+#: Search range of each gene (Kp, Ki, Kw); Table 4's values lie well inside it.
+DEFAULT_GENE_SPACE: tuple[dict[str, float], ...] = (
+    {"low": 0.0, "high": 2.5},
+    {"low": 0.0, "high": 2.5},
+    {"low": 0.0, "high": 2.5},
+)
+#: The fitness target steps between these fractions of B_max, holding each level HOLD s.
+TARGET_RANGE = (0.2, 0.8)
+TARGET_HOLD = 20.0
+_SEED_OFFSET = 1_000_000
+
+
+@dataclass
+class TuneResult:
+    """Best gains, their IAE (bit, eq. 2), the best IAE per generation (Fig. 9) and details."""
+
+    gains: Gains
+    best_iae: float
+    curve: list[float]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gains": self.gains.to_dict(),
+            "best_iae": self.best_iae,
+            "curve": list(self.curve),
+            "history": self.history,
+            "info": self.info,
+        }
+
+    def save(self, directory: str | os.PathLike[str]) -> Path:
+        """Write gains.json, convergence.csv, convergence.png (Fig. 9) and result.json into a directory."""
+        from ..evaluation.plots import plot_convergence
+
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        self.gains.save(d / "gains.json", extra={"best_iae": self.best_iae, **self.info})
+        rows = [
+            {
+                "generation": h["generation"],
+                "best_iae": h["best_iae"],
+                "mean_iae": h.get("mean_iae", float("nan")),
+                "kp": h["gains"][0],
+                "ki": h["gains"][1],
+                "kw": h["gains"][2],
+            }
+            for h in self.history
+        ]
+        _atomic_write(d / "convergence.csv", _csv_text(rows, ["generation", "best_iae", "mean_iae", "kp", "ki", "kw"]))
+        name = str(self.info.get("scenario", "MLC"))
+        plot_convergence({name: [v / 1e9 for v in self.curve]}, d / "convergence.png")
+        _atomic_write(d / "result.json", json.dumps(self.to_dict(), indent=2, default=str))
+        return d
+
+
+def fitness_targets(scenario: Scenario, episode: float, seed: int = 0) -> np.ndarray:
+    """The pseudo-random R*_DTN(t) steps of the fitness episode, shape (steps,)."""
+    steps = int(round(episode / scenario.period))
+    if steps < 3:
+        raise ValueError(f"fitness episode must last at least 3 periods, got {episode} s")
+    hold = max(1, int(round(TARGET_HOLD / scenario.period)))
+    lo, hi = TARGET_RANGE
+    return random_steps(steps, lo * scenario.capacity, hi * scenario.capacity, hold=hold, seed=seed)[:, 0]
+
+
+def evaluate_gains(
+    scenario: Scenario,
+    predictor: Any,
+    gains: np.ndarray | Sequence[Gains],
+    targets: np.ndarray,
+    seed: int = 0,
+    plant: str = "fluid",
+    delta_u: float = DEFAULT_DELTA_U,
+) -> np.ndarray:
+    """IAE (eq. 2, bit) of each gain set over one batched closed-loop episode; shape (n,).
+
+    ``gains``: an (n, 3) array of (Kp, Ki, Kw) or a list of ``Gains``. All n
+    instances run in one plant call with the same plant seed.
+    """
+    from ..controller.loop import run_episode
+    from ..controller.mlc import MLCPolicy
+    from ..evaluation.metrics import iae
+    from ..plant.base import make_plant
+
+    glist = (
+        [Gains(float(k[0]), float(k[1]), float(k[2]), delta_u) for k in np.atleast_2d(gains)]
+        if isinstance(gains, np.ndarray)
+        else list(gains)
+    )
+    n = len(glist)
+    policy = MLCPolicy(predictor, glist, delta_u=delta_u)
+    if plant == "fluid":
+        # The fluid plant seeds instance i with its scenario's seed + i: offsetting each
+        # instance's scenario seed by -i gives all of them the same randomness.
+        common = int(seed) + _SEED_OFFSET
+        scs = [scenario.replace(seed=common - i) for i in range(n)]
+        pl_cm = make_plant(plant, scenario, batch=n, scenarios=scs)
+        run_seed = None
+    else:
+        pl_cm = make_plant(plant, scenario, batch=n)
+        run_seed = int(seed)
+    with pl_cm as pl:
+        traces = run_episode(pl, policy, targets, seed=run_seed)
+    out = np.empty(n)
+    for i, tr in enumerate(traces):
+        out[i] = iae(tr.df["target"].to_numpy(), tr.df["rate_dtn"].to_numpy(), scenario.period)
+    # A diverging individual (non-finite measurement) is simply the worst.
+    out[~np.isfinite(out)] = np.inf
+    return out
+
+
+def _chunks(n: int, k: int) -> list[slice]:
+    k = max(1, min(k, n))
+    edges = np.linspace(0, n, k + 1).round().astype(int)
+    return [slice(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+def _as_predictor(model: Any) -> Any:
+    if isinstance(model, str | os.PathLike):
+        from ..models.inverse import load_predictor
+
+        return load_predictor(model)
+    if hasattr(model, "numpy_predictor"):
+        return model.numpy_predictor()
+    if not callable(model):
+        raise TypeError("model must be a model directory, an InverseModel or a predictor callable")
+    return model
+
+
+def tune(
+    scenario: Scenario,
+    model: Any,
+    generations: int = 100,
+    population: int = 30,
+    parents: int = 15,
+    crossover: float = 0.9,
+    mutation: float = 0.1,
+    episode: float = 120.0,
+    seed: int = 0,
+    executor: Executor | None = None,
+    gene_space: Sequence[dict[str, float]] = DEFAULT_GENE_SPACE,
+    progress: bool = False,
+    plant: str = "fluid",
+    chunks: int | None = None,
+    delta_u: float = DEFAULT_DELTA_U,
+) -> TuneResult:
+    """Tune (Kp, Ki, Kw) with PyGAD (Table 2 defaults); see the module docstring."""
+    import pygad
+
+    _check_ga_args(generations, population, parents, crossover, mutation, gene_space)
+    predictor = _as_predictor(model)
+    targets = fitness_targets(scenario, episode, seed)
+    if chunks is None:
+        chunks = int(getattr(executor, "_max_workers", 1) or 1) if executor is not None else 1
+    counters = {"evaluations": 0, "batches": 0, "batch_sizes": []}
+
+    def fitness(ga: Any, solutions: np.ndarray, indices: Any) -> list[float]:
+        sols = np.atleast_2d(np.asarray(solutions, dtype=np.float64))
+        counters["batches"] += 1
+        counters["batch_sizes"].append(len(sols))
+        counters["evaluations"] += len(sols)
+        parts = _chunks(len(sols), chunks)
+        args = [(scenario, predictor, sols[sl], targets, seed, plant, delta_u) for sl in parts]
+        if executor is None:
+            results = [evaluate_gains(*a) for a in args]
+        else:
+            futs = [executor.submit(evaluate_gains, *a) for a in args]
+            results = [f.result() for f in futs]
+        iaes = np.concatenate(results)
+        return [-float(v) if math.isfinite(v) else -1e300 for v in iaes]
+
+    history: list[dict[str, Any]] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=generations, desc=f"GA on {scenario.name}", unit="gen", leave=False)
+
+    def on_generation(ga: Any) -> None:
+        fit = np.asarray(ga.last_generation_fitness, dtype=np.float64)
+        best = int(np.argmax(fit))
+        history.append(
+            {
+                "generation": ga.generations_completed,
+                "best_iae": float(-fit[best]),
+                "mean_iae": float(-np.mean(fit[np.isfinite(fit) & (fit > -1e299)])) if np.any(fit > -1e299) else float("inf"),
+                "gains": [float(x) for x in ga.population[best]],
+            }
+        )
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(best_iae=f"{-fit[best] / 1e9:.2f} Gbit")
+
+    t0 = time.perf_counter()
+    ga = pygad.GA(
+        num_generations=int(generations),
+        num_parents_mating=int(parents),
+        sol_per_pop=int(population),
+        num_genes=3,
+        fitness_func=fitness,
+        fitness_batch_size=int(population),
+        gene_space=[dict(g) for g in gene_space],
+        gene_type=float,
+        parent_selection_type="sss",
+        crossover_type="single_point",
+        crossover_probability=float(crossover),
+        mutation_type="random",
+        mutation_probability=float(mutation),
+        keep_elitism=1,
+        random_seed=int(seed),
+        on_generation=on_generation,
+        suppress_warnings=True,
+    )
+    try:
+        ga.run()
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t0
+    sol, fit, _ = ga.best_solution(ga.last_generation_fitness)
+    best = Gains(*(max(0.0, float(x)) for x in sol), delta_u=delta_u)
+    curve = [h["best_iae"] for h in history]
+    info = {
+        "scenario": scenario.name,
+        "cca": scenario.dtn.cca,
+        "generations": int(generations),
+        "population": int(population),
+        "parents": int(parents),
+        "crossover": float(crossover),
+        "mutation": float(mutation),
+        "episode": float(episode),
+        "seed": int(seed),
+        "plant": plant,
+        "delta_u": float(delta_u),
+        "gene_space": [dict(g) for g in gene_space],
+        "best_generation": int(np.argmin(curve)) + 1 if curve else 0,
+        "evaluations": counters["evaluations"],
+        "fitness_calls": counters["batches"],
+        "max_fitness_batch": max(counters["batch_sizes"], default=0),
+        "seconds": round(wall, 2),
+        "target_signal": {"range_frac": list(TARGET_RANGE), "hold_s": TARGET_HOLD, "seed": int(seed)},
+    }
+    return TuneResult(gains=best, best_iae=float(-fit), curve=curve, history=history, info=info)
+
+
+def _check_ga_args(
+    generations: int, population: int, parents: int, crossover: float, mutation: float, gene_space: Sequence[dict[str, float]]
+) -> None:
+    if generations < 1:
+        raise ValueError(f"generations must be >= 1, got {generations}")
+    if population < 2:
+        raise ValueError(f"population must be >= 2, got {population}")
+    if not 1 <= parents <= population:
+        raise ValueError(f"parents mating must be in [1, population={population}], got {parents}")
+    for name, p in (("crossover", crossover), ("mutation", mutation)):
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"{name} probability must be in [0, 1], got {p}")
+    if len(gene_space) != 3:
+        raise ValueError(f"gene_space needs 3 ranges (Kp, Ki, Kw), got {len(gene_space)}")
+    for g in gene_space:
+        lo, hi = float(g.get("low", -1)), float(g.get("high", -1))
+        if not (0.0 <= lo < hi and math.isfinite(hi)):
+            raise ValueError(f"gene range must satisfy 0 <= low < high (gains are >= 0), got {g}")
+
+
+def _csv_text(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    import io
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=cols)
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
