@@ -102,7 +102,7 @@ over ``FLOW_FIELDS``; per slot: ``af_sig`` (flow signature, CRC-32 over
 ``af_ts`` (bit<32> last packet), ``af_active`` (bit<8>), ``af_bytes``
 (bit<32>, wraps; the collector takes deltas mod 2^32), ``flow_rtt`` (bit<32>,
 last RTT sample in ticks, kept for the Jenks policy), ``af_max_eack``,
-``af_recover`` (RTT bookkeeping above). A packet of a known flow arriving
+``af_recover`` / ``af_recover_flag`` (RTT bookkeeping above). A packet of a known flow arriving
 less than ``T_TH_US`` after the previous one increments ``af_count``; when it
 reaches ``C_TH`` the flow becomes active and a ``DIGEST_NEW_FLOW`` is sent
 (once). A gap of ``T_TH_US`` or more resets the count; if the flow was
@@ -272,7 +272,8 @@ REG_AF_ACTIVE: str = "af_active"
 REG_AF_BYTES: str = "af_bytes"
 REG_FLOW_RTT: str = "flow_rtt"
 REG_AF_MAX_EACK: str = "af_max_eack"
-REG_AF_RECOVER: str = "af_recover"
+REG_AF_RECOVER: str = "af_recover"  # recovery point (highest eACK when a retransmission was seen)
+REG_AF_RECOVER_FLAG: str = "af_recover_flag"  # bit<8>: 1 while ACKs up to af_recover are ambiguous
 REG_QD_TABLE: str = "qd_table"
 REG_QD_LAST: str = "qd_last"  # indexed by class
 REG_QD_SUM: str = "qd_sum"
