@@ -132,6 +132,7 @@ class InverseModel:
         n_features: int = N_FEATURES,
         per_unit: bool = False,
         verbose: int = 0,
+        progress: bool = False,
     ) -> None:
         if hidden_factor < 1 or epochs < 1 or batch_size < 1:
             raise ValueError("hidden_factor, epochs and batch_size must be >= 1")
@@ -143,6 +144,7 @@ class InverseModel:
         self.n_features = int(n_features)
         self.per_unit = bool(per_unit)
         self.verbose = int(verbose)
+        self.progress = bool(progress)
         self.meta: dict[str, Any] = {}
         self.history: dict[str, list[float]] = {}
         self._model: Any = None
@@ -187,9 +189,15 @@ class InverseModel:
         self._model = self._build()
         self._model.compile(optimizer=keras.optimizers.Adam(self.learning_rate), loss="mse")
         t0 = time.perf_counter()
-        hist = self._model.fit(
-            xs, ys, epochs=self.epochs, batch_size=self.batch_size, shuffle=True, verbose=self.verbose
-        )
+        callbacks = [_tqdm_epochs(keras, self.epochs)] if self.progress else []
+        try:
+            hist = self._model.fit(
+                xs, ys, epochs=self.epochs, batch_size=self.batch_size, shuffle=True,
+                verbose=self.verbose, callbacks=callbacks,
+            )
+        finally:
+            for cb in callbacks:
+                cb.close()
         self.history = {k: [float(v) for v in vals] for k, vals in hist.history.items()}
         self.meta.update(
             {
@@ -321,6 +329,26 @@ class InverseModel:
         sc = joblib.load(directory / "scalers.joblib")
         m._x_scaler, m._y_scaler = sc["x"], sc["y"]
         return m
+
+
+def _tqdm_epochs(keras: Any, epochs: int) -> Any:
+    """A Keras callback showing one tqdm bar (stderr) over the epochs."""
+    from tqdm import tqdm
+
+    class _Cb(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bar = tqdm(total=epochs, desc="training", unit="epoch", leave=False)
+
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            self.bar.update(1)
+            if logs and "loss" in logs:
+                self.bar.set_postfix(loss=f"{logs['loss']:.4g}")
+
+        def close(self) -> None:
+            self.bar.close()
+
+    return _Cb()
 
 
 def _read_meta(directory: Path) -> dict[str, Any]:

@@ -1,0 +1,95 @@
+"""``scidmz tune``: GA tuning of the MLC gains from a model directory, tracked with mlflow."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any
+
+from ..scenario import Scenario
+
+__all__ = ["tune_from_paths"]
+
+
+def tune_from_paths(
+    scenario: str | Scenario,
+    model: str,
+    out: str,
+    overrides: list[str] | None = None,
+    generations: int = 100,
+    population: int = 30,
+    parents: int = 15,
+    episode: str | float = 120.0,
+    seed: int = 0,
+    workers: int = 0,
+    tracking_uri: str | None = None,
+    track: bool = True,
+    progress: bool = False,
+) -> tuple[dict[str, Any], str]:
+    """Run ``tuning.ga.tune`` and write the gains.
+
+    ``out`` ending in ``.json`` -> just the gains file (convergence files next
+    to it as ``<stem>.convergence.csv/png``); otherwise a directory with
+    gains.json, convergence.csv, convergence.png and result.json.
+    ``workers`` > 1 spreads each generation over a process pool.
+    """
+    from ..evaluation.simulate import resolve_scenario
+    from ..models.inverse import load_predictor
+    from ..tracking import tracked_run
+    from ..units import parse_time
+    from .ga import tune
+
+    sc = resolve_scenario(scenario, overrides)
+    ep = parse_time(episode, what="--episode")
+    predictor = load_predictor(model)
+    out_path = Path(out)
+    params = {
+        "scenario": sc.name, "dtn_cca": sc.dtn.cca, "model": str(model),
+        "model_dataset_sha256": predictor.meta.get("dataset_sha256"), "generations": generations,
+        "population": population, "parents": parents, "crossover": 0.9, "mutation": 0.1,
+        "episode": ep, "seed": seed, "workers": workers,
+    }
+
+    def work(run: Any | None) -> dict[str, Any]:
+        executor: Executor | None = None
+        if workers and workers > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            executor = ProcessPoolExecutor(max_workers=workers)
+        try:
+            res = tune(sc, predictor, generations=generations, population=population, parents=parents,
+                       episode=ep, seed=seed, executor=executor, progress=progress)
+        finally:
+            if executor is not None:
+                executor.shutdown(cancel_futures=True)
+        if out_path.suffix == ".json":
+            tdir = out_path.with_name(out_path.stem + ".tune")
+            res.save(tdir)
+            res.gains.save(out_path, extra={"best_iae": res.best_iae, **res.info})
+            gains_file = out_path
+        else:
+            tdir = res.save(out_path)
+            gains_file = tdir / "gains.json"
+        doc = {
+            "gains": res.gains.to_dict(), "gains_file": str(gains_file), "dir": str(tdir),
+            "best_iae": res.best_iae, "curve": res.curve, **res.info,
+        }
+        if run is not None:
+            run.log_metrics({"best_iae": res.best_iae, "kp": res.gains.kp, "ki": res.gains.ki,
+                             "kw": res.gains.kw, "seconds": res.info["seconds"]})
+            run.log_metric_series("best_iae_per_generation", res.curve)
+            run.log_artifact(tdir, artifact_path="tune")
+            doc["mlflow_run_id"] = run.run_id
+        return doc
+
+    if track:
+        with tracked_run("scidmz-tune", f"tune-{sc.name}", params, tracking_uri) as run:
+            doc = work(run)
+    else:
+        doc = work(None)
+    g = doc["gains"]
+    human = (
+        f"GA ({generations} generations x {population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
+        f"best IAE {doc['best_iae'] / 1e9:.2f} Gbit, {doc['seconds']:.1f} s -> {doc['gains_file']}"
+    )
+    return doc, human
