@@ -463,15 +463,17 @@ def _short_flows(flows: Any) -> Any:
     if flows is None:
         raise ValueError("the plant returned no flow records; the short-flow experiment needs them")
     df = pd.DataFrame(flows)
-    if "kind" in df.columns:
-        df = df[df["kind"].astype(str).str.contains("short")]
+    for col in ("class", "kind"):
+        if col in df.columns:
+            df = df[df[col].astype(str) == "short"]
+            break
     if "fct" not in df.columns:
         if {"start", "finish"} <= set(df.columns):
             df = df.assign(fct=fct_metric(df["start"].to_numpy(), df["finish"].to_numpy()))
         else:
             raise ValueError(f"flow records lack 'fct' or 'start'/'finish' (columns: {list(df.columns)})")
     df = df[np.isfinite(df["fct"].to_numpy(dtype=np.float64))]
-    keep = [c for c in ("instance", "size", "start", "finish", "fct") if c in df.columns]
+    keep = [c for c in ("instance", "flow_id", "bytes", "size", "start", "finish", "fct") if c in df.columns]
     return df[keep].reset_index(drop=True)
 
 
