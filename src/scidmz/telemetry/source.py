@@ -1,0 +1,165 @@
+"""``TelemetrySource``: y(t) every T from the software data plane on pcaps or live taps.
+
+Iterating a source yields one ``NetworkState`` per control period T; after
+each, ``source.flows`` holds the collector's per-flow DataFrame and
+``source.drops`` the per-reason drop counters (parser, capture file and,
+live, the kernel's ``PACKET_STATISTICS``).
+
+Replay (``from_pcaps``): the two tap captures are parsed in bulk, merged by
+time (ingress first on ties) and cut at the period boundaries
+t0 + kT (t0 = first packet), so periods are paced by packet timestamps; the
+data plane's clock is set to each boundary before the collector reads, so
+Algorithm 3's dt is exactly T. ``realtime=True`` also sleeps so periods come
+out at wall-clock pace. Only the egress (bottleneck) tap is required: it
+carries rates, RTT and active flows; the ingress tap adds queuing delay.
+
+Live (``live``): two AF_PACKET rings (``capture.RingCapture``) on the mirror
+interfaces, kernel timestamps; packets are held for a short reordering
+window (``lateness``) so that a packet's ingress copy is processed before its
+egress copy even when the two rings are drained in the other order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..state import NetworkState
+from . import constants as C
+from .collector import DEFAULT_ALPHA, Collector
+from .dataplane import SoftwareDataPlane, merge_taps
+from .parse import PACKET_DTYPE
+
+__all__ = ["TelemetrySource"]
+
+
+def _add(d: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        d[k] = d.get(k, 0) + int(v)
+
+
+class TelemetrySource:
+    """An iterator of ``NetworkState`` samples (one per period) from the software twin."""
+
+    def __init__(self, dataplane: SoftwareDataPlane, period: float = 1.0, alpha: float = DEFAULT_ALPHA) -> None:
+        if not period > 0:
+            raise ValueError(f"period must be > 0, got {period}")
+        self.dp = dataplane
+        self.period = float(period)
+        self.alpha = alpha
+        self.drops: dict[str, int] = {}
+        self.flows: Any = None
+        self.collector: Collector | None = None
+        self._iter: Iterator[NetworkState] | None = None
+
+    # -- constructors -----------------------------------------------------------
+    @classmethod
+    def from_pcaps(cls, egress: str, ingress: str | None = None, *, period: float = 1.0,
+                   dtn_prefix: str | list[str] = C.DEFAULT_DTN_PREFIX,
+                   remote_prefix: str | list[str] = C.DEFAULT_REMOTE_PREFIX,
+                   alpha: float = DEFAULT_ALPHA, realtime: bool = False,
+                   rtt_tap: int = C.TAP_EGRESS) -> TelemetrySource:
+        from .pcap import read_capture
+
+        src = cls(SoftwareDataPlane(dtn_prefix, remote_prefix, rtt_tap=rtt_tap), period, alpha)
+        caps = [read_capture(egress, tap=C.TAP_EGRESS)]
+        if ingress is not None:
+            caps.append(read_capture(ingress, tap=C.TAP_INGRESS))
+        for c in caps:
+            _add(src.drops, c.drops)
+        src._iter = src._replay(merge_taps(*(c.packets for c in caps)), realtime)
+        return src
+
+    @classmethod
+    def live(cls, egress: str, ingress: str | None = None, *, period: float = 1.0,
+             duration: float | None = None, dtn_prefix: str | list[str] = C.DEFAULT_DTN_PREFIX,
+             remote_prefix: str | list[str] = C.DEFAULT_REMOTE_PREFIX, alpha: float = DEFAULT_ALPHA,
+             lateness: float = 0.05, rtt_tap: int = C.TAP_EGRESS, **ring_kw: Any) -> TelemetrySource:
+        src = cls(SoftwareDataPlane(dtn_prefix, remote_prefix, rtt_tap=rtt_tap), period, alpha)
+        src._iter = src._live(egress, ingress, duration, lateness, ring_kw)
+        return src
+
+    def __iter__(self) -> Iterator[NetworkState]:
+        if self._iter is None:
+            raise RuntimeError("TelemetrySource needs from_pcaps(...) or live(...)")
+        return self._iter
+
+    def stats(self) -> dict[str, int]:
+        return self.dp.stats_dict()
+
+    # -- replay ---------------------------------------------------------------------
+    def _replay(self, pk: np.ndarray, realtime: bool) -> Iterator[NetworkState]:
+        dp = self.dp
+        if pk.size == 0:
+            return
+        ts = pk["ts_ns"]
+        t0_ns = int(ts[0])
+        dp.advance_clock(t0_ns / 1e9)
+        self.collector = col = Collector(dp, self.alpha, t0=t0_ns / 1e9)
+        period_ns = int(round(self.period * 1e9))
+        n_periods = max(1, -(-(int(ts[-1]) - t0_ns + 1) // period_ns))
+        bounds = t0_ns + period_ns * np.arange(1, n_periods + 1, dtype=np.int64)
+        cut = np.searchsorted(ts, bounds, side="left")
+        wall0 = time.monotonic()
+        lo = 0
+        for k in range(n_periods):
+            hi = int(cut[k])
+            dp.process(pk[lo:hi])
+            lo = hi
+            dp.advance_clock(int(bounds[k]) / 1e9)
+            if realtime:
+                time.sleep(max(0.0, wall0 + (k + 1) * self.period - time.monotonic()))
+            y = col.sample()
+            self.flows = col.flows()
+            yield y
+
+    # -- live -------------------------------------------------------------------------
+    def _live(self, egress: str, ingress: str | None, duration: float | None, lateness: float,
+              ring_kw: dict[str, Any]) -> Iterator[NetworkState]:
+        from .capture import RingCapture
+
+        dp = self.dp
+        rings = [RingCapture(egress, tap=C.TAP_EGRESS, **ring_kw)]
+        try:
+            if ingress is not None:
+                rings.append(RingCapture(ingress, tap=C.TAP_INGRESS, **ring_kw))
+            late_ns = int(lateness * 1e9)
+            pending = np.zeros(0, dtype=PACKET_DTYPE)
+            start = time.time()
+            dp.advance_clock(start)
+            self.collector = col = Collector(dp, self.alpha, t0=start)
+            k = 0
+            while duration is None or (k + 1) * self.period <= duration + 1e-9:
+                boundary = start + (k + 1) * self.period
+                # Wait until the boundary plus the reordering window, so the
+                # period's last packets from both rings are in before it closes.
+                while True:
+                    remaining = boundary + lateness - time.time()
+                    batch = [r.poll(timeout=max(0.0, min(remaining, 0.05))) for r in rings]
+                    if any(b.size for b in batch):
+                        pending = merge_taps(pending, *batch)
+                    cutoff = min(int((time.time() - lateness) * 1e9), int(boundary * 1e9) - 1)
+                    if late_ns and pending.size:
+                        n_ready = int(np.searchsorted(pending["ts_ns"], cutoff, side="right"))
+                        dp.process(pending[:n_ready])
+                        pending = pending[n_ready:]
+                    if remaining <= 0:
+                        break
+                # Process what is due for this period (everything up to the boundary).
+                n_due = int(np.searchsorted(pending["ts_ns"], int(boundary * 1e9), side="left"))
+                dp.process(pending[:n_due])
+                pending = pending[n_due:]
+                dp.advance_clock(boundary)
+                y = col.sample()
+                self.flows = col.flows()
+                self.drops = {}
+                for r in rings:
+                    _add(self.drops, r.drops())
+                k += 1
+                yield y
+        finally:
+            for r in rings:
+                r.close()
