@@ -92,6 +92,8 @@ class Collector:
         self.rtt_dtn = 0.0
         self.qdelay = [0.0] * C.N_CLASSES
         self.rtt_samples = 0
+        self.last_rtt_digests = np.zeros(0, dtype=C.DIGEST_RTT_DTYPE)
+        self.last_flow_digests = np.zeros(0, dtype=C.DIGEST_FLOW_DTYPE)
 
     # -- one period -------------------------------------------------------------
     def sample(self) -> NetworkState:
@@ -105,6 +107,7 @@ class Collector:
         rates = (8.0 * d_bytes / dt) if dt > 0 else np.zeros(C.N_CLASSES)
         # Algorithm 8 (and the digests Algorithm 4 needs)
         rtt_d, flow_d = v.drain_digests()
+        self.last_rtt_digests, self.last_flow_digests = rtt_d, flow_d
         self._apply_flow_digests(flow_d)
         self._expire_idle(now)
         if rtt_d.size:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["frame", "ip2int", "bulk_pcap"]
+__all__ = ["frame", "ip2int", "bulk_pcap", "Taps"]
 
 _SRC_MAC = bytes.fromhex("020000000001")
 _DST_MAC = bytes.fromhex("020000000002")
@@ -110,3 +110,29 @@ def bulk_pcap(path: str | os.PathLike[str], ts_ns: np.ndarray, src: np.ndarray, 
         Path(tmp).unlink(missing_ok=True)
         raise
     return p
+
+
+class Taps:
+    """Collects (time, frame) per tap and writes one pcap per tap (sorted by time)."""
+
+    def __init__(self) -> None:
+        self.frames: dict[int, list[tuple[int, int, bytes]]] = {0: [], 1: []}
+        self._n = 0
+
+    def add(self, tap: int, ts_ns: int, fr: bytes) -> None:
+        self.frames[tap].append((int(ts_ns), self._n, fr))
+        self._n += 1
+
+    def write(self, directory: str | os.PathLike[str], name: str = "tap") -> tuple[Path, Path | None]:
+        """Write ``<name>-egress.pcap`` and, if the ingress tap has frames, ``<name>-ingress.pcap``."""
+        from .pcap import write_pcap
+
+        d = Path(directory)
+        out: list[Path | None] = []
+        for tap, label in ((1, "egress"), (0, "ingress")):
+            rows = sorted(self.frames[tap])
+            if not rows and tap == 0:
+                out.append(None)
+                continue
+            out.append(write_pcap(d / f"{name}-{label}.pcap", [r[2] for r in rows], [r[0] for r in rows]))
+        return out[0], out[1]  # type: ignore[return-value]
