@@ -89,6 +89,11 @@ struct scidmz_metadata_t {
     bit<8>  af_state;       // SCIDMZ_P4_AF_HIT / _NEW / _OTHER
     bit<32> af_gap;         // ticks since the slot's previous packet
     bit<8>  af_was_active;
+    bit<SCIDMZ_AF_INDEX_BITS> af_slot;  // TNA: flow_slot as a register index
+    bit<32> af_write;       // TNA: value af_sig takes (the sig, or 0 on FIN/RST)
+    bit<8>  af_new;         // TNA: the slot was (re)claimed by this packet
+    bit<32> max_eack_old;   // TNA: af_max_eack before this segment
+    bit<8>  ack_past;       // TNA: the ACK is past af_recover (serial arithmetic)
 
     // RTT (section 3.4.2)
     bit<32> rtt_idx0;
@@ -96,6 +101,8 @@ struct scidmz_metadata_t {
     bit<32> rtt_idx2;
     bit<32> rtt_idx3;
     bit<32> rtt_sig;
+    bit<32> rtt_sig_poisoned;  // rtt_sig | SIG_POISON
+    bit<8>  rtt_may_place;     // TNA: no earlier stage placed or found a duplicate
     bit<32> rtt_cut;        // now - RTT timeout: cells stamped before are expired
     bit<32> rtt_sample;
     bit<8>  rtt_done;

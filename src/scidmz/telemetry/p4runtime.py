@@ -1,0 +1,460 @@
+"""The v1model telemetry program on a P4Runtime switch (BMv2 simple_switch_grpc).
+
+``P4RuntimeView`` implements ``view.DataPlaneView`` over P4Runtime, so the
+collector (MLC Algorithms 3, 4, 6, 8) emits ``NetworkState`` from a real
+switch exactly as it does from the software twin:
+
+* arbitration: a ``MasterArbitrationUpdate`` on the ``StreamChannel``; the
+  client must be primary (P4Runtime spec 5.3) or every write fails;
+* optional ``SetForwardingPipelineConfig`` (P4Info + BMv2 JSON) and
+  ``GetForwardingPipelineConfig``;
+* ``install()``: the tap-port table, the ``class_lpm`` / ``class_lpm_src``
+  entries (DTN-r host -> CLASS_DTN, remote network -> CLASS_CAMPUS, per tap so
+  the direct counters of the two taps stay apart) and the digest configs;
+* ``read_class_counters()``: a ``Read`` of ``class_lpm`` entries with their
+  direct counters (``counter_data``), summed per class at the egress tap;
+* ``read_register()``: ``Read`` of ``RegisterEntry`` (one index each, or the
+  whole array by wildcard);
+* digests: a reader thread takes ``DigestList`` messages from the stream,
+  acknowledges each with ``DigestListAck`` and decodes the structs with the
+  P4Info's member order into ``DIGEST_RTT_DTYPE`` / ``DIGEST_FLOW_DTYPE``.
+
+Every id comes from the P4Info (``telemetry_p4/v1model/scidmz_telemetry.p4info.txtpb``
+by default, or the one p4c writes) by name, never hard-coded.
+
+Clock: a switch's register timestamps count from the switch's own epoch
+(BMv2: microseconds since start), which P4Runtime cannot read. ``clock()``
+returns the host's monotonic time shifted onto the switch's time base, the
+shift estimated from digest timestamps (the smallest host-minus-switch
+difference seen, i.e. the least-delayed digest). Pass ``clock=`` to use
+another source (a test drives it from the twin's packet clock).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import constants as C
+from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
+
+__all__ = ["P4RuntimeClient", "P4RuntimeView", "DEFAULT_P4INFO", "DEFAULT_ADDRESS"]
+
+DEFAULT_P4INFO = (
+    Path(__file__).resolve().parents[3] / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4info.txtpb"
+)
+DEFAULT_ADDRESS = "127.0.0.1:9559"  # simple_switch_grpc's default P4Runtime port
+_GRPC_CODE_OK = 0
+
+
+class P4RuntimeClient:
+    """A minimal P4Runtime controller: stream, arbitration, Write, Read, pipeline config."""
+
+    def __init__(self, address: str = DEFAULT_ADDRESS, device_id: int = 0,
+                 election_id: tuple[int, int] = (0, 1), timeout: float = 5.0) -> None:
+        import grpc
+
+        self._grpc = grpc
+        self.p = protos()
+        self.address = address
+        self.device_id = int(device_id)
+        self.election_id = (int(election_id[0]), int(election_id[1]))
+        self.timeout = float(timeout)
+        self.channel = grpc.insecure_channel(address)
+        p = self.p
+        path = f"/{P4RT_SERVICE}/"
+
+        def ser(m: Any) -> bytes:
+            return m.SerializeToString()
+
+        self._write = self.channel.unary_unary(path + "Write", ser, p.WriteResponse.FromString)
+        self._read = self.channel.unary_stream(path + "Read", ser, p.ReadResponse.FromString)
+        self._set_pipe = self.channel.unary_unary(
+            path + "SetForwardingPipelineConfig", ser, p.SetForwardingPipelineConfigResponse.FromString)
+        self._get_pipe = self.channel.unary_unary(
+            path + "GetForwardingPipelineConfig", ser, p.GetForwardingPipelineConfigResponse.FromString)
+        self._stream_call = self.channel.stream_stream(
+            path + "StreamChannel", ser, p.StreamMessageResponse.FromString)
+        self._out: queue.Queue[Any] = queue.Queue()
+        self._arb: queue.Queue[Any] = queue.Queue()
+        self._digest_handler: Callable[[Any], None] | None = None
+        self._stream: Any = None
+        self._reader: threading.Thread | None = None
+        self._closed = False
+        self.stream_error: str | None = None
+
+    # -- stream and arbitration ------------------------------------------------------
+    def _requests(self) -> Iterable[Any]:
+        while True:
+            m = self._out.get()
+            if m is None:
+                return
+            yield m
+
+    def _read_stream(self) -> None:
+        try:
+            for resp in self._stream:
+                which = resp.WhichOneof("update")
+                if which == "arbitration":
+                    self._arb.put(resp.arbitration)
+                elif which == "digest":
+                    if self._digest_handler is not None:
+                        self._digest_handler(resp.digest)
+                elif which == "error":
+                    self.stream_error = f"{resp.error.canonical_code}: {resp.error.message}"
+        except self._grpc.RpcError as exc:
+            if not self._closed:
+                self.stream_error = _rpc_msg(exc)
+                self._arb.put(None)
+
+    def connect(self, on_digest: Callable[[Any], None] | None = None) -> P4RuntimeClient:
+        """Open the stream and become primary; raise ``ConnectionError`` otherwise."""
+        self._digest_handler = on_digest
+        try:
+            self._grpc.channel_ready_future(self.channel).result(timeout=self.timeout)
+        except self._grpc.FutureTimeoutError:
+            self.close()
+            raise ConnectionError(
+                f"P4Runtime server at {self.address} unreachable within {self.timeout:g} s") from None
+        self._stream = self._stream_call(self._requests())
+        self._reader = threading.Thread(target=self._read_stream, name="p4rt-stream", daemon=True)
+        self._reader.start()
+        req = self.p.StreamMessageRequest()
+        arb = req.arbitration
+        arb.device_id = self.device_id
+        arb.election_id.high, arb.election_id.low = self.election_id
+        self._out.put(req)
+        try:
+            reply = self._arb.get(timeout=self.timeout)
+        except queue.Empty:
+            self.close()
+            raise ConnectionError(f"no arbitration reply from {self.address}") from None
+        if reply is None:
+            err = self.stream_error
+            self.close()
+            raise ConnectionError(f"P4Runtime stream to {self.address} failed: {err}")
+        if reply.status.code != _GRPC_CODE_OK:
+            self.close()
+            raise ConnectionError(
+                f"not primary on device {self.device_id} at {self.address} "
+                f"(election id {self.election_id}): {reply.status.message or reply.status.code}")
+        return self
+
+    def send(self, msg: Any) -> None:
+        self._out.put(msg)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._out.put(None)
+        if self._stream is not None:
+            self._stream.cancel()
+        self.channel.close()
+        if self._reader is not None:
+            self._reader.join(timeout=2.0)
+
+    def __enter__(self) -> P4RuntimeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- RPCs -----------------------------------------------------------------------
+    def write(self, updates: list[Any]) -> None:
+        if not updates:
+            return
+        req = self.p.WriteRequest()
+        req.device_id = self.device_id
+        req.election_id.high, req.election_id.low = self.election_id
+        req.updates.extend(updates)
+        try:
+            self._write(req, timeout=self.timeout)
+        except self._grpc.RpcError as exc:
+            raise RuntimeError(f"P4Runtime Write failed: {_rpc_msg(exc)}") from None
+
+    def read(self, entities: list[Any]) -> list[Any]:
+        req = self.p.ReadRequest()
+        req.device_id = self.device_id
+        req.entities.extend(entities)
+        out: list[Any] = []
+        try:
+            for resp in self._read(req, timeout=self.timeout):
+                out.extend(resp.entities)
+        except self._grpc.RpcError as exc:
+            raise RuntimeError(f"P4Runtime Read failed: {_rpc_msg(exc)}") from None
+        return out
+
+    def set_pipeline(self, p4info: Any, device_config: bytes, cookie: int = 0) -> None:
+        """VERIFY_AND_COMMIT a P4Info and target config (BMv2: the p4c JSON)."""
+        req = self.p.SetForwardingPipelineConfigRequest()
+        req.device_id = self.device_id
+        req.election_id.high, req.election_id.low = self.election_id
+        req.action = self.p.enum_value(
+            "p4.v1.SetForwardingPipelineConfigRequest.Action", "VERIFY_AND_COMMIT")
+        req.config.p4info.CopyFrom(p4info)
+        req.config.p4_device_config = device_config
+        req.config.cookie.cookie = cookie
+        try:
+            self._set_pipe(req, timeout=max(self.timeout, 30.0))
+        except self._grpc.RpcError as exc:
+            raise RuntimeError(f"SetForwardingPipelineConfig failed: {_rpc_msg(exc)}") from None
+
+    def get_pipeline(self) -> Any:
+        """The P4Info the switch runs (response type P4INFO_AND_COOKIE)."""
+        req = self.p.GetForwardingPipelineConfigRequest()
+        req.device_id = self.device_id
+        req.response_type = self.p.enum_value(
+            "p4.v1.GetForwardingPipelineConfigRequest.ResponseType", "P4INFO_AND_COOKIE")
+        try:
+            return self._get_pipe(req, timeout=self.timeout).config
+        except self._grpc.RpcError as exc:
+            raise RuntimeError(f"GetForwardingPipelineConfig failed: {_rpc_msg(exc)}") from None
+
+
+def _rpc_msg(exc: Any) -> str:
+    try:
+        return f"{exc.code().name}: {exc.details()}"
+    except Exception:  # not every RpcError carries a status
+        return str(exc).splitlines()[0]
+
+
+class P4RuntimeView:
+    """``DataPlaneView`` of the v1model telemetry program over P4Runtime (module docstring)."""
+
+    tick_ns: int = C.TS_TICK_NS_V1MODEL
+
+    def __init__(self, address: str = DEFAULT_ADDRESS, *, p4info: str | Path | P4InfoIndex = DEFAULT_P4INFO,
+                 device_id: int = 0, election_id: tuple[int, int] = (0, 1), timeout: float = 5.0,
+                 clock: Callable[[], float] | None = None, bmv2_json: str | Path | None = None,
+                 ack_digests: bool = True) -> None:
+        self.info = p4info if isinstance(p4info, P4InfoIndex) else P4InfoIndex.from_file(p4info)
+        self.p = protos()
+        self._lock = threading.Lock()
+        self._rtt_rows: list[tuple[int, ...]] = []
+        self._flow_rows: list[tuple[int, ...]] = []
+        self._offset: float | None = None  # host monotonic - switch time, seconds
+        self._clock = clock
+        self.ack_digests = ack_digests
+        self.lists_received = 0
+        d_rtt = self.info.digest("scidmz_rtt_digest_t")
+        d_flow = self.info.digest("scidmz_flow_digest_t")
+        self._digests = {
+            d_rtt.id: (d_rtt, [n for n, _ in C.DIGEST_RTT_FIELDS], self._rtt_rows),
+            d_flow.id: (d_flow, [n for n, _ in C.DIGEST_FLOW_FIELDS], self._flow_rows),
+        }
+        for d, names, _ in self._digests.values():
+            have = [m for m, _ in d.members]
+            if sorted(have) != sorted(names):
+                raise ValueError(f"P4Info digest {d.name} has members {have}, constants.py expects {names}")
+        self.client = P4RuntimeClient(address, device_id, election_id, timeout)
+        try:
+            self.client.connect(on_digest=self._on_digest)
+            if bmv2_json is not None:
+                self.client.set_pipeline(self.info.p4info, Path(bmv2_json).read_bytes())
+        except BaseException:
+            self.client.close()
+            raise
+
+    # -- setup -------------------------------------------------------------------------
+    def install(self, dtn_prefixes: Iterable[str] = (C.DEFAULT_DTN_PREFIX,),
+                remote_prefixes: Iterable[str] = (C.DEFAULT_REMOTE_PREFIX,),
+                tap_ports: Mapping[int, int] | None = None, *, max_list_size: int = 64,
+                max_timeout_ns: int = 1_000_000, ack_timeout_ns: int = 100_000_000) -> None:
+        """Write the tap ports, class LPM entries and digest configs (MLC Algorithm 2's rules).
+
+        ``tap_ports`` maps switch ingress ports to ``TAP_INGRESS`` / ``TAP_EGRESS``.
+        """
+        entries = [(_net(s), C.CLASS_DTN) for s in dtn_prefixes]
+        entries += [(_net(s), C.CLASS_CAMPUS) for s in remote_prefixes]
+        if not entries:
+            raise ValueError("install needs at least one DTN or remote prefix")
+        if len(entries) * C.N_TAPS > self.info.table("class_lpm").size:
+            raise ValueError(f"{len(entries)} prefixes x {C.N_TAPS} taps exceed class_lpm's "
+                             f"{self.info.table('class_lpm').size} entries")
+        p = self.p
+        insert = p.enum_value("p4.v1.Update.Type", "INSERT")
+        ups = []
+        for port, tap in (tap_ports or {}).items():
+            if tap not in (C.TAP_INGRESS, C.TAP_EGRESS):
+                raise ValueError(f"tap for port {port} must be {C.TAP_INGRESS} or {C.TAP_EGRESS}, got {tap}")
+            ups.append(self._table_update(insert, "tap_port", {"ingress_port": (int(port),)},
+                                          "set_tap", {"tap": tap}))
+        for net, cls in entries:
+            for tap in (C.TAP_INGRESS, C.TAP_EGRESS):
+                ups.append(self._table_update(
+                    insert, "class_lpm",
+                    {"tap": (tap,), "dst_addr": (int(net.network_address), net.prefixlen)},
+                    "set_class", {"class_id": cls}))
+            ups.append(self._table_update(
+                insert, "class_lpm_src", {"src_addr": (int(net.network_address), net.prefixlen)},
+                "set_class_src", {"class_id": cls}))
+        for d, _, _ in self._digests.values():
+            u = p.Update()
+            u.type = insert
+            de = u.entity.digest_entry
+            de.digest_id = d.id
+            de.config.max_timeout_ns = max_timeout_ns
+            de.config.max_list_size = max_list_size
+            de.config.ack_timeout_ns = ack_timeout_ns
+            ups.append(u)
+        self.client.write(ups)
+
+    def _table_update(self, utype: int, table: str, keys: dict[str, tuple[int, ...]], action: str,
+                      params: dict[str, int]) -> Any:
+        t = self.info.table(table)
+        u = self.p.Update()
+        u.type = utype
+        te = u.entity.table_entry
+        te.table_id = t.id
+        for kname, val in keys.items():
+            fid, width, mtype = t.match_fields[kname]
+            fm = te.match.add()
+            fm.field_id = fid
+            if mtype == "EXACT":
+                fm.exact.value = encode_uint(val[0], width)
+            elif mtype == "LPM":
+                fm.lpm.value = encode_uint(val[0], width)
+                fm.lpm.prefix_len = int(val[1])
+            else:
+                raise ValueError(f"match type {mtype} of {table}.{kname} is not used by this program")
+        act = self.info.p4info.actions
+        aid = self.info.action_id(action)
+        te.action.action.action_id = aid
+        spec = next(a for a in act if a.preamble.id == aid)
+        for prm in spec.params:
+            if prm.name not in params:
+                raise ValueError(f"action {action} needs parameter {prm.name!r}")
+            pp = te.action.action.params.add()
+            pp.param_id = prm.id
+            pp.value = encode_uint(params[prm.name], prm.bitwidth)
+        return u
+
+    # -- digests (stream thread) ----------------------------------------------------------
+    def _on_digest(self, dl: Any) -> None:
+        entry = self._digests.get(dl.digest_id)
+        host = time.monotonic()
+        if entry is not None:
+            d, names, rows = entry
+            order = [m for m, _ in d.members]
+            pos = [order.index(n) for n in names]
+            decoded = []
+            for data in dl.data:
+                members = data.struct.members
+                if len(members) != len(order):
+                    continue  # malformed list entry: never a wrong sample
+                vals = [decode_uint(members[i].bitstring) for i in pos]
+                decoded.append(tuple(vals))
+                ts = vals[names.index("ts")] * self.tick_ns * 1e-9
+                off = host - ts
+                if self._offset is None or off < self._offset:
+                    self._offset = off
+            with self._lock:
+                rows.extend(decoded)
+                self.lists_received += 1
+        if self.ack_digests:
+            req = self.p.StreamMessageRequest()
+            req.digest_ack.digest_id = dl.digest_id
+            req.digest_ack.list_id = dl.list_id
+            self.client.send(req)
+
+    # -- DataPlaneView -----------------------------------------------------------------------
+    def clock(self) -> float:
+        if self._clock is not None:
+            return float(self._clock())
+        return time.monotonic() - (self._offset or 0.0)
+
+    def read_class_counters(self) -> np.ndarray:
+        t = self.info.table("class_lpm")
+        req = self.p.Entity()
+        req.table_entry.table_id = t.id
+        req.table_entry.counter_data.SetInParent()  # ask for the direct counters too
+        tap_fid = t.match_fields["tap"][0]
+        cls_param = self._param_id("set_class", "class_id")
+        out = np.zeros((C.N_CLASSES, 2), dtype=np.uint64)
+        for ent in self.client.read([req]):
+            te = ent.table_entry
+            if te.table_id != t.id:
+                continue
+            tap = next((decode_uint(m.exact.value) for m in te.match if m.field_id == tap_fid), None)
+            if tap != C.TAP_EGRESS:
+                continue
+            cls = next((decode_uint(pp.value) for pp in te.action.action.params
+                        if pp.param_id == cls_param), None)
+            if cls is None or not 0 <= cls < C.N_CLASSES:
+                continue
+            out[cls, 0] += np.uint64(te.counter_data.byte_count)
+            out[cls, 1] += np.uint64(te.counter_data.packet_count)
+        return out
+
+    def _param_id(self, action: str, param: str) -> int:
+        aid = self.info.action_id(action)
+        spec = next(a for a in self.info.p4info.actions if a.preamble.id == aid)
+        return next(prm.id for prm in spec.params if prm.name == param)
+
+    def read_register(self, name: str, index: np.ndarray | None = None) -> np.ndarray:
+        r = self.info.register(name)
+        if index is None:
+            e = self.p.Entity()
+            e.register_entry.register_id = r.id  # no index: every cell (wildcard read)
+            vals = np.zeros(r.size, dtype=np.uint64)
+            for ent in self.client.read([e]):
+                re_ = ent.register_entry
+                if re_.register_id == r.id and re_.index.index < r.size:
+                    vals[re_.index.index] = decode_uint(re_.data.bitstring)
+            return vals
+        idx = np.asarray(index, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= r.size):
+            raise ValueError(f"register {name} has {r.size} cells, index out of range")
+        ents = []
+        for i in idx.tolist():
+            e = self.p.Entity()
+            e.register_entry.register_id = r.id
+            e.register_entry.index.index = int(i)
+            ents.append(e)
+        got: dict[int, int] = {}
+        for ent in self.client.read(ents) if ents else []:
+            re_ = ent.register_entry
+            got[int(re_.index.index)] = decode_uint(re_.data.bitstring)
+        missing = [i for i in idx.tolist() if i not in got]
+        if missing:
+            raise RuntimeError(f"switch returned no value for {name}[{missing[0]}]")
+        return np.array([got[i] for i in idx.tolist()], dtype=np.uint64)
+
+    def drain_digests(self) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            rtt, self._rtt_rows[:] = list(self._rtt_rows), []
+            flow, self._flow_rows[:] = list(self._flow_rows), []
+        return _struct(rtt, C.DIGEST_RTT_DTYPE), _struct(flow, C.DIGEST_FLOW_DTYPE)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> P4RuntimeView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _net(s: str) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(str(s).strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"not an IPv4 prefix: {s!r} (expected e.g. 10.0.3.2/32)") from None
+
+
+def _struct(rows: list[tuple[int, ...]], dtype: list[tuple[str, str]]) -> np.ndarray:
+    out = np.zeros(len(rows), dtype=dtype)
+    if rows:
+        arr = np.array(rows, dtype=np.uint64)
+        for j, (n, _) in enumerate(dtype):
+            out[n] = arr[:, j]
+    return out
