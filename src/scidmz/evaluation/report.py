@@ -258,8 +258,8 @@ def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
                          + ("at or above the paper's figure." if meets else
                             f"below the paper's {paper:.2f} %."))
             elif v["metric"].startswith("utilisation"):
-                L.append(f"- {label}, {v['metric']}: **outside the 1 % band around trivial** "
-                         f"({_pct(v['ours_pct'])} lower than trivial; paper {_f(paper, '{:.2f} %')} lower).")
+                L.append(f"- {label}, {v['metric']}: **outside the 1 % band around trivial** (MLC "
+                         f"{_f(-v['ours_pct'], '{:+.2f} %')} relative to trivial; paper {_f(paper, '-{:.2f} %')}).")
             else:
                 L.append(f"- {label}, {v['metric']}: **the MLC does not beat the trivial TBF here** "
                          f"({_pct(v['ours_pct'])}; paper {_f(paper, '{:.2f} %')}).")

@@ -1,0 +1,41 @@
+"""`scidmz reproduce mlc --quick --json` end to end in a subprocess, as CI and a user run it."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.slow
+def test_reproduce_quick_json(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    store = tmp_path / "mlruns"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "scidmz.cli", "reproduce", "mlc", "--quick", "--json",
+         "--out", str(out), "--tracking-uri", str(store)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["mode"] == "quick"
+    for cca in ("cubic", "bbr2"):
+        h = doc["headline"][cca]
+        for key in ("mrae_mlc", "mrae_trivial", "fct_mlc", "fct_trivial"):
+            assert isinstance(h[key], float) and math.isfinite(h[key]) and h[key] > 0, (cca, key, h)
+        assert h["fct_mlc"] < 120.0 and h["fct_trivial"] < 120.0  # quick bound: every transfer finished
+        assert set(doc["stages"]) >= {f"{cca}/{s}" for s in ("identify", "train", "tune", "evaluate")}
+        assert (out / cca / "model").is_dir() and (out / cca / "gains.json").is_file()
+        for f in ("mrae.csv", "fct.csv", "sweep.csv", "short.csv", "mrae_cdf.png", "fct_cdf.png"):
+            assert (out / cca / f).stat().st_size > 0
+    report = (out / "report.md").read_text()
+    assert "scidmz reproduce mlc --quick" in report and "| 21.72 % |" in report
+    # Every stage was tracked with mlflow: 4 runs per CCA in the file store.
+    metas = list(store.rglob("meta.yaml"))
+    assert len([m for m in metas if m.parent.parent.name != "mlruns"]) >= 8
