@@ -35,7 +35,7 @@ from typing import Any
 
 from .base import MIN_RATE
 
-__all__ = ["TbfActuator", "kernel_hz", "derive_burst", "MAX_RATE", "TBF_HANDLE"]
+__all__ = ["TbfActuator", "kernel_hz", "kernel_config", "derive_burst", "MAX_RATE", "TBF_HANDLE"]
 
 #: Largest rate the 32-bit bytes/s field of ``tc_tbf_qopt`` holds.
 MAX_RATE = float((2**32 - 1) * 8)
@@ -46,21 +46,32 @@ _ETH_HLEN = 14
 
 
 @functools.cache
-def kernel_hz() -> int:
-    """The kernel's CONFIG_HZ (timer ticks per second), 1000 if the config is unreadable."""
-    candidates = [Path("/proc/config.gz"), Path(f"/boot/config-{platform.release()}")]
-    for path in candidates:
+def _kernel_config() -> dict[str, str]:
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{platform.release()}")):
         try:
             raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
         except OSError:
             continue
+        out = {}
         for line in raw.decode(errors="replace").splitlines():
-            if line.startswith("CONFIG_HZ="):
-                try:
-                    return int(line.split("=", 1)[1])
-                except ValueError:
-                    break
-    return 1000
+            if line.startswith("CONFIG_") and "=" in line:
+                key, val = line.split("=", 1)
+                out[key] = val.strip('"')
+        return out
+    return {}
+
+
+def kernel_config(key: str) -> str | None:
+    """A value of the running kernel's build config (``/proc/config.gz``), None if absent/unreadable."""
+    return _kernel_config().get(key)
+
+
+def kernel_hz() -> int:
+    """The kernel's CONFIG_HZ (timer ticks per second), 1000 if the config is unreadable."""
+    try:
+        return int(kernel_config("CONFIG_HZ") or 1000)
+    except ValueError:
+        return 1000
 
 
 def derive_burst(bps: float, mtu: int, hz: int | None = None) -> int:
