@@ -25,7 +25,7 @@ from scidmz.telemetry import constants as C
 from scidmz.telemetry.collector import Collector
 from scidmz.telemetry.dataplane import SoftwareDataPlane, merge_taps
 from scidmz.telemetry.p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
-from scidmz.telemetry.p4runtime import DEFAULT_P4INFO, P4RuntimeView
+from scidmz.telemetry.p4runtime import DEFAULT_P4INFO, P4RuntimeView, SwitchSource
 from scidmz.telemetry.synth import Taps, frame
 
 grpc = pytest.importorskip("grpc")
@@ -286,6 +286,44 @@ def test_collector_over_p4runtime_equals_collector_on_twin(served):
         assert states[1].active_flows == 4
         assert states[3].active_flows == 3  # the FIN closed one campus flow
         assert view.lists_received > 0
+    finally:
+        view.close()
+
+
+def test_switch_source_paces_the_collector(served):
+    """SwitchSource yields one state per period; here its sleep advances the twin a period."""
+    srv, twin_srv, info, tmp_path = served
+    twin_direct = SoftwareDataPlane()
+    for tw in (twin_direct, twin_srv):
+        tw.advance_clock(T0 / 1e9)
+    pk, bounds = _traffic(tmp_path)
+    view = P4RuntimeView(srv.address, p4info=info, clock=twin_srv.clock)
+    try:
+        view.install()
+        direct = Collector(twin_direct)
+        cursor = {"lo": 0, "k": 0}
+        slept = []
+
+        def next_period(seconds: float) -> None:
+            slept.append(seconds)
+            b = bounds[cursor["k"]]
+            hi = int(np.searchsorted(pk["ts_ns"], b, side="left"))
+            for tw in (twin_direct, twin_srv):
+                tw.process(pk[cursor["lo"]:hi])
+                tw.advance_clock(b / 1e9)
+            cursor["lo"], cursor["k"] = hi, cursor["k"] + 1
+            srv.push_digests()
+
+        src = SwitchSource(view, period=0.01, count=3, sleep=next_period)
+        got = []
+        for y in src:
+            assert y == direct.sample()
+            assert src.flows.equals(direct.flows())
+            got.append(y)
+        assert len(got) == 3 and len(slept) == 3
+        assert all(0.0 <= s <= 0.011 for s in slept)
+        with pytest.raises(ValueError, match="period"):
+            SwitchSource(view, period=0)
     finally:
         view.close()
 

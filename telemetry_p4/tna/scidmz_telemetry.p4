@@ -149,15 +149,18 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
             c.ts = meta.now;
         }
     };
-    // egress tap: on a signature match return the age and clear the cell
+    // egress tap: on a signature match return the ingress-tap timestamp and
+    // clear the cell (0 = no match; a real timestamp of exactly 0 is misread
+    // as a miss, 1 in 2^32 ticks). The stored word is output as is because a
+    // stateful ALU's output is a memory word or one of the update results.
     RegisterAction<cell_t, qd_index_t, bit<32>>(qd_table) qd_take = {
-        void apply(inout cell_t c, out bit<32> age) {
+        void apply(inout cell_t c, out bit<32> stamp) {
             if (c.sig == meta.qd_sig) {
-                age = meta.now - c.ts;
+                stamp = c.ts;
                 c.sig = 0;
                 c.ts = 0;
             } else {
-                age = SCIDMZ_TS_MASK;   // no match
+                stamp = 0;
             }
         }
     };
@@ -317,8 +320,9 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
 
     // ---- RTT: four stages of (sig, ts) cells ------------------------------------------
     // Outgoing segment: a live cell with our sig (poisoned or not) is poisoned
-    // (duplicate = retransmission); otherwise an empty or expired cell takes
-    // the entry when meta.rtt_may_place. Returns 1 = placed, 2 = duplicate.
+    // (duplicate = retransmission); otherwise (rtt_insert only) an empty or
+    // expired cell takes the entry. Returns 1 = placed, 2 = duplicate.
+    // "Live" is (ts - rtt_cut) >= 0 in serial arithmetic, rtt_cut = now - timeout.
     // Incoming ACK: a cell with our sig is cleared; returns its timestamp, or
     // TS_MASK when it was poisoned, or 0 when it does not match (a real
     // timestamp of exactly 0 or 2^32-1 is misread: 2 in 2^32 ticks).
@@ -331,15 +335,26 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     RegisterAction<cell_t, rtt_index_t, bit<8>>(rtt_stage##N) rtt_insert##N = {        \
         void apply(inout cell_t c, out bit<8> res) {                                  \
             if ((c.sig == meta.rtt_sig || c.sig == meta.rtt_sig_poisoned) &&          \
-                meta.now - c.ts <= SCIDMZ_P4_TNA_RTT_TIMEOUT_TICKS) {                 \
+                (int<32>)(c.ts - meta.rtt_cut) >= 0) {                                \
                 c.sig = meta.rtt_sig_poisoned;                                        \
                 c.ts = meta.now;                                                      \
                 res = 2;                                                              \
-            } else if (meta.rtt_may_place == 1 &&                                     \
-                       (c.sig == 0 || meta.now - c.ts > SCIDMZ_P4_TNA_RTT_TIMEOUT_TICKS)) { \
+            } else if (c.sig == 0 || (int<32>)(c.ts - meta.rtt_cut) < 0) {            \
                 c.sig = meta.rtt_sig;                                                 \
                 c.ts = meta.now;                                                      \
                 res = 1;                                                              \
+            } else {                                                                  \
+                res = 0;                                                              \
+            }                                                                         \
+        }                                                                             \
+    };                                                                                \
+    RegisterAction<cell_t, rtt_index_t, bit<8>>(rtt_stage##N) rtt_poison##N = {        \
+        void apply(inout cell_t c, out bit<8> res) {                                  \
+            if ((c.sig == meta.rtt_sig || c.sig == meta.rtt_sig_poisoned) &&          \
+                (int<32>)(c.ts - meta.rtt_cut) >= 0) {                                \
+                c.sig = meta.rtt_sig_poisoned;                                        \
+                c.ts = meta.now;                                                      \
+                res = 2;                                                              \
             } else {                                                                  \
                 res = 0;                                                              \
             }                                                                         \
@@ -481,8 +496,9 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                 if (meta.tap == SCIDMZ_TAP_INGRESS) {
                     qd_stamp.execute(meta.qd_idx[SCIDMZ_QD_INDEX_BITS - 1:0]);
                 } else {
-                    meta.qd_sample = qd_take.execute(meta.qd_idx[SCIDMZ_QD_INDEX_BITS - 1:0]);
-                    if (meta.qd_sample <= SCIDMZ_P4_TNA_QD_TIMEOUT_TICKS) {
+                    bit<32> stamp = qd_take.execute(meta.qd_idx[SCIDMZ_QD_INDEX_BITS - 1:0]);
+                    meta.qd_sample = meta.now - stamp;
+                    if (stamp != 0 && meta.qd_sample <= SCIDMZ_P4_TNA_QD_TIMEOUT_TICKS) {
                         qd_last_set.execute(meta.cls);
                         qd_sum_add.execute(meta.cls);
                         qd_cnt_inc.execute(meta.cls);
@@ -595,6 +611,7 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                     meta.rtt_sig = hash_rsig.get(SCIDMZ_FIELDS_RTT_SIG(meta.key)) & SCIDMZ_SIG_MASK;
                     if (meta.rtt_sig == 0) { meta.rtt_sig = 1; }
                     meta.rtt_sig_poisoned = meta.rtt_sig | SCIDMZ_SIG_POISON;
+                    meta.rtt_cut = meta.now - SCIDMZ_P4_TNA_RTT_TIMEOUT_TICKS;
 
                     if (meta.dir == SCIDMZ_DIR_OUT && meta.seg_len != 0) {
                         bit<8> retx = 0;
@@ -610,15 +627,36 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                                 af_recover_flag_zero.execute(meta.af_slot);
                             }
                         }
+                        // stage by stage: insert while nothing was placed or found,
+                        // afterwards (and for retransmissions) only poison duplicates
                         meta.rtt_may_place = 1;
                         if (retx == 1) { meta.rtt_may_place = 0; }
-                        bit<8> r0 = rtt_insert0.execute(meta.rtt_idx0[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        bit<8> r0;
+                        bit<8> r1;
+                        bit<8> r2;
+                        if (meta.rtt_may_place == 1) {
+                            r0 = rtt_insert0.execute(meta.rtt_idx0[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        } else {
+                            r0 = rtt_poison0.execute(meta.rtt_idx0[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        }
                         if (r0 != 0) { meta.rtt_may_place = 0; }
-                        bit<8> r1 = rtt_insert1.execute(meta.rtt_idx1[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        if (meta.rtt_may_place == 1) {
+                            r1 = rtt_insert1.execute(meta.rtt_idx1[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        } else {
+                            r1 = rtt_poison1.execute(meta.rtt_idx1[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        }
                         if (r1 != 0) { meta.rtt_may_place = 0; }
-                        bit<8> r2 = rtt_insert2.execute(meta.rtt_idx2[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        if (meta.rtt_may_place == 1) {
+                            r2 = rtt_insert2.execute(meta.rtt_idx2[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        } else {
+                            r2 = rtt_poison2.execute(meta.rtt_idx2[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        }
                         if (r2 != 0) { meta.rtt_may_place = 0; }
-                        rtt_insert3.execute(meta.rtt_idx3[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        if (meta.rtt_may_place == 1) {
+                            rtt_insert3.execute(meta.rtt_idx3[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        } else {
+                            rtt_poison3.execute(meta.rtt_idx3[SCIDMZ_RTT_INDEX_BITS - 1:0]);
+                        }
                     } else if (meta.dir == SCIDMZ_DIR_OUT && meta.af_new == 1) {
                         // a new flow whose first packet carries no data: reset its bookkeeping
                         af_max_eack_zero.execute(meta.af_slot);

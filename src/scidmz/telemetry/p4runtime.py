@@ -36,7 +36,7 @@ import ipaddress
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ import numpy as np
 from . import constants as C
 from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
 
-__all__ = ["P4RuntimeClient", "P4RuntimeView", "DEFAULT_P4INFO", "DEFAULT_ADDRESS"]
+__all__ = ["P4RuntimeClient", "P4RuntimeView", "SwitchSource", "DEFAULT_P4INFO", "DEFAULT_ADDRESS"]
 
 DEFAULT_P4INFO = (
     Path(__file__).resolve().parents[3] / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4info.txtpb"
@@ -458,3 +458,37 @@ def _struct(rows: list[tuple[int, ...]], dtype: list[tuple[str, str]]) -> np.nda
         for j, (n, _) in enumerate(dtype):
             out[n] = arr[:, j]
     return out
+
+
+class SwitchSource:
+    """A ``TelemetrySource`` over a switch: one ``NetworkState`` per period T.
+
+    Runs the collector (MLC Algorithms 3, 4, 6, 8) against any
+    ``DataPlaneView`` (``P4RuntimeView`` or ``bfrt.BfrtView``) at wall-clock
+    pace; after each sample ``flows`` holds the per-flow records. ``sleep`` is
+    injectable so a test can drive the data plane between periods.
+    """
+
+    def __init__(self, view: Any, period: float = 1.0, count: int | None = None, *,
+                 alpha: float | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
+        from .collector import DEFAULT_ALPHA, Collector
+
+        if not period > 0:
+            raise ValueError(f"period must be > 0, got {period}")
+        self.view = view
+        self.period = float(period)
+        self.count = count
+        self._sleep = sleep
+        self.collector = Collector(view, alpha=DEFAULT_ALPHA if alpha is None else alpha)
+        self.flows: Any = None
+
+    def __iter__(self) -> Iterator[Any]:
+        k = 0
+        deadline = time.monotonic()
+        while self.count is None or k < self.count:
+            deadline += self.period
+            self._sleep(max(0.0, deadline - time.monotonic()))
+            y = self.collector.sample()
+            self.flows = self.collector.flows()
+            yield y
+            k += 1
