@@ -6,6 +6,6 @@ shaper) and ``ovs.OvsQosActuator`` (Open vSwitch QoS) implement
 queue-separation policies. Submodules import pyroute2/ovsdbapp lazily.
 """
 
-from .base import MIN_RATE, FlowMatch, QueueActuator, RateActuator
+from .base import MIN_RATE, ActuatorError, FlowMatch, QueueActuator, RateActuator
 
-__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE"]
+__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError"]

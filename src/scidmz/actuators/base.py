@@ -13,13 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE"]
+__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError"]
 
 #: The rate a rate actuator applies for a command of 0 bit/s. A token bucket
 #: cannot hold a rate of exactly 0 (the kernel divides by it), and "closed"
 #: must still let an occasional packet through so that TCP connections do not
 #: time out: 8 kbit/s is one full-size frame every ~1.5 s.
 MIN_RATE = 8_000.0
+
+
+class ActuatorError(RuntimeError):
+    """The enforcing element refused or failed a command (netlink error, OVSDB/ovs-ofctl failure).
+
+    Bad *input* is a ``ValueError``; this is a failure of the real element, which
+    the controller daemon answers by falling back to the trivial rate.
+    """
 
 
 @runtime_checkable

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .base import MIN_RATE
+from .base import MIN_RATE, ActuatorError
 
 __all__ = ["OvsUserspace", "OvsQosActuator", "OVS_MODES", "disable_tx_offload", "ovs_available"]
 
@@ -283,7 +283,7 @@ class _VsctlBackend:
         r = subprocess.run([_which("ovs-vsctl"), f"--db={self.db}", "--timeout=10", *args],
                            capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
-            raise RuntimeError(f"ovs-vsctl {' '.join(args[:3])}... failed: {r.stderr.strip()[-300:]}")
+            raise ActuatorError(f"ovs-vsctl {' '.join(args[:3])}... failed: {r.stderr.strip()[-300:]}")
         return r.stdout.strip()
 
     def set_interface(self, iface: str, **cols: int) -> None:
@@ -503,7 +503,7 @@ class OvsQosActuator:
         cmd = [_which("ovs-ofctl"), "-O", "OpenFlow13", args[0], str(self.ofctl_target), *args[1:]]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
-            raise RuntimeError(f"ovs-ofctl {args[0]} failed: {r.stderr.strip()[-300:]}")
+            raise ActuatorError(f"ovs-ofctl {args[0]} failed: {r.stderr.strip()[-300:]}")
         return r.stdout
 
     def _meter_spec(self, kbps: int) -> str:
@@ -528,22 +528,30 @@ class OvsQosActuator:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"OvsQosActuator on '{self.port}' is closed")
-            if self.mode == "policing":
-                self._be.set_interface(self.port, ingress_policing_rate=kbps,
-                                       ingress_policing_burst=self._burst_kbit(kbps))
-            elif self.mode == "htb":
-                if self._installed:
-                    self._be.set_htb(self.port, int(round(rate)))
-                else:
-                    self._be.create_htb(self.port, int(round(rate)))
-            else:
-                if self._installed:
-                    self._ofctl("mod-meter", self._meter_spec(kbps))
-                else:
-                    self._ofctl("add-meter", self._meter_spec(kbps))
-                    self._ofctl("add-flow", f"cookie={_COOKIE:#x},priority=100,in_port={self._ofport},"
-                                "actions=meter:%d,NORMAL" % _METER_ID)
+            try:
+                self._apply(rate, kbps)
+            except (ActuatorError, ValueError):
+                raise
+            except Exception as exc:  # ovsdbapp raises its own exception types
+                raise ActuatorError(f"OVS refused rate {rate:.0f} bit/s on '{self.port}': {exc}") from None
             self._installed = True
+
+    def _apply(self, rate: float, kbps: int) -> None:
+        if self.mode == "policing":
+            self._be.set_interface(self.port, ingress_policing_rate=kbps,
+                                   ingress_policing_burst=self._burst_kbit(kbps))
+        elif self.mode == "htb":
+            if self._installed:
+                self._be.set_htb(self.port, int(round(rate)))
+            else:
+                self._be.create_htb(self.port, int(round(rate)))
+        else:
+            if self._installed:
+                self._ofctl("mod-meter", self._meter_spec(kbps))
+            else:
+                self._ofctl("add-meter", self._meter_spec(kbps))
+                self._ofctl("add-flow", f"cookie={_COOKIE:#x},priority=100,in_port={self._ofport},"
+                                f"actions=meter:{_METER_ID},NORMAL")
 
     def current_rate(self) -> float:
         """The rate OVS holds for the port (bit/s), read from OVSDB or the switch's meter table."""

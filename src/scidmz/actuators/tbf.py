@@ -33,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .base import MIN_RATE
+from .base import MIN_RATE, ActuatorError
 
 __all__ = ["TbfActuator", "kernel_hz", "kernel_config", "derive_burst", "MAX_RATE", "TBF_HANDLE"]
 
@@ -187,16 +187,21 @@ class TbfActuator:
                     "replace", "tbf", self.index, handle=TBF_HANDLE,
                     rate=f"{p['rate'] * 8}bit", burst=p["burst"], limit=p["limit"],
                 )
-            except NetlinkError as exc:
-                raise RuntimeError(f"kernel refused TBF on '{self.dev}' at {bps:.0f} bit/s: {exc}") from None
+            except (NetlinkError, OSError) as exc:
+                raise ActuatorError(f"kernel refused TBF on '{self.dev}' at {bps:.0f} bit/s: {exc}") from None
             self._installed = True
 
     def current_rate(self) -> float:
-        """The rate of our TBF as the kernel holds it (bit/s); RuntimeError if it is gone."""
+        """The rate of our TBF as the kernel holds it (bit/s); ActuatorError if it is gone."""
+        from pyroute2.netlink.exceptions import NetlinkError
+
         with self._lock:
-            q = self._our_root() if not self._closed else None
+            try:
+                q = self._our_root() if not self._closed else None
+            except (NetlinkError, OSError) as exc:
+                raise ActuatorError(f"cannot read the qdiscs of '{self.dev}': {exc}") from None
         if q is None:
-            raise RuntimeError(f"no scidmz TBF is installed on '{self.dev}'")
+            raise ActuatorError(f"no scidmz TBF is installed on '{self.dev}'")
         parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
         return float(parms["rate"]) * 8.0
 
@@ -205,7 +210,7 @@ class TbfActuator:
         with self._lock:
             q = self._our_root()
         if q is None:
-            raise RuntimeError(f"no scidmz TBF is installed on '{self.dev}'")
+            raise ActuatorError(f"no scidmz TBF is installed on '{self.dev}'")
         parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
         return {"rate": int(parms["rate"]), "limit": int(parms["limit"]), "buffer": int(parms["buffer"])}
 
