@@ -39,3 +39,23 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
     # Every stage was tracked with mlflow: 4 runs per CCA in the file store.
     metas = list(store.rglob("meta.yaml"))
     assert len([m for m in metas if m.parent.parent.name != "mlruns"]) >= 8
+
+
+def test_plan_scaling() -> None:
+    from scidmz.evaluation.reproduce import ReproducePlan
+
+    full = ReproducePlan()
+    assert full.identify_duration == 28_800 and full.generations == 100 and full.population == 30
+    assert full.parents == 15 and full.experiments.trials == 100 and full.experiments.transfer == 10e9
+    p = full.scaled(identify_duration=7200, generations=10, population=12, trials=30, ns_values="1,10,100",
+                    epochs=None, which="mrae,fct")
+    assert p.identify_duration == 7200 and p.generations == 10 and p.population == 12 and p.parents == 6
+    assert p.experiments.trials == 30 and p.experiments.ns_values == (1, 10, 100)
+    assert p.which == ("mrae", "fct") and p.mode == "full (custom)"
+    assert full.scaled() == full  # nothing given, nothing changed
+    with pytest.raises(ValueError, match="N_s values"):
+        full.scaled(ns_values="1,ten")
+    with pytest.raises(ValueError, match="unknown experiment"):
+        full.scaled(which="mrae,nope")
+    with pytest.raises(ValueError, match="population"):
+        full.scaled(population=1)

@@ -79,7 +79,7 @@ class ExperimentPlan:
     fct_max_time: float | None = None  # s; None -> 4 x the transfer time at R*_DTN, plus 60 s
     ns_values: tuple[int, ...] = (1, 10, 100, 1000, 10000)
     ns_trials: int = 10
-    ns_max_flows: int = 200_000  # trials x N_s above this is cut to fewer trials (plant cost)
+    ns_max_flows: int = 20_000  # trials x N_s above this is cut to fewer trials (plant cost)
     short_duration: float = 600.0  # s, section 4.5 captured 600 s
     short_trials: int = 4
     seed: int = 0

@@ -66,6 +66,51 @@ class ReproducePlan:
             experiments=ExperimentPlan.quick(seed), seed=seed,
         )
 
+    def scaled(self, **sizes: Any) -> ReproducePlan:
+        """Copy with some sizes changed; ``None`` values are ignored (CLI flags not given).
+
+        Keys: identify_duration, identify_batch, cv_folds, epochs, generations, population,
+        parents, episode, trials, fct_trials, ns_values, ns_trials, ns_max_flows,
+        short_trials, short_duration, which.
+        """
+        from dataclasses import replace
+
+        top: dict[str, Any] = {}
+        exp: dict[str, Any] = {}
+        for key, val in sizes.items():
+            if val is None:
+                continue
+            if key in ("identify_duration", "identify_batch", "cv_folds", "generations", "population",
+                       "parents", "episode"):
+                top[key] = type(getattr(self, key))(val)
+            elif key == "epochs":
+                top["train_kwargs"] = {**self.train_kwargs, "epochs": int(val)}
+            elif key == "which":
+                from .experiments import parse_experiments
+
+                top["which"] = parse_experiments(val)
+            elif key == "ns_values":
+                vals = val.split(",") if isinstance(val, str) else val
+                try:
+                    exp["ns_values"] = tuple(int(v) for v in vals)
+                except ValueError:
+                    raise ValueError(f"N_s values must be whole numbers, got {val!r}") from None
+            elif key in ("trials", "fct_trials", "ns_trials", "ns_max_flows", "short_trials"):
+                exp[key] = int(val)
+            elif key == "short_duration":
+                exp[key] = float(val)
+            else:
+                raise ValueError(f"unknown reproduce size '{key}'")
+        if "parents" not in top and "population" in top:
+            top["parents"] = max(2, min(self.parents, top["population"] // 2))
+        if top.get("population", self.population) < 2 or top.get("generations", self.generations) < 1:
+            raise ValueError("the GA needs population >= 2 and generations >= 1")
+        if exp:
+            top["experiments"] = replace(self.experiments, **exp)
+        if top:
+            top["mode"] = self.mode if self.mode.endswith("(custom)") else f"{self.mode} (custom)"
+        return replace(self, **top)
+
     def sizes(self) -> dict[str, Any]:
         e = self.experiments
         return {
