@@ -40,8 +40,11 @@ DTN_R, REMOTE, DTN_S, CAMPUS = "10.0.3.2", "10.1.0.20", "10.0.0.10", "10.0.0.11"
 class TwinP4RuntimeServer:
     """P4Runtime service backed by a SoftwareDataPlane (the test's BMv2)."""
 
-    def __init__(self, twin: SoftwareDataPlane, info: P4InfoIndex, device_id: int = 0) -> None:
+    def __init__(self, twin: SoftwareDataPlane, info: P4InfoIndex, device_id: int = 0,
+                 registers_unimplemented: bool = False) -> None:
         self.twin, self.info, self.p = twin, info, protos()
+        # BMv2's PI server answers register reads with UNIMPLEMENTED (p4lang/PI#376)
+        self.registers_unimplemented = registers_unimplemented
         self.device_id = device_id
         self.entries: dict[int, list] = {}
         self.digest_cfg: dict[int, object] = {}
@@ -170,6 +173,8 @@ class TwinP4RuntimeServer:
         for e in req.entities:
             which = e.WhichOneof("entity")
             if which == "register_entry":
+                if self.registers_unimplemented:
+                    context.abort(grpc.StatusCode.UNIMPLEMENTED, "Register reads are not supported yet")
                 name = self.reg_names[e.register_entry.register_id]
                 vals = self.twin.read_register(name)
                 width = self.info.register(name).bitwidth
@@ -211,6 +216,69 @@ class TwinP4RuntimeServer:
         return resp
 
 
+class FakeBMv2Thrift:
+    """BMv2's Thrift runtime ("standard" service, register calls) backed by the twin."""
+
+    def __init__(self, twin: SoftwareDataPlane) -> None:
+        import socket
+
+        from bm_runtime.standard import Standard
+        from thrift.TMultiplexedProcessor import TMultiplexedProcessor
+
+        self.twin = twin
+        self.calls = 0
+        outer = self
+
+        class Handler:
+            def _vals(self, name):
+                outer.calls += 1
+                v = outer.twin.read_register(name.split(".")[-1]).astype(object)
+                return [int(x) - (1 << 64) if int(x) >= 1 << 63 else int(x) for x in v]  # Thrift i64
+
+            def bm_register_read(self, cxt_id, name, idx):
+                return self._vals(name)[idx]
+
+            def bm_register_read_all(self, cxt_id, name):
+                return self._vals(name)
+
+        self.proc = TMultiplexedProcessor()
+        self.proc.registerProcessor("standard", Standard.Processor(Handler()))
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.stopped:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # timeouts included
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+
+        t = TSocket.TSocket()
+        t.handle = conn
+        trans = TTransport.TBufferedTransport(t)
+        prot = TBinaryProtocol.TBinaryProtocol(trans)
+        try:
+            while not self.stopped:
+                self.proc.process(prot, prot)
+        except (TTransport.TTransportException, OSError, EOFError):
+            pass
+        conn.close()
+
+    def stop(self):
+        self.stopped = True
+        self.sock.close()
+
+
 # ---------------------------------------------------------------------------------------
 def _traffic(tmp_path) -> tuple[np.ndarray, list[int]]:
     """Four seconds of tap traffic: DTN and campus TCP flows with known RTT and queue delay."""
@@ -250,12 +318,18 @@ def served(tmp_path):
     srv.stop()
 
 
-def test_collector_over_p4runtime_equals_collector_on_twin(served):
-    srv, twin_srv, info, tmp_path = served
+@pytest.mark.parametrize("registers", ["p4runtime", "pi-unimplemented-then-thrift"])
+def test_collector_over_p4runtime_equals_collector_on_twin(tmp_path, registers):
+    info = P4InfoIndex.from_file(DEFAULT_P4INFO)
+    twin_srv = SoftwareDataPlane()
+    pi_like = registers != "p4runtime"
+    srv = TwinP4RuntimeServer(twin_srv, info, registers_unimplemented=pi_like)
+    thrift_srv = FakeBMv2Thrift(twin_srv) if pi_like else None
     twin_direct = SoftwareDataPlane()
     for tw in (twin_direct, twin_srv):
         tw.advance_clock(T0 / 1e9)
-    view = P4RuntimeView(srv.address, p4info=info, clock=twin_srv.clock)
+    view = P4RuntimeView(srv.address, p4info=info, clock=twin_srv.clock,
+                         thrift_address=thrift_srv.address if thrift_srv else "127.0.0.1:1")
     try:
         view.install(tap_ports={1: C.TAP_INGRESS, 2: C.TAP_EGRESS})
         # what the client wrote: 2 tap ports, 2 prefixes x 2 taps, 2 source entries
@@ -286,8 +360,40 @@ def test_collector_over_p4runtime_equals_collector_on_twin(served):
         assert states[1].active_flows == 4
         assert states[3].active_flows == 3  # the FIN closed one campus flow
         assert view.lists_received > 0
+        assert (view._thrift is not None) == pi_like
+        if thrift_srv is not None:
+            assert thrift_srv.calls > 0
     finally:
         view.close()
+        srv.stop()
+        if thrift_srv is not None:
+            thrift_srv.stop()
+
+
+def test_pi_without_thrift_server_is_a_clear_error(tmp_path):
+    info = P4InfoIndex.from_file(DEFAULT_P4INFO)
+    srv = TwinP4RuntimeServer(SoftwareDataPlane(), info, registers_unimplemented=True)
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    view = P4RuntimeView(srv.address, p4info=info, thrift_address=f"127.0.0.1:{port}", timeout=1.0)
+    try:
+        with pytest.raises(ConnectionError, match="Thrift server .* unreachable"):
+            view.read_register(C.REG_QD_LAST)
+        strict = P4RuntimeView(srv.address, p4info=info, registers="p4runtime", election_id=(0, 2))
+        try:
+            with pytest.raises(RuntimeError, match="UNIMPLEMENTED"):
+                strict.read_register(C.REG_QD_LAST)
+        finally:
+            strict.close()
+        with pytest.raises(ValueError, match="registers must be"):
+            P4RuntimeView(srv.address, p4info=info, registers="snmp")
+    finally:
+        view.close()
+        srv.stop()
 
 
 def test_switch_source_paces_the_collector(served):

