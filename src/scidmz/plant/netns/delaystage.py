@@ -1,0 +1,218 @@
+"""The user-space delay stage: per-host base RTT without netem (which this kernel lacks).
+
+Where it sits: a "bump in the wire" namespace between BR2 and the remote
+switch S2. The forward direction (campus/DTN data towards the receivers) is
+moved in the kernel by a tc ``mirred`` redirect and is never touched by user
+space; the reverse direction (ACKs and anything else the receivers send) is
+read here from one interface with an AF_PACKET socket, held for the RTT
+configured for the *sending receiver's* path, and written out of the other
+interface. All of a path's delay sits on the return path, which is
+equivalent for TCP (it only sees the RTT) and means user space handles the
+ACK rate, not the data rate. The passive taps at BR1 see the full RTT
+because the stage is beyond BR1, as the WAN delay is in the MLC testbed
+(Vega et al., section 3.1, Fig. 2).
+
+Ordering: frames are kept in one FIFO per distinct delay value, so two
+frames of the same path can never swap; releases across FIFOs go in
+deadline order. The stage counts what it receives, sends, fails to send,
+kernel socket drops (PACKET_STATISTICS) and reorderings per source (which
+must stay 0), and writes them as JSON every second.
+
+Run: ``python -m scidmz.plant.netns.delaystage --rx b --tx a --table '{"10.2.0.2": 0.1}'``
+inside the delay namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import errno
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+
+ETH_P_ALL = 0x0003
+SOL_PACKET = 263
+PACKET_STATISTICS = 6
+PACKET_IGNORE_OUTGOING = 23
+SO_RCVBUFFORCE = 33
+SO_SNDBUFFORCE = 32
+
+_IPV4 = b"\x08\x00"
+
+
+def _open(ifname: str, rx: bool) -> socket.socket:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    if rx:
+        # Frames the kernel sends out of this interface (our own forward redirect)
+        # must not be read back as if they came from the receivers.
+        s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
+    else:
+        s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 32 << 20)
+    s.bind((ifname, ETH_P_ALL))
+    s.setblocking(False)
+    return s
+
+
+class DelayStage:
+    """Holds each reverse-path frame for ``table[src_ip]`` seconds (``default`` otherwise)."""
+
+    def __init__(self, rx: str, tx: str, table: dict[str, float], default: float = 0.0) -> None:
+        self.rx = _open(rx, True)
+        self.tx = _open(tx, False)
+        self.table = {socket.inet_aton(ip): float(d) for ip, d in table.items()}
+        self.default = float(default)
+        self.queues: dict[float, collections.deque] = {}
+        self.stats = {
+            "rx": 0, "tx": 0, "tx_retries": 0, "tx_errors": 0, "kernel_drops": 0,
+            "reordered": 0, "held_max": 0, "late_max_s": 0.0, "late_sum_s": 0.0,
+            "rx_bytes": 0,
+        }
+        self._seq = 0
+        self._last_seq: dict[bytes, int] = {}
+        self._held = 0
+        self._stop = False
+
+    def stop(self, *_: object) -> None:
+        self._stop = True
+
+    def _kernel_drops(self) -> None:
+        raw = self.rx.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+        _, drops = struct.unpack("II", raw)  # reading resets the kernel counters
+        self.stats["kernel_drops"] += drops
+
+    def _send(self, frame: bytes) -> None:
+        for _ in range(200):
+            try:
+                self.tx.send(frame)
+                self.stats["tx"] += 1
+                return
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
+                    self.stats["tx_errors"] += 1
+                    return
+            # A full device queue is back-pressure, not a reason to drop.
+            self.stats["tx_retries"] += 1
+            select.select([], [self.tx], [], 0.001)
+        self.stats["tx_errors"] += 1
+
+    def _release(self, now: float) -> float | None:
+        """Send every frame whose deadline passed; return the next deadline or None."""
+        st = self.stats
+        while True:
+            best_q = None
+            best = None
+            for q in self.queues.values():
+                if q and (best is None or q[0][0] < best):
+                    best, best_q = q[0][0], q
+            if best_q is None:
+                return None
+            if best > now:
+                return best
+            deadline, seq, key, frame = best_q.popleft()
+            self._held -= 1
+            late = now - deadline
+            st["late_sum_s"] += late
+            if late > st["late_max_s"]:
+                st["late_max_s"] = late
+            if key is not None:
+                if self._last_seq.get(key, -1) > seq:
+                    st["reordered"] += 1
+                self._last_seq[key] = seq
+            self._send(frame)
+
+    def run(self, stats_path: str | None = None, stats_every: float = 1.0) -> None:
+        st = self.stats
+        rx = self.rx
+        table = self.table
+        default = self.default
+        queues = self.queues
+        mono = time.monotonic
+        next_stats = mono() + stats_every
+        timeout = stats_every
+        while not self._stop:
+            try:
+                r, _, _ = select.select([rx], [], [], timeout)
+            except InterruptedError:
+                r = []
+            now = mono()
+            if r:
+                while True:
+                    try:
+                        frame = rx.recv(65536)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    st["rx"] += 1
+                    st["rx_bytes"] += len(frame)
+                    key = None
+                    d = default
+                    if frame[12:14] == _IPV4 and len(frame) >= 34:
+                        key = frame[26:30]
+                        d = table.get(key, default)
+                    if d <= 0.0:
+                        self._send(frame)
+                        continue
+                    q = queues.get(d)
+                    if q is None:
+                        q = queues[d] = collections.deque()
+                    q.append((now + d, self._seq, key, frame))
+                    self._seq += 1
+                    self._held += 1
+                    if self._held > st["held_max"]:
+                        st["held_max"] = self._held
+                now = mono()
+            nxt = self._release(now)
+            if now >= next_stats:
+                next_stats = now + stats_every
+                self._write_stats(stats_path)
+            wake = next_stats if nxt is None else min(nxt, next_stats)
+            timeout = max(wake - mono(), 0.0)
+        # Flush what is held so a clean stop loses nothing in flight.
+        self._release(float("inf"))
+        self._write_stats(stats_path)
+
+    def _write_stats(self, path: str | None) -> None:
+        self._kernel_drops()
+        if not path:
+            return
+        out = dict(self.stats, held=self._held, t=time.time(), pid=os.getpid())
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(out, f)
+        os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rx", required=True, help="interface to read the reverse path from")
+    ap.add_argument("--tx", required=True, help="interface to write delayed frames to")
+    ap.add_argument("--table", required=True, help='JSON {"src ip": delay_s, ...}')
+    ap.add_argument("--default", type=float, default=0.0, help="delay for other frames, s")
+    ap.add_argument("--stats", default=None, help="write counters here as JSON every second")
+    ap.add_argument("--rt-priority", type=int, default=10,
+                    help="SCHED_FIFO priority for punctual releases (0: normal scheduling)")
+    a = ap.parse_args(argv)
+    if a.rt_priority > 0:
+        try:
+            # A blocked select() costs nothing; real-time priority only makes
+            # wake-ups on time when the 2 cores are busy with TCP and iperf3.
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(a.rt_priority))
+        except OSError:
+            pass
+    stage = DelayStage(a.rx, a.tx, json.loads(a.table), a.default)
+    signal.signal(signal.SIGTERM, stage.stop)
+    signal.signal(signal.SIGINT, stage.stop)
+    stage.run(a.stats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""``NetnsPlant``: the ``Plant`` protocol on the emulated testbed, in real time (batch = 1).
+
+``step(u)`` sets the TBF on S1's uplink (the paper's S1-eth1, through the
+actuators' ``TbfActuator``) to u, waits until the end of the period on an
+absolute schedule (t_k = t_0 + kT, so periods do not drift), and returns y
+measured over that period by the telemetry source: the software data plane
+on mirrored packets of BR1 (``telemetry="dataplane"``, the paper's passive
+taps) or the interim kernel-counter source (``"kernel"``); ``"auto"`` takes
+the data plane when it can be started and falls back to kernel counters.
+
+``reset()`` builds the testbed on first use (kept up across episodes),
+stops the previous episode's traffic, lets the queues drain, restores the
+initial shaper rate and starts the scenario's traffic; the DTN transfer
+starts ``dtn.start`` seconds into the episode. ``info`` after a step holds
+bytes delivered per class in that period and, once a fixed-size DTN
+transfer has completed, its FCT (``dtn_fct``, s). ``close()`` tears it all
+down.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ...scenario import Scenario
+from ...state import N_STATE
+from ..base import StateBatch, as_rate_array
+from .topology import Testbed
+
+__all__ = ["NetnsPlant", "TELEMETRY_KINDS"]
+
+log = logging.getLogger("scidmz.testbed")
+
+TELEMETRY_KINDS = ("auto", "kernel", "dataplane")
+
+
+class NetnsPlant:
+    """Real kernel TCP in network namespaces; see the module docstring."""
+
+    batch = 1
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        prefix: str | None = None,
+        switch: str = "bridge",
+        telemetry: str = "auto",
+        rtts: dict[str, float] | None = None,
+        drain: float | None = None,
+    ) -> None:
+        if telemetry not in TELEMETRY_KINDS:
+            raise ValueError(f"unknown telemetry '{telemetry}' (choose {', '.join(TELEMETRY_KINDS)})")
+        self.scenario = scenario
+        self.telemetry_kind = telemetry
+        self._tb = Testbed(scenario, prefix=prefix, switch=switch, rtts=rtts)
+        self._traffic: Any = None
+        self._tel: Any = None
+        self._act: Any = None
+        self._t0 = 0.0
+        self._k = 0
+        self._info: dict[str, Any] = {}
+        self._closed = False
+        self._dtn_started = False
+        self._fct_reported = False
+        # Time for the previous episode's packets to leave: the longest RTT plus a full buffer.
+        self._drain = drain if drain is not None else (
+            2 * max(h.rtt for h in self._tb.senders) + scenario.buffer_bytes * 8 / scenario.capacity + 0.2
+        )
+
+    # -- Plant protocol -------------------------------------------------------------
+    @property
+    def period(self) -> float:
+        return self.scenario.period
+
+    @property
+    def testbed(self) -> Testbed:
+        return self._tb
+
+    @property
+    def telemetry(self) -> Any:
+        return self._tel
+
+    def __enter__(self) -> NetnsPlant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _ensure_up(self) -> None:
+        if self._closed:
+            raise RuntimeError("NetnsPlant is closed")
+        if self._act is not None:
+            return
+        from ...actuators.tbf import TbfActuator
+        from .traffic import Traffic
+
+        self._tb.up()
+        dev, ns = self._tb.uplink
+        self._act = TbfActuator(dev, netns=ns, burst=self.scenario.shaper.burst, latency=self.scenario.shaper.latency)
+        self._traffic = Traffic(self._tb, self.scenario.seed)
+        self._traffic.start_servers()
+
+    def _open_telemetry(self) -> Any:
+        kind = self.telemetry_kind
+        if kind in ("auto", "dataplane"):
+            try:
+                from .taps import DataplaneTelemetry
+
+                return DataplaneTelemetry(self._tb)
+            except Exception as exc:  # noqa: BLE001 - auto falls back, explicit re-raises
+                if kind == "dataplane":
+                    raise RuntimeError(f"data-plane telemetry unavailable: {exc}") from exc
+                log.warning("data-plane telemetry unavailable (%s); using kernel counters", exc)
+        from .kernel_telemetry import KernelCounterTelemetry
+
+        return KernelCounterTelemetry(self._tb)
+
+    def reset(self, seed: int | None = None) -> StateBatch:
+        self._ensure_up()
+        sc = self.scenario
+        if self._tel is not None:
+            self._tel.close()
+            self._tel = None
+        self._traffic.stop_clients()
+        self._traffic.seed = sc.seed if seed is None else int(seed)
+        self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None else sc.u_max)
+        time.sleep(self._drain)
+        self._tel = self._open_telemetry()
+        self._traffic.start_campus()
+        if sc.campus.traffic == "udp":
+            self._tel.udp_sources = len(self._tb.campus)
+        self._dtn_started = False
+        self._fct_reported = False
+        self._k = 0
+        self._t0 = time.monotonic()
+        self._tel.sample(0.0)  # start the first period's counters here
+        self._maybe_start_dtn(0.0)
+        self._info = {}
+        y = np.zeros((1, N_STATE))
+        y[0, 2] = self._tb.dtn.rtt
+        y[0, 3] = sc.campus.rtt
+        return StateBatch(0.0, y)
+
+    def _maybe_start_dtn(self, t: float) -> None:
+        if not self._dtn_started and t >= self.scenario.dtn.start - 1e-9:
+            self._traffic.start_dtn()
+            self._dtn_started = True
+
+    def step(self, u: np.ndarray | float) -> StateBatch:
+        if self._act is None or self._tel is None:
+            raise RuntimeError("call reset() before step()")
+        arr = as_rate_array(u, 1, self.scenario.u_max)
+        self._act.set_rate(float(arr[0]))
+        self._k += 1
+        T = self.period
+        t = self._k * T
+        # The DTN starts at the first period boundary at or after dtn.start.
+        deadline = self._t0 + t
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, 0.05))
+        st = self._tel.sample(t)
+        self._maybe_start_dtn(t)
+        ti = self._tel.last_info
+        sc = self.scenario
+        res = self._traffic.poll_dtn()
+        fct = np.nan
+        if res is not None and not self._fct_reported:
+            fct = float(res["fct"]) if res.get("ok", True) else np.nan
+            self._fct_reported = True
+        ds = self._tb.delay_stats()
+        shorts = self._traffic.short_flows() if self._traffic.short_logs else []
+        self._info = {
+            "dtn_bytes": np.array([ti.get("dtn_bytes", np.nan)]),
+            "campus_bytes": np.array([ti.get("campus_bytes", np.nan)]),
+            "bottleneck_drops": np.array([ti.get("bottleneck_drops", np.nan)]),
+            "utilization": np.array([(st.rate_dtn + st.rate_campus) / sc.capacity]),
+            "dtn_fct": np.array([fct]),
+            "short_flows_done": np.array([float(sum(1 for f in shorts if f.get("ok")))]),
+            "delay_stage_lost": np.array([float(ds.get("kernel_drops", 0) + ds.get("tx_errors", 0))]),
+            "delay_stage_reordered": np.array([float(ds.get("reordered", 0))]),
+            "late_s": np.array([max(time.monotonic() - deadline, 0.0)]),
+            "telemetry": getattr(self._tel, "name", "kernel"),
+            "u_applied": np.array([self._act.current_rate()]),
+        }
+        if self._tb.cca_mapped:
+            self._info["cca_mapped"] = {k: f"{a}->{b}" for k, (a, b) in self._tb.cca_mapped.items()}
+        y = st.as_vector()
+        if not np.all(np.isfinite(y)):
+            bad = [i for i in range(N_STATE) if not math.isfinite(y[i])]
+            raise RuntimeError(f"telemetry returned non-finite values at t={t:.1f}s (fields {bad})")
+        return StateBatch(t, y[None, :])
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return dict(self._info)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._tel is not None:
+                self._tel.close()
+            if self._act is not None:
+                try:
+                    self._act.close()
+                except Exception:  # noqa: BLE001 - the namespace goes away next anyway
+                    pass
+        finally:
+            self._tel = None
+            self._act = None
+            self._tb.down()

@@ -1,0 +1,260 @@
+"""What a testbed created, on disk, so a crashed run can be cleaned up and nothing else.
+
+Every namespace, root-namespace link, OVS bridge and process a testbed makes
+is recorded in ``/run/scidmz/<prefix>.json`` *before* it is created (a crash
+between the two leaves a record of something that does not exist, which
+teardown skips, never the reverse). ``teardown_record`` removes exactly what
+a record lists; ``down_all`` applies it to every record on disk.
+
+Processes are identified by pid *and* start time (``/proc/PID/stat`` field
+22), so a recycled pid belonging to someone else is never signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "RUN_DIR",
+    "NETNS_DIR",
+    "PREFIX_RE",
+    "Record",
+    "check_prefix",
+    "list_records",
+    "teardown_record",
+    "down_all",
+    "proc_start_time",
+    "pids_in_netns",
+]
+
+RUN_DIR = Path(os.environ.get("SCIDMZ_RUN_DIR", "/run/scidmz"))
+NETNS_DIR = Path("/run/netns")
+PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+
+
+def check_prefix(prefix: str) -> str:
+    """Namespace names are ``<prefix>-<role>``; keep the prefix short and unambiguous."""
+    if not isinstance(prefix, str) or not PREFIX_RE.match(prefix):
+        raise ValueError(
+            f"testbed prefix {prefix!r} must be 1-8 lowercase letters/digits starting with a letter"
+        )
+    return prefix
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot, or None if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm may contain spaces and parentheses; fields after the last ')' are fixed.
+    rest = stat[stat.rindex(")") + 2 :].split()
+    return int(rest[19])
+
+
+def pids_in_netns(ns_name: str) -> list[int]:
+    """Every process whose network namespace is the named one (by inode)."""
+    try:
+        st = os.stat(NETNS_DIR / ns_name)
+    except FileNotFoundError:
+        return []
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            s = os.stat(f"/proc/{d}/ns/net")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        if s.st_ino == st.st_ino and s.st_dev == st.st_dev:
+            out.append(int(d))
+    return out
+
+
+class Record:
+    """The on-disk list of one testbed's objects; every mutation is written atomically."""
+
+    def __init__(self, prefix: str, data: dict[str, Any] | None = None) -> None:
+        self.prefix = check_prefix(prefix)
+        self.path = RUN_DIR / f"{prefix}.json"
+        self.data: dict[str, Any] = data or {
+            "prefix": prefix,
+            "owner_pid": os.getpid(),
+            "owner_start": proc_start_time(os.getpid()),
+            "created": time.time(),
+            "namespaces": [],
+            "root_links": [],
+            "processes": [],
+            "ovs": [],
+            "info": {},
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> Record:
+        data = json.loads(path.read_text())
+        return cls(data["prefix"], data)
+
+    @classmethod
+    def create(cls, prefix: str) -> Record:
+        """A fresh record; refuses if a live testbed already uses the prefix."""
+        rec = cls(prefix)
+        if rec.path.exists():
+            try:
+                old = cls.load(rec.path)
+            except (ValueError, KeyError, OSError):
+                old = None
+            if old is not None and old.owner_alive():
+                raise RuntimeError(
+                    f"testbed prefix '{prefix}' is in use by pid {old.data['owner_pid']} "
+                    f"(choose another --prefix, or run `scidmz testbed down --prefix {prefix}`)"
+                )
+            if old is not None:
+                teardown_record(old)
+        rec.save()
+        return rec
+
+    def owner_alive(self) -> bool:
+        pid = int(self.data.get("owner_pid", 0))
+        return pid > 0 and proc_start_time(pid) == self.data.get("owner_start")
+
+    def save(self) -> None:
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=RUN_DIR)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.data, f, indent=1)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def add(self, kind: str, item: Any) -> None:
+        self.data[kind].append(item)
+        self.save()
+
+    def add_process(self, pid: int, argv: list[str]) -> None:
+        self.add("processes", {"pid": pid, "start": proc_start_time(pid), "argv": argv[:6]})
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _kill(pid: int, start: int | None, sig: int) -> bool:
+    if start is None or proc_start_time(pid) != start:
+        return False
+    try:
+        os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _wait_gone(pids: list[tuple[int, int | None]], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(proc_start_time(p) != s for p, s in pids):
+            return
+        time.sleep(0.02)
+
+
+def teardown_record(rec: Record, keep_owner: bool = True) -> dict[str, int]:
+    """Remove what ``rec`` lists: processes, OVS bridges, root links, namespaces, the file.
+
+    Only objects named in the record are touched. Processes still running
+    inside the record's namespaces were started there by the testbed (nobody
+    else can enter a namespace it just made) and are killed too.
+    """
+    from pyroute2 import IPRoute, netns
+
+    counts = {"processes": 0, "namespaces": 0, "root_links": 0, "ovs": 0}
+    procs = [(int(p["pid"]), p.get("start")) for p in rec.data.get("processes", [])]
+    for ns in rec.data.get("namespaces", []):
+        for pid in pids_in_netns(ns):
+            if keep_owner and pid == os.getpid():
+                continue
+            procs.append((pid, proc_start_time(pid)))
+    for pid, start in procs:
+        if _kill(pid, start, signal.SIGTERM):
+            counts["processes"] += 1
+    _wait_gone(procs, 2.0)
+    for pid, start in procs:
+        _kill(pid, start, signal.SIGKILL)
+    _wait_gone(procs, 2.0)
+    for pid, _ in procs:  # reap our own children so none stays a zombie
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    for br in rec.data.get("ovs", []):
+        if _del_ovs_bridge(br):
+            counts["ovs"] += 1
+    if rec.data.get("root_links"):
+        with IPRoute() as ipr:
+            for name in rec.data["root_links"]:
+                idx = ipr.link_lookup(ifname=name)
+                if idx:
+                    try:
+                        ipr.link("del", index=idx[0])
+                        counts["root_links"] += 1
+                    except Exception:  # noqa: BLE001 - peer deletion may have removed it already
+                        pass
+    existing = set(netns.listnetns())
+    for ns in rec.data.get("namespaces", []):
+        if ns in existing:
+            netns.remove(ns)
+            counts["namespaces"] += 1
+    rec.remove()
+    return counts
+
+
+def _del_ovs_bridge(spec: dict[str, Any]) -> bool:
+    """Delete an OVS bridge recorded as {"bridge": name, "db": unix socket path}."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("ovs-vsctl")
+    if exe is None:
+        return False
+    cmd = [exe, "--timeout=5"]
+    if spec.get("db"):
+        if not Path(spec["db"]).exists():
+            return False
+        cmd.append(f"--db=unix:{spec['db']}")
+    r = subprocess.run([*cmd, "--if-exists", "del-br", spec["bridge"]], capture_output=True, text=True)
+    return r.returncode == 0
+
+
+def list_records() -> list[Record]:
+    if not RUN_DIR.is_dir():
+        return []
+    out = []
+    for p in sorted(RUN_DIR.glob("*.json")):
+        try:
+            out.append(Record.load(p))
+        except (ValueError, KeyError, OSError):
+            continue
+    return out
+
+
+def down_all(only_dead: bool = False) -> dict[str, Any]:
+    """Tear down every recorded testbed (or only those whose owner died)."""
+    done: dict[str, Any] = {}
+    for rec in list_records():
+        if only_dead and rec.owner_alive():
+            continue
+        if rec.owner_alive() and rec.data["owner_pid"] != os.getpid():
+            # Ask the owner to clean up itself first; it tears down on SIGTERM.
+            _kill(int(rec.data["owner_pid"]), rec.data.get("owner_start"), signal.SIGTERM)
+            _wait_gone([(int(rec.data["owner_pid"]), rec.data.get("owner_start"))], 5.0)
+            if not rec.path.exists():
+                done[rec.prefix] = {"stopped_owner": True}
+                continue
+        done[rec.prefix] = teardown_record(rec)
+    return done
