@@ -88,8 +88,11 @@ def _walker() -> Any:
 class RingCapture:
     """One AF_PACKET TPACKET_V3 ring on ``iface``; ``poll()`` returns parsed packets."""
 
-    def __init__(self, iface: str, tap: int = 0, block_size: int = 1 << 20, block_nr: int = 64,
-                 frame_size: int = 2048, retire_ms: int = 10, ignore_outgoing: bool = False) -> None:
+    # 256 blocks of 256 KiB: a block is handed over when full or after
+    # ``retire_ms``, so at low packet rates the block count, not the bytes,
+    # bounds how long the reader may stall without kernel drops (~5 s here).
+    def __init__(self, iface: str, tap: int = 0, block_size: int = 1 << 18, block_nr: int = 256,
+                 frame_size: int = 2048, retire_ms: int = 20, ignore_outgoing: bool = False) -> None:
         if block_size % mmap.PAGESIZE or block_size & (block_size - 1):
             raise ValueError(f"block_size must be a power-of-two multiple of the page size, got {block_size}")
         self.iface, self.tap = iface, tap

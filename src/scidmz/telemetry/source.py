@@ -122,6 +122,7 @@ class TelemetrySource:
         from .capture import RingCapture
 
         dp = self.dp
+        _warm_kernels()  # load the numba kernels before the rings start filling
         rings = [RingCapture(egress, tap=C.TAP_EGRESS, **ring_kw)]
         try:
             if ingress is not None:
@@ -163,3 +164,18 @@ class TelemetrySource:
         finally:
             for r in rings:
                 r.close()
+
+
+def _warm_kernels() -> None:
+    """Compile/load every numba kernel of the live path on a throwaway packet (and pandas)."""
+    import pandas  # noqa: F401  - the collector's first flows() would import it mid-capture
+
+    from .capture import _walker
+    from .parse import parse_frames
+    from .synth import frame
+
+    fr = np.frombuffer(frame("10.0.0.1", "10.1.0.1", 1, 2, seq=1, flags="PA", payload=10), dtype=np.uint8).copy()
+    z = np.zeros(1, np.int64)
+    _walker()(fr, 0, 0, 0, z, z, z, z)
+    pk = parse_frames(fr, z, np.array([fr.size]), np.array([fr.size]), 1, z, tap=C.TAP_EGRESS)
+    SoftwareDataPlane().process(pk)
