@@ -1,0 +1,78 @@
+"""Wall time of ``scidmz reproduce mlc`` per stage; prints one JSON object.
+
+Target (issue 3): the full chain (28,800 s identification, training, the full
+GA of Table 2, 100-trial evaluations, the N_s sweep) in under 15 minutes on a
+2-core machine, and the GA alone under 5 minutes per controller.
+
+    python benchmarks/reproduce_speed.py             # the paper's sizes (long)
+    python benchmarks/reproduce_speed.py --quick     # the CI sizes
+    python benchmarks/reproduce_speed.py --generations 10 --trials 30 ...   # scaled down
+
+The load average before and after is reported because the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+
+FULL_TARGET_S = 15 * 60.0
+GA_TARGET_S = 5 * 60.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=None, help="keep the report here (default: a temporary directory)")
+    ap.add_argument("--identify-duration", type=float, default=None)
+    ap.add_argument("--epochs", type=int, default=None)
+    ap.add_argument("--cv-folds", type=int, default=None)
+    ap.add_argument("--generations", type=int, default=None)
+    ap.add_argument("--population", type=int, default=None)
+    ap.add_argument("--episode", type=float, default=None)
+    ap.add_argument("--trials", type=int, default=None)
+    ap.add_argument("--ns", default=None)
+    ap.add_argument("--ns-trials", type=int, default=None)
+    ap.add_argument("--short-trials", type=int, default=None)
+    ap.add_argument("--experiments", default=None)
+    a = ap.parse_args()
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from scidmz.evaluation.reproduce import ReproducePlan, reproduce_mlc
+
+    plan = (ReproducePlan.quick() if a.quick else ReproducePlan()).scaled(
+        identify_duration=a.identify_duration, epochs=a.epochs, cv_folds=a.cv_folds, generations=a.generations,
+        population=a.population, episode=a.episode, trials=a.trials, ns_values=a.ns, ns_trials=a.ns_trials,
+        short_trials=a.short_trials, which=a.experiments,
+    )
+    load0 = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="scidmz-bench-") as tmp:
+        out = a.out or os.path.join(tmp, "report")
+        t0 = time.perf_counter()
+        result, _ = reproduce_mlc(out=out, plan=plan, tracking_uri=os.path.join(tmp, "mlruns"),
+                                  command="benchmarks/reproduce_speed.py")
+        wall = time.perf_counter() - t0
+    stages = result["stages"]
+    ga = {k: v for k, v in stages.items() if k.endswith("/tune")}
+    print(json.dumps({
+        "benchmark": "reproduce_mlc",
+        "mode": plan.mode,
+        "sizes": plan.sizes(),
+        "wall_s": round(wall, 2),
+        "stages_s": {k: round(v, 2) for k, v in stages.items()},
+        "target_full_s": FULL_TARGET_S,
+        "meets_full_target": bool(plan.mode == "full" and wall < FULL_TARGET_S),
+        "ga_target_s": GA_TARGET_S,
+        "ga_max_s": round(max(ga.values()), 2) if ga else None,
+        "cpus": os.cpu_count(),
+        "loadavg_before": [round(x, 2) for x in load0],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "headline": result["headline"],
+    }))
+
+
+if __name__ == "__main__":
+    main()
