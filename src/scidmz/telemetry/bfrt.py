@@ -21,8 +21,8 @@ What it does with the SDE (program ``scidmz_telemetry`` built by bf-p4c from
   ``ts``) are returned as the twin's ``(sig << 32) | ts``; ``qd_sum`` is 32
   bits on Tofino (no 64-bit add in a stateful ALU) and is widened to a
   monotone 64-bit count by ``Widener``;
-* ``drain_digests()``: ``digest_get`` until empty, decoded with the learn
-  object's ``make_data_list``.
+* ``drain_digests()``: ``digest_get`` until empty, each message matched to
+  its learn object by ``info.id_get()`` and decoded with ``make_data_list``.
 
 Registers are per pipe: ``entry_get`` returns one value per pipe and the
 program's taps arrive on one pipe, so the values are summed over pipes
@@ -195,19 +195,22 @@ class BfrtView:
         flow_rows: list[tuple[int, ...]] = []
         rtt_names = [n for n, _ in C.DIGEST_RTT_FIELDS]
         flow_names = [n for n, _ in C.DIGEST_FLOW_FIELDS]
+        by_id = {learn.info.id_get(): kind for kind, learn in self._learn.items()}
         while True:
             try:
                 msg = self.interface.digest_get(timeout=0.001)
-            except RuntimeError:  # bfrt_grpc raises when no digest is queued
+            except Exception:  # bfrt_grpc signals "no digest queued" with a plain exception
                 break
             host = time.monotonic()
-            learn = self.info.learn_get(self.info.learn_name_get(msg.digest_id))
-            is_rtt = learn is self._learn["rtt"]
-            names = rtt_names if is_rtt else flow_names
-            for data in learn.make_data_list(msg):
+            kind = by_id.get(msg.digest_id)
+            if kind is None:
+                continue  # a digest of another program sharing the device
+            names = rtt_names if kind == "rtt" else flow_names
+            rows = rtt_rows if kind == "rtt" else flow_rows
+            for data in self._learn[kind].make_data_list(msg):
                 d = data.to_dict()
                 row = tuple(int(d[n]) for n in names)
-                (rtt_rows if is_rtt else flow_rows).append(row)
+                rows.append(row)
                 off = host - row[names.index("ts")] * self.tick_ns * 1e-9
                 if self._offset is None or off < self._offset:
                     self._offset = off
