@@ -333,7 +333,7 @@ def _add_control(sub: argparse._SubParsersAction) -> None:
                    help="override a scenario key, e.g. --set period=0.2")
     r.add_argument("--plant", default="fluid", help="fluid (real-time paced simulator) | netns | hardware")
     r.add_argument("--policy", default="trivial", help="trivial | mlc (default trivial)")
-    r.add_argument("--target", default="600M", help="initial DTN target, e.g. 600M (default 600M)")
+    r.add_argument("--target", required=True, help="initial DTN target, e.g. 60M (at most the scenario's B_max)")
     r.add_argument("--model", default=None, help="inverse-model directory (policy mlc)")
     r.add_argument("--gains", default=None, help="gains JSON file (policy mlc)")
     r.add_argument("--api", default="127.0.0.1:8642", help="loopback HOST:PORT of the HTTP API (default 127.0.0.1:8642)")
@@ -442,6 +442,79 @@ def _cmd_control_status(a: argparse.Namespace) -> int:
     return 0
 
 
+# -- testbed ---------------------------------------------------------------------
+
+
+def _add_testbed(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("testbed", help="the emulated Science DMZ on real kernel TCP (root)")
+    tsub = p.add_subparsers(dest="testbed_cmd", metavar="ACTION", required=True)
+    for name, hlp in (("up", "build a testbed and keep it up until Ctrl-C"),
+                      ("check", "build a testbed, measure RTTs, delay stage and bottleneck rate, tear down")):
+        q = tsub.add_parser(name, help=hlp)
+        q.add_argument("scenario", nargs="?", default="testbed", help="scenario name or .toml (default testbed)")
+        q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
+        q.add_argument("--switch", default="bridge", choices=("bridge", "ovs"), help="S1: Linux bridge or OVS userspace")
+        q.add_argument("--prefix", default="sdz" if name == "up" else None,
+                       help="namespace name prefix (1-8 lowercase letters/digits)")
+        q.add_argument("--json", action="store_true")
+        q.set_defaults(func=_cmd_testbed_up if name == "up" else _cmd_testbed_check)
+    q = tsub.add_parser("down", help="remove a testbed (or every recorded one, e.g. after a crash)")
+    g = q.add_mutually_exclusive_group(required=True)
+    g.add_argument("--prefix", help="the testbed's prefix")
+    g.add_argument("--all", action="store_true", help="every testbed recorded in /run/scidmz")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_cmd_testbed_down)
+    q = tsub.add_parser("status", help="list recorded testbeds and whether their owner still runs")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_cmd_testbed_status)
+
+
+def _testbed_scenario(a: argparse.Namespace) -> Any:
+    from .evaluation.simulate import resolve_scenario
+
+    return resolve_scenario(a.scenario, a.set)
+
+
+def _cmd_testbed_up(a: argparse.Namespace) -> int:
+    from .plant.netns.manage import testbed_up
+
+    def ready(summary: dict[str, Any]) -> None:
+        human = (f"testbed {summary['prefix']} up: {summary['campus_hosts']} campus hosts, DTN, "
+                 f"B_max {summary['capacity'] / 1e6:.1f} Mbit/s, switch {summary['switch']}; "
+                 f"namespaces {summary['prefix']}-*; Ctrl-C to tear down")
+        _emit(summary, a.json, human)
+        sys.stdout.flush()
+
+    testbed_up(_testbed_scenario(a), switch=a.switch, prefix=a.prefix, ready=ready)
+    return 0
+
+
+def _cmd_testbed_check(a: argparse.Namespace) -> int:
+    from .plant.netns.check import human
+    from .plant.netns.manage import testbed_check
+
+    res = testbed_check(_testbed_scenario(a), switch=a.switch, prefix=a.prefix)
+    _emit(res, a.json, human(res))
+    return 0 if all(res["ok"].values()) else 1
+
+
+def _cmd_testbed_down(a: argparse.Namespace) -> int:
+    from .plant.netns.manage import testbed_down
+
+    res = testbed_down(prefix=a.prefix, all_=a.all)
+    names = ", ".join(res["removed"]) or "nothing recorded"
+    _emit(res, a.json, f"removed: {names}")
+    return 0
+
+
+def _cmd_testbed_status(a: argparse.Namespace) -> int:
+    from .plant.netns.manage import human_status, testbed_status
+
+    res = testbed_status()
+    _emit(res, a.json, human_status(res))
+    return 0
+
+
 _GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_simulate,
     _add_scenarios,
@@ -450,6 +523,7 @@ _GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_reproduce,
     _add_mlc_pipeline,
     _add_control,
+    _add_testbed,
 ]
 
 

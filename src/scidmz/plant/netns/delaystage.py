@@ -71,7 +71,7 @@ class DelayStage:
         self.queues: dict[float, collections.deque] = {}
         self.stats = {
             "rx": 0, "tx": 0, "tx_retries": 0, "tx_errors": 0, "kernel_drops": 0,
-            "reordered": 0, "held_max": 0, "late_max_s": 0.0, "late_sum_s": 0.0,
+            "reordered": 0, "held_max": 0, "late_max_s": 0.0, "late_sum_s": 0.0, "late_over_1ms": 0,
             "rx_bytes": 0,
         }
         self._seq = 0
@@ -121,8 +121,10 @@ class DelayStage:
             self._held -= 1
             late = now - deadline
             st["late_sum_s"] += late
-            if late > st["late_max_s"]:
-                st["late_max_s"] = late
+            if late > 1e-3:
+                st["late_over_1ms"] += 1
+                if late > st["late_max_s"]:
+                    st["late_max_s"] = late
             if key is not None:
                 if self._last_seq.get(key, -1) > seq:
                     st["reordered"] += 1

@@ -185,6 +185,11 @@ class Testbed:
         if unknown:
             raise ValueError(f"per-host RTT given for unknown sender(s): {', '.join(sorted(unknown))}")
 
+    @staticmethod
+    def s2_port(receiver: str) -> str:
+        """S2's switch port towards a receiver (its TX counter is that receiver's delivered bytes)."""
+        return "qd" if receiver == "dtnr" else "q" + receiver[1:]
+
     def delay_table(self) -> dict[str, float]:
         """Reverse-path hold time per receiver address: the whole configured RTT."""
         return {self.hosts[h.peer].ip: h.rtt for h in self.senders}
@@ -375,8 +380,8 @@ class Testbed:
         self._veth(ipr, "dly", "b", "sw2", "up")
         br = ipr["sw2"].link_lookup(ifname="br0")[0]
         up("sw2", "up", br)
-        for i, h in enumerate([h for h in self.hosts.values() if h.kind == "receiver"], 1):
-            port = "qd" if h.name == "dtnr" else f"q{i}"
+        for h in [h for h in self.hosts.values() if h.kind == "receiver"]:
+            port = self.s2_port(h.name)
             self._veth(ipr, h.name, "eth0", "sw2", port)
             up("sw2", port, br)
         up("sw2", "br0")
