@@ -27,10 +27,14 @@ MSS = 1448.0  # bytes of payload per segment (1500 MTU - 52 B of TCP/IP headers 
 INIT_CWND = 10.0 * MSS  # RFC 6928 initial window
 MIN_CWND = 2.0 * MSS  # floor after repeated losses (Linux never goes below 2 packets except RTO)
 MAX_CWND = 256e6  # bytes; effectively unlimited (socket buffers are not modelled)
+# Slow start: cwnd += SS_ACK_GAIN x acked. A fluid ACK clock without the
+# one-RTT feedback delay grows cwnd by e per RTT; ln 2 restores the
+# doubling per RTT of packet-level slow start.
+SS_ACK_GAIN = 0.6931471805599453
 
 # -- time discretisation ---------------------------------------------------------
-DT_MAX = 1e-3  # s; default sub-step: min(DT_MAX, smallest base RTT / DT_RTT_DIVISOR)
-DT_RTT_DIVISOR = 10.0
+DT_MAX = 2e-3  # s; default sub-step: min(DT_MAX, smallest base RTT / DT_RTT_DIVISOR)
+DT_RTT_DIVISOR = 5.0
 
 # -- loss detection ------------------------------------------------------------
 # A flow notices a drop one (current) RTT after it happens (dup-ACKs / SACK)

@@ -72,6 +72,7 @@ from .constants import (
     MSS,
     RENO_BETA,
     RTT_CAMPUS_ALPHA,
+    SS_ACK_GAIN,
     TBF_BURST_TIME,
     TBF_MIN_BURST_PKTS,
 )
@@ -79,6 +80,7 @@ from .layout import (
     I_DTN_DONE,
     I_DTN_FIRST,
     I_DTN_LEFT,
+    I_NEXT_START,
     I_NEXTFID,
     I_PERIODS,
     I_QDC,
@@ -121,6 +123,7 @@ from .layout import (
     O_SHORT_DONE,
     O_TBF_DELAY,
     O_TBF_L,
+    O_TBF_OUT,
     P_BASE,
     P_CCA,
     P_CLASS,
@@ -163,9 +166,7 @@ from .layout import (
     S_PBYTES,
     S_PLOST,
     S_PRIOR_MODE,
-    S_PRTT,
     S_PRTT_DONE,
-    S_PTIME,
     S_PWAIT,
     S_QB,
     S_RATE,
@@ -188,6 +189,7 @@ from .layout import (
 INF = np.inf
 _PROBE_GAINS = np.array(BBR_PROBE_GAINS)
 _NSLOTS = BBR_BW_WINDOW_ROUNDS
+_RENO_FRIENDLY_SLOPE = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA)  # RFC 8312 eq. 4
 # CCA codes (constants.CCA_CODES)
 RENO, CUBIC, BBR, BBR2, UDP = 0, 1, 2, 3, 4
 # BBR modes and BBRv2 ProbeBW phases
@@ -197,7 +199,7 @@ CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
 
 
 # -- random numbers: one xorshift64* stream per instance (deterministic under prange) ------
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _rand(rng, b):
     x = rng[b]
     x ^= x >> np.uint64(12)
@@ -208,7 +210,7 @@ def _rand(rng, b):
     return (np.float64(y) + 0.5) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _weibull(rng, b, shape, scale, lo, hi):
     """Weibull(k, lambda) by inversion, clipped to [lo, hi] (MLC Table 6)."""
     v = scale * (-math.log(_rand(rng, b))) ** (1.0 / shape)
@@ -269,33 +271,33 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
 
 # -- window-based controllers (Reno, CUBIC) ----------------------------------------------------
 @njit(cache=True)
-def _window_update(s, f, cca, t, acked, rtt):
-    """Slow start, congestion avoidance and loss reaction of Reno (RFC 5681) and CUBIC (RFC 8312)."""
+def _window_loss(s, f, cca, t, rtt):
+    """Multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with fast convergence)."""
     cwnd = s[S_CWND, f]
-    minrtt = s[S_MINRTT, f]
-    if t >= s[S_LOSS_AT, f]:
-        s[S_LOSS_AT, f] = INF
-        s[S_RECOV_END, f] = t + rtt
-        if cca == CUBIC:
-            w = cwnd / MSS
-            if CUBIC_FAST_CONVERGENCE and w < s[S_WMAX, f]:
-                s[S_WMAX, f] = w * (1.0 + CUBIC_BETA) / 2.0
-            else:
-                s[S_WMAX, f] = w
-            cwnd = max(cwnd * CUBIC_BETA, MIN_CWND)
-            s[S_EPOCH, f] = t
-            s[S_K, f] = (max(s[S_WMAX, f] - cwnd / MSS, 0.0) / CUBIC_C) ** (1.0 / 3.0)
+    s[S_LOSS_AT, f] = INF
+    s[S_RECOV_END, f] = t + rtt
+    if cca == CUBIC:
+        w = cwnd / MSS
+        if CUBIC_FAST_CONVERGENCE and w < s[S_WMAX, f]:
+            s[S_WMAX, f] = w * (1.0 + CUBIC_BETA) / 2.0
         else:
-            cwnd = max(cwnd * RENO_BETA, MIN_CWND)
-        s[S_SSTH, f] = cwnd
-        s[S_CWND, f] = cwnd
-        return
-    if acked <= 0.0:
-        return
-    if cwnd < s[S_SSTH, f]:
-        cwnd += acked
+            s[S_WMAX, f] = w
+        cwnd = max(cwnd * CUBIC_BETA, MIN_CWND)
+        s[S_EPOCH, f] = t
+        s[S_K, f] = (max(s[S_WMAX, f] - cwnd / MSS, 0.0) / CUBIC_C) ** (1.0 / 3.0)
+    else:
+        cwnd = max(cwnd * RENO_BETA, MIN_CWND)
+    s[S_SSTH, f] = cwnd
+    s[S_CWND, f] = cwnd
+
+
+@njit(cache=True, inline="always")
+def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
+    """ACK-clocked growth: slow start (with HyStart for CUBIC), then CUBIC or Reno avoidance."""
+    if cwnd < ssth:
+        cwnd += SS_ACK_GAIN * acked
         # HyStart: leave slow start when the RTT has grown by clamp(minRTT/8, 4, 16 ms)
-        if cca == CUBIC and cwnd >= HYSTART_LOW_WINDOW and minrtt < INF:
+        if cca == CUBIC and cwnd >= HYSTART_LOW_WINDOW:
             thr = min(max(minrtt / HYSTART_DELAY_DIVISOR, HYSTART_DELAY_MIN), HYSTART_DELAY_MAX)
             if rtt >= minrtt + thr:
                 s[S_SSTH, f] = cwnd
@@ -304,20 +306,21 @@ def _window_update(s, f, cca, t, acked, rtt):
                 s[S_K, f] = 0.0
     elif cca == CUBIC:
         el = t - s[S_EPOCH, f]
-        tt = el + minrtt - s[S_K, f]
         wmax = s[S_WMAX, f]
+        tt = el + minrtt - s[S_K, f]
         target = (CUBIC_C * tt * tt * tt + wmax) * MSS
+        inv = 1.0 / (cwnd * minrtt)  # one division serves 1/cwnd and 1/minrtt
         # TCP-friendly region: what Reno with the same beta would have reached
-        west = (wmax * CUBIC_BETA + 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA) * el / minrtt) * MSS
+        west = (wmax * CUBIC_BETA + _RENO_FRIENDLY_SLOPE * el * cwnd * inv) * MSS
         if west > target:
             target = west
         if target > cwnd:
-            cwnd += acked * min((target - cwnd) / cwnd, CUBIC_MAX_INCREASE_PER_ACK)
+            cwnd += acked * min((target - cwnd) * minrtt * inv, CUBIC_MAX_INCREASE_PER_ACK)
         else:
-            cwnd += acked * CUBIC_TARGET_FLOOR_INCREASE * MSS / cwnd
+            cwnd += acked * CUBIC_TARGET_FLOOR_INCREASE * MSS * minrtt * inv
     else:
         cwnd += MSS * acked / cwnd
-    s[S_CWND, f] = min(cwnd, MAX_CWND)
+    return min(cwnd, MAX_CWND)
 
 
 # -- BBR (v1 and v2) ------------------------------------------------------------------------------
@@ -555,13 +558,21 @@ def _serve_queues(qdisc, demand, weight, cap, served):
             break
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _droptail(backlog, buffer):
     """Bytes a drop-tail queue must drop to stay within its buffer."""
     return backlog - buffer if backlog > buffer else 0.0
 
 
 # -- the period kernel --------------------------------------------------------------------------------
+@njit(cache=True)
+def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots):
+    """Same as ``advance_period`` without threads (B = 1, or when threads do not pay)."""
+    for b in range(S.shape[0]):
+        _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
+                     n_dtn, short_off, n_send, slots)
+
+
 @njit(cache=True, parallel=True)
 def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots):
     """Advance every instance by one control period; results go to OUT/REC/NREC."""
@@ -576,6 +587,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     F = s.shape[1]
     K = q.shape[0]
     dt = ip[IP_DT]
+    inv_dt = 1.0 / dt
     nsub = int(ip[IP_NSUB])
     cap = ip[IP_CAP] * dt
     u = u_bits / 8.0
@@ -591,16 +603,15 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     for f in range(F):
         s[S_PBYTES, f] = 0.0
         s[S_PLOST, f] = 0.0
-        s[S_PRTT, f] = 0.0
-        s[S_PTIME, f] = 0.0
-    a = np.empty(F)  # bytes each flow sends in the sub-step
-    a2 = np.empty(F)  # bytes each flow brings to the bottleneck (after the shaper)
-    lt = np.zeros(F)  # bytes each flow lost at the shaper in the sub-step
-    qa = np.empty(K)
+    a = np.zeros(F)  # bytes each flow sends in the sub-step
+    qa = np.empty(K)  # bytes arriving at each bottleneck queue
+    tbd = np.empty(K)  # shaper backlog + arrivals bound for each queue
     qd = np.empty(K)
     qdel = np.empty(K)
     served = np.empty(K)
     qdrop = np.empty(K)
+    sfrac = np.empty(K)
+    dfrac = np.empty(K)
     weight = np.empty(K)
     wtot = 0.0
     for k in range(K):
@@ -617,13 +628,25 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     qdc_sum = 0.0
     tbf_delay_sum = 0.0
     qbytes_sum = 0.0
+    dtn_b = 0.0
+    camp_b = 0.0
+    dtn_l = 0.0
+    camp_l = 0.0
+    dtn_sent = 0.0
+    camp_sent = 0.0
     for _step in range(nsub):
         # ---- 1. long flows that start now; Weibull short-flow arrivals ----
-        for f in range(short_off):
-            if s[S_ON, f] == 0.0 and s[S_FSTART, f] < 0.0 and t >= p[P_START, f]:
-                _start_flow(s, p, f, t, p[P_SIZE, f], f, rng, b)
-                if int(p[P_CLASS, f]) == CLASS_DTN and inst[I_DTN_FIRST] == INF:
-                    inst[I_DTN_FIRST] = t
+        if t >= inst[I_NEXT_START]:
+            nxt = INF
+            for f in range(short_off):
+                if s[S_FSTART, f] < 0.0:
+                    if t >= p[P_START, f]:
+                        _start_flow(s, p, f, t, p[P_SIZE, f], f, rng, b)
+                        if f < n_dtn and inst[I_DTN_FIRST] == INF:
+                            inst[I_DTN_FIRST] = t
+                    elif p[P_START, f] < nxt:
+                        nxt = p[P_START, f]
+            inst[I_NEXT_START] = nxt
         for gi in range(n_send):
             while g[gi, 0] <= t:
                 g[gi, 1] += 1.0
@@ -640,9 +663,9 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                         g[gi, 1] -= 1.0
         # ---- 2. queue delays and sending rates ----
         for k in range(K):
-            rate_k = ip[IP_CAP] * weight[k] / wtot
-            qdel[k] = q[k] / rate_k
+            qdel[k] = q[k] / (ip[IP_CAP] * weight[k] / wtot)
             qa[k] = 0.0
+            tbd[k] = 0.0
         tbfq = inst[I_TBFQ]
         tbf_delay = tbfq / u if u > 0.0 else (ip[IP_LATENCY] if tbfq > 0.0 else 0.0)
         a_tbf = 0.0
@@ -651,146 +674,160 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 a[f] = 0.0
                 continue
             k = int(p[P_QID, f])
+            shaped = p[P_SHAPED, f] > 0.0
             rtt = p[P_BASE, f] + qdel[k]
-            if p[P_SHAPED, f] > 0.0:
+            if shaped:
                 rtt += tbf_delay
             s[S_RTT, f] = rtt
             cca = int(p[P_CCA, f])
             if cca == UDP:
-                x = p[P_UDP, f] / 8.0
+                x = p[P_UDP, f] * 0.125
             elif cca <= CUBIC:
                 x = s[S_CWND, f] / rtt
             else:
                 # BBR paces; its inflight cap (cwnd) binds through the ACK clock
                 x = min(s[S_PACE, f], s[S_CWND, f] / rtt)
-            sent = min(x * dt, s[S_TOSEND, f])
-            if sent < 0.0:
-                sent = 0.0
+            sent = x * dt
+            tosend = s[S_TOSEND, f]
+            if sent > tosend:
+                sent = tosend if tosend > 0.0 else 0.0
+            s[S_TOSEND, f] = tosend - sent
             a[f] = sent
-            s[S_RATE, f] = sent / dt
-            if p[P_SHAPED, f] > 0.0:
+            s[S_RATE, f] = sent * inv_dt
+            if shaped:
                 a_tbf += sent
+                tbd[k] += sent + s[S_TB, f]
             else:
                 qa[k] += sent
         # ---- 3. token-bucket shaper (campus egress) ----
-        tokens = min(burst, inst[I_TOKENS] + u * dt)
+        # the bucket refills continuously during the sub-step, so u is reachable even
+        # when burst < u * dt; only what is left over is capped at the bucket size
+        allowance = inst[I_TOKENS] + u * dt
         avail = tbfq + a_tbf
-        t_out = min(avail, tokens)
-        tokens -= t_out
+        t_out = min(avail, allowance)
+        tokens = min(allowance - t_out, burst)
         rem = avail - t_out
         t_drop = rem - limit if rem > limit else 0.0
         inst[I_TOKENS] = tokens
         inst[I_TBFQ] = rem - t_drop
         out[O_TBF_L] += t_drop
+        out[O_TBF_OUT] += t_out
         tbf_delay_sum += tbf_delay * dt
-        for f in range(F):
-            if p[P_SHAPED, f] > 0.0 and (a[f] > 0.0 or s[S_TB, f] > 0.0):
-                share = (s[S_TB, f] + a[f]) / avail if avail > 0.0 else 0.0
-                o = t_out * share
-                d = t_drop * a[f] / a_tbf if a_tbf > 0.0 else 0.0
-                s[S_TB, f] += a[f] - o - d
-                if s[S_TB, f] < 0.0:
-                    s[S_TB, f] = 0.0
-                a2[f] = o
-                qa[int(p[P_QID, f])] += o
-                lt[f] = d
-            else:
-                a2[f] = a[f] if p[P_SHAPED, f] == 0.0 else 0.0
-                lt[f] = 0.0
+        out_frac = t_out / avail if avail > 0.0 else 0.0
+        drop_frac = t_drop / a_tbf if a_tbf > 0.0 else 0.0
         # ---- 4. bottleneck: weighted service, drop-tail per queue ----
         for k in range(K):
+            qa[k] += tbd[k] * out_frac
             qd[k] = q[k] + qa[k]
         _serve_queues(qdisc, qd, weight, cap, served)
+        qtot = 0.0
         for k in range(K):
             nq = qd[k] - served[k]
             qdrop[k] = _droptail(nq, qp[k, QP_BUFFER])
             q[k] = nq - qdrop[k]
+            qtot += q[k]
+            sfrac[k] = served[k] / qd[k] if qd[k] > 0.0 else 0.0
+            dfrac[k] = qdrop[k] / qa[k] if qa[k] > 0.0 else 0.0
+        qbytes_sum += qtot * dt
         # ---- 5. per-flow delivery, loss detection and controller update ----
         n_dtn_on = 0
         n_camp_on = 0
         rttd_step = 0.0
         rttc_step = 0.0
-        dtn_arr = 0.0
-        camp_arr = 0.0
-        dtn_qd = 0.0
-        camp_qd = 0.0
         for f in range(F):
             if s[S_ON, f] == 0.0:
                 continue
             k = int(p[P_QID, f])
             cls = int(p[P_CLASS, f])
             cca = int(p[P_CCA, f])
-            ain = a2[f]
+            base = p[P_BASE, f]
+            af = a[f]
+            lost = 0.0
+            tb = 0.0
+            if p[P_SHAPED, f] > 0.0:
+                tb = s[S_TB, f]
+                dem = tb + af
+                ain = dem * out_frac
+                lost = af * drop_frac
+                tb = dem - ain - lost
+                if tb < 0.0:
+                    tb = 0.0
+                s[S_TB, f] = tb
+            else:
+                ain = af
+            qb = s[S_QB, f]
+            dem = qb + ain
             o = 0.0
-            d = 0.0
-            if qd[k] > 0.0 and (ain > 0.0 or s[S_QB, f] > 0.0):
-                o = served[k] * (s[S_QB, f] + ain) / qd[k]
-                if qa[k] > 0.0:
-                    d = qdrop[k] * ain / qa[k]
-                s[S_QB, f] += ain - o - d
-                if s[S_QB, f] < 0.0:
-                    s[S_QB, f] = 0.0
+            if dem > 0.0:
+                o = dem * sfrac[k]
+                d = ain * dfrac[k]
+                qb = dem - o - d
+                if qb < 0.0:
+                    qb = 0.0
+                s[S_QB, f] = qb
+                lost += d
+                if cls == CLASS_DTN:
+                    dtn_l += d
+                else:
+                    camp_l += d
             rtt = s[S_RTT, f]
-            meas_rtt = p[P_BASE, f] + qdel[k]  # what a tap at the bottleneck sees
-            s[S_DELIV, f] += o
+            meas_rtt = base + qdel[k]  # what a tap at the bottleneck sees (no shaper queue)
+            deliv = s[S_DELIV, f] + o
+            s[S_DELIV, f] = deliv
             s[S_PBYTES, f] += o
-            tot_lost = d + lt[f]  # shaper + bottleneck
-            s[S_PLOST, f] += tot_lost
-            s[S_PRTT, f] += rtt * dt
-            s[S_PTIME, f] += dt
             if cls == CLASS_DTN:
-                out[O_DTN_B] += o
-                out[O_DTN_L] += d
-                out[O_DTN_SENT] += a[f]
+                dtn_b += o
+                dtn_sent += af
                 n_dtn_on += 1
                 rttd_step += meas_rtt
-                dtn_arr += a2[f]
-                dtn_qd += a2[f] * qdel[k]
+                qdd_sum += ain * qdel[k]
+                qdd_w += ain
             else:
-                out[O_CAMP_B] += o
-                out[O_CAMP_L] += d
-                out[O_CAMP_SENT] += a[f]
+                camp_b += o
+                camp_sent += af
                 n_camp_on += 1
                 rttc_step += meas_rtt
-                camp_arr += a2[f]
-                camp_qd += a2[f] * qdel[k]
-            if tot_lost > 0.0:
-                s[S_TOSEND, f] += tot_lost  # to be retransmitted
-            if cca != UDP:
-                if s[S_RTT, f] < s[S_MINRTT, f] and cca <= CUBIC:
-                    s[S_MINRTT, f] = s[S_RTT, f]
-                if cca <= CUBIC and tot_lost > 0.0:
-                    if t >= s[S_RECOV_END, f] and s[S_LOSS_AT, f] == INF:
-                        if _rand(rng, b) < 1.0 - math.exp(-tot_lost / MSS):
-                            s[S_LOSS_AT, f] = t + LOSS_FEEDBACK_RTTS * rtt
-                            s[S_RECOV_END, f] = INF
-                if cca <= CUBIC:
-                    _window_update(s, f, cca, t, o, rtt)
-                else:
-                    infl = s[S_RATE, f] * p[P_BASE, f] + s[S_QB, f] + s[S_TB, f]
-                    _bbr_update(s, f, cca, t, dt, o, tot_lost, rtt, infl, rng, b)
+                qdc_sum += ain * qdel[k]
+                qdc_w += ain
+            if lost > 0.0:
+                s[S_PLOST, f] += lost
+                s[S_TOSEND, f] += lost  # to be retransmitted
+            if cca <= CUBIC:
+                minrtt = s[S_MINRTT, f]
+                if rtt < minrtt:
+                    minrtt = rtt
+                    s[S_MINRTT, f] = rtt
+                if lost > 0.0 and s[S_LOSS_AT, f] == INF and t >= s[S_RECOV_END, f]:
+                    if _rand(rng, b) < 1.0 - math.exp(-lost / MSS):
+                        s[S_LOSS_AT, f] = t + LOSS_FEEDBACK_RTTS * rtt
+                        s[S_RECOV_END, f] = INF
+                if t >= s[S_LOSS_AT, f]:
+                    _window_loss(s, f, cca, t, rtt)
+                elif o > 0.0:
+                    s[S_CWND, f] = _window_grow(cca, t, o, rtt, s[S_CWND, f], s[S_SSTH, f], minrtt, s, f)
+            elif cca != UDP:
+                infl = s[S_RATE, f] * base + qb + tb
+                _bbr_update(s, f, cca, t, dt, o, lost, rtt, infl, rng, b)
             # ---- completion of finite flows ----
-            if s[S_DELIV, f] >= s[S_SIZE, f] * (1.0 - 1e-12) and s[S_SIZE, f] < INF:
-                fin = t + dt + 0.5 * p[P_BASE, f]
+            size = s[S_SIZE, f]
+            if size < INF and deliv >= size * (1.0 - 1e-12):
+                fin = t + dt + 0.5 * base
                 n = nrec[b]
                 if n < rec.shape[0]:
                     rec[n, R_CLASS] = cls
                     rec[n, R_FID] = s[S_FID, f]
                     rec[n, R_START] = s[S_FSTART, f]
                     rec[n, R_FINISH] = fin
-                    rec[n, R_BYTES] = s[S_SIZE, f]
+                    rec[n, R_BYTES] = size
                     nrec[b] = n + 1
                 else:
                     inst[I_REC_LOST] += 1.0
                 if s[S_PBYTES, f] >= ACTIVE_BYTES:
                     out[O_ACTIVE] += 1.0
                 s[S_PBYTES, f] = 0.0
-                q[k] -= s[S_QB, f]
-                if q[k] < 0.0:
-                    q[k] = 0.0
-                inst[I_TBFQ] -= s[S_TB, f]
-                if inst[I_TBFQ] < 0.0:
-                    inst[I_TBFQ] = 0.0
+                # numerical residue of the finished flow leaves the queues with it
+                q[k] = max(q[k] - qb, 0.0)
+                inst[I_TBFQ] = max(inst[I_TBFQ] - tb, 0.0)
                 s[S_QB, f] = 0.0
                 s[S_TB, f] = 0.0
                 s[S_ON, f] = 0.0
@@ -808,19 +845,15 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         if n_camp_on > 0:
             rttc_sum += rttc_step / n_camp_on * dt
             rttc_time += dt
-        if dtn_arr > 0.0:
-            qdd_sum += dtn_qd
-            qdd_w += dtn_arr
-        if camp_arr > 0.0:
-            qdc_sum += camp_qd
-            qdc_w += camp_arr
-        qtot = 0.0
-        for k in range(K):
-            qtot += q[k]
-        qbytes_sum += qtot * dt
         t += dt
     inst[I_T] = t
     inst[I_PERIODS] += 1.0
+    out[O_DTN_B] = dtn_b
+    out[O_CAMP_B] = camp_b
+    out[O_DTN_L] = dtn_l
+    out[O_CAMP_L] = camp_l
+    out[O_DTN_SENT] = dtn_sent
+    out[O_CAMP_SENT] = camp_sent
     # ---- the seven Table 3 variables (and ground truth) for this period ----
     if rttd_time > 0.0:
         inst[I_RTTD] = rttd_sum / rttd_time

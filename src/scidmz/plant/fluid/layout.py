@@ -43,8 +43,6 @@ NP = 9
     S_MINRTT_STAMP,
     S_PBYTES,  # delivered this period
     S_PLOST,  # lost this period
-    S_PRTT,  # sum of RTT x dt while sending this period (for the per-flow snapshot)
-    S_PTIME,  # time spent sending this period
     S_RSTART,  # start of the current round (one RTT)
     S_RDELIV,  # delivered in the current round
     S_RLOST,  # lost in the current round
@@ -69,7 +67,7 @@ NP = 9
     S_BWHI_CUR,
     S_RSINCE,  # BBRv2 rounds since the last probe
     S_SLOT0,  # BBRv1 bandwidth samples of the last 10 rounds (S_SLOT0 .. S_SLOT0 + 9)
-) = range(47)
+) = range(45)
 NS = S_SLOT0 + 10
 
 # -- I: per-instance state ---------------------------------------------------------------
@@ -88,8 +86,9 @@ NS = S_SLOT0 + 10
     I_QDC,
     I_REC_LOST,  # finished-flow records that did not fit the buffer
     I_WAITING,  # Weibull flows waiting for a free slot (sum over senders)
-) = range(14)
-NI = 14
+    I_NEXT_START,  # earliest start time of a long flow that has not started yet
+) = range(15)
+NI = 15
 
 # -- IP: per-instance parameters ----------------------------------------------------------
 (
@@ -135,8 +134,9 @@ NQP = 2
     O_TBF_DELAY,
     O_QBYTES,
     O_SHORT_DONE,
-) = range(15)
-NOUT = 15
+    O_TBF_OUT,  # bytes that left the shaper
+) = range(16)
+NOUT = 16
 
 # -- REC: finished flows ---------------------------------------------------------------------
 R_CLASS, R_FID, R_START, R_FINISH, R_BYTES = range(5)

@@ -202,6 +202,7 @@ class FluidPlant:
         inst[L.I_NEXTFID] = n0
         inst[L.I_DTN_FIRST] = math.inf
         inst[L.I_DTN_DONE] = math.inf
+        inst[L.I_NEXT_START] = -1.0
         inst[L.I_DTN_LEFT] = d if sc.dtn.transfer is not None and d else math.inf
         self.RNG[i] = np.uint64(_seed_words(int(rng.integers(0, 2**62))))
 
@@ -233,9 +234,13 @@ class FluidPlant:
                 f"{self._u_max[i]:.0f} bit/s"
             )
         if self._kernel is None:
-            from .kernel import advance_period
+            from numba import get_num_threads
 
-            self._kernel = advance_period
+            from .kernel import advance_period, advance_period_serial
+
+            # threads only pay with several instances and more than one thread
+            par = self.batch > 1 and get_num_threads() > 1
+            self._kernel = advance_period if par else advance_period_serial
         sh = self.shape
         self._kernel(self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
                      self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots)
@@ -260,6 +265,7 @@ class FluidPlant:
             "dtn_lost_bytes": o[:, L.O_DTN_L].copy(),
             "campus_lost_bytes": o[:, L.O_CAMP_L].copy(),
             "shaper_lost_bytes": o[:, L.O_TBF_L].copy(),
+            "shaper_out_bytes": o[:, L.O_TBF_OUT].copy(),
             "dtn_sent_bytes": o[:, L.O_DTN_SENT].copy(),
             "campus_sent_bytes": o[:, L.O_CAMP_SENT].copy(),
             "shaper_delay": o[:, L.O_TBF_DELAY].copy(),
@@ -322,15 +328,14 @@ class FluidPlant:
         """Per-flow state now, (B, F) arrays: what a Jenks/ABC/FFS policy needs per flow.
 
         ``rate`` (bit/s delivered over the last period), ``send_rate`` (bit/s now),
-        ``rtt`` (s, mean over the last period while sending, else base),
+        ``rtt`` (s, at the end of the period, incl. shaper and bottleneck queues; base if idle),
         ``base_rtt``, ``cwnd`` (bytes; BBR: its inflight cap), ``queue_id``,
         ``queue_bytes`` (bytes in the bottleneck queue), ``shaper_bytes``,
         ``lost`` (bytes lost in the last period), ``active`` (0/1), ``cls``
         (0 dtn, 1 campus, 2 short), ``cca`` (constants.CCA_CODES), ``flow_id``.
         """
         S, P = self.S, self.P
-        ptime = S[:, L.S_PTIME]
-        rtt = np.where(ptime > 0, S[:, L.S_PRTT] / np.where(ptime > 0, ptime, 1.0), P[:, L.P_BASE])
+        rtt = np.where(S[:, L.S_ON] > 0, S[:, L.S_RTT], P[:, L.P_BASE])
         return {
             "rate": S[:, L.S_PBYTES] * 8.0 / self.period,
             "send_rate": S[:, L.S_RATE] * 8.0,
