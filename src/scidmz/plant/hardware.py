@@ -1,0 +1,206 @@
+"""``HardwarePlant``: the real network on the host, shaped by a real actuator, measured by a P4 switch.
+
+This is the deployment of the MLC paper's Fig. 2 on real equipment: the
+campus egress rate u is applied to a host interface (``TbfActuator`` on
+``dev``, the paper's S1-eth1) or to an Open vSwitch port
+(``OvsQosActuator``), and y comes from the telemetry program on a P4 switch
+(``telemetry.p4runtime.P4RuntimeView`` at ``telemetry="HOST:PORT"``, or any
+``DataPlaneView`` object, e.g. ``telemetry.bfrt.BfrtView`` on a Tofino) read
+by the collector (MLC Algorithms 3, 4, 6, 8) once per period T.
+
+Real time: ``step(u)`` applies u, waits until the end of the period and
+returns the sample, so it takes T. The actuator is exposed as ``actuator``
+so the controller daemon can apply its fallback rate directly when the
+telemetry stops answering. ``close`` removes the shaper (restoring the
+interface or port) and disconnects from the switch.
+
+Nothing is simulated here: without a switch address (or view) or without an
+actuator target the constructor fails with a one-line error.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from ..scenario import Scenario
+from .base import StateBatch, as_rate_array
+
+__all__ = ["HardwarePlant", "DEFAULT_OVS_DB"]
+
+DEFAULT_OVS_DB = "unix:/var/run/openvswitch/db.sock"
+
+
+class HardwarePlant:
+    """The ``Plant`` for a real interface/OVS port plus a P4 telemetry switch (batch = 1, real time)."""
+
+    realtime = True
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        dev: str | None = None,
+        ovs_port: str | None = None,
+        telemetry: Any = None,
+        *,
+        netns: str | None = None,
+        ovs_db: str | None = None,
+        ovs_mode: str = "htb",
+        ovs_bridge: str | None = None,
+        dtn_prefixes: list[str] | None = None,
+        remote_prefixes: list[str] | None = None,
+        install: bool = True,
+        p4info: str | None = None,
+        view_options: dict[str, Any] | None = None,
+    ) -> None:
+        if telemetry is None or telemetry == "":
+            raise ValueError(
+                "the hardware plant needs its telemetry switch: give the P4Runtime address "
+                "(--telemetry HOST:PORT) of the switch running telemetry_p4/"
+            )
+        if (dev is None) == (ovs_port is None):
+            raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT")
+        if isinstance(telemetry, str):
+            host, sep, port = telemetry.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ValueError(f"telemetry address {telemetry!r}: expected HOST:PORT, e.g. 10.0.0.5:9559")
+        self.scenario = scenario
+        self.batch = 1
+        self._closed = False
+        self._info: dict[str, Any] = {}
+        self._view: Any = None
+        self._own_view = False
+        self.collector: Any = None
+        self._t0 = 0.0
+        self._next = 0.0
+
+        # The actuator first: it validates the local side without touching the network.
+        if dev is not None:
+            from ..actuators.tbf import TbfActuator
+
+            self.actuator: Any = TbfActuator(dev, netns=netns, burst=scenario.shaper.burst,
+                                             latency=scenario.shaper.latency)
+        else:
+            from ..actuators.ovs import OvsQosActuator
+
+            self.actuator = OvsQosActuator(ovs_db or DEFAULT_OVS_DB, str(ovs_port), mode=ovs_mode,
+                                           bridge=ovs_bridge, netns=netns)
+        try:
+            if isinstance(telemetry, str):
+                self._view = self._connect(telemetry, dtn_prefixes, remote_prefixes, install, p4info,
+                                           view_options or {})
+                self._own_view = True
+            else:
+                for attr in ("clock", "read_class_counters", "read_register", "drain_digests"):
+                    if not callable(getattr(telemetry, attr, None)):
+                        raise ValueError(f"telemetry object {type(telemetry).__name__} is not a DataPlaneView "
+                                         f"(no {attr}())")
+                self._view = telemetry
+        except BaseException:
+            self.actuator.close()
+            raise
+
+    @staticmethod
+    def _connect(address: str, dtn: list[str] | None, remote: list[str] | None, install: bool,
+                 p4info: str | None, options: dict[str, Any]) -> Any:
+        try:
+            from ..telemetry import constants as C
+            from ..telemetry.p4runtime import P4RuntimeView
+        except ImportError as exc:
+            raise RuntimeError(f"the P4Runtime telemetry adapter is not available: {exc}") from None
+        kw = dict(options)
+        if p4info is not None:
+            kw["p4info"] = p4info
+        try:
+            view = P4RuntimeView(address, **kw)
+        except (ValueError, FileNotFoundError):
+            raise
+        except Exception as exc:  # grpc and the adapter raise several types for "not there"
+            raise RuntimeError(f"cannot use the P4Runtime switch at {address}: {_one_line(exc)}") from None
+        if install:
+            try:
+                view.install(dtn or [C.DEFAULT_DTN_PREFIX], remote or [C.DEFAULT_REMOTE_PREFIX])
+            except BaseException as exc:
+                view.close()
+                if isinstance(exc, ValueError):
+                    raise
+                raise RuntimeError(f"installing the telemetry entries on {address} failed: {_one_line(exc)}") from None
+        return view
+
+    # -- Plant ------------------------------------------------------------------------------------------
+    @property
+    def period(self) -> float:
+        return self.scenario.period
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+    def reset(self, seed: int | None = None) -> StateBatch:
+        """Set the initial shaper rate, start the collector, return the first sample after one period."""
+        from ..telemetry.collector import Collector
+
+        self._check_open()
+        sc = self.scenario
+        u0 = sc.shaper.rate if sc.shaper.rate is not None else sc.u_max
+        self.actuator.set_rate(u0)
+        self.collector = Collector(self._view)
+        self._t0 = time.monotonic()
+        self._next = self._t0
+        return self._sample_at_period_end(u0)
+
+    def step(self, u: np.ndarray | float) -> StateBatch:
+        """Apply u (bit/s) now, wait for the end of the period, return y measured over it."""
+        self._check_open()
+        if self.collector is None:
+            raise RuntimeError("HardwarePlant.step before reset")
+        rate = float(as_rate_array(u, 1, self.scenario.u_max)[0])
+        self.actuator.set_rate(rate)
+        return self._sample_at_period_end(rate)
+
+    def _sample_at_period_end(self, u: float) -> StateBatch:
+        self._next += self.period
+        now = time.monotonic()
+        if self._next < now:  # overran (slow switch): re-anchor rather than sample twice at once
+            self._next = now
+        time.sleep(max(0.0, self._next - time.monotonic()))
+        y = self.collector.sample()
+        vec = y.as_vector()
+        try:
+            applied = float(self.actuator.current_rate())
+        except Exception:
+            applied = math.nan
+        self._info = {"u_applied": np.array([applied]), "u_commanded": np.array([u])}
+        return StateBatch(time.monotonic() - self._t0, vec[None, :])
+
+    def close(self) -> None:
+        """Remove the shaper (restoring the interface/port) and disconnect from the switch."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.actuator.close()
+        finally:
+            if self._own_view and self._view is not None and hasattr(self._view, "close"):
+                self._view.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("HardwarePlant is closed")
+
+    def __enter__(self) -> HardwarePlant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"HardwarePlant(actuator={self.actuator!r}, scenario={self.scenario.name!r})"
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")

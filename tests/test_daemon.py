@@ -1,0 +1,413 @@
+"""The live controller daemon on the fluid plant paced in real time (T = 0.2 s), no root needed.
+
+Faults are injected with ``FaultyPlant``, a wrapper around the real
+``FluidPlant`` whose telemetry can be silenced (``step`` blocks), whose
+actuator can fail (``step`` raises ``ActuatorError``), and which exposes a
+recording ``actuator`` so the immediate fallback on telemetry loss is seen.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scidmz.actuators.base import ActuatorError
+from scidmz.controller.daemon import ControlClient, ControlDaemon, _trim, parse_api_address
+from scidmz.plant import make_plant
+from scidmz.policies import NoShapingPolicy, TrivialPolicy
+from scidmz.scenario import load_scenario
+from scidmz.state import History
+
+T = 0.2
+SC = load_scenario("testbed").replace(period=T)  # B_max = 100 Mbit/s
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class RecordingActuator:
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+
+    def set_rate(self, bps: float) -> None:
+        self.rates.append(float(bps))
+
+    def current_rate(self) -> float:
+        return self.rates[-1]
+
+    def close(self) -> None:
+        pass
+
+
+class FaultyPlant:
+    """The real fluid plant with injectable telemetry silence and actuator failures."""
+
+    def __init__(self) -> None:
+        self.inner = make_plant("fluid", SC)
+        self.scenario = SC
+        self.batch = 1
+        self.actuator = RecordingActuator()
+        self.telemetry = threading.Event()
+        self.telemetry.set()
+        self.closed = threading.Event()
+        self.fail_next = 0
+        self.steps = 0
+
+    @property
+    def period(self) -> float:
+        return self.inner.period
+
+    def reset(self, seed: int | None = None) -> Any:
+        return self.inner.reset(seed)
+
+    def step(self, u: Any) -> Any:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise ActuatorError("injected: kernel refused the TBF")
+        st = self.inner.step(u)
+        self.steps += 1
+        while not self.telemetry.is_set() and not self.closed.is_set():
+            self.telemetry.wait(0.05)  # the sample is not delivered while telemetry is down
+        if self.closed.is_set():
+            raise RuntimeError("plant closed")
+        return st
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.inner.info
+
+    def close(self) -> None:
+        self.closed.set()
+        self.inner.close()
+
+    def __enter__(self) -> FaultyPlant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FlakyPolicy(TrivialPolicy):
+    """u = 70 Mbit/s, or NaN while ``nan`` is set (a diverging controller)."""
+
+    name = "flaky"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nan = False
+
+    def decide(self, history: History, target: np.ndarray) -> np.ndarray:
+        return np.array([np.nan if self.nan else 70e6])
+
+
+class Running:
+    def __init__(self, daemon: ControlDaemon, log: Path) -> None:
+        self.d, self.log = daemon, log
+        self.summary: dict[str, Any] | None = None
+        self.thread = threading.Thread(target=self._run, name="test-daemon")
+
+    def _run(self) -> None:
+        self.summary = self.d.run()
+
+    def records(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+    def periods(self) -> list[dict[str, Any]]:
+        return [r for r in self.records() if "k" in r]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _compiled_fluid_kernel() -> None:
+    # The first fluid step JIT-compiles the kernel (seconds on a loaded machine); the daemon
+    # would rightly count that as a late sample, so compile once before the real-time tests.
+    with make_plant("fluid", SC) as p:
+        p.reset(0)
+        p.step(50e6)
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., Running]]:
+    runs: list[Running] = []
+
+    def _start(plant: Any = None, policy: Any = None, target: float = 60e6, **kw: Any) -> Running:
+        plant = plant if plant is not None else make_plant("fluid", SC)
+        log = tmp_path / f"daemon{len(runs)}.jsonl"
+        d = ControlDaemon(plant, policy or TrivialPolicy(), target, api="127.0.0.1:0",
+                          token_file=tmp_path / f"token{len(runs)}", log=log, **kw)
+        r = Running(d, log)
+        runs.append(r)
+        r.thread.start()
+        wait_until(lambda: d.k >= 3, 30, "three periods")
+        return r
+
+    yield _start
+    for r in runs:
+        r.d.stop("test over")
+        r.thread.join(15)
+        assert not r.thread.is_alive()
+    # Nothing of the daemon's survives: no API, step or server threads.
+    left = [t.name for t in threading.enumerate() if t.name.startswith("scidmz-")]
+    assert not left, left
+
+
+def _http(r: Running, method: str, path: str, body: bytes | None = None,
+          token: str | None = "auto") -> tuple[int, dict[str, Any] | str]:
+    host, port = r.d.api_address  # type: ignore[misc]
+    headers = {"Content-Type": "application/json"}
+    if token == "auto":
+        token = r.d.token
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(f"http://{host}:{port}{path}", data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            raw = resp.read().decode()
+            code = resp.status
+    except urllib.error.HTTPError as exc:
+        raw, code = exc.read().decode(), exc.code
+    try:
+        return code, json.loads(raw)
+    except ValueError:
+        return code, raw
+
+
+# -- API ----------------------------------------------------------------------------------------
+
+
+def test_set_target_over_the_api_changes_the_target(start: Callable[..., Running]) -> None:
+    r = start(target=60e6)
+    client = ControlClient(token_file=r.d.token_file)
+    assert client.status()["target"] == 60e6
+    assert client.set_target("40M") == 40e6
+    k0 = r.d.k
+    wait_until(lambda: r.d.k >= k0 + 3, what="periods after the change")
+    st = client.status()
+    assert st["target"] == 40e6 and st["u"] == pytest.approx(60e6) and not st["fallback"]
+    assert st["y"]["rate_dtn"] > 0
+    after = [p for p in r.periods() if p["k"] > k0 + 1]
+    assert after and all(p["target"] == 40e6 and p["u"] == pytest.approx(60e6) for p in after)
+    assert any(e.get("event") == "target" and e["new"] == 40e6 for e in r.records())
+    # The token file is private and names the bound address.
+    info = json.loads(Path(r.d.token_file).read_text())
+    assert stat.S_IMODE(os.stat(r.d.token_file).st_mode) == 0o600
+    assert info["api"] == "{}:{}".format(*r.d.api_address) and info["pid"] == os.getpid()
+
+
+def test_bad_targets_are_rejected_and_the_loop_survives(start: Callable[..., Running]) -> None:
+    r = start(target=60e6)
+    bodies = {
+        b'{"target": "fast"}': "cannot parse",
+        b'{"target": "-5M"}': "negative",
+        b'{"target": "200M"}': "above the bottleneck capacity",
+        b'{"target": 1e400}': "finite",
+        b'{"target": [1]}': "rate like",
+        b'{"rate": "40M"}': "body must be JSON",
+        b"400M": "body must be JSON",
+    }
+    for body, msg in bodies.items():
+        code, answer = _http(r, "POST", "/target", body)
+        assert code == 400, (body, answer)
+        assert isinstance(answer, dict) and msg in answer["error"], (body, answer)
+    with pytest.raises(ValueError, match="above the bottleneck"):
+        ControlClient(token_file=r.d.token_file).set_target("150M")
+    k0 = r.d.k
+    wait_until(lambda: r.d.k >= k0 + 2, what="the loop to keep running")
+    assert r.d.target == 60e6 and not r.d.fallback
+    assert _http(r, "GET", "/nope")[0] == 404
+
+
+def test_token_is_required(start: Callable[..., Running], tmp_path: Path) -> None:
+    r = start()
+    assert _http(r, "GET", "/status", token=None)[0] == 401
+    assert _http(r, "GET", "/status", token="wrong")[0] == 401
+    assert _http(r, "POST", "/target", b'{"target": "10M"}', token="wrong")[0] == 401
+    assert r.d.target == 60e6
+    forged = tmp_path / "forged"
+    forged.write_text(json.dumps({"token": "guess", "api": "{}:{}".format(*r.d.api_address)}))
+    with pytest.raises(PermissionError, match="rejected the token"):
+        ControlClient(token_file=forged).status()
+    with pytest.raises(FileNotFoundError, match="is `scidmz control run` running"):
+        ControlClient(token_file=tmp_path / "missing")
+    code, st = _http(r, "GET", "/status")
+    assert code == 200 and st["k"] >= 3  # type: ignore[index]
+
+
+def test_metrics_endpoint(start: Callable[..., Running]) -> None:
+    pytest.importorskip("prometheus_client")
+    r = start(target=30e6)
+    code, text = _http(r, "GET", "/metrics")
+    assert code == 200 and isinstance(text, str)
+    assert "scidmz_dtn_target_bps 3e+07" in text
+    assert 'scidmz_state{var="rate_dtn"}' in text and "scidmz_fallback 0.0" in text
+
+
+def test_api_listens_on_loopback_only_and_one_daemon_per_token_file(tmp_path: Path) -> None:
+    for bad in ("0.0.0.0:8642", "10.0.0.1:1", "localhost", "127.0.0.1:99999", "127.0.0.1:http"):
+        with pytest.raises(ValueError):
+            parse_api_address(bad)
+    assert parse_api_address("[::1]:8642") == ("::1", 8642)
+    tok = tmp_path / "tok"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        tok.write_text(json.dumps({"token": "x", "api": "127.0.0.1:1", "pid": holder.pid}))
+        with make_plant("fluid", SC) as plant:
+            d = ControlDaemon(plant, TrivialPolicy(), 10e6, api="127.0.0.1:0", token_file=tok)
+            with pytest.raises(RuntimeError, match="another control daemon"):
+                d.start_api()
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(ValueError, match="above the bottleneck"):
+        ControlDaemon(make_plant("fluid", SC), TrivialPolicy(), 2e9, api=None)
+
+
+# -- safety -----------------------------------------------------------------------------------------
+
+
+def test_killed_telemetry_falls_back_to_trivial_and_recovers(start: Callable[..., Running]) -> None:
+    plant = FaultyPlant()
+    r = start(plant=plant, policy=NoShapingPolicy(), target=25e6)  # policy u = 100M, trivial 75M
+    assert r.d.u == 100e6 and not r.d.fallback
+    plant.telemetry.clear()  # telemetry dies
+    wait_until(lambda: r.d.fallback, 5, "the fallback")
+    st = ControlClient(token_file=r.d.token_file).status()
+    assert st["fallback"] and "no telemetry sample" in st["fallback_reason"]
+    assert st["u"] == 75e6
+    assert plant.actuator.rates and plant.actuator.rates[-1] == 75e6  # applied at once, not next step
+    k0 = r.d.k
+    wait_until(lambda: r.d.k >= k0 + 3, 5, "periods logged while telemetry is down")
+    assert r.d.fallback  # still down, still on the fallback, still logging
+    lost = [p for p in r.periods() if p["y"] is None]
+    assert len(lost) >= 3 and all(p["fallback"] and p["u"] == 75e6 for p in lost)
+    plant.telemetry.set()  # telemetry comes back
+    wait_until(lambda: not r.d.fallback and r.d.u == 100e6, 5, "recovery")
+    recs = r.records()
+    events = [e["event"] for e in recs if "event" in e]
+    assert "fallback" in events and "recovered" in events
+    assert r.d.errors.get("telemetry_timeout", 0) >= 1
+
+
+def test_actuator_exception_falls_back(start: Callable[..., Running]) -> None:
+    plant = FaultyPlant()
+    r = start(plant=plant, policy=NoShapingPolicy(), target=25e6)
+    k0 = r.d.k
+    plant.fail_next = 1
+    wait_until(lambda: r.d.k >= k0 + 4, 5, "periods after the failure")
+    per = [p for p in r.periods() if p["k"] > k0]
+    failed = [p for p in per if p["reason"] and "actuator call failed" in p["reason"]]
+    assert len(failed) >= 1 and "injected" in failed[0]["reason"]
+    i = per.index(failed[0])
+    nxt = per[i + 1]
+    assert nxt["fallback"] and nxt["u"] == 75e6 and "actuator" in nxt["reason"]  # trivial rate next
+    assert any(not p["fallback"] and p["u"] == 100e6 for p in per[i + 2:])  # and back to the policy
+    assert r.d.errors["actuator"] == 1
+    assert r.thread.is_alive()
+
+
+def test_nonfinite_policy_output_falls_back(start: Callable[..., Running]) -> None:
+    pol = FlakyPolicy()
+    r = start(policy=pol, target=60e6)
+    assert r.d.u == 70e6
+    pol.nan = True
+    wait_until(lambda: r.d.fallback, 5, "the fallback")
+    k0 = r.d.k
+    wait_until(lambda: r.d.k >= k0 + 2, 5, "periods on the fallback")
+    assert r.d.u == 40e6 and "non-finite" in (r.d.fallback_reason or "")
+    nan_periods = [p for p in r.periods() if p["reason"] and "non-finite" in p["reason"]]
+    assert nan_periods and all(p["u"] == 40e6 and p["y"] is not None for p in nan_periods)
+    pol.nan = False
+    wait_until(lambda: not r.d.fallback and r.d.u == 70e6, 5, "recovery")
+
+
+def test_history_is_trimmed_without_changing_what_the_policy_sees() -> None:
+    rng = np.random.default_rng(0)
+    h = History(rng.random((1, 7)))
+    for _ in range(50):
+        h.append(rng.random(1), rng.random((1, 7)), rng.random(1))
+    t = _trim(h, 8)
+    assert len(t) == 8
+    for lag in (1, 2, 3):
+        np.testing.assert_array_equal(t.last_y(lag), h.last_y(lag))
+    np.testing.assert_array_equal(t.last_u(0.0), h.last_u(0.0))
+
+
+# -- the CLI, as an admin runs it ------------------------------------------------------------------------
+
+
+def test_cli_run_set_target_status_and_sigterm(tmp_path: Path) -> None:
+    tok, log = tmp_path / "tok", tmp_path / "log.jsonl"
+    cli = [sys.executable, "-m", "scidmz.cli", "control"]
+    env = {**os.environ, "SCIDMZ_CONTROL_TOKEN": str(tok)}
+    proc = subprocess.Popen([*cli, "run", "--set", f"period={T}", "--target", "30M", "--api", "127.0.0.1:0",
+                             "--log", str(log), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_until(lambda: tok.exists() or proc.poll() is not None, 60, "the token file")
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        wait_until(lambda: log.exists() and '"k": 3' in log.read_text(), 30, "three periods")
+        out = subprocess.run([*cli, "set-target", "45M", "--json"], capture_output=True, text=True, env=env)
+        assert out.returncode == 0 and json.loads(out.stdout.splitlines()[-1]) == {"target": 45e6}
+        bad = subprocess.run([*cli, "set-target", "450M"], capture_output=True, text=True, env=env)
+        assert bad.returncode == 2 and bad.stderr.startswith("scidmz: error: target rate 450.0 Mbit/s")
+        st = subprocess.run([*cli, "status", "--json"], capture_output=True, text=True, env=env)
+        status = json.loads(st.stdout.splitlines()[-1])
+        assert status["target"] == 45e6 and status["pid"] == proc.pid and status["running"]
+        human = subprocess.run([*cli, "status"], capture_output=True, text=True, env=env).stdout
+        assert "target   45.0 Mbit/s" in human
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    summary = json.loads(stdout.splitlines()[-1])
+    assert summary["reason"] == "signal SIGTERM" and summary["problems"] == []
+    assert not tok.exists()  # the token goes with the daemon
+    assert not os.path.exists(f"/proc/{proc.pid}")
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    assert recs[0]["event"] == "start" and recs[-1]["event"] == "stop"
+    assert any(r.get("target") == 45e6 for r in recs if "k" in r)
+    # The client without a daemon: a clear one-line error.
+    gone = subprocess.run([*cli, "status"], capture_output=True, text=True, env=env)
+    assert gone.returncode == 2 and "no control token file" in gone.stderr
+
+
+def test_cli_rejects_bad_arguments_before_starting(tmp_path: Path) -> None:
+    cli = [sys.executable, "-m", "scidmz.cli", "control", "run", "--token-file", str(tmp_path / "t")]
+    for args, msg in (
+        (["--target", "2G"], "above the bottleneck"),
+        (["--target", "fast"], "cannot parse"),
+        (["--policy", "mlc"], "needs --model"),
+        (["--api", "0.0.0.0:1"], "loopback"),
+        (["--plant", "hardware"], "telemetry"),
+        (["--plant", "hardware", "--telemetry", "127.0.0.1:1"], "exactly one actuator"),
+        (["--plant", "hardware", "--telemetry", "127.0.0.1:1", "--dev", "a", "--ovs-port", "b"],
+         "exactly one actuator"),
+        (["--plant", "warp"], "unknown plant"),
+        (["--dev", "eth0"], "for --plant hardware"),
+    ):
+        if "--target" not in args:
+            args = [*args, "--target", "50M"]
+        r = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stderr.startswith("scidmz: error:") and msg in r.stderr, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1
