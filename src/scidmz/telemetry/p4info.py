@@ -7,8 +7,10 @@ on the whole process (which only works if nothing imported protobuf first), the
 serialized ``FileDescriptorProto`` each of those files embeds is loaded into a
 private descriptor pool and message classes are built from it. The wire format
 is the proto's, so a real switch (BMv2 ``simple_switch_grpc``, Stratum) cannot
-tell the difference. If the wheel's modules do import (older protobuf, or a
-future wheel), they are used directly.
+tell the difference. The wheel's modules are never imported, even where they
+would import (pure-Python protobuf): there their map fields (P4Info
+``type_info.structs``) do not parse under protobuf 7, while classes built from
+the descriptors work under both backends.
 
 gRPC calls go through ``grpc`` generic callables with the method paths of the
 ``p4.v1.P4Runtime`` service, so the generated ``*_pb2_grpc`` stubs (which import
@@ -99,23 +101,14 @@ def _embedded_descriptor(path: Path) -> bytes:
 @functools.lru_cache(maxsize=1)
 def protos() -> P4Protos:
     """Load the P4Runtime protobufs once (see the module docstring for why this way)."""
-    try:
-        from p4.v1 import p4runtime_pb2  # noqa: F401  (registers into the default pool)
-
-        return P4Protos(p4runtime_pb2.DESCRIPTOR.pool)
-    except ImportError as exc:
-        raise ImportError(
-            "P4Runtime support needs the 'p4runtime' package: pip install 'scidmz[telemetry]'"
-        ) from exc
-    except TypeError:
-        pass  # old-protoc generated code under protobuf >= 4: build from the descriptors
-
+    if importlib.util.find_spec("google.protobuf") is None:
+        raise ImportError("P4Runtime support needs protobuf: pip install 'scidmz[telemetry]'")
     from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool
     from google.rpc import status_pb2
 
     spec = importlib.util.find_spec("p4")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the 'p4runtime' package is installed without its 'p4' modules")
+        raise ImportError("P4Runtime support needs the 'p4runtime' package: pip install 'scidmz[telemetry]'")
     root = Path(next(iter(spec.submodule_search_locations)))
     pool = descriptor_pool.DescriptorPool()
     for mod in (any_pb2, status_pb2):
