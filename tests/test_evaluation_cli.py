@@ -60,3 +60,28 @@ def test_missing_gains_and_bad_options(tmp_path, capsys) -> None:
     assert code == 2 and "--trials must be >= 1" in err
     code, err = _run(capsys, "evaluate", "no-such-scenario", "--model", str(model), "--gains", str(gains))
     assert code == 2 and "unknown scenario" in err
+
+
+def test_evaluate_end_to_end(tmp_path, capsys) -> None:
+    """A tiny trained model + gains -> `scidmz evaluate --json` prints MLC and trivial summaries."""
+    from scidmz.controller.mlc import Gains
+    from scidmz.identification.excitation import identify
+    from scidmz.identification.regressors import build_regressors
+    from scidmz.models.inverse import InverseModel
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("small-cubic")
+    X, y = build_regressors(identify(sc, duration=200, seed=1, batch=4))
+    InverseModel(epochs=2, seed=0).fit(X, y).save(tmp_path / "model")
+    Gains(0.3, 1.0, 1.0).save(tmp_path / "gains.json")
+    out = tmp_path / "eval"
+    code = main(["evaluate", "small-cubic", "--model", str(tmp_path / "model"), "--gains", str(tmp_path / "gains.json"),
+                 "--trials", "2", "--quick", "--experiments", "mrae,utilization", "--out", str(out), "--json"])
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert doc["experiments"] == ["mrae", "utilization"] and doc["trials"] == 2
+    for pol in ("mlc", "trivial"):
+        assert doc["results"]["mrae"][pol]["n"] == 2 and doc["results"]["mrae"][pol]["mean"] >= 0
+        assert 0 < doc["results"]["utilization"][pol]["mean"] <= 1.05
+    assert "reduction_pct" in doc["results"]["mrae"]["mlc"]
+    assert (out / "results.json").is_file() and (out / "mrae_cdf.png").is_file()
