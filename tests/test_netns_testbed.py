@@ -1,0 +1,214 @@
+"""The emulated testbed on real kernel TCP: build, traffic, actuation, delay accuracy, teardown.
+
+These need root and network namespaces (CI is root, so they run there).
+Small on purpose: 4 campus hosts + the DTN at 20 Mbit/s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scidmz.scenario import load_scenario
+
+pytestmark = pytest.mark.root
+
+
+def _small(**over):
+    base = {"campus": {"hosts": 4}, "link": {"capacity": 20e6}, "duration": 20.0}
+    base.update(over)
+    return load_scenario("testbed").replace(**base)
+
+
+def _namespaces() -> set[str]:
+    from pyroute2 import netns
+
+    return set(netns.listnetns())
+
+
+def _root_links() -> set[str]:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return {ln.get_attr("IFLA_IFNAME") for ln in ipr.get_links()}
+
+
+def _root_qdiscs() -> set[tuple[int, int]]:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        return {(q["index"], q["handle"]) for q in ipr.get_qdiscs()}
+
+
+def _our_processes(prefix: str) -> list[int]:
+    """Processes started for a testbed: they run inside its namespaces or name it on their command line."""
+    from scidmz.plant.netns.registry import pids_in_netns
+
+    out = []
+    for ns in _namespaces():
+        if ns.startswith(prefix + "-"):
+            out += pids_in_netns(ns)
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if f"/run/netns/{prefix}-" in cmd:
+                out.append(int(d))
+    return out
+
+
+def _snapshot():
+    return _namespaces(), _root_links(), _root_qdiscs()
+
+
+def test_plant_carries_traffic_and_tbf_moves_dtn_rate_then_tears_down_cleanly():
+    from scidmz.plant.base import make_plant
+    from scidmz.plant.netns.registry import RUN_DIR
+
+    prefix = "tpl"
+    before = _snapshot()
+    sc = _small(dtn={"streams": 8, "rtt": 0.05})
+    plant = make_plant("netns", sc, prefix=prefix, telemetry="kernel")
+    try:
+        y0 = plant.reset(seed=1)
+        assert y0.y.shape == (1, 7)
+        assert (RUN_DIR / f"{prefix}.json").exists()
+        assert any(ns.startswith(prefix + "-") for ns in _namespaces())
+        ys, infos = [], []
+        u_seq = [18e6] * 7 + [2e6] * 7
+        for u in u_seq:
+            st = plant.step(u)
+            ys.append(st.y[0])
+            infos.append(plant.info)
+        y = np.array(ys)
+        assert np.all(np.isfinite(y))
+        rate_dtn, rate_campus = y[:, 0], y[:, 1]
+        # Traffic flows: the bottleneck is nearly full once TCP has ramped up.
+        assert np.mean(rate_dtn[3:7] + rate_campus[3:7]) > 0.7 * sc.capacity
+        # u = 2 Mbit/s holds the campus to about 2 Mbit/s ...
+        assert np.mean(rate_campus[10:]) < 2.6e6
+        assert np.mean(rate_campus[3:7]) > 5e6
+        # ... and the DTN takes the freed capacity.
+        assert np.mean(rate_dtn[10:]) > np.mean(rate_dtn[3:7]) + 3e6
+        assert np.mean(rate_dtn[10:]) > 12e6
+        # The actuator really holds the commanded rate (kernel read-back).
+        assert abs(float(infos[-1]["u_applied"][0]) - 2e6) / 2e6 < 0.01
+        # Per-class bytes delivered are reported as ground truth.
+        assert sum(float(i["dtn_bytes"][0]) for i in infos) > 1e6
+        assert infos[-1]["delay_stage_lost"][0] == 0
+        assert infos[-1]["delay_stage_reordered"][0] == 0
+        # Active flows: 8 DTN streams + 4 campus flows, within what the activity threshold allows.
+        assert 8 <= y[5:7, 6].mean() <= 12.5
+        # RTTs are at least the configured base RTTs.
+        assert y[5:, 2].min() >= 0.05 - 1e-3 and y[5:, 3].min() >= 0.010 - 1e-3
+        pids = _our_processes(prefix)
+        assert pids, "testbed processes should be running"
+    finally:
+        plant.close()
+    time.sleep(0.2)
+    assert _snapshot() == before
+    assert not any(ns.startswith(prefix + "-") for ns in _namespaces())
+    assert _our_processes(prefix) == []
+    assert not (RUN_DIR / f"{prefix}.json").exists()
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+def test_delay_stage_rtt_accuracy_rate_and_no_loss_per_host_rtts():
+    from scidmz.plant.netns.check import check_testbed, measure_rtt
+    from scidmz.plant.netns.topology import Testbed
+
+    sc = _small(campus={"hosts": 2})
+    rtts = {"s1": 0.010, "s2": 0.037, "dtns": 0.100}
+    with Testbed(sc, prefix="tdl", rtts=rtts) as tb:
+        for name, want in rtts.items():
+            r = measure_rtt(tb, name)
+            assert r["configured"] == want
+            assert abs(r["median"] - want) <= 1e-3, (name, r)
+        res = check_testbed(tb, rate_seconds=3.0)
+        assert res["ok"]["delay_stage_clean"], res["bottleneck"]["delay_stage"]
+        assert res["ok"]["rate_within_5pct"], res["bottleneck"]
+        assert res["bottleneck"]["delay_stage"]["frames"] > 1000
+
+
+def test_two_testbeds_with_different_prefixes_coexist():
+    from scidmz.plant.netns.check import measure_rtt
+    from scidmz.plant.netns.topology import Testbed
+
+    sc = _small(campus={"hosts": 1})
+    with Testbed(sc, prefix="tca", rtts={"s1": 0.012}) as a:
+        with Testbed(sc, prefix="tcb", rtts={"s1": 0.024}) as b:
+            assert abs(measure_rtt(a, "s1", probes=5)["median"] - 0.012) < 1e-3
+            assert abs(measure_rtt(b, "s1", probes=5)["median"] - 0.024) < 1e-3
+            with pytest.raises(RuntimeError, match="in use"):
+                Testbed(sc, prefix="tca").up()
+        assert not any(ns.startswith("tcb-") for ns in _namespaces())
+        # Tearing down b left a intact.
+        assert abs(measure_rtt(a, "s1", probes=5)["median"] - 0.012) < 1e-3
+    assert not any(ns.startswith(("tca-", "tcb-")) for ns in _namespaces())
+
+
+def test_down_all_removes_leftovers_of_a_killed_owner(tmp_path):
+    env = {**os.environ, "SCIDMZ_RUN_DIR": str(tmp_path)}
+    before = _snapshot()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "scidmz.cli", "testbed", "up", "--prefix", "tkx", "--json",
+         "--set", "campus.hosts=2", "--set", "link.capacity=20M"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+    )
+    try:
+        line = p.stdout.readline()
+        summary = json.loads(line)
+        assert summary["prefix"] == "tkx"
+        assert summary["namespaces"] and all(n.startswith("tkx-") for n in summary["namespaces"])
+        assert _our_processes("tkx")  # delay stage and iperf3 servers run inside
+        os.kill(p.pid, signal.SIGKILL)  # a crash: no teardown runs
+        p.wait(timeout=10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert any(ns.startswith("tkx-") for ns in _namespaces())
+    st = subprocess.run([sys.executable, "-m", "scidmz.cli", "testbed", "status", "--json"],
+                        capture_output=True, text=True, env=env, check=True)
+    rows = json.loads(st.stdout.strip().splitlines()[-1])["testbeds"]
+    assert [(r["prefix"], r["owner_alive"]) for r in rows] == [("tkx", False)]
+    r = subprocess.run([sys.executable, "-m", "scidmz.cli", "testbed", "down", "--all", "--json"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    removed = json.loads(r.stdout.strip().splitlines()[-1])["removed"]
+    assert removed["tkx"]["namespaces"] == len(summary["namespaces"])
+    time.sleep(0.2)
+    assert not any(ns.startswith("tkx-") for ns in _namespaces())
+    assert _our_processes("tkx") == []
+    assert _snapshot() == before
+    assert list(tmp_path.glob("*.json")) == []
+
+
+def test_sigterm_tears_down_a_running_testbed(tmp_path):
+    env = {**os.environ, "SCIDMZ_RUN_DIR": str(tmp_path)}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "scidmz.cli", "testbed", "up", "--prefix", "tst", "--json",
+         "--set", "campus.hosts=1", "--set", "link.capacity=20M"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True,
+    )
+    try:
+        json.loads(p.stdout.readline())
+        assert any(ns.startswith("tst-") for ns in _namespaces())
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert not any(ns.startswith("tst-") for ns in _namespaces())
+    assert _our_processes("tst") == []
+    assert list(tmp_path.glob("*.json")) == []
