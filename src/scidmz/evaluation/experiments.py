@@ -354,7 +354,10 @@ def fct_experiment(
         util_sum[name] = _stats(g["utilization"])
     _compare(fct_sum, "mean", "reduction_pct")
     _compare(util_sum, "mean", "decrease_pct")
-    info = {"target": plan.fct_target * sc.capacity, "transfer": plan.transfer, "bound_s": plan.fct_bound(sc)}
+    target = plan.fct_target * sc.capacity
+    # A DTN held exactly at R*_DTN finishes in ideal_s: the FCT a perfect tracking controller gets.
+    info = {"target": target, "transfer": plan.transfer, "bound_s": plan.fct_bound(sc),
+            "ideal_s": 8.0 * plan.transfer / target}
     fct_sum.update(info)
     util_sum.update(info)
     return (
@@ -413,6 +416,7 @@ def sweep_experiment(
         summary["rows"].append({"n_s": int(n_s), "trials": trials_used[int(n_s)], **per})
     summary["target"] = plan.fct_target * scenario.capacity
     summary["transfer"] = plan.transfer
+    summary["ideal_s"] = 8.0 * plan.transfer / summary["target"]
     return ExperimentResult("sweep", scenario.name, table, summary, {}, time.perf_counter() - t0)
 
 
