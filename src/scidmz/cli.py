@@ -136,6 +136,7 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="report directory (default reports/mlc, or reports/mlc-quick)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
     g = p.add_argument_group("sizes (default: the paper's, or the --quick ones)")
     g.add_argument("--identify-duration", type=float, default=None, metavar="S", help="identification seconds (paper 28800)")
     g.add_argument("--epochs", type=int, default=None, help="inverse-ANN training epochs")
@@ -166,8 +167,15 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
         population=a.population, episode=a.episode, trials=a.trials, ns_values=a.ns, ns_trials=a.ns_trials,
         ns_max_flows=a.ns_max_flows, short_trials=a.short_trials, which=a.experiments,
     )
+    notes = None
+    if a.notes:
+        from pathlib import Path
+
+        if not Path(a.notes).is_file():
+            raise FileNotFoundError(f"notes file not found: {a.notes}")
+        notes = Path(a.notes).read_text()
     result, human = reproduce_mlc(out=out, quick=a.quick, tracking_uri=a.tracking_uri, seed=a.seed, plan=plan,
-                                  command=cmd, progress=sys.stderr.isatty())
+                                  command=cmd, notes=notes, progress=sys.stderr.isatty())
     _emit(result, a.json, human)
     return 0
 
