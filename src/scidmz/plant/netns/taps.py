@@ -1,0 +1,183 @@
+"""Passive taps on BR1 feeding the software data plane: the testbed's default telemetry.
+
+The MLC testbed (Vega et al., section 3.1, Fig. 2) puts optical passive taps
+on BR1's links and feeds a P4 switch. Here ``tc`` ``mirred`` mirrors copy
+
+* TAP_INGRESS: every frame entering BR1 from the campus (S1) and the DTN
+  (S3) -- before the bottleneck queue -- to veth ``ti``;
+* TAP_EGRESS: every frame leaving the bottleneck queue (BR2's WAN ingress,
+  i.e. after BR1's TBF+FIFO and the wire) and every frame going back from
+  the WAN towards the campus (BR2's WAN egress: the ACKs) to veth ``te``;
+
+whose peers sit in the testbed's ``<prefix>-tap`` namespace, where the
+telemetry issue's ``TelemetrySource.live`` reads them with AF_PACKET rings
+(from a thread that has entered that namespace; ``setns`` is per thread)
+and runs the software twin of the P4 program (Algorithms 2-8) on the real
+mirrored packets, yielding y every T. Mirror hooks are ``clsact`` filters,
+so BR1's bottleneck qdisc is untouched.
+
+``DataplaneTelemetry`` also keeps a ``KernelCounterTelemetry`` running for
+the plant's ground truth (bytes delivered per class) and as the fallback
+when a data-plane sample does not arrive within T + 2 s (logged, and
+reported in ``info["telemetry"]``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import math
+import os
+import queue
+import threading
+from typing import Any
+
+from ...state import STATE_FIELDS, NetworkState
+from .kernel_telemetry import KernelCounterTelemetry
+from .procs import set_sysctls
+from .topology import Testbed
+
+__all__ = ["DataplaneTelemetry", "setup_mirrors"]
+
+log = logging.getLogger("scidmz.testbed")
+
+_CLSACT_INGRESS = 0xFFFFFFF2
+_CLSACT_EGRESS = 0xFFFFFFF3
+_CLONE_NEWNET = 0x40000000
+
+
+def _mirror(ipr: Any, dev: str, hook: int, to: str) -> None:
+    idx = ipr.link_lookup(ifname=dev)[0]
+    tgt = ipr.link_lookup(ifname=to)[0]
+    ipr.tc(
+        "add-filter", "u32", idx, parent=hook, protocol=0x0003, target=0x10001, keys=["0x0/0x0+0"],
+        action=[{"kind": "mirred", "direction": "egress", "action": "mirror", "ifindex": tgt}],
+    )
+
+
+def setup_mirrors(tb: Testbed) -> tuple[str, str, str]:
+    """Create the tap namespace and the mirrors once per testbed; return (ns, egress, ingress) names."""
+    from pyroute2 import IPRoute, netns
+
+    tap_ns = tb.ns("tap")
+    if tb.record is None:
+        raise RuntimeError(f"testbed '{tb.prefix}' is not up")
+    if tap_ns in tb.record.data["namespaces"]:
+        return tap_ns, "te", "ti"
+    tb.record.add("namespaces", tap_ns)
+    netns.create(tap_ns)
+    set_sysctls(tap_ns, {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
+    with IPRoute(netns=tb.ns("br1")) as br1, IPRoute(netns=tb.ns("br2")) as br2, IPRoute(netns=tap_ns) as tap:
+        br1.link("add", ifname="ti", kind="veth", peer={"ifname": "ti", "net_ns_fd": tap_ns})
+        br2.link("add", ifname="te", kind="veth", peer={"ifname": "te", "net_ns_fd": tap_ns})
+        for ipr, name in ((br1, "ti"), (br2, "te"), (tap, "ti"), (tap, "te")):
+            ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
+        for dev in ("campus", "dtn"):
+            br1.tc("add", "clsact", br1.link_lookup(ifname=dev)[0])
+            _mirror(br1, dev, _CLSACT_INGRESS, "ti")
+        br2.tc("add", "clsact", br2.link_lookup(ifname="wan")[0])
+        _mirror(br2, "wan", _CLSACT_INGRESS, "te")
+        _mirror(br2, "wan", _CLSACT_EGRESS, "te")
+    return tap_ns, "te", "ti"
+
+
+def _enter_netns(ns: str) -> None:
+    """Move the *calling thread* into namespace ``ns`` (setns(2) is per thread)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, _CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns into {ns}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+class DataplaneTelemetry:
+    """y every T from the software data plane on BR1's mirrored packets (see module docstring)."""
+
+    def __init__(self, tb: Testbed, lateness: float = 0.05, block_nr: int = 64, start_timeout: float = 30.0) -> None:
+        from ...telemetry.source import TelemetrySource, _warm_kernels
+
+        self.tb = tb
+        self.name = "dataplane"
+        self.period = tb.scenario.period
+        self.tap_ns, self.egress, self.ingress = setup_mirrors(tb)
+        _warm_kernels()  # compile/load numba kernels here, not inside the first period
+        self.kernel = KernelCounterTelemetry(tb)
+        self.drops: dict[str, int] = {}
+        self.last_info: dict[str, Any] = {}
+        self._q: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._err: BaseException | None = None
+        self._source_cls = TelemetrySource
+        self._lateness = lateness
+        self._ring_kw = {"block_nr": block_nr}
+        self._thread = threading.Thread(target=self._run, name="dataplane-telemetry", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(start_timeout) or self._err is not None:
+            self.close()
+            raise RuntimeError(f"data-plane telemetry did not start: {self._err or 'timeout'}")
+
+    def _run(self) -> None:
+        try:
+            _enter_netns(self.tap_ns)
+            dtnr = self.tb.hosts["dtnr"].ip
+            src = self._source_cls.live(
+                self.egress, self.ingress, period=self.period,
+                dtn_prefix=f"{dtnr}/32", remote_prefix="10.2.0.0/16",
+                lateness=self._lateness, **self._ring_kw,
+            )
+            it = iter(src)
+            self._ready.set()
+            for y in it:
+                self._q.put((y, dict(src.drops)))
+                if self._stop.is_set():
+                    break
+        except BaseException as exc:  # noqa: BLE001 - reported to the plant, which falls back
+            self._err = exc
+            self._ready.set()
+            self._q.put(None)
+
+    @property
+    def udp_sources(self) -> int:
+        return self.kernel.udp_sources if hasattr(self, "kernel") else 0
+
+    @udp_sources.setter
+    def udp_sources(self, n: int) -> None:
+        if hasattr(self, "kernel"):
+            self.kernel.udp_sources = n
+
+    def sample(self, t: float) -> NetworkState:
+        """The data plane's y for the period ending at ``t`` (kernel counters if it is late or failed)."""
+        if t <= 0:
+            return self.kernel.sample(t)
+        try:
+            item = self._q.get(timeout=self.period + 2.0)
+        except queue.Empty:
+            item = None
+        ks = self.kernel.sample(t)
+        self.last_info = dict(self.kernel.last_info)
+        if item is None:
+            if self.name == "dataplane":
+                log.warning("data-plane telemetry %s at t=%.1f s; using kernel counters",
+                            f"failed ({self._err})" if self._err else "sample late", t)
+            self.name = "kernel-fallback"
+            return ks
+        y, self.drops = item
+        self.name = "dataplane"
+        self.last_info["tap_drops"] = float(self.drops.get("kernel_drops", 0))
+        vals = {}
+        for f in STATE_FIELDS:
+            v = float(getattr(y, f))
+            # A period without any RTT/queue sample leaves the twin's value undefined;
+            # the kernel's reading stands in for that field only.
+            vals[f] = v if math.isfinite(v) else float(getattr(ks, f))
+        return NetworkState(t=float(t), **vals)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.period + 2.0)
+        if hasattr(self, "kernel"):
+            self.kernel.close()
