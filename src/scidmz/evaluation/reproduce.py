@@ -295,6 +295,7 @@ def reproduce_mlc(
     command: str | None = None,
     notes: str | None = None,
     progress: bool = False,
+    verbose: bool = True,
 ) -> tuple[dict[str, Any], str]:
     """Run the chain for every CCA in the plan; write ``out/report.md`` and ``out/results.json``."""
     from .report import write_report
@@ -305,7 +306,8 @@ def reproduce_mlc(
     scenarios = {cca: load_scenario(name) for cca, name in p.scenarios.items()}
 
     def say(msg: str) -> None:
-        if progress:
+        # Stage lines always go to stderr (a few per stage, useful in logs); bars only on a terminal.
+        if verbose:
             print(msg, file=sys.stderr, flush=True)
 
     stages: dict[str, float] = {}
