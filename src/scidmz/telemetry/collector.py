@@ -36,7 +36,6 @@ feed this same code.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,20 +55,6 @@ FLOW_COLUMNS: tuple[str, ...] = (
 )
 
 
-@dataclass
-class _Flow:
-    src: int
-    dst: int
-    sport: int
-    dport: int
-    proto: int
-    cls: int
-    prev_bytes: int = -1
-    total: int = 0
-    rate: float = 0.0
-    rtt: float = 0.0
-
-
 class Collector:
     """Turns data-plane reads into ``NetworkState`` samples (see module docstring)."""
 
@@ -85,7 +70,15 @@ class Collector:
         self._prev_qd_cnt = view.read_register(C.REG_QD_CNT).astype(np.int64)
         self._prev_clock = view.clock()
         self.t0 = self._prev_clock if t0 is None else float(t0)
-        self.flow_vector: dict[int, _Flow] = {}
+        # flow_vector (Algorithms 4 and 8), stored per flow-table slot as arrays.
+        n = C.AF_TABLE_SIZE
+        self.active = np.zeros(n, dtype=bool)
+        self._key = np.zeros((n, 5), dtype=np.int64)  # src, dst, sport, dport, proto
+        self._cls = np.zeros(n, dtype=np.int64)
+        self._prev_bytes = np.full(n, -1, dtype=np.int64)
+        self._total = np.zeros(n, dtype=np.int64)
+        self._rate = np.zeros(n)
+        self._rtt = np.zeros(n)
         self.long_flows: set[tuple[int, int, int, int, int]] = set()
         self.rtt_campus = 0.0
         self._rtt_campus_init = False
@@ -116,10 +109,10 @@ class Collector:
             if dtn.size:
                 self.rtt_dtn = float(dtn.astype(np.float64).mean()) * self.tick_s
         # Algorithm 4 (campus) and per-flow records
-        self._update_flows(dt)
-        campus = [f.rtt for f in self.flow_vector.values() if f.cls == C.CLASS_CAMPUS and f.rtt > 0]
-        if campus:
-            avg = float(np.mean(campus))
+        slots = self._update_flows(dt)
+        campus = slots[(self._cls[slots] == C.CLASS_CAMPUS) & (self._rtt[slots] > 0)]
+        if campus.size:
+            avg = float(self._rtt[campus].mean())
             if self._rtt_campus_init:
                 self.rtt_campus = self.alpha * self.rtt_campus + (1.0 - self.alpha) * avg
             else:
@@ -142,58 +135,71 @@ class Collector:
             rtt_campus=self.rtt_campus,
             qdelay_dtn=self.qdelay[C.CLASS_DTN],
             qdelay_campus=self.qdelay[C.CLASS_CAMPUS],
-            active_flows=float(len(self.flow_vector)),
+            active_flows=float(slots.size),
         )
 
+    @property
+    def flow_vector(self) -> np.ndarray:
+        """Flow-table slots of the flows currently in flow_vector."""
+        return np.flatnonzero(self.active)
+
     def _apply_flow_digests(self, d: np.ndarray) -> None:
-        for row in d:  # flow events only: a handful per period
-            kind, slot = int(row["kind"]), int(row["slot"])
-            key = (int(row["src_addr"]), int(row["dst_addr"]), int(row["src_port"]), int(row["dst_port"]),
-                   int(row["protocol"]))
+        if d.size == 0:
+            return
+        cols = [d[f].tolist() for f in ("kind", "slot", "cls", "src_addr", "dst_addr", "src_port", "dst_port",
+                                        "protocol")]
+        for kind, slot, cls, *key in zip(*cols, strict=True):  # in digest order: a flow may come and go
             if kind == C.DIGEST_NEW_FLOW:
-                self.flow_vector[slot] = _Flow(*key, cls=int(row["cls"]))
-            elif kind == C.DIGEST_TIMEOUT:
-                self.flow_vector.pop(slot, None)
+                self.active[slot] = True
+                self._key[slot] = key
+                self._cls[slot] = cls
+                self._prev_bytes[slot] = -1
+                self._total[slot] = 0
+                self._rate[slot] = 0.0
+                self._rtt[slot] = 0.0
+            elif kind == C.DIGEST_TIMEOUT and slot < C.AF_TABLE_SIZE:
+                self.active[slot] = False
             elif kind == C.DIGEST_LONG_FLOW:
-                self.long_flows.add(key)
+                self.long_flows.add(tuple(key))
 
     def _expire_idle(self, now: float) -> None:
-        if not self.flow_vector:
+        slots = np.flatnonzero(self.active)
+        if slots.size == 0:
             return
-        slots = np.fromiter(self.flow_vector.keys(), dtype=np.int64)
         ts = self.view.read_register(C.REG_AF_TS, slots).astype(np.int64)
         now_t = int(round(now / self.tick_s)) & C.TS_MASK
         age = (now_t - ts) & C.TS_MASK
-        for s in slots[age >= self._t_th_ticks]:
-            self.flow_vector.pop(int(s), None)
+        self.active[slots[age >= self._t_th_ticks]] = False
 
-    def _update_flows(self, dt: float) -> None:
-        if not self.flow_vector:
-            return
-        slots = np.fromiter(self.flow_vector.keys(), dtype=np.int64)
+    def _update_flows(self, dt: float) -> np.ndarray:
+        slots = np.flatnonzero(self.active)
+        if slots.size == 0:
+            return slots
         b = self.view.read_register(C.REG_AF_BYTES, slots).astype(np.int64)
         r = self.view.read_register(C.REG_FLOW_RTT, slots).astype(np.int64)
-        for s, nb, rt in zip(slots.tolist(), b.tolist(), r.tolist(), strict=True):
-            f = self.flow_vector[s]
-            if f.prev_bytes >= 0:
-                delta = (nb - f.prev_bytes) & ((1 << C.AF_BYTES_BITS) - 1)
-                f.total += delta
-                f.rate = 8.0 * delta / dt if dt > 0 else 0.0
-            else:
-                f.total = nb
-            f.prev_bytes = nb
-            if rt:
-                f.rtt = rt * self.tick_s
+        prev = self._prev_bytes[slots]
+        seen = prev >= 0
+        delta = (b - prev) & ((1 << C.AF_BYTES_BITS) - 1)
+        self._total[slots] = np.where(seen, self._total[slots] + delta, b)
+        self._rate[slots] = np.where(seen, 8.0 * delta / dt if dt > 0 else 0.0, 0.0)
+        self._prev_bytes[slots] = b
+        has = r > 0
+        self._rtt[slots[has]] = r[has] * self.tick_s
+        return slots
 
     # -- per-flow records ------------------------------------------------------------
     def flows(self) -> Any:
         """Per-flow records of the active flows, as a pandas DataFrame (``FLOW_COLUMNS``)."""
         import pandas as pd
 
-        rows = []
-        for slot, f in sorted(self.flow_vector.items()):
-            key = (f.src, f.dst, f.sport, f.dport, f.proto)
-            rows.append((str(ipaddress.IPv4Address(f.src)), str(ipaddress.IPv4Address(f.dst)), f.sport,
-                         f.dport, f.proto, C.CLASS_NAMES[f.cls], slot, f.rtt, f.rate, f.total,
-                         key in self.long_flows))
-        return pd.DataFrame(rows, columns=list(FLOW_COLUMNS))
+        slots = np.flatnonzero(self.active)
+        k = self._key[slots]
+        longf = [tuple(x) in self.long_flows for x in k.tolist()] if self.long_flows else [False] * slots.size
+        return pd.DataFrame({
+            "src": [str(ipaddress.IPv4Address(int(a))) for a in k[:, 0]],
+            "dst": [str(ipaddress.IPv4Address(int(a))) for a in k[:, 1]],
+            "sport": k[:, 2], "dport": k[:, 3], "proto": k[:, 4],
+            "cls": [C.CLASS_NAMES[c] for c in self._cls[slots]],
+            "slot": slots, "rtt": self._rtt[slots], "rate": self._rate[slots], "bytes": self._total[slots],
+            "long_flow": np.array(longf, dtype=bool),
+        }, columns=list(FLOW_COLUMNS))

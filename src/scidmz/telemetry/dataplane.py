@@ -63,12 +63,15 @@ for _r, _fields in enumerate(_LAYOUT_LIST):
 
 
 def _crc_table() -> np.ndarray:
-    t = np.zeros(256, dtype=np.int64)
+    """Slicing-by-4 tables of the reflected CRC-32: row 0 is the classic byte table."""
+    t = np.zeros((4, 256), dtype=np.int64)
     for i in range(256):
         c = i
         for _ in range(8):
             c = (c >> 1) ^ C.CRC32_POLY_REFLECTED if c & 1 else c >> 1
-        t[i] = c
+        t[0, i] = c
+    for k in range(1, 4):
+        t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
     return t
 
 
@@ -88,17 +91,65 @@ def crc32_fields(values: dict[str, int], fields: tuple[str, ...]) -> int:
 
 
 def _crc(table, vals, widths, layouts, row):
+    # Slicing-by-4/2/1 on whole fields: a field's big-endian bytes enter the
+    # reflected CRC as one little-endian word, so a 32-bit field is one step.
     c = np.int64(0xFFFFFFFF)
     for j in range(layouts.shape[1]):
         f = layouts[row, j]
         if f < 0:
             break
         v = vals[f]
-        sh = widths[f] - 8
-        while sh >= 0:
-            c = table[(c ^ (v >> sh)) & 0xFF] ^ (c >> 8)
-            sh -= 8
+        w = widths[f]
+        if w == 32:
+            c ^= ((v >> 24) & 0xFF) | ((v >> 8) & 0xFF00) | ((v << 8) & 0xFF0000) | ((v & 0xFF) << 24)
+            c = (table[3, c & 0xFF] ^ table[2, (c >> 8) & 0xFF] ^ table[1, (c >> 16) & 0xFF]
+                 ^ table[0, (c >> 24) & 0xFF])
+        elif w == 16:
+            c ^= ((v >> 8) & 0xFF) | ((v & 0xFF) << 8)
+            c = (c >> 16) ^ table[1, c & 0xFF] ^ table[0, (c >> 8) & 0xFF]
+        else:
+            c = table[0, (c ^ v) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
+
+
+def _gen_crc_source() -> str:
+    """Straight-line CRC code per layout row (numba compiles each to a few table loads)."""
+    lines = ["def _crcg(t, vs, row):"]
+    for row, fields in enumerate(_LAYOUT_LIST):
+        lines.append(f"    if row == {row}:")
+        lines.append("        c = np.int64(0xFFFFFFFF)")
+        for f in fields:
+            i, w = _FIELD_IDS[f], C.HASH_FIELD_BITS[f]
+            if w == 32:
+                lines.append(f"        c ^= vs[{i}]")
+                lines.append("        c = t[3, c & 0xFF] ^ t[2, (c >> 8) & 0xFF] ^ t[1, (c >> 16) & 0xFF]"
+                             " ^ t[0, (c >> 24) & 0xFF]")
+            elif w == 16:
+                lines.append(f"        c ^= vs[{i}]")
+                lines.append("        c = (c >> 16) ^ t[1, c & 0xFF] ^ t[0, (c >> 8) & 0xFF]")
+            else:
+                lines.append(f"        c = t[0, (c ^ vs[{i}]) & 0xFF] ^ (c >> 8)")
+        lines.append("        return c ^ 0xFFFFFFFF")
+    lines.append("    return np.int64(0)")
+    return "\n".join(lines) + "\n"
+
+
+def _make_crcg() -> Any:
+    ns: dict[str, Any] = {"np": np}
+    exec(compile(_gen_crc_source(), "<scidmz.telemetry.dataplane._crcg>", "exec"), ns)
+    return ns["_crcg"]
+
+
+_crcg = _make_crcg()
+
+
+def _swap(v, w):
+    """A field's big-endian bytes as the little-endian word the reflected CRC consumes."""
+    if w == 32:
+        return ((v >> 24) & 0xFF) | ((v >> 8) & 0xFF00) | ((v << 8) & 0xFF0000) | ((v & 0xFF) << 24)
+    if w == 16:
+        return ((v >> 8) & 0xFF) | ((v & 0xFF) << 8)
+    return v & 0xFF
 
 
 def _sig(h):
@@ -135,6 +186,7 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
     qd_mask = qd_sig.shape[0] - 1
     cms_mask = cms.shape[1] - 1
     vals = np.zeros(8, np.int64)
+    vs = np.zeros(8, np.int64)
     n = ts_ns.shape[0]
     i = start
     while i < n:
@@ -179,12 +231,14 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
         vals[5] = 0
         vals[6] = ipid[i]
         vals[7] = seq[i] if is_tcp else 0
+        for f in range(8):
+            vs[f] = _swap(vals[f], widths[f])
         # -- Algorithm 2 and Algorithm 5 ------------------------------------
         if out:
             cls_ctr[t, c, 0] += ln
             cls_ctr[t, c, 1] += 1
-            qi = _crc(table, vals, widths, layouts, L_QDI) & qd_mask
-            qs = _sig(_crc(table, vals, widths, layouts, L_QDS))
+            qi = _crcg(table, vs, L_QDI) & qd_mask
+            qs = _sig(_crcg(table, vs, L_QDS))
             if t == 0:
                 if qd_sig[qi] != 0 and ((now - qd_ts[qi]) & mask) <= qd_to:
                     stats[S_QD_OVERWRITE] += 1
@@ -206,8 +260,8 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
         if k == 1 or (t != 1 and t != rtt_tap):
             i += 1
             continue
-        fidx = _crc(table, vals, widths, layouts, 0) & af_mask
-        fsig = _sig(_crc(table, vals, widths, layouts, 1))
+        fidx = _crcg(table, vs, L_FLOW) & af_mask
+        fsig = _sig(_crcg(table, vs, L_FSIG))
         slot_ok = False
         is_new = False
         # -- Algorithm 7: active flows, and the Count-Min sketch ------------------
@@ -254,7 +308,7 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                 stats[S_AF_COLL] += 1
             est = np.int64(mask)
             for r in range(cms.shape[0]):
-                ci = _crc(table, vals, widths, layouts, L_CMS0 + r) & cms_mask
+                ci = _crcg(table, vs, L_CMS0 + r) & cms_mask
                 v = np.int64(cms[r, ci]) + ln
                 if v > mask:
                     v = mask
@@ -282,11 +336,12 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                             af_recover_flag[fidx] = 1
                             stats[S_RTT_RETXF] += 1
                     vals[5] = eack
-                    rs = _sig(_crc(table, vals, widths, layouts, L_RTTSIG))
+                    vs[5] = _swap(eack, 32)
+                    rs = _sig(_crcg(table, vs, L_RTTSIG))
                     placed = False
                     dup = False
                     for s in range(n_stages):
-                        ri = _crc(table, vals, widths, layouts, L_RTT0 + s) & rtt_mask
+                        ri = _crcg(table, vs, L_RTT0 + s) & rtt_mask
                         cur = rtt_sig[s, ri]
                         age = (now - rtt_ts[s, ri]) & mask
                         if cur != 0 and (cur & 0x7FFFFFFF) == rs and age <= rtt_to:
@@ -305,13 +360,14 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
             elif fl & 0x10:
                 a = np.int64(ack[i])
                 vals[5] = a
-                rs = _sig(_crc(table, vals, widths, layouts, L_RTTSIG))
+                vs[5] = _swap(a, 32)
+                rs = _sig(_crcg(table, vs, L_RTTSIG))
                 matches = 0
                 poisoned = False
                 expired = False
                 ts0 = np.int64(0)
                 for s in range(n_stages):
-                    ri = _crc(table, vals, widths, layouts, L_RTT0 + s) & rtt_mask
+                    ri = _crcg(table, vs, L_RTT0 + s) & rtt_mask
                     cur = rtt_sig[s, ri]
                     if cur != 0 and (cur & 0x7FFFFFFF) == rs:
                         matches += 1
@@ -388,8 +444,10 @@ def _kernel() -> Any:
 
         jit = numba.njit(cache=True, nogil=True)
         g = globals()
-        for name in ("_crc", "_sig", "_sgt", "_flow_digest"):
+        for name in ("_crc", "_swap", "_sig", "_sgt", "_flow_digest"):
             g[name] = jit(g[name])
+        # Generated source has no file for numba's cache; the cached kernel embeds it anyway.
+        g["_crcg"] = numba.njit(nogil=True)(g["_crcg"])
         _KERNEL = jit(_process_py)
     return _KERNEL
 
@@ -399,11 +457,17 @@ def _kernel() -> Any:
 
 def merge_taps(*captures: np.ndarray) -> np.ndarray:
     """Interleave parsed packets of several taps by time (ingress before egress on ties)."""
-    allp = np.concatenate([np.asarray(c) for c in captures]) if captures else np.zeros(0)
-    if allp.size == 0:
-        return allp
-    order = np.lexsort((allp["tap"], allp["ts_ns"]))
-    return allp[order]
+    parts = [np.asarray(c) for c in captures if len(c)]
+    if not parts:
+        return captures[0] if captures else np.zeros(0)
+    if len(parts) == 1:
+        p = parts[0]
+        ts = p["ts_ns"]
+        return p if bool(np.all(ts[1:] >= ts[:-1])) else p[np.argsort(ts, kind="stable")]
+    # A stable sort on time over the parts ordered by tap keeps ingress first on ties.
+    parts.sort(key=lambda p: int(p["tap"].min()))
+    allp = np.concatenate(parts)
+    return allp[np.argsort(allp["ts_ns"], kind="stable")]
 
 
 def _parse_prefixes(prefixes: list[str] | tuple[str, ...] | str | None) -> list[ipaddress.IPv4Network]:

@@ -232,15 +232,11 @@ def parse_frames(buf: np.ndarray, off: np.ndarray, caplen: np.ndarray, origlen: 
     if n == 0:
         return out
     lt = np.broadcast_to(np.asarray(linktype, dtype=np.int32), (n,)).copy()
-    cols = {name: np.zeros(n, dtype=out.dtype[name]) for name in
-            ("kind", "reason", "flags", "src", "dst", "proto", "ip_id", "sport", "dport", "seq", "ack",
-             "payload")}
+    # The kernel writes straight into the structured array's (strided) field views.
     _kernel()(np.asarray(buf, dtype=np.uint8), np.asarray(off, dtype=np.int64),
               np.asarray(caplen, dtype=np.int64), np.asarray(origlen, dtype=np.int64), lt,
-              cols["kind"], cols["reason"], cols["flags"], cols["src"], cols["dst"], cols["proto"],
-              cols["ip_id"], cols["sport"], cols["dport"], cols["seq"], cols["ack"], cols["payload"])
-    for k, v in cols.items():
-        out[k] = v
+              out["kind"], out["reason"], out["flags"], out["src"], out["dst"], out["proto"],
+              out["ip_id"], out["sport"], out["dport"], out["seq"], out["ack"], out["payload"])
     out["ts_ns"] = ts_ns
     out["tap"] = tap
     out["frame_len"] = np.minimum(np.asarray(origlen, dtype=np.int64), 0xFFFFFFFF)

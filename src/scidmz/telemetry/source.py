@@ -51,7 +51,6 @@ class TelemetrySource:
         self.period = float(period)
         self.alpha = alpha
         self.drops: dict[str, int] = {}
-        self.flows: Any = None
         self.collector: Collector | None = None
         self._iter: Iterator[NetworkState] | None = None
 
@@ -87,6 +86,11 @@ class TelemetrySource:
             raise RuntimeError("TelemetrySource needs from_pcaps(...) or live(...)")
         return self._iter
 
+    @property
+    def flows(self) -> Any:
+        """Per-flow records (pandas DataFrame) as of the last period, or None before it."""
+        return None if self.collector is None else self.collector.flows()
+
     def stats(self) -> dict[str, int]:
         return self.dp.stats_dict()
 
@@ -112,9 +116,7 @@ class TelemetrySource:
             dp.advance_clock(int(bounds[k]) / 1e9)
             if realtime:
                 time.sleep(max(0.0, wall0 + (k + 1) * self.period - time.monotonic()))
-            y = col.sample()
-            self.flows = col.flows()
-            yield y
+            yield col.sample()
 
     # -- live -------------------------------------------------------------------------
     def _live(self, egress: str, ingress: str | None, duration: float | None, lateness: float,
@@ -155,7 +157,6 @@ class TelemetrySource:
                 pending = pending[n_due:]
                 dp.advance_clock(boundary)
                 y = col.sample()
-                self.flows = col.flows()
                 self.drops = {}
                 for r in rings:
                     _add(self.drops, r.drops())
