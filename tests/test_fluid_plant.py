@@ -149,7 +149,9 @@ def test_udp_campus_is_shaped(small):
     with make_plant("fluid", sc) as plant:
         plant.reset()
         ys, info = _episode(plant, 40e6, 5)
-    assert np.allclose(ys[1:, 0, 1], 40e6, rtol=0.02)
+    # the shaper passes exactly u; the bottleneck tap sees it through the queue's jitter
+    assert np.allclose(info["shaper_out_bytes"][1:, 0] * 8 / sc.period, 40e6, rtol=1e-6)
+    assert ys[1:, 0, 1].mean() == pytest.approx(40e6, rel=0.02)
     assert info["shaper_lost_bytes"][1:].sum() > 0
 
 

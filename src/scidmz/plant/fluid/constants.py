@@ -33,8 +33,14 @@ MAX_CWND = 256e6  # bytes; effectively unlimited (socket buffers are not modelle
 SS_ACK_GAIN = 0.6931471805599453
 
 # -- time discretisation ---------------------------------------------------------
-DT_MAX = 2e-3  # s; default sub-step: min(DT_MAX, smallest base RTT / DT_RTT_DIVISOR)
+# Adaptive sub-step: dt = (smallest RTT any active flow currently sees) / DT_RTT_DIVISOR,
+# clipped to [DT_MIN, DT_MAX]. The RTT includes queueing, and a queue's delay can
+# shrink by at most dt per sub-step, so the next step always re-adapts in time.
+# With empty queues and the paper's 10 ms campus RTT this is 2 ms; with the
+# standing queues of a loaded bottleneck it grows to DT_MAX.
 DT_RTT_DIVISOR = 5.0
+DT_MIN = 1e-4
+DT_MAX = 5e-3
 
 # -- loss detection ------------------------------------------------------------
 # A flow notices a drop one (current) RTT after it happens (dup-ACKs / SACK)

@@ -61,6 +61,9 @@ from .constants import (
     CUBIC_FAST_CONVERGENCE,
     CUBIC_MAX_INCREASE_PER_ACK,
     CUBIC_TARGET_FLOOR_INCREASE,
+    DT_MAX,
+    DT_MIN,
+    DT_RTT_DIVISOR,
     HYSTART_DELAY_DIVISOR,
     HYSTART_DELAY_MAX,
     HYSTART_DELAY_MIN,
@@ -88,6 +91,7 @@ from .layout import (
     I_REC_LOST,
     I_RTTC,
     I_RTTD,
+    I_RTTMIN,
     I_T,
     I_TBFQ,
     I_TOKENS,
@@ -102,6 +106,7 @@ from .layout import (
     IP_G_SHAPE,
     IP_LATENCY,
     IP_NSUB,
+    IP_PERIOD,
     IP_QDISC,
     IP_Z_MAX,
     IP_Z_MIN,
@@ -187,6 +192,9 @@ from .layout import (
 )
 
 INF = np.inf
+# Fast-math without 'nnan'/'ninf': the kernel compares against inf on purpose.
+# error_model="numpy" drops Python's zero-division checks (every divisor is guarded).
+_FM = {"nsz", "arcp", "contract", "afn", "reassoc"}
 _PROBE_GAINS = np.array(BBR_PROBE_GAINS)
 _NSLOTS = BBR_BW_WINDOW_ROUNDS
 _RENO_FRIENDLY_SLOPE = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA)  # RFC 8312 eq. 4
@@ -199,7 +207,7 @@ CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
 
 
 # -- random numbers: one xorshift64* stream per instance (deterministic under prange) ------
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _rand(rng, b):
     x = rng[b]
     x ^= x >> np.uint64(12)
@@ -210,7 +218,7 @@ def _rand(rng, b):
     return (np.float64(y) + 0.5) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _weibull(rng, b, shape, scale, lo, hi):
     """Weibull(k, lambda) by inversion, clipped to [lo, hi] (MLC Table 6)."""
     v = scale * (-math.log(_rand(rng, b))) ** (1.0 / shape)
@@ -218,7 +226,7 @@ def _weibull(rng, b, shape, scale, lo, hi):
 
 
 # -- flow start ------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=_FM)
 def _start_flow(s, p, f, t, size, fid, rng, b):
     """(Re)initialise flow slot f at time t: slow start from the initial window."""
     s[S_ON, f] = 1.0
@@ -231,6 +239,7 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
     s[S_RECOV_END, f] = -INF
     s[S_TOSEND, f] = size
     s[S_DELIV, f] = 0.0
+    s[S_PBYTES, f] = 0.0  # the period's delivered-bytes offset starts afresh with the flow
     s[S_SIZE, f] = size
     s[S_FSTART, f] = t
     s[S_FID, f] = fid
@@ -270,7 +279,7 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
 
 
 # -- window-based controllers (Reno, CUBIC) ----------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=_FM)
 def _window_loss(s, f, cca, t, rtt):
     """Multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with fast convergence)."""
     cwnd = s[S_CWND, f]
@@ -291,7 +300,7 @@ def _window_loss(s, f, cca, t, rtt):
     s[S_CWND, f] = cwnd
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
     """ACK-clocked growth: slow start (with HyStart for CUBIC), then CUBIC or Reno avoidance."""
     if cwnd < ssth:
@@ -324,7 +333,7 @@ def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
 
 
 # -- BBR (v1 and v2) ------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=_FM)
 def _bbr_enter_probe_bw(s, f, cca, t, rng, b):
     s[S_MODE, f] = PROBE_BW
     s[S_CSTART, f] = t
@@ -338,7 +347,7 @@ def _bbr_enter_probe_bw(s, f, cca, t, rng, b):
         s[S_RSINCE, f] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=_FM)
 def _bbr_update(s, f, cca, t, dt, acked, lost, rtt, inflight, rng, b):
     """BBR's model and state machine, per sub-step (v1: tcp_bbr.c; v2: draft-cardwell-02).
 
@@ -525,7 +534,7 @@ def _bbr_update(s, f, cca, t, dt, acked, lost, rtt, inflight, rng, b):
 
 
 # -- the bottleneck queue discipline -------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=_FM)
 def _serve_queues(qdisc, demand, weight, cap, served):
     """Work-conserving weighted service of K queues in one sub-step (fluid DRR / WFQ).
 
@@ -558,14 +567,14 @@ def _serve_queues(qdisc, demand, weight, cap, served):
             break
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _droptail(backlog, buffer):
     """Bytes a drop-tail queue must drop to stay within its buffer."""
     return backlog - buffer if backlog > buffer else 0.0
 
 
 # -- the period kernel --------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=_FM)
 def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots):
     """Same as ``advance_period`` without threads (B = 1, or when threads do not pay)."""
     for b in range(S.shape[0]):
@@ -573,7 +582,7 @@ def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dt
                      n_dtn, short_off, n_send, slots)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy", fastmath=_FM)
 def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots):
     """Advance every instance by one control period; results go to OUT/REC/NREC."""
     B = S.shape[0]
@@ -582,27 +591,31 @@ def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, shor
                      n_dtn, short_off, n_send, slots)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy", fastmath=_FM)
 def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn, short_off, n_send, slots):
     F = s.shape[1]
     K = q.shape[0]
-    dt = ip[IP_DT]
-    inv_dt = 1.0 / dt
+    fixed_dt = ip[IP_DT]
     nsub = int(ip[IP_NSUB])
-    cap = ip[IP_CAP] * dt
+    period = ip[IP_PERIOD]
+    t_end = (inst[I_PERIODS] + 1.0) * period
     u = u_bits / 8.0
     burst = ip[IP_BURST]
     if burst <= 0.0:
         burst = max(u * TBF_BURST_TIME, TBF_MIN_BURST_PKTS * MSS)
     limit = u * ip[IP_LATENCY] + burst
     qdisc = int(ip[IP_QDISC])
-    period = dt * nsub
+    dt = fixed_dt if fixed_dt > 0.0 else DT_MIN
+    inv_dt = 1.0 / dt
     for j in range(NOUT):
         out[j] = 0.0
     nrec[b] = 0
     for f in range(F):
-        s[S_PBYTES, f] = 0.0
+        # delivered this period = S_DELIV(end) - S_DELIV(start), kept as an offset
+        s[S_PBYTES, f] = -s[S_DELIV, f]
         s[S_PLOST, f] = 0.0
+    rlo = (0, n_dtn, short_off)
+    rhi = (n_dtn, short_off, F)
     a = np.zeros(F)  # bytes each flow sends in the sub-step
     qa = np.empty(K)  # bytes arriving at each bottleneck queue
     tbd = np.empty(K)  # shaper backlog + arrivals bound for each queue
@@ -634,7 +647,23 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     camp_l = 0.0
     dtn_sent = 0.0
     camp_sent = 0.0
-    for _step in range(nsub):
+    step = 0
+    while True:
+        if fixed_dt > 0.0:
+            if step == nsub:
+                break
+            if step == nsub - 1:
+                dt = t_end - t  # absorb rounding so the period ends exactly at t_end
+        else:
+            left = t_end - t
+            if left <= 1e-9 * period:
+                break
+            dt = min(max(inst[I_RTTMIN] / DT_RTT_DIVISOR, DT_MIN), DT_MAX)
+            if dt >= left * 0.8:
+                dt = left  # no sliver of a step at the end of the period
+        step += 1
+        inv_dt = 1.0 / dt
+        cap = ip[IP_CAP] * dt
         # ---- 1. long flows that start now; Weibull short-flow arrivals ----
         if t >= inst[I_NEXT_START]:
             nxt = INF
@@ -662,6 +691,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                         inst[I_NEXTFID] += 1.0
                         g[gi, 1] -= 1.0
         # ---- 2. queue delays and sending rates ----
+        # Flows come in three ranges (DTN, long campus/UDP, short-flow slots); a range
+        # shares class, CCA and shaper, so those are hoisted out of the flow loops.
         for k in range(K):
             qdel[k] = q[k] / (ip[IP_CAP] * weight[k] / wtot)
             qa[k] = 0.0
@@ -669,36 +700,41 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         tbfq = inst[I_TBFQ]
         tbf_delay = tbfq / u if u > 0.0 else (ip[IP_LATENCY] if tbfq > 0.0 else 0.0)
         a_tbf = 0.0
-        for f in range(F):
-            if s[S_ON, f] == 0.0:
-                a[f] = 0.0
+        rtt_min = INF
+        for r in range(3):
+            lo, hi = rlo[r], rhi[r]
+            if lo >= hi:
                 continue
-            k = int(p[P_QID, f])
-            shaped = p[P_SHAPED, f] > 0.0
-            rtt = p[P_BASE, f] + qdel[k]
-            if shaped:
-                rtt += tbf_delay
-            s[S_RTT, f] = rtt
-            cca = int(p[P_CCA, f])
-            if cca == UDP:
-                x = p[P_UDP, f] * 0.125
-            elif cca <= CUBIC:
-                x = s[S_CWND, f] / rtt
-            else:
-                # BBR paces; its inflight cap (cwnd) binds through the ACK clock
-                x = min(s[S_PACE, f], s[S_CWND, f] / rtt)
-            sent = x * dt
-            tosend = s[S_TOSEND, f]
-            if sent > tosend:
-                sent = tosend if tosend > 0.0 else 0.0
-            s[S_TOSEND, f] = tosend - sent
-            a[f] = sent
-            s[S_RATE, f] = sent * inv_dt
-            if shaped:
-                a_tbf += sent
-                tbd[k] += sent + s[S_TB, f]
-            else:
-                qa[k] += sent
+            cca = int(p[P_CCA, lo])
+            shaped = p[P_SHAPED, lo] > 0.0
+            extra = tbf_delay if shaped else 0.0
+            for f in range(lo, hi):
+                if s[S_ON, f] == 0.0:
+                    a[f] = 0.0
+                    continue
+                k = int(p[P_QID, f])
+                rtt = p[P_BASE, f] + qdel[k] + extra
+                if rtt < rtt_min:
+                    rtt_min = rtt
+                if cca == UDP:
+                    x = p[P_UDP, f] * 0.125
+                elif cca <= CUBIC:
+                    x = s[S_CWND, f] / rtt
+                else:
+                    # BBR paces; its inflight cap (cwnd) binds through the ACK clock
+                    x = min(s[S_PACE, f], s[S_CWND, f] / rtt)
+                sent = x * dt
+                tosend = s[S_TOSEND, f]
+                if sent > tosend:
+                    sent = tosend if tosend > 0.0 else 0.0
+                s[S_TOSEND, f] = tosend - sent
+                a[f] = sent
+                if shaped:
+                    a_tbf += sent
+                    tbd[k] += sent + s[S_TB, f]
+                else:
+                    qa[k] += sent
+        inst[I_RTTMIN] = rtt_min
         # ---- 3. token-bucket shaper (campus egress) ----
         # the bucket refills continuously during the sub-step, so u is reachable even
         # when burst < u * dt; only what is left over is capped at the bucket size
@@ -734,110 +770,131 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         n_camp_on = 0
         rttd_step = 0.0
         rttc_step = 0.0
-        for f in range(F):
-            if s[S_ON, f] == 0.0:
+        for r in range(3):
+            lo, hi = rlo[r], rhi[r]
+            if lo >= hi:
                 continue
-            k = int(p[P_QID, f])
-            cls = int(p[P_CLASS, f])
-            cca = int(p[P_CCA, f])
-            base = p[P_BASE, f]
-            af = a[f]
-            lost = 0.0
-            tb = 0.0
-            if p[P_SHAPED, f] > 0.0:
-                tb = s[S_TB, f]
-                dem = tb + af
-                ain = dem * out_frac
-                lost = af * drop_frac
-                tb = dem - ain - lost
-                if tb < 0.0:
-                    tb = 0.0
-                s[S_TB, f] = tb
-            else:
-                ain = af
-            qb = s[S_QB, f]
-            dem = qb + ain
-            o = 0.0
-            if dem > 0.0:
-                o = dem * sfrac[k]
-                d = ain * dfrac[k]
-                qb = dem - o - d
-                if qb < 0.0:
-                    qb = 0.0
-                s[S_QB, f] = qb
-                lost += d
-                if cls == CLASS_DTN:
-                    dtn_l += d
+            cls = int(p[P_CLASS, lo])
+            cca = int(p[P_CCA, lo])
+            shaped = p[P_SHAPED, lo] > 0.0
+            extra = tbf_delay if shaped else 0.0
+            is_dtn = cls == CLASS_DTN
+            r_b = 0.0
+            r_l = 0.0
+            r_sent = 0.0
+            r_n = 0
+            r_rtt = 0.0
+            r_qd = 0.0
+            r_w = 0.0
+            for f in range(lo, hi):
+                if s[S_ON, f] == 0.0:
+                    continue
+                k = int(p[P_QID, f])
+                base = p[P_BASE, f]
+                af = a[f]
+                lost = 0.0
+                tb = 0.0
+                if shaped:
+                    tb = s[S_TB, f]
+                    dem = tb + af
+                    ain = dem * out_frac
+                    lost = af * drop_frac
+                    tb = dem - ain - lost
+                    if tb < 0.0:
+                        tb = 0.0
+                    s[S_TB, f] = tb
                 else:
-                    camp_l += d
-            rtt = s[S_RTT, f]
-            meas_rtt = base + qdel[k]  # what a tap at the bottleneck sees (no shaper queue)
-            deliv = s[S_DELIV, f] + o
-            s[S_DELIV, f] = deliv
-            s[S_PBYTES, f] += o
-            if cls == CLASS_DTN:
-                dtn_b += o
-                dtn_sent += af
-                n_dtn_on += 1
-                rttd_step += meas_rtt
-                qdd_sum += ain * qdel[k]
-                qdd_w += ain
+                    ain = af
+                qb = s[S_QB, f]
+                dem = qb + ain
+                o = 0.0
+                if dem > 0.0:
+                    o = dem * sfrac[k]
+                    d = ain * dfrac[k]
+                    qb = dem - o - d
+                    if qb < 0.0:
+                        qb = 0.0
+                    s[S_QB, f] = qb
+                    lost += d
+                    r_l += d
+                meas_rtt = base + qdel[k]  # what a tap at the bottleneck sees (no shaper queue)
+                rtt = meas_rtt + extra  # what the sender sees
+                deliv = s[S_DELIV, f] + o
+                s[S_DELIV, f] = deliv
+                r_b += o
+                r_sent += af
+                r_n += 1
+                r_rtt += meas_rtt
+                r_qd += ain * qdel[k]
+                r_w += ain
+                if lost > 0.0:
+                    s[S_PLOST, f] += lost
+                    s[S_TOSEND, f] += lost  # to be retransmitted
+                if cca <= CUBIC:
+                    minrtt = s[S_MINRTT, f]
+                    if rtt < minrtt:
+                        minrtt = rtt
+                        s[S_MINRTT, f] = rtt
+                    loss_at = s[S_LOSS_AT, f]
+                    if lost > 0.0 and loss_at == INF and t >= s[S_RECOV_END, f]:
+                        if _rand(rng, b) < 1.0 - math.exp(-lost / MSS):
+                            loss_at = t + LOSS_FEEDBACK_RTTS * rtt
+                            s[S_LOSS_AT, f] = loss_at
+                            s[S_RECOV_END, f] = INF
+                    if t >= loss_at:
+                        _window_loss(s, f, cca, t, rtt)
+                    elif o > 0.0:
+                        s[S_CWND, f] = _window_grow(cca, t, o, rtt, s[S_CWND, f], s[S_SSTH, f], minrtt, s, f)
+                elif cca != UDP:
+                    infl = af * inv_dt * base + qb + tb
+                    _bbr_update(s, f, cca, t, dt, o, lost, rtt, infl, rng, b)
+                # ---- completion of finite flows ----
+                size = s[S_SIZE, f]
+                if size < INF and deliv >= size * (1.0 - 1e-12):
+                    fin = t + dt + 0.5 * base
+                    n = nrec[b]
+                    if n < rec.shape[0]:
+                        rec[n, R_CLASS] = cls
+                        rec[n, R_FID] = s[S_FID, f]
+                        rec[n, R_START] = s[S_FSTART, f]
+                        rec[n, R_FINISH] = fin
+                        rec[n, R_BYTES] = size
+                        nrec[b] = n + 1
+                    else:
+                        inst[I_REC_LOST] += 1.0
+                    # S_PBYTES holds -(delivered at period start); see the period end
+                    if s[S_PBYTES, f] + deliv >= ACTIVE_BYTES:
+                        out[O_ACTIVE] += 1.0
+                    s[S_PBYTES, f] = -deliv
+                    # numerical residue of the finished flow leaves the queues with it
+                    q[k] = max(q[k] - qb, 0.0)
+                    inst[I_TBFQ] = max(inst[I_TBFQ] - tb, 0.0)
+                    s[S_QB, f] = 0.0
+                    s[S_TB, f] = 0.0
+                    s[S_ON, f] = 0.0
+                    s[S_RTT, f] = rtt
+                    if cls == CLASS_SHORT:
+                        out[O_SHORT_DONE] += 1.0
+                    if is_dtn:
+                        inst[I_DTN_LEFT] -= 1.0
+                        if inst[I_DTN_LEFT] <= 0.0:
+                            inst[I_DTN_DONE] = fin
+            if is_dtn:
+                dtn_b += r_b
+                dtn_l += r_l
+                dtn_sent += r_sent
+                n_dtn_on += r_n
+                rttd_step += r_rtt
+                qdd_sum += r_qd
+                qdd_w += r_w
             else:
-                camp_b += o
-                camp_sent += af
-                n_camp_on += 1
-                rttc_step += meas_rtt
-                qdc_sum += ain * qdel[k]
-                qdc_w += ain
-            if lost > 0.0:
-                s[S_PLOST, f] += lost
-                s[S_TOSEND, f] += lost  # to be retransmitted
-            if cca <= CUBIC:
-                minrtt = s[S_MINRTT, f]
-                if rtt < minrtt:
-                    minrtt = rtt
-                    s[S_MINRTT, f] = rtt
-                if lost > 0.0 and s[S_LOSS_AT, f] == INF and t >= s[S_RECOV_END, f]:
-                    if _rand(rng, b) < 1.0 - math.exp(-lost / MSS):
-                        s[S_LOSS_AT, f] = t + LOSS_FEEDBACK_RTTS * rtt
-                        s[S_RECOV_END, f] = INF
-                if t >= s[S_LOSS_AT, f]:
-                    _window_loss(s, f, cca, t, rtt)
-                elif o > 0.0:
-                    s[S_CWND, f] = _window_grow(cca, t, o, rtt, s[S_CWND, f], s[S_SSTH, f], minrtt, s, f)
-            elif cca != UDP:
-                infl = s[S_RATE, f] * base + qb + tb
-                _bbr_update(s, f, cca, t, dt, o, lost, rtt, infl, rng, b)
-            # ---- completion of finite flows ----
-            size = s[S_SIZE, f]
-            if size < INF and deliv >= size * (1.0 - 1e-12):
-                fin = t + dt + 0.5 * base
-                n = nrec[b]
-                if n < rec.shape[0]:
-                    rec[n, R_CLASS] = cls
-                    rec[n, R_FID] = s[S_FID, f]
-                    rec[n, R_START] = s[S_FSTART, f]
-                    rec[n, R_FINISH] = fin
-                    rec[n, R_BYTES] = size
-                    nrec[b] = n + 1
-                else:
-                    inst[I_REC_LOST] += 1.0
-                if s[S_PBYTES, f] >= ACTIVE_BYTES:
-                    out[O_ACTIVE] += 1.0
-                s[S_PBYTES, f] = 0.0
-                # numerical residue of the finished flow leaves the queues with it
-                q[k] = max(q[k] - qb, 0.0)
-                inst[I_TBFQ] = max(inst[I_TBFQ] - tb, 0.0)
-                s[S_QB, f] = 0.0
-                s[S_TB, f] = 0.0
-                s[S_ON, f] = 0.0
-                s[S_RATE, f] = 0.0
-                if cls == CLASS_SHORT:
-                    out[O_SHORT_DONE] += 1.0
-                if cls == CLASS_DTN:
-                    inst[I_DTN_LEFT] -= 1.0
-                    if inst[I_DTN_LEFT] <= 0.0:
-                        inst[I_DTN_DONE] = fin
+                camp_b += r_b
+                camp_l += r_l
+                camp_sent += r_sent
+                n_camp_on += r_n
+                rttc_step += r_rtt
+                qdc_sum += r_qd
+                qdc_w += r_w
         # ---- measurements of this sub-step ----
         if n_dtn_on > 0:
             rttd_sum += rttd_step / n_dtn_on * dt
@@ -846,8 +903,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
             rttc_sum += rttc_step / n_camp_on * dt
             rttc_time += dt
         t += dt
-    inst[I_T] = t
     inst[I_PERIODS] += 1.0
+    inst[I_T] = inst[I_PERIODS] * period
     out[O_DTN_B] = dtn_b
     out[O_CAMP_B] = camp_b
     out[O_DTN_L] = dtn_l
@@ -874,8 +931,17 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     out[O_TBF_DELAY] = tbf_delay_sum / period
     out[O_QBYTES] = qbytes_sum / period
     for f in range(F):
+        s[S_PBYTES, f] += s[S_DELIV, f]
         if s[S_PBYTES, f] >= ACTIVE_BYTES:
             out[O_ACTIVE] += 1.0
+        if s[S_ON, f] > 0.0:
+            k = int(p[P_QID, f])
+            s[S_RATE, f] = a[f] * inv_dt
+            s[S_RTT, f] = p[P_BASE, f] + q[k] / (ip[IP_CAP] * weight[k] / wtot)
+            if p[P_SHAPED, f] > 0.0:
+                s[S_RTT, f] += inst[I_TBFQ] / u if u > 0.0 else 0.0
+        else:
+            s[S_RATE, f] = 0.0
     w = 0.0
     for gi in range(n_send):
         w += g[gi, 1]

@@ -87,14 +87,15 @@ NS = S_SLOT0 + 10
     I_REC_LOST,  # finished-flow records that did not fit the buffer
     I_WAITING,  # Weibull flows waiting for a free slot (sum over senders)
     I_NEXT_START,  # earliest start time of a long flow that has not started yet
-) = range(15)
-NI = 15
+    I_RTTMIN,  # smallest RTT any active flow saw in the last sub-step (sets the adaptive dt)
+) = range(16)
+NI = 16
 
 # -- IP: per-instance parameters ----------------------------------------------------------
 (
     IP_CAP,  # bytes/s
-    IP_DT,
-    IP_NSUB,
+    IP_DT,  # fixed sub-step (s); <= 0: adaptive, min RTT now / DT_RTT_DIVISOR in [DT_MIN, DT_MAX]
+    IP_NSUB,  # sub-steps per period when dt is fixed
     IP_BURST,  # bytes; <= 0: derive from the rate
     IP_LATENCY,
     IP_PERIOD,

@@ -54,12 +54,12 @@ class FlowShape:
         return cls(sc.dtn.streams, n_campus, kind, n_send, c.SHORT_SLOTS_PER_SENDER)
 
 
-def default_dt(sc: Scenario) -> float:
-    """Sub-step: min(DT_MAX, smallest base RTT / DT_RTT_DIVISOR)."""
+def min_base_rtt(sc: Scenario) -> float:
+    """Smallest base RTT of any flow the scenario can have (seeds the adaptive sub-step)."""
     rtts = [sc.dtn.rtt] if sc.dtn.streams else []
     if sc.campus.hosts or sc.campus.short_flow_senders:
         rtts.append(sc.campus.rtt)
-    return min(c.DT_MAX, min(rtts, default=1.0) / c.DT_RTT_DIVISOR)
+    return min(rtts, default=1.0)
 
 
 def _seed_words(seed: int) -> int:
@@ -76,7 +76,8 @@ class FluidPlant:
 
     ``scenarios`` (optional) gives each instance its own scenario of the same
     shape (same flow counts and traffic kind, same period); otherwise all use
-    ``scenario``. ``dt`` overrides the sub-step (default ``default_dt``).
+    ``scenario``. ``dt`` fixes the sub-step (default: adaptive, a fifth of the smallest current RTT,
+    see constants.DT_RTT_DIVISOR).
     """
 
     def __init__(
@@ -174,12 +175,15 @@ class FluidPlant:
         S[L.S_FSTART, :] = -1.0
         S[L.S_RTT, :] = P[L.P_BASE, :]
         S[L.S_MINRTT, :] = P[L.P_BASE, :]
-        dt = self._dt_override if self._dt_override is not None else default_dt(sc)
-        nsub = max(1, int(math.ceil(sc.period / dt - 1e-9)))
         w = sc.campus.weibull
         IP[L.IP_CAP] = sc.capacity / 8.0
-        IP[L.IP_DT] = sc.period / nsub
-        IP[L.IP_NSUB] = nsub
+        if self._dt_override is not None:
+            nsub = max(1, int(math.ceil(sc.period / self._dt_override - 1e-9)))
+            IP[L.IP_DT] = sc.period / nsub
+            IP[L.IP_NSUB] = nsub
+        else:
+            IP[L.IP_DT] = -1.0  # adaptive (constants.DT_RTT_DIVISOR)
+            IP[L.IP_NSUB] = 0
         IP[L.IP_BURST] = sc.shaper.burst if sc.shaper.burst is not None else -1.0
         IP[L.IP_LATENCY] = sc.shaper.latency
         IP[L.IP_PERIOD] = sc.period
@@ -203,6 +207,7 @@ class FluidPlant:
         inst[L.I_DTN_FIRST] = math.inf
         inst[L.I_DTN_DONE] = math.inf
         inst[L.I_NEXT_START] = -1.0
+        inst[L.I_RTTMIN] = min_base_rtt(sc)
         inst[L.I_DTN_LEFT] = d if sc.dtn.transfer is not None and d else math.inf
         self.RNG[i] = np.uint64(_seed_words(int(rng.integers(0, 2**62))))
 
@@ -353,5 +358,5 @@ class FluidPlant:
         }
 
     def __repr__(self) -> str:
-        return (f"FluidPlant({self.scenario.name!r}, batch={self.batch}, flows={self.shape.n_flows}, "
-                f"dt={self.IP[0, L.IP_DT]:.4g}s)")
+        dt = "adaptive" if self._dt_override is None else f"{self._dt_override:g}s"
+        return f"FluidPlant({self.scenario.name!r}, batch={self.batch}, flows={self.shape.n_flows}, dt={dt})"

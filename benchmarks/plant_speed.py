@@ -1,0 +1,91 @@
+"""Speed of the fluid plant; prints one JSON object (numbers are wall-clock, noisy on a shared machine).
+
+    python benchmarks/plant_speed.py [--duration 120] [--batch 30] [--sweep 1,10,100,1000,10000]
+
+- ``single``: paper-cubic, ``duration`` s with the trivial policy through
+  ``scidmz.controller.loop.run_episode`` (goal: >= 1000x real time).
+- ``batch``: the same with ``batch`` instances in one plant (goal: at most
+  10x the wall time of one instance).
+- ``sweep``: campus long streams N_s (MLC Table 5) on paper-cubic, seconds of
+  wall time per simulated second, for the MLC engineer's cost estimates.
+Each measurement is the best of ``--repeat`` runs after a warm-up that loads
+the numba cache; ``cold_s`` is the first construction + step in this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+
+def _episode_wall(scenario, batch: int, duration: float, repeat: int) -> float:
+    from scidmz.controller.loop import run_episode
+    from scidmz.plant.base import make_plant
+    from scidmz.policies import make_policy
+
+    sc = scenario.replace(duration=duration)
+    targets = np.full(sc.steps, 600e6)
+    best = np.inf
+    with make_plant("fluid", sc, batch=batch) as plant:
+        run_episode(plant, make_policy("trivial"), targets[:2])  # warm-up: load/compile the kernel
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            run_episode(plant, make_policy("trivial"), targets, seed=sc.seed)
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--duration", type=float, default=120.0)
+    ap.add_argument("--batch", type=int, default=30)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--sweep", default="1,10,100,1000,10000", help="campus streams N_s ('' to skip)")
+    ap.add_argument("--sweep-duration", type=float, default=10.0)
+    a = ap.parse_args()
+
+    import numba
+
+    from scidmz.plant.fluid import FluidPlant
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("paper-cubic")
+    t0 = time.perf_counter()
+    FluidPlant(sc).step(400e6)
+    cold = time.perf_counter() - t0
+
+    single = _episode_wall(sc, 1, a.duration, a.repeat)
+    batch = _episode_wall(sc, a.batch, a.duration, a.repeat)
+    bbr2 = _episode_wall(load_scenario("paper-bbr2"), 1, a.duration, a.repeat)
+    result = {
+        "scenario": sc.name,
+        "duration_s": a.duration,
+        "cpu_count": os.cpu_count(),
+        "numba_threads": numba.get_num_threads(),
+        "loadavg_1min": os.getloadavg()[0],
+        "cold_s": cold,
+        "single_wall_s": single,
+        "single_speedup": a.duration / single,
+        "paper_bbr2_wall_s": bbr2,
+        "paper_bbr2_speedup": a.duration / bbr2,
+        "batch": a.batch,
+        "batch_wall_s": batch,
+        "batch_over_single": batch / single,
+        "batch_instance_speedup": a.duration * a.batch / batch,
+        "sweep": [],
+    }
+    for ns in [int(x) for x in a.sweep.split(",") if x.strip()]:
+        s = sc.replace(campus={"hosts": ns, "flows_per_host": 1})
+        wall = _episode_wall(s, 1, a.sweep_duration, 1)
+        result["sweep"].append(
+            {"campus_streams": ns, "wall_per_sim_s": wall / a.sweep_duration, "speedup": a.sweep_duration / wall}
+        )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
