@@ -176,3 +176,37 @@ def test_cli_replay_json(tmp_path, capsys):
     assert main(["telemetry", "replay", str(eg), "--egress-pcap", str(ing)]) == 2
     assert main(["telemetry", "replay", "--ingress-pcap", str(ing)]) == 2
     assert main(["telemetry", "replay", str(eg), "--dtn-prefix", "10.0.3/99"]) == 2
+
+
+def test_campus_rtt_smoothing_and_dtn_rtt_mean(tmp_path):
+    """Algorithm 4: RTT_campus <- alpha RTT_campus + (1 - alpha) mean(flow RTTs); RTT_DTN = digest mean."""
+    from scidmz.telemetry.collector import DEFAULT_ALPHA
+    from scidmz.telemetry.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.view import DataPlaneView
+
+    assert isinstance(SoftwareDataPlane(), DataPlaneView)
+    taps = Taps()
+    seq = {1: 1, 2: 1, 3: 1}
+
+    def seg(sport, dst, t, d_ms):
+        taps.add(C.TAP_EGRESS, t, frame(SND, dst, sport, 80, seq=seq[sport], flags="PA", payload=500))
+        seq[sport] += 500
+        taps.add(C.TAP_EGRESS, t + int(d_ms * MS), frame(dst, SND, 80, sport, seq=1, ack=seq[sport], flags="A"))
+
+    for k in range(80):  # period 1: campus flows at 10 and 20 ms, DTN alternating 40/60 ms
+        t = T0 + k * 10 * MS
+        seg(1, RMT, t, 10)
+        seg(2, RMT, t, 20)
+        seg(3, DTN, t, 40 if k % 2 else 60)
+    for k in range(80):  # period 2: campus flows at 30 and 50 ms
+        t = T0 + S + k * 10 * MS
+        seg(1, RMT, t, 30)
+        seg(2, RMT, t, 50)
+        seg(3, DTN, t, 100)
+    ys, _ = replay(taps, tmp_path)
+    assert ys[0].rtt_campus == pytest.approx(0.015, rel=1e-3)
+    assert ys[0].rtt_dtn == pytest.approx(0.050, rel=1e-3)
+    a = DEFAULT_ALPHA
+    assert ys[1].rtt_campus == pytest.approx(a * 0.015 + (1 - a) * 0.040, rel=1e-3)
+    assert ys[1].rtt_dtn == pytest.approx(0.100, rel=1e-3)
+    assert ys[1].active_flows == 3
