@@ -67,8 +67,27 @@ def _our_processes(prefix: str) -> list[int]:
     return out
 
 
+_OUR_LINK_NAMES = {"eth0", "up", "br0", "campus", "dtn", "wan", "lan", "a", "b", "ti", "te", "qd", "s1"}
+
+
 def _snapshot():
     return _namespaces(), _root_links(), _root_qdiscs()
+
+
+def _assert_clean(before, prefix: str) -> None:
+    """Nothing of testbed ``prefix`` is left: namespaces, root links/qdiscs, processes.
+
+    Other people may create namespaces or links on a shared machine meanwhile,
+    so only what could be ours is compared (in CI nothing else runs).
+    """
+    ns0, links0, qd0 = before
+    ns1, links1, qd1 = _snapshot()
+    assert not {n for n in ns1 - ns0 if n.startswith(prefix + "-")}
+    new_links = links1 - links0
+    assert not {n for n in new_links if n in _OUR_LINK_NAMES or n.startswith(prefix)}
+    with_idx = {i for i, _ in qd0}
+    assert {q for q in qd1 if q[0] in with_idx} == qd0, "root-namespace qdiscs changed"
+    assert _our_processes(prefix) == []
 
 
 def test_plant_carries_traffic_and_tbf_moves_dtn_rate_then_tears_down_cleanly():
@@ -116,9 +135,7 @@ def test_plant_carries_traffic_and_tbf_moves_dtn_rate_then_tears_down_cleanly():
     finally:
         plant.close()
     time.sleep(0.2)
-    assert _snapshot() == before
-    assert not any(ns.startswith(prefix + "-") for ns in _namespaces())
-    assert _our_processes(prefix) == []
+    _assert_clean(before, prefix)
     assert not (RUN_DIR / f"{prefix}.json").exists()
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
@@ -189,8 +206,7 @@ def test_down_all_removes_leftovers_of_a_killed_owner(tmp_path):
     assert removed["tkx"]["namespaces"] == len(summary["namespaces"])
     time.sleep(0.2)
     assert not any(ns.startswith("tkx-") for ns in _namespaces())
-    assert _our_processes("tkx") == []
-    assert _snapshot() == before
+    _assert_clean(before, "tkx")
     assert list(tmp_path.glob("*.json")) == []
 
 
@@ -212,3 +228,28 @@ def test_sigterm_tears_down_a_running_testbed(tmp_path):
     assert not any(ns.startswith("tst-") for ns in _namespaces())
     assert _our_processes("tst") == []
     assert list(tmp_path.glob("*.json")) == []
+
+
+def test_dataplane_telemetry_on_mirrored_packets_matches_kernel_ground_truth():
+    from scidmz.plant.netns.plant import NetnsPlant
+
+    sc = _small(campus={"hosts": 3})
+    with NetnsPlant(sc, prefix="tdp", telemetry="dataplane") as plant:
+        plant.reset(seed=2)
+        ys, infos = [], []
+        for _ in range(8):
+            ys.append(plant.step(10e6).y[0])
+            infos.append(plant.info)
+        assert [i["telemetry"] for i in infos] == ["dataplane"] * 8
+        y = np.array(ys)[3:]
+        truth_dtn = np.array([float(i["dtn_bytes"][0]) for i in infos[3:]]) * 8 / sc.period
+        truth_campus = np.array([float(i["campus_bytes"][0]) for i in infos[3:]]) * 8 / sc.period
+        # Same packets, two counters (mirrored frames vs S2 port bytes): totals agree.
+        assert y[:, 0].sum() == pytest.approx(truth_dtn.sum(), rel=0.1)
+        assert y[:, 1].sum() == pytest.approx(truth_campus.sum(), rel=0.1)
+        assert y[:, 1].mean() < 10.8e6  # the campus shaper holds
+        # RTT samples from SEQ/ACK matching at the tap see at least the base RTTs.
+        assert y[:, 2].min() >= 0.1 - 1e-3 and y[:, 3].min() >= 0.01 - 1e-3
+        assert np.all(y[:, 4] >= 0) and y[:, 4].max() > 1e-3  # a queue builds at B_max
+        assert np.all(y[:, 6] == 11)  # 8 DTN streams + 3 campus flows
+        assert all(i["tap_drops"][0] == 0 for i in infos)

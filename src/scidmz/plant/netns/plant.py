@@ -186,6 +186,7 @@ class NetnsPlant:
             "delay_stage_lost": np.array([float(ds.get("kernel_drops", 0) + ds.get("tx_errors", 0))]),
             "delay_stage_reordered": np.array([float(ds.get("reordered", 0))]),
             "late_s": np.array([max(time.monotonic() - deadline, 0.0)]),
+            "tap_drops": np.array([float(ti.get("tap_drops", 0.0))]),
             "telemetry": getattr(self._tel, "name", "kernel"),
             "u_applied": np.array([self._act.current_rate()]),
         }

@@ -18,7 +18,7 @@ so BR1's bottleneck qdisc is untouched.
 
 ``DataplaneTelemetry`` also keeps a ``KernelCounterTelemetry`` running for
 the plant's ground truth (bytes delivered per class) and as the fallback
-when a data-plane sample does not arrive within T + 2 s (logged, and
+when a data-plane sample does not arrive within T + 5 s (logged, and
 reported in ``info["telemetry"]``).
 """
 
@@ -30,6 +30,7 @@ import math
 import os
 import queue
 import threading
+import time
 from typing import Any
 
 from ...state import STATE_FIELDS, NetworkState
@@ -96,12 +97,14 @@ def _enter_netns(ns: str) -> None:
 class DataplaneTelemetry:
     """y every T from the software data plane on BR1's mirrored packets (see module docstring)."""
 
-    def __init__(self, tb: Testbed, lateness: float = 0.05, block_nr: int = 64, start_timeout: float = 30.0) -> None:
+    def __init__(self, tb: Testbed, lateness: float = 0.05, block_nr: int = 64, start_timeout: float = 30.0,
+                 max_wait: float = 5.0) -> None:
         from ...telemetry.source import TelemetrySource, _warm_kernels
 
         self.tb = tb
         self.name = "dataplane"
         self.period = tb.scenario.period
+        self.max_wait = float(max_wait)
         self.tap_ns, self.egress, self.ingress = setup_mirrors(tb)
         _warm_kernels()  # compile/load numba kernels here, not inside the first period
         self.kernel = KernelCounterTelemetry(tb)
@@ -131,8 +134,8 @@ class DataplaneTelemetry:
             )
             it = iter(src)
             self._ready.set()
-            for y in it:
-                self._q.put((y, dict(src.drops)))
+            for k, y in enumerate(it, 1):
+                self._q.put((k, y, dict(src.drops)))
                 if self._stop.is_set():
                     break
         except BaseException as exc:  # noqa: BLE001 - reported to the plant, which falls back
@@ -153,10 +156,18 @@ class DataplaneTelemetry:
         """The data plane's y for the period ending at ``t`` (kernel counters if it is late or failed)."""
         if t <= 0:
             return self.kernel.sample(t)
-        try:
-            item = self._q.get(timeout=self.period + 2.0)
-        except queue.Empty:
-            item = None
+        # Samples carry their period index, so a late one is never taken for the next period.
+        want = int(round(t / self.period))
+        deadline = time.monotonic() + self.period + self.max_wait
+        item = None
+        while True:
+            try:
+                item = self._q.get(timeout=max(deadline - time.monotonic(), 0.0))
+            except queue.Empty:
+                item = None
+                break
+            if item is None or item[0] >= want:
+                break
         ks = self.kernel.sample(t)
         self.last_info = dict(self.kernel.last_info)
         if item is None:
@@ -165,7 +176,7 @@ class DataplaneTelemetry:
                             f"failed ({self._err})" if self._err else "sample late", t)
             self.name = "kernel-fallback"
             return ks
-        y, self.drops = item
+        _, y, self.drops = item
         self.name = "dataplane"
         self.last_info["tap_drops"] = float(self.drops.get("kernel_drops", 0))
         vals = {}
