@@ -106,7 +106,7 @@ TBF_MIN_BURST_PKTS = 10.0
 # -- traffic generation ----------------------------------------------------------
 CAMPUS_START_JITTER = 1.0  # s; long campus flows start uniformly in [0, this)
 DTN_START_JITTER = 0.010  # s; DTN streams start in [dtn.start, dtn.start + this)
-SHORT_SLOTS_PER_SENDER = 16  # concurrent short flows per Weibull sender (more wait for a slot)
+SHORT_SLOTS_PER_SENDER = 64  # concurrent short flows per Weibull sender (more wait for a slot)
 
 # -- passive measurements (the seven Table 3 variables) -----------------------------
 # A flow is "active" in a period if it delivered at least this many bytes

@@ -82,6 +82,7 @@ from .constants import (
 from .layout import (
     I_DTN_DONE,
     I_DTN_FIRST,
+    I_DTN_LASTFIN,
     I_DTN_LEFT,
     I_NEXT_START,
     I_NEXTFID,
@@ -139,6 +140,10 @@ from .layout import (
     P_UDP,
     QP_BUFFER,
     QP_WEIGHT,
+    QS_BYTES,
+    QS_ORPH_CAMP,
+    QS_ORPH_DTN,
+    QS_ORPH_TBF,
     R_BYTES,
     R_CLASS,
     R_FID,
@@ -694,9 +699,9 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         # Flows come in three ranges (DTN, long campus/UDP, short-flow slots); a range
         # shares class, CCA and shaper, so those are hoisted out of the flow loops.
         for k in range(K):
-            qdel[k] = q[k] / (ip[IP_CAP] * weight[k] / wtot)
+            qdel[k] = q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
             qa[k] = 0.0
-            tbd[k] = 0.0
+            tbd[k] = q[k, QS_ORPH_TBF]
         tbfq = inst[I_TBFQ]
         tbf_delay = tbfq / u if u > 0.0 else (ip[IP_LATENCY] if tbfq > 0.0 else 0.0)
         a_tbf = 0.0
@@ -754,16 +759,28 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         # ---- 4. bottleneck: weighted service, drop-tail per queue ----
         for k in range(K):
             qa[k] += tbd[k] * out_frac
-            qd[k] = q[k] + qa[k]
+            qd[k] = q[k, QS_BYTES] + qa[k]
         _serve_queues(qdisc, qd, weight, cap, served)
         qtot = 0.0
         for k in range(K):
             nq = qd[k] - served[k]
             qdrop[k] = _droptail(nq, qp[k, QP_BUFFER])
-            q[k] = nq - qdrop[k]
-            qtot += q[k]
+            q[k, QS_BYTES] = nq - qdrop[k]
+            qtot += q[k, QS_BYTES]
             sfrac[k] = served[k] / qd[k] if qd[k] > 0.0 else 0.0
             dfrac[k] = qdrop[k] / qa[k] if qa[k] > 0.0 else 0.0
+            # bytes of finished flows still queued: served like everyone else's
+            mv = q[k, QS_ORPH_TBF] * out_frac
+            q[k, QS_ORPH_TBF] -= mv
+            ocd = q[k, QS_ORPH_DTN] * sfrac[k]
+            q[k, QS_ORPH_DTN] -= ocd
+            dem = q[k, QS_ORPH_CAMP] + mv
+            occ = dem * sfrac[k]
+            odr = mv * dfrac[k]
+            q[k, QS_ORPH_CAMP] = max(dem - occ - odr, 0.0)
+            dtn_b += ocd
+            camp_b += occ
+            camp_l += odr
         qbytes_sum += qtot * dt
         # ---- 5. per-flow delivery, loss detection and controller update ----
         n_dtn_on = 0
@@ -850,8 +867,11 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                     _bbr_update(s, f, cca, t, dt, o, lost, rtt, infl, rng, b)
                 # ---- completion of finite flows ----
                 size = s[S_SIZE, f]
-                if size < INF and deliv >= size * (1.0 - 1e-12):
-                    fin = t + dt + 0.5 * base
+                if size < INF and s[S_TOSEND, f] <= 1e-6:
+                    # all sent, nothing lost: the last byte leaves the FIFOs after their delay
+                    fin = t + dt + 0.5 * base + q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
+                    if shaped and u > 0.0:
+                        fin += inst[I_TBFQ] / u
                     n = nrec[b]
                     if n < rec.shape[0]:
                         rec[n, R_CLASS] = cls
@@ -863,12 +883,11 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                     else:
                         inst[I_REC_LOST] += 1.0
                     # S_PBYTES holds -(delivered at period start); see the period end
-                    if s[S_PBYTES, f] + deliv >= ACTIVE_BYTES:
+                    if s[S_PBYTES, f] + deliv + qb + tb >= ACTIVE_BYTES:
                         out[O_ACTIVE] += 1.0
                     s[S_PBYTES, f] = -deliv
-                    # numerical residue of the finished flow leaves the queues with it
-                    q[k] = max(q[k] - qb, 0.0)
-                    inst[I_TBFQ] = max(inst[I_TBFQ] - tb, 0.0)
+                    q[k, QS_ORPH_DTN if is_dtn else QS_ORPH_CAMP] += qb
+                    q[k, QS_ORPH_TBF] += tb
                     s[S_QB, f] = 0.0
                     s[S_TB, f] = 0.0
                     s[S_ON, f] = 0.0
@@ -877,8 +896,9 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                         out[O_SHORT_DONE] += 1.0
                     if is_dtn:
                         inst[I_DTN_LEFT] -= 1.0
+                        inst[I_DTN_LASTFIN] = max(inst[I_DTN_LASTFIN], fin)
                         if inst[I_DTN_LEFT] <= 0.0:
-                            inst[I_DTN_DONE] = fin
+                            inst[I_DTN_DONE] = inst[I_DTN_LASTFIN]
             if is_dtn:
                 dtn_b += r_b
                 dtn_l += r_l
@@ -937,7 +957,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         if s[S_ON, f] > 0.0:
             k = int(p[P_QID, f])
             s[S_RATE, f] = a[f] * inv_dt
-            s[S_RTT, f] = p[P_BASE, f] + q[k] / (ip[IP_CAP] * weight[k] / wtot)
+            s[S_RTT, f] = p[P_BASE, f] + q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
             if p[P_SHAPED, f] > 0.0:
                 s[S_RTT, f] += inst[I_TBFQ] / u if u > 0.0 else 0.0
         else:

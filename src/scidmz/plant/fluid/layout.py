@@ -7,7 +7,7 @@ instances x F flows through a whole control period:
 - ``S`` (B, NS, F)  per-flow state (cwnd, queue backlogs, BBR model, ...)
 - ``I`` (B, NI)     per-instance state (time, token bucket, EWMA RTT, ...)
 - ``IP`` (B, NIP)   per-instance parameters (capacity, dt, shaper, Weibull, ...)
-- ``Q`` (B, K)      bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight
+- ``Q`` (B, K, NQS) bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight
 - ``G`` (B, NSEND, 2) Weibull senders: next arrival time, flows waiting for a slot
 - ``OUT`` (B, NOUT) per-period results; ``REC`` (B, cap, NREC) finished flows
 
@@ -88,8 +88,9 @@ NS = S_SLOT0 + 10
     I_WAITING,  # Weibull flows waiting for a free slot (sum over senders)
     I_NEXT_START,  # earliest start time of a long flow that has not started yet
     I_RTTMIN,  # smallest RTT any active flow saw in the last sub-step (sets the adaptive dt)
-) = range(16)
-NI = 16
+    I_DTN_LASTFIN,  # latest finish time of the DTN streams done so far
+) = range(17)
+NI = 17
 
 # -- IP: per-instance parameters ----------------------------------------------------------
 (
@@ -117,6 +118,13 @@ NIP = 19
 
 QP_BUFFER, QP_WEIGHT = 0, 1
 NQP = 2
+
+# -- Q: per-queue state (B, K, NQS) --------------------------------------------------------------
+# A flow is finished once all its bytes are sent and none was lost: drop-tail
+# only drops arrivals, so what it still has queued will be delivered. Those
+# bytes stay in the queue as "orphans" of their class until served.
+QS_BYTES, QS_ORPH_DTN, QS_ORPH_CAMP, QS_ORPH_TBF = range(4)
+NQS = 4
 
 # -- OUT: per-period results ------------------------------------------------------------
 (

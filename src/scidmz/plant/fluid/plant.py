@@ -130,7 +130,7 @@ class FluidPlant:
         self.S = np.zeros((B, L.NS, F))
         self.I = np.zeros((B, L.NI))
         self.IP = np.zeros((B, L.NIP))
-        self.Q = np.zeros((B, 1))
+        self.Q = np.zeros((B, 1, L.NQS))
         self.QP = np.zeros((B, 1, L.NQP))
         self.G = np.zeros((B, max(self.shape.n_send, 1), 2))
         self.RNG = np.zeros(B, dtype=np.uint64)
@@ -206,6 +206,7 @@ class FluidPlant:
         inst[L.I_NEXTFID] = n0
         inst[L.I_DTN_FIRST] = math.inf
         inst[L.I_DTN_DONE] = math.inf
+        inst[L.I_DTN_LASTFIN] = -math.inf
         inst[L.I_NEXT_START] = -1.0
         inst[L.I_RTTMIN] = min_base_rtt(sc)
         inst[L.I_DTN_LEFT] = d if sc.dtn.transfer is not None and d else math.inf
@@ -276,6 +277,7 @@ class FluidPlant:
             "shaper_delay": o[:, L.O_TBF_DELAY].copy(),
             "queue_bytes": o[:, L.O_QBYTES].copy(),
             "short_flows_done": o[:, L.O_SHORT_DONE].copy(),
+            "short_flows_waiting": self.I[:, L.I_WAITING].copy(),
             "dtn_fct": fct,
             "utilization": (o[:, L.O_DTN_B] + o[:, L.O_CAMP_B]) * 8.0 / (cap * T),
         }
