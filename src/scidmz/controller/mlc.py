@@ -11,9 +11,13 @@ Per control period k (deciding u_k, applied over [kT, (k+1)T)):
 3. Anti-windup PI, Fig. 5 (``AntiWindupPI``): e = y_DTN - y_d,DTN, i.e. the
    last measured DTN rate minus the target;
        u_bar = u_hat + Kp e + I
-       u     = sat(u_bar) to [u_min, u_max] and to u(k-1) +- Delta_u
+       u     = sat(u_bar) to [u_min, u_max] and to the +-Delta_u(t) interval
        w     = u - u_bar                       (back-calculation)
        I    += T (Ki e + Kw w)
+   The +-Delta_u(t) interval (``Gains.limiter``) is centred either on the
+   administrator's trivial rate B_max - R*_DTN(t) ("band", the default: the
+   MLC refines the trivial setting by at most Delta_u and follows target
+   steps at once) or on u(k-1) ("rate": a slew-rate limit).
    Sign convention: a DTN below its target (e < 0) lowers the campus rate,
    giving the DTN more of the bottleneck; a DTN above it (e > 0) raises it.
    While u is saturated, w opposes the integrator's growth (Kw > 0), so the
@@ -44,8 +48,17 @@ from ..state import STATE_FIELDS, History
 
 __all__ = ["Gains", "desired_state", "AntiWindupPI", "MLCPolicy", "DEFAULT_DELTA_U"]
 
-#: Default per-period change limit Delta_u, as a fraction of B_max.
+#: Default Delta_u of the +-Delta_u(t) saturator, as a fraction of B_max.
 DEFAULT_DELTA_U = 0.1
+#: Where the +-Delta_u(t) interval of Fig. 5 is centred: "band" -> around the
+#: administrator's trivial rate B_max - R*_DTN(t) (moves with the target, so
+#: Delta_u(t) bounds how far the MLC may deviate from it); "rate" -> around
+#: u(t-T) (a slew-rate limit).
+LIMITERS = ("band", "rate")
+DEFAULT_LIMITER = "band"
+#: How y_d's RTT and queuing-delay entries are filled: "table3" (base RTTs, zero queues,
+#: as the paper's Table 3) or "measured" (the last measured values, see MLCPolicy).
+YD_FILLS = ("measured", "table3")
 _I_DTN = STATE_FIELDS.index("rate_dtn")
 _I_AF = STATE_FIELDS.index("active_flows")
 
@@ -62,8 +75,11 @@ class Gains:
     ki: float
     kw: float
     delta_u: float = DEFAULT_DELTA_U
+    limiter: str = DEFAULT_LIMITER
 
     def __post_init__(self) -> None:
+        if self.limiter not in LIMITERS:
+            raise ValueError(f"limiter must be one of {', '.join(LIMITERS)}, got {self.limiter!r}")
         for name in ("kp", "ki", "kw", "delta_u"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
@@ -110,7 +126,10 @@ class Gains:
         if missing:
             raise ValueError(f"{path}: missing gain(s): {', '.join(missing)}")
         try:
-            return cls(doc["kp"], doc["ki"], doc["kw"], doc.get("delta_u", DEFAULT_DELTA_U))
+            return cls(
+                doc["kp"], doc["ki"], doc["kw"], doc.get("delta_u", DEFAULT_DELTA_U),
+                doc.get("limiter", DEFAULT_LIMITER),
+            )
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
 
@@ -144,7 +163,7 @@ def desired_state(
 class AntiWindupPI:
     """The anti-windup filter of Fig. 5 (back-calculation), vectorised over B instances.
 
-    ``step(u_hat, e, u_prev)`` returns the saturated rate u; the integral
+    ``step(u_hat, e, center)`` returns the saturated rate u; the integral
     state ``integral`` and the last back-calculation signal ``w`` are kept.
     """
 
@@ -181,15 +200,23 @@ class AntiWindupPI:
         self.integral = np.zeros(batch)
         self.w = np.zeros(batch)
 
-    def step(self, u_hat: np.ndarray, e: np.ndarray, u_prev: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:
+    def step(
+        self,
+        u_hat: np.ndarray,
+        e: np.ndarray,
+        center: np.ndarray,
+        active: np.ndarray | None = None,
+    ) -> np.ndarray:
         """One period: u = sat(u_hat + Kp e + I); I += T (Ki e + Kw (u - u_bar)).
 
-        ``active`` (bool mask) limits the integral update to those instances
-        (the others, e.g. on a model fallback, keep their integral).
+        The saturator clips to [u_min, u_max] and to ``center`` +- Delta_u
+        (``center`` is u(t-T) for a slew-rate limit, or the trivial rate for
+        a band around it). ``active`` (bool mask) limits the integral update
+        to those instances (the others, e.g. on a model fallback, keep theirs).
         """
         u_bar = u_hat + self.kp * e + self.integral
-        lo = np.maximum(self.u_min, u_prev - self.delta_u)
-        hi = np.minimum(self.u_max, u_prev + self.delta_u)
+        lo = np.minimum(np.maximum(self.u_min, center - self.delta_u), self.u_max)
+        hi = np.maximum(np.minimum(self.u_max, center + self.delta_u), self.u_min)
         u = np.minimum(np.maximum(u_bar, lo), hi)
         w = u - u_bar
         d_int = self.period * (self.ki * e + self.kw * w)
@@ -215,7 +242,16 @@ class MLCPolicy:
 
     name = "mlc"
 
-    def __init__(self, model: Any, gains: Gains | Sequence[Gains], delta_u: float | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        gains: Gains | Sequence[Gains],
+        delta_u: float | None = None,
+        yd_fill: str = "measured",
+    ) -> None:
+        if yd_fill not in YD_FILLS:
+            raise ValueError(f"yd_fill must be one of {', '.join(YD_FILLS)}, got {yd_fill!r}")
+        self.yd_fill = yd_fill
         glist = [gains] if isinstance(gains, Gains) else list(gains)
         if not glist or not all(isinstance(g, Gains) for g in glist):
             raise TypeError("gains must be a Gains or a sequence of Gains (one per batch instance)")
@@ -230,6 +266,7 @@ class MLCPolicy:
         self.per_unit = bool(getattr(model, "per_unit", False))
         self.gains = gains
         self.delta_u_frac = float(delta_u if delta_u is not None else glist[0].delta_u)
+        self.limiter = glist[0].limiter
         self.fallbacks = 0
         self._warned = False
         self._scenario: Scenario | None = None
@@ -265,6 +302,8 @@ class MLCPolicy:
         y2 = history.last_y(2)
         u1 = history.last_u(self._u0)
         yd = desired_state(target, s.capacity, y1[:, _I_AF], s.dtn.rtt, s.campus.rtt)
+        if self.yd_fill == "measured":
+            yd[:, 2:6] = y1[:, 2:6]
         X = feature_row(yd, y1, y2, u1)
         if self.per_unit:
             X[:, list(RATE_FEATURES)] /= s.capacity
@@ -281,13 +320,19 @@ class MLCPolicy:
             if self.per_unit:
                 u_hat = u_hat * s.capacity
         e = history.last_y(1)[:, _I_DTN] - tg
-        u_prev = history.last_u(self._u0)
-        ok = np.isfinite(u_hat) & np.isfinite(e) & np.isfinite(u_prev)
+        trivial = np.clip(s.capacity - tg, s.u_min, s.u_max)
+        if self.limiter == "band":
+            center = trivial
+        else:
+            # Before the first decision there is no previous command of ours: start
+            # bumpless from the administrator's trivial setting.
+            center = history.last_u(trivial) if len(history) else trivial
+            center = np.where(np.isfinite(center), center, trivial)
+        ok = np.isfinite(u_hat) & np.isfinite(e)
         safe_hat = np.where(ok, u_hat, 0.0)
         safe_e = np.where(ok, e, 0.0)
-        safe_prev = np.where(np.isfinite(u_prev), u_prev, self._u0)
         with np.errstate(all="ignore"):
-            u = self.pi.step(safe_hat, safe_e, safe_prev, active=ok)
+            u = self.pi.step(safe_hat, safe_e, center, active=ok)
         ok &= np.isfinite(u)
         if not ok.all():
             n_bad = int((~ok).sum())
@@ -300,7 +345,6 @@ class MLCPolicy:
                     RuntimeWarning,
                     stacklevel=2,
                 )
-            trivial = np.clip(s.capacity - tg, s.u_min, s.u_max)
             u = np.where(ok, u, trivial)
         return u
 

@@ -41,6 +41,11 @@ def _keras() -> Any:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
 
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # Retracing notices from predict() on folds of different sizes are noise here.
+        tf.get_logger().setLevel("ERROR")
     return keras
 
 

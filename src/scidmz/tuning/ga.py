@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..controller.mlc import DEFAULT_DELTA_U, Gains
+from ..controller.mlc import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
 from ..scenario import Scenario
 from ..signals import random_steps
 
@@ -120,6 +120,7 @@ def evaluate_gains(
     seed: int = 0,
     plant: str = "fluid",
     delta_u: float = DEFAULT_DELTA_U,
+    limiter: str = DEFAULT_LIMITER,
 ) -> np.ndarray:
     """IAE (eq. 2, bit) of each gain set over one batched closed-loop episode; shape (n,).
 
@@ -132,12 +133,12 @@ def evaluate_gains(
     from ..plant.base import make_plant
 
     glist = (
-        [Gains(float(k[0]), float(k[1]), float(k[2]), delta_u) for k in np.atleast_2d(gains)]
+        [Gains(float(k[0]), float(k[1]), float(k[2]), delta_u, limiter) for k in np.atleast_2d(gains)]
         if isinstance(gains, np.ndarray)
         else list(gains)
     )
     n = len(glist)
-    policy = MLCPolicy(predictor, glist, delta_u=delta_u)
+    policy = MLCPolicy(predictor, glist)
     if plant == "fluid":
         # The fluid plant seeds instance i with its scenario's seed + i: offsetting each
         # instance's scenario seed by -i gives all of them the same randomness.
@@ -192,6 +193,7 @@ def tune(
     plant: str = "fluid",
     chunks: int | None = None,
     delta_u: float = DEFAULT_DELTA_U,
+    limiter: str = DEFAULT_LIMITER,
 ) -> TuneResult:
     """Tune (Kp, Ki, Kw) with PyGAD (Table 2 defaults); see the module docstring."""
     import pygad
@@ -209,7 +211,7 @@ def tune(
         counters["batch_sizes"].append(len(sols))
         counters["evaluations"] += len(sols)
         parts = _chunks(len(sols), chunks)
-        args = [(scenario, predictor, sols[sl], targets, seed, plant, delta_u) for sl in parts]
+        args = [(scenario, predictor, sols[sl], targets, seed, plant, delta_u, limiter) for sl in parts]
         if executor is None:
             results = [evaluate_gains(*a) for a in args]
         else:
@@ -267,7 +269,7 @@ def tune(
             bar.close()
     wall = time.perf_counter() - t0
     sol, fit, _ = ga.best_solution(ga.last_generation_fitness)
-    best = Gains(*(max(0.0, float(x)) for x in sol), delta_u=delta_u)
+    best = Gains(*(max(0.0, float(x)) for x in sol), delta_u=delta_u, limiter=limiter)
     curve = [h["best_iae"] for h in history]
     info = {
         "scenario": scenario.name,
@@ -281,11 +283,13 @@ def tune(
         "seed": int(seed),
         "plant": plant,
         "delta_u": float(delta_u),
+        "limiter": limiter,
         "gene_space": [dict(g) for g in gene_space],
         "best_generation": int(np.argmin(curve)) + 1 if curve else 0,
         "evaluations": counters["evaluations"],
         "fitness_calls": counters["batches"],
         "max_fitness_batch": max(counters["batch_sizes"], default=0),
+        "fitness_batch_sizes": list(counters["batch_sizes"]),
         "seconds": round(wall, 2),
         "target_signal": {"range_frac": list(TARGET_RANGE), "hold_s": TARGET_HOLD, "seed": int(seed)},
     }

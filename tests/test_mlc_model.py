@@ -1,0 +1,105 @@
+"""Inverse ANN (section 3.5, Fig. 8): architecture, NumPy predictor == Keras, save/load, bad input, CV."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("keras")
+
+from scidmz.controller.mlc import Gains, MLCPolicy  # noqa: E402
+from scidmz.models.inverse import InverseModel, load_predictor  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 22)) * 1e8 + 5e8  # rate-like magnitudes: the scalers must handle them
+    y = 0.5 * X[:, 1] + 0.2 * X[:, 21] + 1e7 * np.sin(X[:, 0] / 1e8)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def model(data) -> InverseModel:
+    X, y = data
+    return InverseModel(hidden_factor=64, epochs=3, batch_size=64, seed=1).fit(X, y)
+
+
+def test_architecture_matches_fig8(model: InverseModel) -> None:
+    dims = [layer.get_weights()[0].shape for layer in model._model.layers]
+    assert dims == [(22, 64 * 22), (64 * 22, 22), (22, 1)]
+
+
+def test_numpy_predictor_equals_keras(model: InverseModel, data) -> None:
+    X, _ = data
+    keras_out = model.predict(X[:100])
+    np_out = model.numpy_predictor()(X[:100])
+    np.testing.assert_allclose(np_out, keras_out, rtol=1e-4, atol=1e-6 * np.abs(keras_out).max())
+
+
+def test_save_load_round_trip(model: InverseModel, data, tmp_path) -> None:
+    X, _ = data
+    model.meta["dataset_sha256"] = "abc"
+    d = model.save(tmp_path / "m")
+    meta = json.loads((d / "meta.json").read_text())
+    assert meta["n_features"] == 22 and meta["feature_names"][21] == "u(t-T)"
+    assert meta["dataset_sha256"] == "abc"
+    back = InverseModel.load(d)
+    np.testing.assert_array_equal(back.predict(X[:20]), model.predict(X[:20]))
+    pred = load_predictor(d)
+    np.testing.assert_allclose(pred(X[:20]), model.numpy_predictor()(X[:20]))
+    # Saving again over an existing directory replaces it whole (no temp dirs left behind).
+    model.save(d)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+
+def test_same_seed_same_model(data) -> None:
+    X, y = data
+    a = InverseModel(hidden_factor=4, epochs=2, seed=5).fit(X[:200], y[:200]).predict(X[:10])
+    b = InverseModel(hidden_factor=4, epochs=2, seed=5).fit(X[:200], y[:200]).predict(X[:10])
+    np.testing.assert_array_equal(a, b)
+
+
+def test_width_mismatch_is_clear(model: InverseModel, data, tmp_path) -> None:
+    X, y = data
+    with pytest.raises(ValueError, match="expects 22 input features"):
+        model.predict(X[:, :21])
+    with pytest.raises(ValueError, match="expects 22 input features"):
+        model.numpy_predictor()(X[:, :21])
+    with pytest.raises(ValueError, match="expects 22 input features"):
+        InverseModel(epochs=1).fit(X[:, :20], y)
+    narrow = InverseModel(hidden_factor=2, epochs=1, n_features=21).fit(X[:50, :21], y[:50])
+    d = narrow.save(tmp_path / "narrow")
+    with pytest.raises(ValueError, match="21 input features"):
+        MLCPolicy.from_paths(model=str(d), gains=Gains(0.1, 0.1, 0.1))
+
+
+def test_bad_training_data(data) -> None:
+    X, y = data
+    Xn = X.copy()
+    Xn[3, 4] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        InverseModel(epochs=1).fit(Xn, y)
+    with pytest.raises(ValueError, match="rows"):
+        InverseModel(epochs=1).fit(X, y[:-1])
+    with pytest.raises(RuntimeError, match="not trained"):
+        InverseModel().predict(X)
+
+
+def test_load_errors(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError):
+        load_predictor(tmp_path / "none")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="not an inverse-model directory"):
+        load_predictor(tmp_path / "empty")
+
+
+def test_cross_validate_reports_relative_error(data) -> None:
+    X, y = data
+    cv = InverseModel(hidden_factor=4, epochs=2, seed=0).cross_validate(X[:200], y[:200], k=2)
+    assert cv["folds"] == 2 and len(cv["relative_error_folds"]) == 2
+    assert 0.0 < cv["relative_error"] < 1.0
+    with pytest.raises(ValueError, match="folds"):
+        InverseModel().cross_validate(X, y, k=1)
