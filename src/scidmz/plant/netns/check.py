@@ -76,8 +76,13 @@ def _port_bytes(tb: Testbed) -> dict[str, int]:
         return {ln.get_attr("IFLA_IFNAME"): int(ln.get_attr("IFLA_STATS64")["tx_bytes"]) for ln in ipr.get_links()}
 
 
-def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, sender: str = "s1") -> dict[str, Any]:
-    """Saturate the bottleneck from one campus host; wire rate, goodput and delay-stage health."""
+def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, sender: str = "s1",
+                       taps: bool = True) -> dict[str, Any]:
+    """Saturate the bottleneck from one campus host; wire rate, goodput, delay-stage and tap health.
+
+    With ``taps`` the data-plane telemetry runs on the mirrored packets
+    meanwhile, and its capture rings' kernel drops are reported.
+    """
     from .traffic import IPERF_PORT, parse_iperf_json
 
     h = tb.hosts[sender]
@@ -87,18 +92,32 @@ def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, send
     if need_server:
         tb.spawn(r.ns, ["iperf3", "-s", "-p", str(IPERF_PORT)], log_name=f"iperf3-s-{r.name}.log")
         time.sleep(0.5)
-    p = tb.spawn(h.ns, ["iperf3", "-c", r.ip, "-p", str(IPERF_PORT), "-t", str(seconds + 2.0),
-                        "-P", str(streams), "-C", h.cca, "-J"], log_name=f"check-{sender}.json")
-    time.sleep(1.0)  # past slow start: measure the steady state only
-    ds0 = tb.delay_stats()
-    b0 = _port_bytes(tb)
-    t0 = time.monotonic()
-    time.sleep(seconds)
-    b1 = _port_bytes(tb)
-    dt = time.monotonic() - t0
-    p.wait(timeout=seconds + 30)
-    time.sleep(1.1)  # let the stage write its next counters
-    ds1 = tb.delay_stats()
+    tel = None
+    if taps:
+        from .taps import DataplaneTelemetry
+
+        tel = DataplaneTelemetry(tb)
+        tap0 = tel.latest_drops()
+    try:
+        p = tb.spawn(h.ns, ["iperf3", "-c", r.ip, "-p", str(IPERF_PORT), "-t", str(seconds + 2.0),
+                            "-P", str(streams), "-C", h.cca, "-J"], log_name=f"check-{sender}.json")
+        time.sleep(1.0)  # past slow start: measure the steady state only
+        ds0 = tb.delay_stats()
+        b0 = _port_bytes(tb)
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        b1 = _port_bytes(tb)
+        dt = time.monotonic() - t0
+        p.wait(timeout=seconds + 30)
+        time.sleep(1.1)  # let the stage write its next counters (and the taps close a period)
+        ds1 = tb.delay_stats()
+        tap = None
+        if tel is not None:
+            tap1 = tel.latest_drops()
+            tap = {k: float(tap1.get(k, 0) - tap0.get(k, 0)) for k in tap1}
+    finally:
+        if tel is not None:
+            tel.close()
     rep = parse_iperf_json((tb.logdir / f"check-{sender}.json").read_text())
     port = tb.s2_port(r.name)
     wire = (b1.get(port, 0) - b0.get(port, 0)) * 8 / dt
@@ -111,6 +130,7 @@ def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, send
         "wire_rate": wire,
         "goodput": rep["bytes_received"] * 8 / rep["seconds"] if rep["seconds"] else 0.0,
         "retransmits": rep["retransmits"],
+        "taps": tap,
         "delay_stage": {
             "frames": d("rx"),
             "kernel_drops": d("kernel_drops"),
@@ -131,12 +151,13 @@ def check_testbed(tb: Testbed, senders: list[str] | None = None, rate_seconds: f
     st = bn["delay_stage"]
     ok_rtt = all(abs(v["error"]) <= 1e-3 for v in rtts.values())
     ok_stage = st["kernel_drops"] == 0 and st["tx_errors"] == 0 and st["reordered"] == 0
+    ok_taps = bn["taps"] is None or bn["taps"].get("kernel_drops", 0) == 0
     ok_rate = abs(bn["wire_rate"] / bn["capacity"] - 1) <= 0.05
     return {
         "testbed": tb.summary() | {"namespaces": len(tb.summary()["namespaces"])},
         "rtt": rtts,
         "bottleneck": bn,
-        "ok": {"rtt_within_1ms": ok_rtt, "delay_stage_clean": ok_stage, "rate_within_5pct": ok_rate},
+        "ok": {"rtt_within_1ms": ok_rtt, "delay_stage_clean": ok_stage, "taps_clean": ok_taps, "rate_within_5pct": ok_rate},
     }
 
 
@@ -153,6 +174,9 @@ def human(res: dict[str, Any]) -> str:
                  f"{st['tx_errors']:.0f} failed, {st['reordered']:.0f} reordered, "
                  f"late mean {st['late_mean_s'] * 1e6:.0f} us, {st['late_over_1ms']:.0f} frames > 1 ms late "
                  f"(max {st['late_max_s'] * 1e3:.1f} ms)")
+    if bn.get("taps") is not None:
+        lines.append(f"  taps: {bn['taps'].get('kernel_packets', 0):.0f} frames captured, "
+                     f"{bn['taps'].get('kernel_drops', 0):.0f} dropped by the kernel rings")
     lines.append("  " + ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in res["ok"].items()))
     return "\n".join(lines)
 

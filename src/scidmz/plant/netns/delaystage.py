@@ -170,6 +170,10 @@ class DelayStage:
                     self._held += 1
                     if self._held > st["held_max"]:
                         st["held_max"] = self._held
+                    if self._seq & 31 == 0:
+                        # A long burst of arrivals must not hold back frames already due.
+                        now = mono()
+                        self._release(now)
                 now = mono()
             nxt = self._release(now)
             if now >= next_stats:

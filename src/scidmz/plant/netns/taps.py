@@ -187,6 +187,17 @@ class DataplaneTelemetry:
             vals[f] = v if math.isfinite(v) else float(getattr(ks, f))
         return NetworkState(t=float(t), **vals)
 
+    def latest_drops(self) -> dict[str, int]:
+        """Drain queued samples and return the newest capture/parser drop counters."""
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self.drops = item[2]
+        return dict(self.drops)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=self.period + 2.0)
