@@ -1,8 +1,10 @@
 """The numba kernel: advance B instances x F flows through one control period.
 
-One call of :func:`advance_period` runs ``nsub`` sub-steps of length ``dt``
-for every instance (``prange`` over the batch; instances never share state,
-so the result does not depend on the thread schedule). Each sub-step:
+One call of :func:`advance_period` integrates one control period for every
+instance (``prange`` over the batch; instances never share state, so the
+result does not depend on the thread schedule), in sub-steps of ``dt``: fixed,
+or adaptive (a fifth of the smallest RTT any flow currently sees, see
+constants.DT_RTT_DIVISOR). Each sub-step:
 
 1. Weibull senders start short flows (Table 6 of the MLC paper).
 2. Every flow picks its sending rate from its congestion controller:
