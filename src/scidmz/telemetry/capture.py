@@ -98,7 +98,9 @@ class RingCapture:
         self.iface, self.tap = iface, tap
         self.block_size, self.block_nr = block_size, block_nr
         try:
-            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            # Protocol 0: the socket receives nothing until bind() names the interface,
+            # so no frame of another interface lands in it before the ring exists.
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         except PermissionError:
             raise PermissionError("live capture needs root (CAP_NET_RAW) for AF_PACKET sockets") from None
         self.sock = s

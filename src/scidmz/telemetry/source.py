@@ -132,6 +132,7 @@ class TelemetrySource:
             late_ns = int(lateness * 1e9)
             pending = np.zeros(0, dtype=PACKET_DTYPE)
             start = time.time()
+            start_ns = int(start * 1e9)
             dp.advance_clock(start)
             self.collector = col = Collector(dp, self.alpha, t0=start)
             k = 0
@@ -142,6 +143,8 @@ class TelemetrySource:
                 while True:
                     remaining = boundary + lateness - time.time()
                     batch = [r.poll(timeout=max(0.0, min(remaining, 0.05))) for r in rings]
+                    if k == 0:  # frames the rings caught before the first period began
+                        batch = [b[b["ts_ns"] >= start_ns] for b in batch]
                     if any(b.size for b in batch):
                         pending = merge_taps(pending, *batch)
                     cutoff = min(int((time.time() - lateness) * 1e9), int(boundary * 1e9) - 1)
