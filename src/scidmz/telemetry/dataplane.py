@@ -170,6 +170,9 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                 stats, rtt_out, n_rtt, flow_out, n_flow, last_ts):
     """Process packets from ``start``; return the index of the first unprocessed one.
 
+    At most one flow digest leaves per packet (the first event wins), like the
+    switch, whose deparser emits one digest of a kind per packet.
+
     ``p``: int64 parameters [C_TH, T_TH ticks, RTT timeout ticks, QD timeout ticks,
     LONG_FLOW_BYTES]. ``n_rtt``/``n_flow``: 1-element fill counters of the
     digest buffers; ``last_ts``: 1-element newest timestamp (ns).
@@ -212,6 +215,7 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
             i += 1
             continue
         t = tap[i]
+        sent = False
         now = (t_ns // tick_ns) & mask
         ln = np.int64(flen[i])
         fl = np.int64(flags[i])
@@ -275,12 +279,16 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                         af_count[fidx] += 1
                         if af_count[fidx] == c_th:
                             af_active[fidx] = 1
-                            _flow_digest(flow_out, n_flow, 1, vals, c, fidx, now)
+                            if not sent:  # one flow digest per packet, as on the switch
+                                _flow_digest(flow_out, n_flow, 1, vals, c, fidx, now)
+                                sent = True
                             stats[S_AF_NEW] += 1
                 else:
                     if af_active[fidx] == 1:
                         af_active[fidx] = 0
-                        _flow_digest(flow_out, n_flow, 2, vals, c, fidx, now)
+                        if not sent:  # one flow digest per packet, as on the switch
+                            _flow_digest(flow_out, n_flow, 2, vals, c, fidx, now)
+                            sent = True
                     af_count[fidx] = 1
                 af_bytes[fidx] = (af_bytes[fidx] + ln) & mask
                 slot_ok = True
@@ -288,7 +296,9 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                 if cur != 0:
                     stats[S_AF_EVICT] += 1
                     if af_active[fidx] == 1:
-                        _flow_digest(flow_out, n_flow, 2, vals, c, fidx, now)
+                        if not sent:  # one flow digest per packet, as on the switch
+                            _flow_digest(flow_out, n_flow, 2, vals, c, fidx, now)
+                            sent = True
                 af_sig[fidx] = fsig
                 af_count[fidx] = 1
                 af_ts[fidx] = now
@@ -302,7 +312,9 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                 is_new = True
                 if c_th <= 1:
                     af_active[fidx] = 1
-                    _flow_digest(flow_out, n_flow, 1, vals, c, fidx, now)
+                    if not sent:  # one flow digest per packet, as on the switch
+                        _flow_digest(flow_out, n_flow, 1, vals, c, fidx, now)
+                        sent = True
                     stats[S_AF_NEW] += 1
             else:
                 stats[S_AF_COLL] += 1
@@ -317,7 +329,9 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                     est = v
             if est >= long_b and est - ln < long_b:
                 stats[S_LONG] += 1
-                _flow_digest(flow_out, n_flow, 3, vals, c, fidx if slot_ok else mask, now)
+                if not sent:  # one flow digest per packet, as on the switch
+                    _flow_digest(flow_out, n_flow, 3, vals, c, fidx if slot_ok else mask, now)
+                    sent = True
         elif af_sig[fidx] == fsig:
             slot_ok = True
         # -- RTT (JENKS 3.1) ----------------------------------------------------------
@@ -408,7 +422,9 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
         # -- FIN / RST removes the flow (Algorithm 7) ------------------------------------
         if is_tcp and t == 1 and (fl & 0x05) and af_sig[fidx] == fsig:
             if af_active[fidx] == 1:
-                _flow_digest(flow_out, n_flow, 2, vals, c, fidx, now)
+                if not sent:  # one flow digest per packet, as on the switch
+                    _flow_digest(flow_out, n_flow, 2, vals, c, fidx, now)
+                    sent = True
             af_sig[fidx] = 0
             af_count[fidx] = 0
             af_active[fidx] = 0
