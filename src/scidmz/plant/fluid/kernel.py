@@ -842,10 +842,11 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 s[S_DELIV, f] = deliv
                 r_b += o
                 r_sent += af
-                r_n += 1
-                r_rtt += meas_rtt
-                r_qd += ain * qdel[k]
-                r_w += ain
+                if ain > 0.0:  # the tap only sees flows whose packets reach the bottleneck
+                    r_n += 1
+                    r_rtt += meas_rtt
+                    r_qd += ain * qdel[k]
+                    r_w += ain
                 if lost > 0.0:
                     s[S_PLOST, f] += lost
                     s[S_TOSEND, f] += lost  # to be retransmitted

@@ -264,7 +264,9 @@ class FluidPlant:
         self._y = y
         cap = np.array([sc.capacity for sc in self.scenarios])
         done = self.I[:, L.I_DTN_DONE]
-        fct = np.where(np.isfinite(done), done - self.I[:, L.I_DTN_FIRST], np.nan)
+        fct = np.full(self.batch, np.nan)
+        fin = np.isfinite(done)
+        fct[fin] = done[fin] - self.I[fin, L.I_DTN_FIRST]
         self._info = {
             "dtn_bytes": o[:, L.O_DTN_B].copy(),
             "campus_bytes": o[:, L.O_CAMP_B].copy(),
