@@ -329,6 +329,10 @@ def render_report(
         L.append(f"- {k}: {_f(v, '{:.1f} s') if k == 'wall_s' else v}")
     if meta.get("sizes"):
         L.append("- sizes: " + ", ".join(f"{k} = {v}" for k, v in meta["sizes"].items()))
+    if "deviations" in meta:
+        dev = meta["deviations"]
+        L.append("- sizes vs the paper: " + ("the paper's (section 3.5, Table 2, section 4)" if not dev
+                                             else "**reduced**: " + "; ".join(dev)))
     if meta.get("stages"):
         L.append("- stage wall times: " + ", ".join(f"{k} {v:.1f} s" for k, v in meta["stages"].items()))
     L += ["", "The plant is scidmz's fluid simulator of the paper's testbed (Fig. 2), not the paper's "

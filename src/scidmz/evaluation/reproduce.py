@@ -111,6 +111,33 @@ class ReproducePlan:
             top["mode"] = self.mode if self.mode.endswith("(custom)") else f"{self.mode} (custom)"
         return replace(self, **top)
 
+    def deviations(self) -> list[str]:
+        """Where these sizes differ from the paper's (the defaults), in words for the report."""
+        ref = ReproducePlan()
+        out: list[str] = []
+        if self.scenarios != ref.scenarios:
+            out.append(f"scenarios {self.scenarios} instead of {ref.scenarios}")
+        for key, what in (("identify_duration", "identification s"), ("generations", "GA generations"),
+                          ("population", "GA population"), ("parents", "GA parents"), ("episode", "GA episode s"),
+                          ("cv_folds", "CV folds")):
+            a, b = getattr(self, key), getattr(ref, key)
+            if a != b:
+                out.append(f"{what} {a:g} (paper/default {b:g})")
+        e, r = self.experiments, ref.experiments
+        for key, what in (("trials", "MRAE trials"), ("duration", "MRAE trial s"), ("transfer", "transfer bytes"),
+                          ("ns_trials", "trials per N_s"), ("ns_max_flows", "max trials x N_s"),
+                          ("short_trials", "short-flow trials"), ("short_duration", "short-flow s")):
+            a, b = getattr(e, key), getattr(r, key)
+            if a != b:
+                out.append(f"{what} {a:g} (paper/default {b:g})")
+        if (e.fct_trials or e.trials) != (r.fct_trials or r.trials):
+            out.append(f"FCT trials {e.fct_trials or e.trials} (paper {r.fct_trials or r.trials})")
+        if e.ns_values != r.ns_values:
+            out.append(f"N_s values {list(e.ns_values)} (paper {list(r.ns_values)})")
+        if set(self.which) != set(ref.which):
+            out.append(f"experiments {list(self.which)} only")
+        return out
+
     def sizes(self) -> dict[str, Any]:
         e = self.experiments
         return {
@@ -328,7 +355,7 @@ def reproduce_mlc(
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "git_commit": _git_commit(), "plant": "fluid", "mode": p.mode,
         "cpus": f"{os.cpu_count()} ({platform.machine()})", "wall_s": wall,
-        "sizes": p.sizes(), "stages": stages,
+        "sizes": p.sizes(), "deviations": p.deviations(), "stages": stages,
     }
     report = write_report(sections, meta, out_dir, notes=notes)
     result = {
