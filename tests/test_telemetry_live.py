@@ -181,7 +181,7 @@ def test_twin_queuing_delay_on_two_live_taps():
                     h.link("set", index=h.link_lookup(ifname=ifname)[0], state="up")
                 h.addr("add", index=h.link_lookup(ifname="eth0")[0], address=ip, prefixlen=24)
                 h.route("add", dst="0.0.0.0/0", gateway=gw)
-        _run(["ip", "netns", "exec", nsM, "sysctl", "-qw", "net.ipv4.ip_forward=1"])
+        _run(["ip", "netns", "exec", nsM, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"])
         # resolve neighbours before the overload, so no packet waits for ARP
         _run(["ip", "netns", "exec", nsA, sys.executable, "-c",
               "import socket, time; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
