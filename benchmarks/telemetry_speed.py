@@ -200,7 +200,8 @@ def live(seconds: float) -> dict[str, object]:
         pk = res["drops"].get("kernel_packets", 0)
         return {
             "iperf3_bps": bps,
-            "twin_rate_dtn_bps_median": float(np.median(rates)) if rates else None,
+            # per period; the first and last are partial (iperf3 starts/stops inside them)
+            "twin_rate_dtn_bps_per_period": [round(x) for x in rates],
             "kernel_packets": pk,
             "kernel_drops": res["drops"].get("kernel_drops", 0),
             "captured_pps": round(pk / (seconds + 4), 1),
