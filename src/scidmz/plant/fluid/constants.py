@@ -71,6 +71,7 @@ BBR_HIGH_GAIN = 2.885  # 2 / ln 2, startup pacing and cwnd gain
 BBR_DRAIN_GAIN = 1.0 / 2.885
 BBR_CWND_GAIN = 2.0
 BBR_PROBE_GAINS = (1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # one phase per min RTT
+BBR_PROBE_UP_MAX_RTTS = 2.0  # the 1.25 phase waits for 1.25 BDP inflight or a loss, at most this many min RTTs
 BBR_BW_WINDOW_ROUNDS = 10  # max-filter window of the bottleneck bandwidth estimate
 BBR_FULL_BW_THRESH = 1.25  # startup ends after 3 rounds growing < 25 %
 BBR_FULL_BW_ROUNDS = 3
@@ -84,6 +85,7 @@ BBR2_STARTUP_GAIN = 2.77  # v2 startup pacing gain (cwnd gain 2)
 BBR2_DRAIN_GAIN = 0.35
 BBR2_CWND_GAIN = 2.0
 BBR2_UP_GAIN = 1.25
+BBR2_UP_CNT_MAX = 1024.0  # packets: cap of the doubling inflight_hi growth per round in UP
 BBR2_DOWN_GAIN = 0.75
 BBR2_LOSS_THRESH = 0.02  # loss rate per round that marks inflight as too high
 BBR2_BETA = 0.7  # multiplicative cut of inflight_hi / bw_lo / inflight_lo on loss
@@ -102,6 +104,11 @@ BBR2_PACING_MARGIN = 0.01  # pace at 99 % of the estimate
 # at HZ = 250 worth of tokens, never less than TBF_MIN_BURST_PKTS packets.
 TBF_BURST_TIME = 0.004
 TBF_MIN_BURST_PKTS = 10.0
+
+# -- flow completion ------------------------------------------------------------------
+# A finite flow's last byte reaches the receiver this fraction of its base RTT
+# after leaving the bottleneck (symmetric path: half the RTT is the way back).
+FCT_ONE_WAY_FRACTION = 0.5
 
 # -- traffic generation ----------------------------------------------------------
 CAMPUS_START_JITTER = 1.0  # s; long campus flows start uniformly in [0, this)

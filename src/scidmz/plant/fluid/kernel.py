@@ -46,6 +46,7 @@ from .constants import (
     BBR2_PROBE_WAIT_RAND,
     BBR2_STARTUP_FULL_LOSS_MIN,
     BBR2_STARTUP_GAIN,
+    BBR2_UP_CNT_MAX,
     BBR2_UP_GAIN,
     BBR_BW_WINDOW_ROUNDS,
     BBR_CWND_GAIN,
@@ -58,6 +59,7 @@ from .constants import (
     BBR_PROBE_GAINS,
     BBR_PROBE_RTT_CWND,
     BBR_PROBE_RTT_TIME,
+    BBR_PROBE_UP_MAX_RTTS,
     CUBIC_BETA,
     CUBIC_C,
     CUBIC_FAST_CONVERGENCE,
@@ -66,6 +68,7 @@ from .constants import (
     DT_MAX,
     DT_MIN,
     DT_RTT_DIVISOR,
+    FCT_ONE_WAY_FRACTION,
     HYSTART_DELAY_DIVISOR,
     HYSTART_DELAY_MAX,
     HYSTART_DELAY_MIN,
@@ -438,7 +441,7 @@ def _bbr_update(s, f, cca, t, dt, acked, lost, rtt, inflight, rng, b):
                 if s[S_IHI, f] < INF and inflight >= s[S_IHI, f] * (1.0 - 1e-3):
                     # cwnd-limited by inflight_hi: grow it 1, 2, 4, ... packets per round
                     s[S_IHI, f] += s[S_UPCNT, f] * MSS
-                    s[S_UPCNT, f] = min(s[S_UPCNT, f] * 2.0, 1024.0)
+                    s[S_UPCNT, f] = min(s[S_UPCNT, f] * 2.0, BBR2_UP_CNT_MAX)
                 if t - s[S_CSTART, f] >= minrtt and inflight >= BBR2_UP_GAIN * bdp:
                     s[S_CIDX, f] = DOWN
                     s[S_CSTART, f] = t
@@ -466,9 +469,9 @@ def _bbr_update(s, f, cca, t, dt, acked, lost, rtt, inflight, rng, b):
             idx = int(s[S_CIDX, f])
             el = t - s[S_CSTART, f]
             adv = el >= minrtt
-            if idx == 0 and adv and lost <= 0.0 and inflight < 1.25 * bdp:
+            if idx == 0 and adv and lost <= 0.0 and inflight < _PROBE_GAINS[0] * bdp:
                 adv = False  # keep probing until inflight reaches 1.25 BDP or a loss
-            if idx == 0 and el >= 2.0 * minrtt:
+            if idx == 0 and el >= BBR_PROBE_UP_MAX_RTTS * minrtt:
                 adv = True
             if idx == 1 and inflight <= bdp:
                 adv = True
@@ -872,7 +875,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 size = s[S_SIZE, f]
                 if size < INF and s[S_TOSEND, f] <= 1e-6:
                     # all sent, nothing lost: the last byte leaves the FIFOs after their delay
-                    fin = t + dt + 0.5 * base + q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
+                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
                     if shaped and u > 0.0:
                         fin += inst[I_TBFQ] / u
                     n = nrec[b]
