@@ -31,6 +31,15 @@ def test_bbr_standing_queue_is_small_next_to_cubic_in_a_deep_buffer():
     assert min(r["utilization"].values()) > 0.9, r
 
 
+def test_bbr1_loses_heavily_in_a_shallow_buffer_bbr2_does_not():
+    r = fidelity.shallow_buffer_loss(buffer_bdp=0.1, duration=30, skip=10)
+    loss = r["loss_rate"]
+    assert loss["bbr2"] < 0.02, r  # BBRv2's loss threshold bounds it
+    assert loss["bbr"] > 0.05, r  # BBRv1 ignores loss
+    assert loss["cubic"] < loss["bbr2"], r
+    assert min(r["utilization"].values()) > 0.9, r
+
+
 def _check_decreasing(r, capacity):
     rate = np.array(r["rate_dtn"])
     # non-increasing up to the seed-to-seed noise of the averages, and clearly falling overall

@@ -19,6 +19,7 @@ __all__ = [
     "bbr_rtt_unfairness",
     "cubic_utilization",
     "standing_queue",
+    "shallow_buffer_loss",
     "static_map",
     "run_all",
 ]
@@ -114,6 +115,37 @@ def standing_queue(
     }
 
 
+def shallow_buffer_loss(
+    buffer_bdp: float = 0.1, ccas: tuple[str, ...] = ("cubic", "bbr", "bbr2"), duration: float = 40.0, skip: float = 10.0
+) -> dict[str, Any]:
+    """Eight DTN streams alone in a shallow buffer: loss rate (lost / sent) and utilisation per CCA.
+
+    BBRv1 ignores loss and keeps sending at its bandwidth estimate, so with
+    several flows and a shallow buffer it loses heavily (Hock et al., ICNP
+    2017: retransmission rates of several percent up to ~10 %); BBRv2 bounds
+    inflight once the loss rate of a round exceeds 2 % (draft-cardwell-02).
+    """
+    base = Scenario(name="fid-shallow-buffer")
+    scs = [base.replace(dtn={"streams": 8, "cca": c}, campus={"hosts": 0}, link={"buffer_bdp": buffer_bdp}) for c in ccas]
+    plant = FluidPlant(scs[0], scenarios=scs)
+    lost = np.zeros(len(ccas))
+    sent = np.zeros(len(ccas))
+    util = np.zeros(len(ccas))
+    for k in range(int(duration)):
+        plant.step(scs[0].u_max)
+        if k >= int(skip):
+            info = plant.info
+            lost += info["dtn_lost_bytes"]
+            sent += info["dtn_sent_bytes"]
+            util += info["utilization"]
+    n = int(duration) - int(skip)
+    return {
+        "buffer_bdp": buffer_bdp,
+        "loss_rate": {c: float(lost[i] / sent[i]) for i, c in enumerate(ccas)},
+        "utilization": {c: float(util[i] / n) for i, c in enumerate(ccas)},
+    }
+
+
 def static_map(
     scenario: str | Scenario = "paper-cubic",
     points: int = 10,
@@ -148,6 +180,7 @@ def run_all(quick: bool = False) -> dict[str, Any]:
         "cubic_rtt_unfairness": bbr_rtt_unfairness(cca="cubic", duration=40 * f, skip=10 * f),
         "cubic_utilization": cubic_utilization(duration=60 * f, skip=10 * f),
         "standing_queue": standing_queue(duration=60 * f, skip=10 * f),
+        "shallow_buffer_loss": shallow_buffer_loss(duration=40 * f, skip=10 * f),
         "static_map_cubic": static_map("paper-cubic", duration=60 * f, skip=15 * f),
         "static_map_bbr2": static_map("paper-bbr2", duration=60 * f, skip=15 * f),
         "static_map_bbr": static_map("paper-bbr", duration=60 * f, skip=15 * f),
