@@ -10,6 +10,7 @@ The model itself is documented in ``docs/fluid_model.md`` and ``kernel.py``.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,10 @@ from . import constants as c
 from . import layout as L
 
 __all__ = ["FluidPlant", "FlowShape"]
+
+# numba's fallback "workqueue" threading layer aborts if two Python threads run
+# parallel kernels at once; batched plants stepped from several threads take turns.
+_PARALLEL_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,7 @@ class FluidPlant:
         self._records: list[np.ndarray] = []
         self._info: dict[str, np.ndarray] = {}
         self._kernel: Any = None
+        self._parallel = False
         self._alloc()
         self.reset()
 
@@ -245,11 +251,16 @@ class FluidPlant:
             from .kernel import advance_period, advance_period_serial
 
             # threads only pay with several instances and more than one thread
-            par = self.batch > 1 and get_num_threads() > 1
-            self._kernel = advance_period if par else advance_period_serial
+            self._parallel = self.batch > 1 and get_num_threads() > 1
+            self._kernel = advance_period if self._parallel else advance_period_serial
         sh = self.shape
-        self._kernel(self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
-                     self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots)
+        args = (self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
+                self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots)
+        if self._parallel:
+            with _PARALLEL_LOCK:
+                self._kernel(*args)
+        else:
+            self._kernel(*args)
         T = self.period
         self._t += T
         o = self.OUT
