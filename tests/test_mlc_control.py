@@ -207,3 +207,30 @@ def test_policy_needs_reset() -> None:
     pol = MLCPolicy(_Echo(), Gains(0, 0, 0))
     with pytest.raises(RuntimeError, match="reset"):
         pol.decide(_history([1.0], [1.0]), np.array([1.0]))
+
+
+def test_band_limiter_bounds_deviation_from_trivial_and_follows_target_steps() -> None:
+    # A wildly wrong model: the band keeps u within Delta_u of B_max - R*, even right after a target step.
+    pol = MLCPolicy(_Echo(out=0.0), Gains(0.0, 0.0, 0.0, delta_u=0.05, limiter="band"))
+    pol.reset(SC, 1)
+    h = _history([60e6, 60e6], [40e6, 40e6])
+    u = pol.decide(h, np.array([20e6]))  # target stepped 60 -> 20 Mbit/s: trivial 80 Mbit/s
+    assert u[0] == pytest.approx(80e6 - 0.05 * C)
+
+
+def test_rate_limiter_is_a_slew_limit_with_bumpless_start() -> None:
+    pol = MLCPolicy(_Echo(out=0.0), Gains(0.0, 0.0, 0.0, delta_u=0.05, limiter="rate"))
+    pol.reset(SC, 1)
+    h = History(np.zeros((1, 7)))
+    u0 = pol.decide(h, np.array([60e6]))  # first decision: around the trivial 40 Mbit/s, not B_max
+    assert u0[0] == pytest.approx(40e6 - 0.05 * C)
+    h.append(u0, np.array([[60e6, 40e6, 0.1, 0.01, 0, 0, 18]]), np.array([60e6]))
+    u1 = pol.decide(h, np.array([60e6]))
+    assert u1[0] == pytest.approx(u0[0] - 0.05 * C)
+
+
+def test_gains_limiter_validated_and_saved(tmp_path) -> None:
+    with pytest.raises(ValueError, match="limiter"):
+        Gains(0.1, 0.1, 0.1, limiter="nope")
+    g = Gains(0.1, 0.2, 0.3, 0.07, "rate")
+    assert Gains.load(g.save(tmp_path / "g.json")) == g

@@ -46,7 +46,7 @@ class CountingExecutor(Executor):
 def test_fitness_targets_seeded_and_in_range() -> None:
     a = fitness_targets(SC, 40.0, seed=2)
     assert a.shape == (40,)
-    assert np.all((a >= 0.2 * SC.capacity) & (a <= 0.8 * SC.capacity))
+    assert np.all((a >= 0.3 * SC.capacity) & (a <= 0.7 * SC.capacity))
     np.testing.assert_array_equal(a, fitness_targets(SC, 40.0, seed=2))
     with pytest.raises(ValueError, match="at least 3 periods"):
         fitness_targets(SC, 2.0)

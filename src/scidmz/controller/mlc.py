@@ -49,7 +49,7 @@ from ..state import STATE_FIELDS, History
 __all__ = ["Gains", "desired_state", "AntiWindupPI", "MLCPolicy", "DEFAULT_DELTA_U"]
 
 #: Default Delta_u of the +-Delta_u(t) saturator, as a fraction of B_max.
-DEFAULT_DELTA_U = 0.1
+DEFAULT_DELTA_U = 0.05
 #: Where the +-Delta_u(t) interval of Fig. 5 is centred: "band" -> around the
 #: administrator's trivial rate B_max - R*_DTN(t) (moves with the target, so
 #: Delta_u(t) bounds how far the MLC may deviate from it); "rate" -> around
@@ -100,6 +100,7 @@ class Gains:
         doc = {**self.to_dict(), **({"info": extra} if extra else {})}
         fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
+            os.fchmod(fd, 0o644)  # mkstemp makes 0600; gains are meant to be shared
             with os.fdopen(fd, "w") as fh:
                 json.dump(doc, fh, indent=2, default=str)
             os.replace(tmp, path)
@@ -247,7 +248,7 @@ class MLCPolicy:
         model: Any,
         gains: Gains | Sequence[Gains],
         delta_u: float | None = None,
-        yd_fill: str = "measured",
+        yd_fill: str = "table3",
     ) -> None:
         if yd_fill not in YD_FILLS:
             raise ValueError(f"yd_fill must be one of {', '.join(YD_FILLS)}, got {yd_fill!r}")

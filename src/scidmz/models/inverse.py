@@ -302,6 +302,7 @@ class InverseModel:
         directory.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=directory.name + ".", suffix=".tmp", dir=directory.parent))
         try:
+            tmp.chmod(0o755)  # mkdtemp makes 0700; a model directory is meant to be shared
             self._model.save(tmp / "model.keras")
             joblib.dump({"x": self._x_scaler, "y": self._y_scaler}, tmp / "scalers.joblib")
             np.savez(tmp / "weights.npz", **self.numpy_predictor().arrays())

@@ -52,9 +52,11 @@ DEFAULT_GENE_SPACE: tuple[dict[str, float], ...] = (
     {"low": 0.0, "high": 2.5},
     {"low": 0.0, "high": 2.5},
 )
-#: The fitness target steps between these fractions of B_max, holding each level HOLD s.
-TARGET_RANGE = (0.2, 0.8)
-TARGET_HOLD = 20.0
+#: The fitness target steps between these fractions of B_max, holding each level HOLD s
+#: (the same kind of signal as the MRAE evaluation's, evaluation/experiments.py, so the
+#: GA tunes for the conditions the controller is judged on; a different seed).
+TARGET_RANGE = (0.3, 0.7)
+TARGET_HOLD = 30.0
 _SEED_OFFSET = 1_000_000
 
 
@@ -329,6 +331,7 @@ def _csv_text(rows: list[dict[str, Any]], cols: list[str]) -> str:
 def _atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
