@@ -411,3 +411,178 @@ def test_cli_rejects_bad_arguments_before_starting(tmp_path: Path) -> None:
         r = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and r.stderr.startswith("scidmz: error:") and msg in r.stderr, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1
+
+
+# -- the hardware plant end to end (root) ------------------------------------------------------------
+#
+# Everything real except the switch: the TBF on a veth, iperf3 through it, the packets
+# captured on the receiving side by AF_PACKET into the software twin of the P4 program,
+# and the twin served over the real P4Runtime wire protocol by the in-process server of
+# the telemetry tests (what BMv2's simple_switch_grpc would be; no BMv2 exists here).
+
+
+@pytest.fixture
+def wire(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    from pyroute2 import IPRoute, netns
+
+    from scidmz.telemetry import constants as C
+    from scidmz.telemetry.capture import RingCapture
+    from scidmz.telemetry.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.p4info import P4InfoIndex
+    from scidmz.telemetry.p4runtime import DEFAULT_P4INFO
+
+    adapters = pytest.importorskip("test_telemetry_adapters")
+    a, b = f"sdzhw{os.getpid() % 100000}a", f"sdzhw{os.getpid() % 100000}b"
+    made: list[str] = []
+    stop = threading.Event()
+    feeder: threading.Thread | None = None
+    srv = None
+    try:
+        for n in (a, b):
+            netns.create(n)
+            made.append(n)
+        with IPRoute(netns=a) as ip:
+            ip.link("add", ifname="a0", kind="veth", peer={"ifname": "b0", "net_ns_fd": b})
+        # A campus sender and a host of the remote network (the twin's default class prefixes).
+        for ns, dev, addr in ((a, "a0", "10.0.0.11"), (b, "b0", "10.1.0.20")):
+            with IPRoute(netns=ns) as ip:
+                ip.link("set", index=ip.link_lookup(ifname="lo")[0], state="up")
+                i = ip.link_lookup(ifname=dev)[0]
+                ip.addr("add", index=i, address=addr, prefixlen=8)
+                ip.link("set", index=i, state="up")
+        from scidmz.telemetry.source import _warm_kernels
+
+        _warm_kernels()  # compile the twin's numba kernels before packets queue up in the ring
+        twin = SoftwareDataPlane()
+        twin.advance_clock(time.time())
+        srv = adapters.TwinP4RuntimeServer(twin, P4InfoIndex.from_file(DEFAULT_P4INFO))
+        netns.pushns(b)  # the AF_PACKET socket belongs to the namespace it is created in
+        try:
+            ring = RingCapture("b0", tap=C.TAP_EGRESS)
+        finally:
+            netns.popns()
+
+        errors: list[BaseException] = []
+
+        def feed() -> None:
+            last_push = time.monotonic()
+            try:
+                while not stop.is_set():
+                    pk = ring.poll(timeout=0.05)
+                    if pk.size:
+                        twin.process(pk)
+                    twin.advance_clock(time.time())
+                    if time.monotonic() - last_push > 0.2 and srv.digest_cfg:
+                        try:
+                            # Sent at once; only the wait for acknowledgements times out, and a
+                            # feeder that blocked here would skew the twin's per-period counters.
+                            srv.push_digests(timeout=0.01)
+                        except AssertionError:
+                            pass
+                        last_push = time.monotonic()
+            except BaseException as exc:
+                errors.append(exc)
+                raise
+            finally:
+                ring.close()
+
+        feeder = threading.Thread(target=feed, name="test-twin-feeder", daemon=True)
+        feeder.start()
+        yield {"a": a, "b": b, "srv": srv, "twin": twin, "errors": errors}
+        assert not errors, f"the twin feeder died: {errors[0]!r}"
+    finally:
+        stop.set()
+        if feeder is not None:
+            feeder.join(5)
+        if srv is not None:
+            srv.stop()
+        for n in made:
+            netns.remove(n)
+
+
+def _iperf3(a: str, b: str, seconds: int) -> subprocess.Popen[str]:
+    srv = subprocess.Popen(["ip", "netns", "exec", b, "iperf3", "-s", "-1", "-B", "10.1.0.20", "-p", "5301"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+
+    def listening() -> bool:
+        ss = subprocess.run(["ip", "netns", "exec", b, "ss", "-ltnH", "sport = :5301"],
+                            capture_output=True, text=True)
+        return bool(ss.stdout.strip())
+
+    wait_until(listening, 10, "the iperf3 server")
+    cli = subprocess.Popen(["ip", "netns", "exec", a, "iperf3", "-c", "10.1.0.20", "-p", "5301", "-t", str(seconds)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    cli.server = srv  # type: ignore[attr-defined]
+    return cli
+
+
+def _reap(cli: subprocess.Popen[str]) -> None:
+    for p in (cli, cli.server):  # type: ignore[attr-defined]
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+@pytest.mark.root
+def test_hardware_plant_real_tbf_and_p4runtime_telemetry(wire: dict[str, Any]) -> None:
+    from scidmz.plant.hardware import HardwarePlant
+
+    sc = load_scenario("testbed").replace(period=1.0)
+    plant = make_plant("hardware", sc, dev="a0", netns=wire["a"], telemetry=wire["srv"].address,
+                       view_options={"clock": wire["twin"].clock})
+    assert isinstance(plant, HardwarePlant)
+    cli = None
+    try:
+        with plant:
+            plant.reset(0)  # the TBF is in place before any traffic
+            cli = _iperf3(wire["a"], wire["b"], 12)
+            plant.step(20e6)  # the period in which the flow starts
+            seen = {}
+            for u in (20e6, 20e6, 20e6, 50e6, 50e6, 50e6):
+                st = plant.step(u)
+                assert plant.info["u_applied"][0] == pytest.approx(u, abs=8)  # read back from the kernel
+                seen[u] = st[0]
+            print({u / 1e6: y.rate_campus / 1e6 for u, y in seen.items()}, "client rc", cli.poll(),
+                  "twin", wire["twin"].cls_ctr.tolist(), wire["errors"])
+            for u, y in seen.items():
+                # The twin counts what crossed the shaper (IP bytes of frames the TBF sized at L2).
+                assert y.rate_campus == pytest.approx(u, rel=0.10), (u, y)
+                assert y.rate_dtn == 0
+        from pyroute2 import IPRoute
+
+        with IPRoute(netns=wire["a"]) as ip:  # close() removed the TBF
+            kinds = [q.get_attr("TCA_KIND") for q in ip.get_qdiscs(index=ip.link_lookup(ifname="a0")[0])]
+        assert "tbf" not in kinds
+    finally:
+        if cli is not None:
+            _reap(cli)
+
+
+@pytest.mark.root
+def test_daemon_on_hardware_plant_survives_a_vanished_interface(wire: dict[str, Any], tmp_path: Path) -> None:
+    """A real actuator failure: the shaped interface disappears; the daemon keeps running on the fallback."""
+    sc = load_scenario("testbed").replace(period=0.5)
+    plant = make_plant("hardware", sc, dev="a0", netns=wire["a"], telemetry=wire["srv"].address,
+                       view_options={"clock": wire["twin"].clock})
+    log = tmp_path / "hw.jsonl"
+    d = ControlDaemon(plant, NoShapingPolicy(), 30e6, api="127.0.0.1:0", token_file=tmp_path / "tok", log=log)
+    r = Running(d, log)
+    r.thread.start()
+    try:
+        wait_until(lambda: d.k >= 3, 30, "three periods on the hardware plant")
+        assert d.u == 100e6 and not d.fallback
+        from pyroute2 import IPRoute
+
+        with IPRoute(netns=wire["a"]) as ip:
+            ip.link("del", index=ip.link_lookup(ifname="a0")[0])
+        wait_until(lambda: d.fallback, 10, "the fallback")
+        k0 = d.k
+        wait_until(lambda: d.k >= k0 + 3, 10, "periods after the failure")
+        assert d.fallback and "actuator call failed" in (d.fallback_reason or "")
+        assert d.errors["actuator"] >= 3 and r.thread.is_alive()
+        code, st = _http(r, "GET", "/status")
+        assert code == 200 and st["u"] == 70e6  # type: ignore[index]
+    finally:
+        d.stop("test over")
+        r.thread.join(20)
+    assert not r.thread.is_alive() and r.summary is not None
