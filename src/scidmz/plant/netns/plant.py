@@ -129,15 +129,18 @@ class NetnsPlant:
         self._traffic.seed = sc.seed if seed is None else int(seed)
         self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None else sc.u_max)
         time.sleep(self._drain)
-        self._tel = self._open_telemetry()
         self._traffic.start_campus()
+        self._tel = self._open_telemetry()
         if sc.campus.traffic == "udp":
             self._tel.udp_sources = len(self._tb.campus)
         self._dtn_started = False
         self._fct_reported = False
         self._k = 0
-        self._t0 = time.monotonic()
         self._tel.sample(0.0)  # start the first period's counters here
+        # Period boundaries follow the telemetry's own clock (the data plane's
+        # periods start when its capture rings open).
+        start = getattr(self._tel, "start_mono", None)
+        self._t0 = float(start) if start is not None else time.monotonic()
         self._maybe_start_dtn(0.0)
         self._info = {}
         y = np.zeros((1, N_STATE))

@@ -97,7 +97,7 @@ def _enter_netns(ns: str) -> None:
 class DataplaneTelemetry:
     """y every T from the software data plane on BR1's mirrored packets (see module docstring)."""
 
-    def __init__(self, tb: Testbed, lateness: float = 0.05, block_nr: int = 64, start_timeout: float = 30.0,
+    def __init__(self, tb: Testbed, lateness: float = 0.05, block_nr: int = 256, start_timeout: float = 30.0,
                  max_wait: float = 5.0) -> None:
         from ...telemetry.source import TelemetrySource, _warm_kernels
 
@@ -117,11 +117,21 @@ class DataplaneTelemetry:
         self._source_cls = TelemetrySource
         self._lateness = lateness
         self._ring_kw = {"block_nr": block_nr}
+        self._src: Any = None
         self._thread = threading.Thread(target=self._run, name="dataplane-telemetry", daemon=True)
         self._thread.start()
         if not self._ready.wait(start_timeout) or self._err is not None:
             self.close()
             raise RuntimeError(f"data-plane telemetry did not start: {self._err or 'timeout'}")
+        # The source's periods start when its rings are open (collector.t0, wall
+        # clock); the plant aligns its period boundaries to that instant.
+        deadline = time.monotonic() + start_timeout
+        while getattr(self._src, "collector", None) is None:
+            if self._err is not None or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"data-plane telemetry did not start: {self._err or 'timeout'}")
+            time.sleep(0.005)
+        self.start_mono = time.monotonic() - (time.time() - float(self._src.collector.t0))
 
     def _run(self) -> None:
         try:
@@ -132,6 +142,7 @@ class DataplaneTelemetry:
                 dtn_prefix=f"{dtnr}/32", remote_prefix="10.2.0.0/16",
                 lateness=self._lateness, **self._ring_kw,
             )
+            self._src = src
             it = iter(src)
             self._ready.set()
             for k, y in enumerate(it, 1):
