@@ -276,3 +276,28 @@ def test_ovs_userspace_s1_carries_shaped_traffic():
         assert ys[2:, 0].mean() > 8e6  # the DTN takes the rest
     time.sleep(0.2)
     _assert_clean(before, "tov")
+
+
+def test_udp_cbr_weibull_short_flows_and_fixed_size_dtn_fct():
+    from scidmz.plant.netns.plant import NetnsPlant
+
+    sc = _small(
+        campus={"hosts": 2, "traffic": "udp", "udp_rate": 3e6, "short_flow_senders": 1},
+        dtn={"transfer": 4e6, "rtt": 0.05},
+    )
+    with NetnsPlant(sc, prefix="tmx", telemetry="kernel") as plant:
+        plant.reset(seed=4)
+        ys, infos = [], []
+        for _ in range(8):
+            ys.append(plant.step(12e6).y[0])
+            infos.append(plant.info)
+        shorts = plant._traffic.short_flows()
+    y = np.array(ys)
+    fct = [float(i["dtn_fct"][0]) for i in infos if np.isfinite(i["dtn_fct"][0])]
+    assert len(fct) == 1 and 1.0 < fct[0] < 8.0  # 4 MB over 8 streams at <= 20 Mbit/s
+    assert sum(float(i["dtn_bytes"][0]) for i in infos) >= 4e6  # every byte delivered
+    # UDP CBR (2 x 3 Mbit/s) plus short flows fill the campus shaper at u = 12 Mbit/s.
+    assert 10e6 < y[3:, 1].mean() < 13e6
+    ok = [f for f in shorts if f["ok"]]
+    assert len(ok) >= 10 and all(1e4 <= f["size"] <= 1e7 for f in ok)
+    assert 0 < float(infos[-1]["short_flows_done"][0]) <= len(ok)
