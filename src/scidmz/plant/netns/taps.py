@@ -167,6 +167,9 @@ class DataplaneTelemetry:
         """The data plane's y for the period ending at ``t`` (kernel counters if it is late or failed)."""
         if t <= 0:
             return self.kernel.sample(t)
+        # Ground truth is read at the boundary itself, before waiting for the data plane.
+        ks = self.kernel.sample(t)
+        self.last_info = dict(self.kernel.last_info)
         # Samples carry their period index, so a late one is never taken for the next period.
         want = int(round(t / self.period))
         deadline = time.monotonic() + self.period + self.max_wait
@@ -179,8 +182,6 @@ class DataplaneTelemetry:
                 break
             if item is None or item[0] >= want:
                 break
-        ks = self.kernel.sample(t)
-        self.last_info = dict(self.kernel.last_info)
         if item is None:
             if self.name == "dataplane":
                 log.warning("data-plane telemetry %s at t=%.1f s; using kernel counters",
