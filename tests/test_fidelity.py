@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from scidmz.plant.fluid import fidelity
 
@@ -56,3 +57,20 @@ def test_static_map_is_decreasing_cubic():
 def test_static_map_is_decreasing_bbr2():
     r = fidelity.static_map("paper-bbr2", points=8, seeds=3, duration=40, skip=10)
     _check_decreasing(r, 1e9)
+
+
+def test_adaptive_substep_agrees_with_a_fine_fixed_step():
+    from scidmz.plant.fluid import FluidPlant
+    from scidmz.scenario import load_scenario
+
+    for name in ("paper-cubic", "paper-bbr2"):
+        sc = load_scenario(name)
+        means = []
+        for dt in (0.001, None):
+            plant = FluidPlant(sc, dt=dt)
+            ys = np.array([plant.step(400e6).y[0] for _ in range(40)])
+            means.append(ys[10:].mean(axis=0))
+        fine, adaptive = means
+        assert adaptive[0] == pytest.approx(fine[0], rel=0.02), name  # DTN rate
+        assert adaptive[1] == pytest.approx(fine[1], rel=0.02), name  # campus rate
+        assert adaptive[4] == pytest.approx(fine[4], rel=0.05), name  # queueing delay

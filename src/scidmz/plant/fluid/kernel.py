@@ -201,6 +201,57 @@ from .layout import (
     S_WMAX,
 )
 
+
+def _install_cache_locator() -> None:
+    """Make numba's on-disk cache of this module depend on constants.py and layout.py too.
+
+    The kernel freezes their values at compile time, but numba's cache stamp
+    only hashes this file, so an edited constant would silently keep the old
+    compiled kernel. This locator (used for this file only) adds both files'
+    SHA-256 to the stamp; any change recompiles on the next use.
+    """
+    import hashlib
+    import os
+
+    from numba.core import caching
+
+    here = os.path.abspath(__file__)
+    deps = [os.path.join(os.path.dirname(here), n) for n in ("constants.py", "layout.py")]
+
+    def deps_hash() -> bytes:
+        h = hashlib.sha256()
+        for path in deps:
+            with open(path, "rb") as fh:
+                h.update(fh.read())
+        return h.digest()
+
+    def make(base: type) -> type:
+        class _FluidKernelLocator(base):  # type: ignore[misc, valid-type]
+            _scidmz_fluid = True
+
+            @classmethod
+            def from_function(cls, py_func, py_file):  # noqa: ANN001, ANN206
+                if os.path.abspath(py_file) != here:
+                    return None
+                return super().from_function(py_func, py_file)
+
+            def get_source_stamp(self):  # noqa: ANN202
+                return (super().get_source_stamp(), deps_hash())
+
+        return _FluidKernelLocator
+
+    classes = caching.CacheImpl._locator_classes
+    if not any(getattr(k, "_scidmz_fluid", False) for k in classes):
+        # numba's own order: NUMBA_CACHE_DIR, in-tree __pycache__, user-wide cache dir
+        classes[0:0] = [
+            make(caching.UserProvidedCacheLocator),
+            make(caching.InTreeCacheLocator),
+            make(caching.UserWideCacheLocator),
+        ]
+
+
+_install_cache_locator()
+
 INF = np.inf
 # Fast-math without 'nnan'/'ninf': the kernel compares against inf on purpose.
 # error_model="numpy" drops Python's zero-division checks (every divisor is guarded).
