@@ -145,6 +145,7 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--population", type=int, default=None, help="GA population (Table 2: 30)")
     g.add_argument("--episode", type=float, default=None, metavar="S", help="GA fitness episode seconds (120)")
     g.add_argument("--trials", type=int, default=None, help="MRAE and FCT trials per policy (100)")
+    g.add_argument("--fct-trials", type=int, default=None, help="FCT/utilisation trials per policy (default: --trials)")
     g.add_argument("--ns", default=None, metavar="LIST", help="N_s sweep values, e.g. 1,10,100,1000,10000")
     g.add_argument("--ns-trials", type=int, default=None, help="trials per N_s value")
     g.add_argument("--ns-max-flows", type=int, default=None, help="cap on trials x N_s per sweep point")
@@ -164,7 +165,8 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
     base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)
     plan = base.scaled(
         identify_duration=a.identify_duration, epochs=a.epochs, cv_folds=a.cv_folds, generations=a.generations,
-        population=a.population, episode=a.episode, trials=a.trials, ns_values=a.ns, ns_trials=a.ns_trials,
+        population=a.population, episode=a.episode, trials=a.trials, fct_trials=a.fct_trials, ns_values=a.ns,
+        ns_trials=a.ns_trials,
         ns_max_flows=a.ns_max_flows, short_trials=a.short_trials, which=a.experiments,
     )
     notes = None

@@ -152,10 +152,15 @@ class ReproducePlan:
 
 
 def _git_commit() -> str:
+    """HEAD's short hash, flagged when src/ has uncommitted changes (the run used them)."""
+    here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             timeout=5, cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or "unknown"
+                             timeout=5, cwd=here)
+        head = out.stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(here.parent)],
+                               capture_output=True, text=True, timeout=5, cwd=here).stdout.strip()
+        return f"{head} + uncommitted changes in src/" if dirty else head
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
