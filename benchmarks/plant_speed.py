@@ -8,8 +8,8 @@
   10x the wall time of one instance).
 - ``sweep``: campus long streams N_s (MLC Table 5) on paper-cubic, seconds of
   wall time per simulated second, for the MLC engineer's cost estimates.
-Each measurement is the best of ``--repeat`` runs after a warm-up that loads
-the numba cache; ``cold_s`` is the first construction + step in this process.
+Each measurement is the best of ``--repeat`` interleaved runs after a warm-up
+that loads the numba cache; ``cold_s`` is the first construction + step in this process.
 ``*_cpu_s`` is the process CPU time of the same runs: on a machine shared with
 other jobs it estimates what the wall time would be on an idle one.
 """
@@ -24,30 +24,41 @@ import time
 import numpy as np
 
 
-def _episode_wall(scenario, batch: int, duration: float, repeat: int) -> tuple[float, float]:
-    """Best wall time and best CPU time (this process, all threads) of one episode."""
+def _episode_walls(cases: dict[str, tuple], duration: float, repeat: int) -> dict[str, tuple[float, float]]:
+    """Best wall and CPU time (this process, all threads) of one episode per case.
+
+    ``cases``: name -> (scenario, batch). The cases' runs are interleaved, so a
+    burst of load from other jobs on the machine hits them alike.
+    """
     from scidmz.controller.loop import run_episode
     from scidmz.plant.base import make_plant
     from scidmz.policies import make_policy
 
-    sc = scenario.replace(duration=duration)
-    targets = np.full(sc.steps, 600e6)
-    best, best_cpu = np.inf, np.inf
-    with make_plant("fluid", sc, batch=batch) as plant:
-        run_episode(plant, make_policy("trivial"), targets[:2])  # warm-up: load/compile the kernel
+    plants, best = {}, {}
+    try:
+        for name, (scenario, batch) in cases.items():
+            sc = scenario.replace(duration=duration)
+            plant = make_plant("fluid", sc, batch=batch)
+            run_episode(plant, make_policy("trivial"), np.full(2, 600e6))  # warm-up: load the kernel
+            plants[name] = (plant, sc)
+            best[name] = (np.inf, np.inf)
         for _ in range(repeat):
-            t0, c0 = time.perf_counter(), time.process_time()
-            run_episode(plant, make_policy("trivial"), targets, seed=sc.seed)
-            best = min(best, time.perf_counter() - t0)
-            best_cpu = min(best_cpu, time.process_time() - c0)
-    return best, best_cpu
+            for name, (plant, sc) in plants.items():
+                t0, c0 = time.perf_counter(), time.process_time()
+                run_episode(plant, make_policy("trivial"), np.full(sc.steps, 600e6), seed=sc.seed)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
+    finally:
+        for plant, _ in plants.values():
+            plant.close()
+    return best
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=120.0)
     ap.add_argument("--batch", type=int, default=30)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sweep", default="1,10,100,1000,10000", help="campus streams N_s ('' to skip)")
     ap.add_argument("--sweep-duration", type=float, default=10.0)
     a = ap.parse_args()
@@ -62,9 +73,12 @@ def main() -> None:
     FluidPlant(sc).step(400e6)
     cold = time.perf_counter() - t0
 
-    single, single_cpu = _episode_wall(sc, 1, a.duration, a.repeat)
-    batch, batch_cpu = _episode_wall(sc, a.batch, a.duration, a.repeat)
-    bbr2, _ = _episode_wall(load_scenario("paper-bbr2"), 1, a.duration, a.repeat)
+    walls = _episode_walls(
+        {"single": (sc, 1), "batch": (sc, a.batch), "bbr2": (load_scenario("paper-bbr2"), 1)},
+        a.duration,
+        a.repeat,
+    )
+    (single, single_cpu), (batch, batch_cpu), (bbr2, _) = walls["single"], walls["batch"], walls["bbr2"]
     result = {
         "scenario": sc.name,
         "duration_s": a.duration,
@@ -88,7 +102,7 @@ def main() -> None:
     }
     for ns in [int(x) for x in a.sweep.split(",") if x.strip()]:
         s = sc.replace(campus={"hosts": ns, "flows_per_host": 1})
-        wall, _ = _episode_wall(s, 1, a.sweep_duration, 1)
+        wall, _ = _episode_walls({"n": (s, 1)}, a.sweep_duration, 1)["n"]
         result["sweep"].append(
             {"campus_streams": ns, "wall_per_sim_s": wall / a.sweep_duration, "speedup": a.sweep_duration / wall}
         )
