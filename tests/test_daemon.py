@@ -586,3 +586,102 @@ def test_daemon_on_hardware_plant_survives_a_vanished_interface(wire: dict[str, 
         d.stop("test over")
         r.thread.join(20)
     assert not r.thread.is_alive() and r.summary is not None
+
+
+# -- the daemon on the emulated testbed (root) ----------------------------------------------------------
+
+
+class SilenceableTelemetry:
+    """Wraps a real plant; while ``telemetry`` is cleared, its samples are held back (lost telemetry)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.scenario = inner.scenario
+        self.batch = 1
+        self.telemetry = threading.Event()
+        self.telemetry.set()
+        self.closed = threading.Event()
+
+    @property
+    def period(self) -> float:
+        return self.inner.period
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.inner.info
+
+    def reset(self, seed: int | None = None) -> Any:
+        return self.inner.reset(seed)
+
+    def step(self, u: Any) -> Any:
+        st = self.inner.step(u)
+        while not self.telemetry.is_set() and not self.closed.is_set():
+            self.telemetry.wait(0.05)
+        return st
+
+    def close(self) -> None:
+        self.closed.set()
+        self.inner.close()
+
+
+@pytest.mark.root
+def test_daemon_on_the_netns_testbed(tmp_path: Path) -> None:
+    """Real namespaces, TBF and kernel TCP: target change over the API, a bad target, silenced
+    telemetry -> trivial rate -> recovery, then a clean stop that leaves no namespace behind.
+
+    The loop runs on the main thread, as under ``scidmz control run``; the admin's actions
+    come from a second thread.
+    """
+    from pyroute2 import netns
+
+    prefix = f"dmn{os.getpid() % 10000}"
+    sc = load_scenario("testbed").with_overrides(
+        ["campus.hosts=2", "link.capacity=20M", "period=0.5", "dtn.streams=2"])
+    inner = make_plant("netns", sc, prefix=prefix, telemetry="kernel")
+    plant = SilenceableTelemetry(inner)
+    log = tmp_path / "netns.jsonl"
+    d = ControlDaemon(plant, TrivialPolicy(), 10e6, api="127.0.0.1:0", token_file=tmp_path / "tok", log=log)
+    failures: list[BaseException] = []
+
+    def admin() -> None:
+        try:
+            wait_until(lambda: d.k >= 3, 120, "three periods on the testbed")
+            client = ControlClient(token_file=d.token_file)
+            assert client.set_target("5M") == 5e6
+            with pytest.raises(ValueError, match="above the bottleneck"):
+                client.set_target("50M")
+            k0 = d.k
+            wait_until(lambda: d.k >= k0 + 3, 20, "periods at the new target")
+            st = client.status()
+            assert st["u"] == 15e6 and not st["fallback"] and st["y"]["rate_campus"] > 0
+            assert inner.info["u_applied"][0] == pytest.approx(15e6, abs=8)  # the testbed's TBF holds u
+            plant.telemetry.clear()
+            wait_until(lambda: d.fallback, 10, "the fallback")
+            assert "no telemetry sample" in (d.fallback_reason or "") and d.u == 15e6
+            client.set_target("8M")  # the admin can still steer while telemetry is down
+            wait_until(lambda: d.u == 12e6, 10, "the fallback to follow the target")
+            plant.telemetry.set()
+            wait_until(lambda: not d.fallback, 20, "recovery")
+            k1 = d.k
+            wait_until(lambda: d.k >= k1 + 2, 20, "periods after recovery")
+            assert inner.info["u_applied"][0] == pytest.approx(12e6, abs=8)
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            d.stop("test over")
+
+    th = threading.Thread(target=admin, name="test-admin")
+    th.start()
+    try:
+        summary = d.run()
+    finally:
+        d.stop()
+        th.join(60)
+    if failures:
+        raise failures[0]
+    assert summary["problems"] == [] and summary["reason"] == "test over"
+    left = [n for n in netns.listnetns() if n.startswith(prefix + "-")]
+    assert not left, f"namespaces left behind: {left}"
+    recs = [json.loads(x) for x in log.read_text().splitlines()]
+    events = [e["event"] for e in recs if "event" in e]
+    assert events[0] == "start" and "fallback" in events and "recovered" in events and events[-1] == "stop"
