@@ -338,6 +338,35 @@ def test_nonfinite_policy_output_falls_back(start: Callable[..., Running]) -> No
     wait_until(lambda: not r.d.fallback and r.d.u == 70e6, 5, "recovery")
 
 
+def test_daemon_runs_the_mlc_policy(start: Callable[..., Running]) -> None:
+    """The real MLC control law + anti-windup PI (make_policy("mlc", ...)) in the live loop.
+
+    The inverse model is a one-layer NumPy network computing u_hat = B_max - y_d,DTN (the
+    trivial map), so the PI stage's corrections are what moves u away from it."""
+    from scidmz.controller.mlc import Gains
+    from scidmz.models.inverse import NumpyPredictor
+    from scidmz.policies import make_policy
+
+    w = np.zeros((22, 1))
+    w[0, 0] = -1.0  # feature 0 is y_d's DTN rate
+    arrays = {"x_mean": np.zeros(22), "x_scale": np.ones(22), "y_mean": np.array([SC.capacity]),
+              "y_scale": np.array([1.0]), "w0": w, "b0": np.zeros(1)}
+    pol = make_policy("mlc", model=NumpyPredictor(arrays, per_unit=False), gains=Gains(0.3, 0.3, 1.0))
+    r = start(policy=pol, target=60e6)
+    k0 = r.d.k
+    wait_until(lambda: r.d.k >= k0 + 5, 10, "MLC periods")
+    assert not r.d.fallback and r.d.errors == {}
+    per = [p for p in r.periods() if p["y"] is not None]
+    us = np.array([p["u"] for p in per])
+    assert np.all(np.isfinite(us)) and np.all((us >= SC.u_min) & (us <= SC.u_max))
+    assert np.any(np.abs(us - 40e6) > 1e3)  # the PI stage acts on the measured error
+    ControlClient(token_file=r.d.token_file).set_target("30M")
+    k1 = r.d.k
+    wait_until(lambda: r.d.k >= k1 + 4, 10, "periods at the new target")
+    later = [p["u"] for p in r.periods() if p["k"] > k1 + 1]
+    assert np.mean(later) > np.mean(us)  # a lower DTN target gives the campus more
+
+
 def test_history_is_trimmed_without_changing_what_the_policy_sees() -> None:
     rng = np.random.default_rng(0)
     h = History(rng.random((1, 7)))
