@@ -36,6 +36,18 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
             assert (out / cca / f).stat().st_size > 0
     report = (out / "report.md").read_text()
     assert "scidmz reproduce mlc --quick" in report and "| 21.72 % |" in report
+    assert "](cubic/mrae_cdf.png)" in report
+    # Re-render with an analysis: numbers and images unchanged, the analysis appended.
+    notes = tmp_path / "notes.md"
+    notes.write_text("The MLC was trained on toy sizes.")
+    proc = subprocess.run(
+        [sys.executable, "-m", "scidmz.cli", "reproduce", "mlc", "--render-only", "--out", str(out),
+         "--notes", str(notes), "--json"], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    again = (out / "report.md").read_text()
+    assert "## Analysis" in again and "toy sizes" in again and "--render-only" in again
+    assert "](cubic/mrae_cdf.png)" in again and "scidmz reproduce mlc --quick" in again
     # Every stage was tracked with mlflow: 4 runs per CCA in the file store.
     metas = list(store.rglob("meta.yaml"))
     assert len([m for m in metas if m.parent.parent.name != "mlruns"]) >= 8

@@ -137,6 +137,8 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
     p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
+    p.add_argument("--render-only", action="store_true",
+                   help="rewrite OUT/report.md from OUT/results.json (e.g. with --notes), no rerun")
     g = p.add_argument_group("sizes (default: the paper's, or the --quick ones)")
     g.add_argument("--identify-duration", type=float, default=None, metavar="S", help="identification seconds (paper 28800)")
     g.add_argument("--epochs", type=int, default=None, help="inverse-ANN training epochs")
@@ -176,6 +178,12 @@ def _cmd_reproduce(a: argparse.Namespace) -> int:
         if not Path(a.notes).is_file():
             raise FileNotFoundError(f"notes file not found: {a.notes}")
         notes = Path(a.notes).read_text()
+    if a.render_only:
+        from .evaluation.reproduce import rerender_report
+
+        result, human = rerender_report(out, notes, command=cmd)
+        _emit(result, a.json, human)
+        return 0
     result, human = reproduce_mlc(out=out, quick=a.quick, tracking_uri=a.tracking_uri, seed=a.seed, plan=plan,
                                   command=cmd, notes=notes, progress=sys.stderr.isatty())
     _emit(result, a.json, human)

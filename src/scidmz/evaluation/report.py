@@ -324,6 +324,8 @@ def render_report(
     L: list[str] = ["# MLC reproduction: scidmz vs Vega et al. (section 4)", ""]
     if meta.get("command"):
         L += ["Command:", "", "```", str(meta["command"]), "```", ""]
+    if meta.get("rendered"):
+        L += ["Report re-rendered (analysis added, numbers unchanged) with:", "", "```", str(meta["rendered"]), "```", ""]
     facts = [(k, meta[k]) for k in ("generated", "git_commit", "plant", "mode", "cpus", "wall_s") if k in meta]
     for k, v in facts:
         L.append(f"- {k}: {_f(v, '{:.1f} s') if k == 'wall_s' else v}")

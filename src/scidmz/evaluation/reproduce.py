@@ -369,7 +369,8 @@ def reproduce_mlc(
         "sections": {c: {k: v for k, v in s.items() if k != "files"} for c, s in sections.items()},
         "plan": _clean(asdict(p)),
     }
-    write_json({**result, "meta": meta}, out_dir / "results.json")
+    files = {c: {k: _rel(v, out_dir) for k, v in sec.get("files", {}).items()} for c, sec in sections.items()}
+    write_json({**result, "meta": meta, "files": files}, out_dir / "results.json")
     human = [f"report written to {report} ({wall:.1f} s)"]
     for cca, h in result["headline"].items():
         human.append(
@@ -378,6 +379,36 @@ def reproduce_mlc(
             f"trivial {_g(h['fct_trivial'])} s ({_g(h['fct_reduction_pct'], '{:+.2f}')} %)"
         )
     return _clean(result), "\n".join(human)
+
+
+def _rel(path: str, base: Path) -> str:
+    try:
+        return Path(path).resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def rerender_report(out: str | os.PathLike[str], notes: str | None, command: str | None = None) -> tuple[dict[str, Any], str]:
+    """Rewrite ``out/report.md`` from ``out/results.json`` (no rerun), e.g. to add an analysis."""
+    import json
+
+    from .report import write_report
+
+    out_dir = Path(out)
+    path = out_dir / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no results.json in {out_dir}: run `scidmz reproduce mlc --out {out_dir}` first")
+    try:
+        doc = json.loads(path.read_text())
+        meta = dict(doc["meta"])
+        sections = {c: {**s, "files": {k: str(out_dir / v) for k, v in doc.get("files", {}).get(c, {}).items()}}
+                    for c, s in doc["sections"].items()}
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: not a results.json written by `scidmz reproduce mlc` ({exc})") from None
+    if command:
+        meta["rendered"] = command
+    report = write_report(sections, meta, out_dir, notes=notes)
+    return {"report": str(report), "out": str(out_dir), "headline": doc.get("headline")}, f"report rewritten: {report}"
 
 
 def _g(x: Any, fmt: str = "{:.4g}") -> str:
