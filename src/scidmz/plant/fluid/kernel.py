@@ -665,6 +665,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     if burst <= 0.0:
         burst = max(u * TBF_BURST_TIME, TBF_MIN_BURST_PKTS * MSS)
     limit = u * ip[IP_LATENCY] + burst
+    # a new rate may come with a smaller bucket: tokens never exceed it (tc change resets them)
+    inst[I_TOKENS] = min(inst[I_TOKENS], burst)
     qdisc = int(ip[IP_QDISC])
     dt = fixed_dt if fixed_dt > 0.0 else DT_MIN
     inv_dt = 1.0 / dt
