@@ -216,3 +216,22 @@ def test_bad_construction_arguments(small):
         make_plant("fluid", small, batch=0)
     with pytest.raises(ValueError, match="dt"):
         make_plant("fluid", small, dt=-1.0)
+
+
+@pytest.mark.parametrize("cca", ["cubic", "bbr", "bbr2", "reno"])
+def test_random_excitation_keeps_invariants(small, cca):
+    # the identification excitation of MLC section 3.5: a new u uniform in [0, B_max] every T
+    sc = small.replace(dtn={"cca": cca}, campus={"cca": cca, "short_flow_senders": 1})
+    rng = np.random.default_rng(5)
+    with make_plant("fluid", sc, batch=3) as plant:
+        plant.reset(seed=9)
+        for _ in range(25):
+            u = rng.uniform(0, sc.u_max, 3)
+            y = plant.step(u).y
+            info = plant.info
+            assert np.all(np.isfinite(y))
+            assert np.all(y[:, 0] + y[:, 1] <= sc.capacity * (1 + 1e-9))
+            bucket = np.maximum(u / 8 * 0.004, 10 * 1448)
+            assert np.all(info["shaper_out_bytes"] <= u * sc.period / 8 + bucket + 1.0)
+            assert np.all(y[:, 2] >= sc.dtn.rtt - 1e-12) and np.all(y[:, 3] >= sc.campus.rtt - 1e-12)
+        assert np.all(plant.records_lost() == 0)
