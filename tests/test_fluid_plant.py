@@ -235,3 +235,42 @@ def test_random_excitation_keeps_invariants(small, cca):
             assert np.all(info["shaper_out_bytes"] <= u * sc.period / 8 + bucket + 1.0)
             assert np.all(y[:, 2] >= sc.dtn.rtt - 1e-12) and np.all(y[:, 3] >= sc.campus.rtt - 1e-12)
         assert np.all(plant.records_lost() == 0)
+
+
+def test_weighted_queues_isolate_the_classes():
+    # DTN streams in queue 0, campus hosts in queue 1, no shaping: the weights set the shares
+    sc = load_scenario("small-cubic")
+    n_dtn = sc.dtn.streams
+    shares = {}
+    for weights in ((1.0, 1.0), (3.0, 1.0)):
+        with make_plant("fluid", sc) as plant:
+            F = plant.shape.n_flows
+            fq = np.array([0] * n_dtn + [1] * (F - n_dtn))
+            plant.set_queues([sc.buffer_bytes / 2] * 2, weights, fq)
+            plant.reset(seed=1)
+            ys, _ = _episode(plant, sc.u_max, 20)
+            assert plant.queue_state()["bytes"].shape == (1, 2)
+            assert np.all(plant.snapshot()["queue_id"][0] == fq)
+        m = ys[5:, 0].mean(axis=0)
+        shares[weights] = m[0] / (m[0] + m[1])
+        assert (m[0] + m[1]) > 0.95 * sc.capacity
+    assert shares[(1.0, 1.0)] == pytest.approx(0.5, abs=0.05)
+    assert shares[(3.0, 1.0)] == pytest.approx(0.75, abs=0.05)
+
+
+def test_one_queue_via_set_queues_is_the_default_fifo(small):
+    with make_plant("fluid", small) as a, make_plant("fluid", small) as b:
+        b.set_queues([small.buffer_bytes])
+        a.reset(seed=2)
+        b.reset(seed=2)
+        ya, _ = _episode(a, 50e6, 4)
+        yb, _ = _episode(b, 50e6, 4)
+    np.testing.assert_array_equal(ya, yb)
+
+
+def test_set_queues_rejects_bad_input(small):
+    with make_plant("fluid", small) as plant:
+        with pytest.raises(ValueError, match="buffers"):
+            plant.set_queues([0.0, 1e5])
+        with pytest.raises(ValueError, match="flow_queue"):
+            plant.set_queues([1e5, 1e5], flow_queue=np.full(plant.shape.n_flows, 2))

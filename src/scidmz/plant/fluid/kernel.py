@@ -149,6 +149,7 @@ from .layout import (
     QS_ORPH_CAMP,
     QS_ORPH_DTN,
     QS_ORPH_TBF,
+    QS_RATE,
     R_BYTES,
     R_CLASS,
     R_FID,
@@ -629,6 +630,13 @@ def _serve_queues(qdisc, demand, weight, cap, served):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _queue_rate(q, k, capacity, weight, wtot):
+    """Drain rate of queue k for its queueing delay: what it was served at in the last sub-step,
+    at least its weighted share of the link (with one queue: the link rate)."""
+    return max(q[k, QS_RATE], capacity * weight[k] / wtot)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _droptail(backlog, buffer):
     """Bytes a drop-tail queue must drop to stay within its buffer."""
     return backlog - buffer if backlog > buffer else 0.0
@@ -757,7 +765,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         # Flows come in three ranges (DTN, long campus/UDP, short-flow slots); a range
         # shares class, CCA and shaper, so those are hoisted out of the flow loops.
         for k in range(K):
-            qdel[k] = q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
+            qdel[k] = q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot)
             qa[k] = 0.0
             tbd[k] = q[k, QS_ORPH_TBF]
         tbfq = inst[I_TBFQ]
@@ -824,6 +832,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
             nq = qd[k] - served[k]
             qdrop[k] = _droptail(nq, qp[k, QP_BUFFER])
             q[k, QS_BYTES] = nq - qdrop[k]
+            q[k, QS_RATE] = served[k] * inv_dt
             qtot += q[k, QS_BYTES]
             sfrac[k] = served[k] / qd[k] if qd[k] > 0.0 else 0.0
             dfrac[k] = qdrop[k] / qa[k] if qa[k] > 0.0 else 0.0
@@ -928,7 +937,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 size = s[S_SIZE, f]
                 if size < INF and s[S_TOSEND, f] <= 1e-6:
                     # all sent, nothing lost: the last byte leaves the FIFOs after their delay
-                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
+                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot)
                     if shaped and u > 0.0:
                         fin += inst[I_TBFQ] / u
                     n = nrec[b]
@@ -1016,7 +1025,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         if s[S_ON, f] > 0.0:
             k = int(p[P_QID, f])
             s[S_RATE, f] = a[f] * inv_dt
-            s[S_RTT, f] = p[P_BASE, f] + q[k, QS_BYTES] / (ip[IP_CAP] * weight[k] / wtot)
+            s[S_RTT, f] = p[P_BASE, f] + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot)
             if p[P_SHAPED, f] > 0.0:
                 s[S_RTT, f] += inst[I_TBFQ] / u if u > 0.0 else 0.0
         else:

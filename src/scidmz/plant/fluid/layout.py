@@ -124,7 +124,8 @@ NQP = 2
 # only drops arrivals, so what it still has queued will be delivered. Those
 # bytes stay in the queue as "orphans" of their class until served.
 QS_BYTES, QS_ORPH_DTN, QS_ORPH_CAMP, QS_ORPH_TBF = range(4)
-NQS = 4
+QS_RATE = 4  # service rate of the queue in the last sub-step, bytes/s (for its queueing delay)
+NQS = 5
 
 # -- OUT: per-period results ------------------------------------------------------------
 (

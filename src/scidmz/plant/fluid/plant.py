@@ -122,6 +122,7 @@ class FluidPlant:
         self._info: dict[str, np.ndarray] = {}
         self._kernel: Any = None
         self._parallel = False
+        self._queues: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._alloc()
         self.reset()
 
@@ -202,8 +203,14 @@ class FluidPlant:
             w.size_shape, w.size_scale, w.size_min, w.size_max)
         IP[L.IP_QDISC] = c.QDISC_DROPTAIL
         self.Q[i] = 0.0
-        self.QP[i, 0, L.QP_BUFFER] = sc.buffer_bytes
-        self.QP[i, 0, L.QP_WEIGHT] = 1.0
+        if self._queues is None:
+            self.QP[i, 0, L.QP_BUFFER] = sc.buffer_bytes
+            self.QP[i, 0, L.QP_WEIGHT] = 1.0
+        else:
+            buf, weight, fq = self._queues
+            self.QP[i, :, L.QP_BUFFER] = buf[i]
+            self.QP[i, :, L.QP_WEIGHT] = weight[i]
+            P[L.P_QID, :] = fq[i]
         self.G[i] = 0.0
         if sh.n_send:
             self.G[i, :, 0] = rng.uniform(0.0, w.gap_max, sh.n_send)
@@ -321,6 +328,72 @@ class FluidPlant:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError("this FluidPlant is closed")
+
+    # -- the bottleneck's queues (for queue-separation policies) ------------------------------
+    def set_queues(
+        self,
+        buffers: np.ndarray | list[float],
+        weights: np.ndarray | list[float] | None = None,
+        flow_queue: np.ndarray | list[int] | None = None,
+    ) -> None:
+        """Replace the bottleneck FIFO by K weighted drop-tail queues (Jenks RTT classes etc.).
+
+        ``buffers``: bytes per queue, shape (K,) or (B, K); ``weights``: service
+        weights (default equal), same shapes; ``flow_queue``: the queue of every
+        flow, shape (F,) or (B, F), ints in [0, K) (default 0; flow order as in
+        ``snapshot()``). May be called between periods: a flow that changes
+        queue takes its queued bytes along; bytes in queues that disappear move
+        to queue 0. The configuration survives ``reset``.
+        """
+        self._check_open()
+        B, F = self.batch, self.shape.n_flows
+        buf = np.asarray(buffers, dtype=np.float64)
+        if buf.ndim not in (1, 2) or buf.shape[-1] < 1:
+            raise ValueError(f"buffers must have shape (K,) or ({B}, K), got {buf.shape}")
+        K = buf.shape[-1]
+        buf = np.broadcast_to(buf, (B, K)).copy()
+        if not np.all(np.isfinite(buf)) or np.any(buf <= 0):
+            raise ValueError("queue buffers must be finite and > 0 bytes")
+        w = np.ones((B, K)) if weights is None else np.asarray(weights, dtype=np.float64)
+        if w.shape not in ((K,), (B, K)):
+            raise ValueError(f"weights must have shape ({K},) or ({B}, {K}), got {w.shape}")
+        w = np.broadcast_to(w, (B, K)).copy()
+        if not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError("queue weights must be finite and > 0")
+        fq = np.zeros((B, F), dtype=np.int64) if flow_queue is None else np.asarray(flow_queue)
+        if fq.shape not in ((F,), (B, F)):
+            raise ValueError(f"flow_queue must have shape ({F},) or ({B}, {F}), got {fq.shape}")
+        if fq.size and (not np.issubdtype(fq.dtype, np.integer) or fq.min() < 0 or fq.max() >= K):
+            raise ValueError(f"flow_queue must hold queue numbers in [0, {K})")
+        fq = np.broadcast_to(fq, (B, F)).astype(np.int64)
+        old_q = self.Q
+        new_q = np.zeros((B, K, L.NQS))
+        keep = min(K, old_q.shape[1])
+        new_q[:, :keep] = old_q[:, :keep]
+        if old_q.shape[1] > K:
+            new_q[:, 0, : L.QS_RATE] += old_q[:, K:, : L.QS_RATE].sum(axis=1)
+        old = self.P[:, L.P_QID].astype(np.int64)
+        old = np.where(old < K, old, 0)
+        qb = self.S[:, L.S_QB]
+        bi = np.broadcast_to(np.arange(B)[:, None], (B, F))
+        np.add.at(new_q[:, :, L.QS_BYTES], (bi, old), -qb)
+        np.add.at(new_q[:, :, L.QS_BYTES], (bi, fq), qb)
+        new_q[:, :, L.QS_BYTES] = np.maximum(new_q[:, :, L.QS_BYTES], 0.0)
+        qp = np.zeros((B, K, L.NQP))
+        qp[:, :, L.QP_BUFFER] = buf
+        qp[:, :, L.QP_WEIGHT] = w
+        self.Q, self.QP = new_q, qp
+        self.P[:, L.P_QID] = fq
+        self._queues = (buf, w, fq.copy())
+
+    def queue_state(self) -> dict[str, np.ndarray]:
+        """Per-queue state now, (B, K) arrays: ``bytes`` queued, ``buffer``, ``weight``, ``rate`` (bytes/s served)."""
+        return {
+            "bytes": self.Q[:, :, L.QS_BYTES].copy(),
+            "buffer": self.QP[:, :, L.QP_BUFFER].copy(),
+            "weight": self.QP[:, :, L.QP_WEIGHT].copy(),
+            "rate": self.Q[:, :, L.QS_RATE].copy(),
+        }
 
     # -- ground truth beyond the protocol ------------------------------------------------
     def flow_records(self) -> Any:
