@@ -241,7 +241,11 @@ def _install_cache_locator() -> None:
 
         return _FluidKernelLocator
 
-    classes = caching.CacheImpl._locator_classes
+    classes = getattr(getattr(caching, "CacheImpl", None), "_locator_classes", None)
+    if not isinstance(classes, list):
+        # numba reorganised its cache internals: keep its own stamp (edits of
+        # constants.py then need `rm -r src/scidmz/plant/fluid/__pycache__`)
+        return
     if not any(getattr(k, "_scidmz_fluid", False) for k in classes):
         # numba's own order: NUMBA_CACHE_DIR, in-tree __pycache__, user-wide cache dir
         classes[0:0] = [
