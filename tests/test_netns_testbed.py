@@ -165,14 +165,18 @@ def test_two_testbeds_with_different_prefixes_coexist():
     sc = _small(campus={"hosts": 1})
     with Testbed(sc, prefix="tca", rtts={"s1": 0.012}) as a:
         with Testbed(sc, prefix="tcb", rtts={"s1": 0.024}) as b:
-            # Each testbed keeps its own delay table (accuracy itself is tested above).
-            assert abs(measure_rtt(a, "s1", probes=7)["median"] - 0.012) < 2e-3
-            assert abs(measure_rtt(b, "s1", probes=7)["median"] - 0.024) < 2e-3
+            # Each testbed keeps its own delay table (accuracy itself is tested above;
+            # the fastest probe is the one least disturbed by a busy machine).
+            ra, rb = measure_rtt(a, "s1", probes=7), measure_rtt(b, "s1", probes=7)
+            assert abs(ra["min"] - 0.012) < 1e-3, ra
+            assert abs(rb["min"] - 0.024) < 1e-3, rb
             with pytest.raises(RuntimeError, match="in use"):
                 Testbed(sc, prefix="tca").up()
+            assert a.record is not None and b.record is not None
         assert not any(ns.startswith("tcb-") for ns in _namespaces())
         # Tearing down b left a intact.
-        assert abs(measure_rtt(a, "s1", probes=7)["median"] - 0.012) < 2e-3
+        ra = measure_rtt(a, "s1", probes=7)
+        assert abs(ra["min"] - 0.012) < 1e-3, ra
     assert not any(ns.startswith(("tca-", "tcb-")) for ns in _namespaces())
 
 
