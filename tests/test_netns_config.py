@@ -9,12 +9,13 @@ import pytest
 
 from scidmz.plant.netns.registry import check_prefix
 from scidmz.plant.netns.sockflows import weibull_schedule
-from scidmz.plant.netns.topology import resolve_cca, testbed_ccas
+from scidmz.plant.netns.topology import resolve_cca
+from scidmz.plant.netns.topology import testbed_ccas as available_ccas
 from scidmz.plant.netns.traffic import parse_iperf_json
 
 
 def test_bbr2_maps_to_bbr_with_a_warning_and_unknown_cca_is_an_error(caplog):
-    if "bbr" not in testbed_ccas():
+    if "bbr" not in available_ccas():
         pytest.skip("kernel without bbr")
     with caplog.at_level(logging.WARNING, logger="scidmz.testbed"):
         assert resolve_cca("bbr2", "dtn.cca") == "bbr"
