@@ -107,3 +107,17 @@ def test_ga_same_seed_same_result() -> None:
 def test_ga_bad_arguments(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         tune(SC, TrivialLike(), **kwargs)
+
+
+def test_several_episodes_per_individual_average_their_iae() -> None:
+    tg = fitness_targets(SC, 6.0, seed=1, episodes=2)
+    assert tg.shape == (6, 2)
+    g = np.array([[0.2, 0.3, 0.5], [0.0, 0.0, 0.0]])
+    both = evaluate_gains(SC, TrivialLike(), g, tg, seed=2)
+    first = evaluate_gains(SC, TrivialLike(), g, tg[:, :1], seed=2)
+    # Episode 0 of the pair is exactly the single-episode run (same seed, same signal).
+    assert np.all(both > 0) and both.shape == (2,)
+    single0 = evaluate_gains(SC, TrivialLike(), g, tg[:, 0], seed=2)
+    np.testing.assert_array_equal(first, single0)
+    res = tune(SC, TrivialLike(), generations=1, population=3, parents=2, episode=5.0, episodes=2)
+    assert res.info["episodes_per_individual"] == 2

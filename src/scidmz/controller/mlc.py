@@ -49,7 +49,7 @@ from ..state import STATE_FIELDS, History
 __all__ = ["Gains", "desired_state", "AntiWindupPI", "MLCPolicy", "DEFAULT_DELTA_U"]
 
 #: Default Delta_u of the +-Delta_u(t) saturator, as a fraction of B_max.
-DEFAULT_DELTA_U = 0.05
+DEFAULT_DELTA_U = 0.02
 #: Where the +-Delta_u(t) interval of Fig. 5 is centred: "band" -> around the
 #: administrator's trivial rate B_max - R*_DTN(t) (moves with the target, so
 #: Delta_u(t) bounds how far the MLC may deviate from it); "rate" -> around
