@@ -305,3 +305,19 @@ def test_udp_cbr_weibull_short_flows_and_fixed_size_dtn_fct():
     ok = [f for f in shorts if f["ok"]]
     assert len(ok) >= 10 and all(1e4 <= f["size"] <= 1e7 for f in ok)
     assert 0 < float(infos[-1]["short_flows_done"][0]) <= len(ok)
+
+
+def test_a_failure_mid_build_leaves_nothing(monkeypatch):
+    from scidmz.plant.netns.registry import RUN_DIR
+    from scidmz.plant.netns.topology import Testbed
+
+    def boom(self, br1):
+        raise RuntimeError("injected failure while configuring the bottleneck")
+
+    monkeypatch.setattr(Testbed, "_bottleneck", boom)
+    before = _snapshot()
+    tb = Testbed(_small(campus={"hosts": 1}), prefix="tfl")
+    with pytest.raises(RuntimeError, match="injected failure"):
+        tb.up()
+    _assert_clean(before, "tfl")
+    assert not (RUN_DIR / "tfl.json").exists()
