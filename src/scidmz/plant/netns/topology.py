@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import ipaddress
+import itertools
 import json
 import logging
 import os
@@ -47,6 +48,7 @@ __all__ = ["Host", "Testbed", "testbed_ccas", "resolve_cca"]
 log = logging.getLogger("scidmz.testbed")
 
 MTU_FRAME = 1514
+_AUTO = itertools.count()
 _SWITCHES = ("bridge", "ovs")
 
 
@@ -116,7 +118,9 @@ class Testbed:
         if switch not in _SWITCHES:
             raise ValueError(f"unknown switch '{switch}' (choose bridge or ovs)")
         self.scenario = scenario
-        self.prefix = check_prefix(prefix or f"sdz{os.getpid() % 100000}")
+        # Default: unique per process and instance, so plants built one after
+        # another (or side by side) in one process never collide.
+        self.prefix = check_prefix(prefix or f"n{os.getpid() % 100000:05d}{next(_AUTO) % 100:02d}")
         self.switch = switch
         self.sender_offloads = sender_offloads
         self.calibrate = calibrate
