@@ -225,6 +225,11 @@ def _add_mlc_pipeline(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episode", default="120", help="fitness episode length (default 120 s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=0, help="process-pool workers per generation (default: in-process)")
+    p.add_argument("--delta-u", type=float, default=None,
+                   help="+-Delta_u saturator of Fig. 5 as a fraction of B_max (default 0.02)")
+    p.add_argument("--limiter", choices=["band", "rate"], default="band",
+                   help="centre of the +-Delta_u interval: the trivial rate (band) or u(t-T) (rate)")
+    p.add_argument("--episodes", type=int, default=1, help="fitness episodes per individual (default 1, the paper's)")
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     p.set_defaults(func=_cmd_tune)
@@ -258,6 +263,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     result, human = tune_from_paths(
         scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, generations=a.generations,
         population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
+        delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
         tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
     )
     _emit(result, a.json, human)

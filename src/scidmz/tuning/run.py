@@ -22,6 +22,9 @@ def tune_from_paths(
     episode: str | float = 120.0,
     seed: int = 0,
     workers: int = 0,
+    delta_u: float | None = None,
+    limiter: str = "band",
+    episodes: int = 1,
     tracking_uri: str | None = None,
     track: bool = True,
     progress: bool = False,
@@ -33,6 +36,7 @@ def tune_from_paths(
     gains.json, convergence.csv, convergence.png and result.json.
     ``workers`` > 1 spreads each generation over a process pool.
     """
+    from ..controller.mlc import DEFAULT_DELTA_U, LIMITERS
     from ..evaluation.simulate import resolve_scenario
     from ..models.inverse import load_predictor
     from ..tracking import tracked_run
@@ -41,13 +45,19 @@ def tune_from_paths(
 
     sc = resolve_scenario(scenario, overrides)
     ep = parse_time(episode, what="--episode")
+    du = DEFAULT_DELTA_U if delta_u is None else float(delta_u)
+    if not 0 < du <= 1:
+        raise ValueError(f"--delta-u must be a fraction of B_max in (0, 1], got {delta_u}")
+    if limiter not in LIMITERS:
+        raise ValueError(f"--limiter must be one of {', '.join(LIMITERS)}, got {limiter!r}")
     predictor = load_predictor(model)
     out_path = Path(out)
     params = {
         "scenario": sc.name, "dtn_cca": sc.dtn.cca, "model": str(model),
         "model_dataset_sha256": predictor.meta.get("dataset_sha256"), "generations": generations,
         "population": population, "parents": parents, "crossover": 0.9, "mutation": 0.1,
-        "episode": ep, "seed": seed, "workers": workers,
+        "episode": ep, "seed": seed, "workers": workers, "delta_u": du, "limiter": limiter,
+        "episodes_per_individual": episodes,
     }
 
     def work(run: Any | None) -> dict[str, Any]:
@@ -58,7 +68,8 @@ def tune_from_paths(
             executor = ProcessPoolExecutor(max_workers=workers)
         try:
             res = tune(sc, predictor, generations=generations, population=population, parents=parents,
-                       episode=ep, seed=seed, executor=executor, progress=progress)
+                       episode=ep, seed=seed, executor=executor, progress=progress, delta_u=du,
+                       limiter=limiter, episodes=episodes)
         finally:
             if executor is not None:
                 executor.shutdown(cancel_futures=True)
