@@ -151,13 +151,16 @@ def check_testbed(tb: Testbed, senders: list[str] | None = None, rate_seconds: f
     st = bn["delay_stage"]
     ok_rtt = all(abs(v["error"]) <= 1e-3 for v in rtts.values())
     ok_stage = st["kernel_drops"] == 0 and st["tx_errors"] == 0 and st["reordered"] == 0
+    # Held frames released on time on average (the emulated RTT is then within 0.5 ms).
+    ok_punctual = st["late_mean_s"] <= 0.5e-3
     ok_taps = bn["taps"] is None or bn["taps"].get("kernel_drops", 0) == 0
     ok_rate = abs(bn["wire_rate"] / bn["capacity"] - 1) <= 0.05
     return {
         "testbed": tb.summary() | {"namespaces": len(tb.summary()["namespaces"])},
         "rtt": rtts,
         "bottleneck": bn,
-        "ok": {"rtt_within_1ms": ok_rtt, "delay_stage_clean": ok_stage, "taps_clean": ok_taps, "rate_within_5pct": ok_rate},
+        "ok": {"rtt_within_1ms": ok_rtt, "delay_stage_clean": ok_stage,
+               "releases_punctual": ok_punctual, "taps_clean": ok_taps, "rate_within_5pct": ok_rate},
     }
 
 
