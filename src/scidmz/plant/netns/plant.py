@@ -119,6 +119,11 @@ class NetnsPlant:
 
         return KernelCounterTelemetry(self._tb)
 
+    @property
+    def actuator(self) -> Any:
+        """The campus TBF actuator (None before ``reset``): the daemon applies fallbacks through it."""
+        return self._act
+
     def reset(self, seed: int | None = None) -> StateBatch:
         self._ensure_up()
         sc = self.scenario

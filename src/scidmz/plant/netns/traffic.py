@@ -62,8 +62,9 @@ def _listening(tb: Testbed, ns: str, port: int) -> bool:
 
     netns.pushns(ns)
     try:
-        # iperf3 listens on a dual-stack socket, which shows up in tcp6.
-        text = Path("/proc/self/net/tcp").read_text() + Path("/proc/self/net/tcp6").read_text()
+        # iperf3 listens on a dual-stack socket, which shows up in tcp6. thread-self, not
+        # self: pushns switches only this thread, and self follows the main thread.
+        text = Path("/proc/thread-self/net/tcp").read_text() + Path("/proc/thread-self/net/tcp6").read_text()
     finally:
         netns.popns()
     want = f":{port:04X}"
