@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -200,20 +199,15 @@ class Trace:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        from .fileio import atomic_path
+
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         table = pa.Table.from_pandas(self.df, preserve_index=False)
         md = dict(table.schema.metadata or {})
         md[b"scidmz"] = json.dumps(self.meta, default=_json_default).encode()
         table = table.replace_schema_metadata(md)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return path
 
     @classmethod

@@ -48,7 +48,6 @@ import math
 import os
 import secrets
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -60,6 +59,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..actuators.base import ActuatorError
+from ..fileio import atomic_write_text
 from ..plant.base import Plant
 from ..policies.base import Policy
 from ..state import STATE_FIELDS, History
@@ -492,15 +492,7 @@ class ControlDaemon:
         assert self.api_address is not None
         host, port = self.api_address
         body = json.dumps({"token": self.token, "api": f"{host}:{port}", "pid": os.getpid()})
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", dir=path.parent)  # mkstemp makes it 0600
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(body + "\n")
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(path, body + "\n", mode=0o600)  # the token is a secret
 
     def _remove_token_file(self) -> None:
         try:

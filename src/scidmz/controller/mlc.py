@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -42,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..fileio import atomic_write_text
 from ..identification.regressors import N_FEATURES, RATE_FEATURES, feature_row
 from ..scenario import Scenario
 from ..state import STATE_FIELDS, History
@@ -95,19 +95,8 @@ class Gains:
 
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
         """JSON, written atomically; ``extra`` (provenance) is stored alongside and ignored on load."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         doc = {**self.to_dict(), **({"info": extra} if extra else {})}
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            os.fchmod(fd, 0o644)  # mkstemp makes 0600; gains are meant to be shared
-            with os.fdopen(fd, "w") as fh:
-                json.dump(doc, fh, indent=2, default=str)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+        return atomic_write_text(path, json.dumps(doc, indent=2, default=str))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Gains:

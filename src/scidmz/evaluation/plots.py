@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,15 +23,13 @@ def _plt() -> Any:
 
 def save_figure(fig: Any, path: str | os.PathLike[str]) -> Path:
     """Save atomically (temp + rename) and close the figure."""
+    from ..fileio import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.stem + ".", suffix=path.suffix or ".png", dir=path.parent)
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
     finally:
-        Path(tmp).unlink(missing_ok=True)
         _plt().close(fig)
     return path
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..fileio import atomic_write_bytes
 from .parse import REASONS, parse_frames, reason_counts
 
 __all__ = ["Capture", "read_capture", "write_pcap"]
@@ -283,12 +283,4 @@ def write_pcap(path: str | os.PathLike[str], frames: list[bytes], ts_ns: np.ndar
         ol = len(fr) if orig_len is None else int(orig_len[i])
         parts.append(struct.pack("<IIII", sec, frac, len(fr), ol))
         parts.append(fr)
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"".join(parts))
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    return atomic_write_bytes(p, b"".join(parts))

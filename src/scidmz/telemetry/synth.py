@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from ..fileio import atomic_write_bytes
 
 __all__ = ["frame", "ip2int", "bulk_pcap", "Taps"]
 
@@ -100,16 +101,7 @@ def bulk_pcap(path: str | os.PathLike[str], ts_ns: np.ndarray, src: np.ndarray, 
     rec[:, tcp + 13] = np.asarray(flags, dtype=np.uint8)
     put(tcp + 14, np.full(n, 65535), 2)
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1))
-            f.write(rec.tobytes())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
+    return atomic_write_bytes(p, struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 262144, 1) + rec.tobytes())
 
 
 class Taps:

@@ -31,7 +31,6 @@ import csv
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..controller.mlc import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
+from ..fileio import atomic_write_text
 from ..scenario import Scenario
 from ..signals import random_steps
 
@@ -347,12 +347,4 @@ def _csv_text(rows: list[dict[str, Any]], cols: list[str]) -> str:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text)

@@ -16,10 +16,11 @@ import json
 import os
 import re
 import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from ...fileio import atomic_write_text
 
 __all__ = [
     "RUN_DIR",
@@ -125,15 +126,7 @@ class Record:
         return pid > 0 and proc_start_time(pid) == self.data.get("owner_start")
 
     def save(self) -> None:
-        RUN_DIR.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=self.path.name + ".", suffix=".tmp", dir=RUN_DIR)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.data, f, indent=1)
-            os.replace(tmp, self.path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(self.path, json.dumps(self.data, indent=1))
 
     def add(self, kind: str, item: Any) -> None:
         self.data[kind].append(item)
