@@ -82,6 +82,9 @@ def test_mrae_experiment_structure_and_values(sc, policies) -> None:
     # Unshaped campus traffic crowds the DTN out: it tracks its target worse than with the TBF.
     assert s["none"]["mean"] > s["trivial"]["mean"]
     assert s["none"]["mean_rate_dtn"] < s["trivial"]["mean_rate_dtn"]
+    # Paired over the same trials: "none" is worse than trivial in every one of them.
+    assert s["none"]["paired_n"] == PLAN.trials and s["none"]["paired_wins"] == 0
+    assert 0 < s["none"]["paired_p"] <= 1
     # Same seeds -> same numbers.
     again = mrae_experiment(sc, {"trivial": TrivialPolicy()}, PLAN)
     assert again.summary["trivial"]["mean"] == pytest.approx(s["trivial"]["mean"])

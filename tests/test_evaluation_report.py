@@ -23,6 +23,7 @@ def _summaries(mrae_mlc: float, mrae_tr: float, fct_mlc: float, fct_tr: float, r
         },
         "fct": {
             "mlc": {"n": 3, "mean": fct_mlc, "std": 1.0, "median": fct_mlc, "unfinished": 0,
+                    "paired_n": 3, "paired_wins": 3, "paired_p": 0.25,
                     "reduction_pct": red(fct_tr, fct_mlc)},
             "trivial": {"n": 3, "mean": fct_tr, "std": 1.0, "median": fct_tr, "unfinished": 0},
             "transfer": 10e9, "target": 5e8, "bound_s": 700.0, "ideal_s": 160.0,
@@ -85,6 +86,7 @@ def test_report_renders_side_by_side_and_says_where_mlc_falls_short(tmp_path) ->
     assert "**the MLC does not beat the trivial TBF here**" in text  # bbr2 falls short
     assert "BBRv2, MRAE (mean)" in text and "Hand-written analysis." in text
     assert "0.285" in text  # the paper's Table 4 gains next to ours
+    assert "| 3/3 / p = 0.25 |" in text  # paired comparison of the FCT trials
     assert "1.20%" in text  # CV error as a percentage
     # Why the FCT falls short: trivial at 170 s vs 160 s ideal leaves 5.88 % for any tracking controller.
     assert "at most 5.88 % of its FCT is left" in text and "174.8 s" in text

@@ -239,6 +239,26 @@ def _compare(summary: dict[str, Any], key: str, out: str) -> None:
             s[out] = reduction_pct(base, s[key])
 
 
+def _paired(summary: dict[str, Any], table: Any, col: str, key: str = "trial") -> None:
+    """Paired Wilcoxon signed-rank p-value of each policy vs trivial over the same trials (same seeds)."""
+    from scipy.stats import wilcoxon
+
+    base = table[table["policy"] == BASELINE].set_index(key)[col]
+    for name, s in summary.items():
+        if name == BASELINE or not isinstance(s, dict):
+            continue
+        other = table[table["policy"] == name].set_index(key)[col]
+        both = np.column_stack([base.reindex(other.index).to_numpy(dtype=float), other.to_numpy(dtype=float)])
+        both = both[np.all(np.isfinite(both), axis=1)]
+        diff = both[:, 0] - both[:, 1]
+        s["paired_n"] = int(len(diff))
+        s["paired_wins"] = int(np.sum(diff > 0))  # trials where this policy is lower than trivial
+        if len(diff) >= 2 and np.any(diff != 0):
+            s["paired_p"] = float(wilcoxon(both[:, 0], both[:, 1]).pvalue)
+        else:
+            s["paired_p"] = math.nan
+
+
 def _dtn_fct(trace: Trace) -> float:
     """The DTN transfer's FCT from the plant's per-period ``dtn_fct`` column (NaN until done)."""
     if "dtn_fct" not in trace.df.columns:
@@ -296,6 +316,7 @@ def mrae_experiment(
         for name, g in table.groupby("policy", sort=False)
     }
     _compare(summary, "mean", "reduction_pct")
+    _paired(summary, table, "mrae")
     summary["target_signal"] = (
         f"pseudo-random steps, R*_DTN ~ U[{plan.target_low:g}, {plan.target_high:g}] x B_max "
         f"every {min(plan.target_hold, plan.duration):g} s, seed {plan.seed} (trial i: column i)"
@@ -354,6 +375,8 @@ def fct_experiment(
         util_sum[name] = _stats(g["utilization"])
     _compare(fct_sum, "mean", "reduction_pct")
     _compare(util_sum, "mean", "decrease_pct")
+    _paired(fct_sum, table, "fct")
+    _paired(util_sum, table, "utilization")
     target = plan.fct_target * sc.capacity
     # A DTN held exactly at R*_DTN finishes in ideal_s: the FCT a perfect tracking controller gets.
     info = {"target": target, "transfer": plan.transfer, "bound_s": plan.fct_bound(sc),

@@ -76,19 +76,22 @@ def verdicts(cca: str, summaries: Mapping[str, Any]) -> list[dict[str, Any]]:
     if m:
         red = _s(m, "mlc", "reduction_pct")
         out.append({"metric": "MRAE (mean)", "mlc": _s(m, "mlc", "mean"), "trivial": _s(m, "trivial", "mean"),
-                    "ours_pct": red, "paper_pct": paper.get("mrae_reduction_pct"),
+                    "ours_pct": red, "paper_pct": paper.get("mrae_reduction_pct"), "p": _s(m, "mlc", "paired_p"),
+                    "wins": _wins(m),
                     "beats_trivial": red is not None and red > 0})
     f = summaries.get("fct")
     if f:
         red = _s(f, "mlc", "reduction_pct")
         out.append({"metric": "DTN FCT (mean, s)", "mlc": _s(f, "mlc", "mean"), "trivial": _s(f, "trivial", "mean"),
-                    "ours_pct": red, "paper_pct": paper.get("fct_reduction_pct"),
+                    "ours_pct": red, "paper_pct": paper.get("fct_reduction_pct"), "p": _s(f, "mlc", "paired_p"),
+                    "wins": _wins(f),
                     "beats_trivial": red is not None and red > 0})
     u = summaries.get("utilization")
     if u:
         dec = _s(u, "mlc", "decrease_pct")
         out.append({"metric": "utilisation rho (mean)", "mlc": _s(u, "mlc", "mean"),
-                    "trivial": _s(u, "trivial", "mean"), "ours_pct": dec,
+                    "trivial": _s(u, "trivial", "mean"), "ours_pct": dec, "p": _s(u, "mlc", "paired_p"),
+                    "wins": _wins(u),
                     "paper_pct": paper.get("util_decrease_pct"),
                     # The target is "within 1 % of trivial", not "higher than trivial".
                     "beats_trivial": dec is not None and abs(dec) <= 1.0})
@@ -100,6 +103,11 @@ def verdicts(cca: str, summaries: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "paper_pct": paper.get("short_median_improvement_pct"),
                     "beats_trivial": red is not None and red >= 0})
     return out
+
+
+def _wins(summ: Mapping[str, Any]) -> str | None:
+    w, n = _s(summ, "mlc", "paired_wins"), _s(summ, "mlc", "paired_n")
+    return f"{w}/{n}" if w is not None and n else None
 
 
 def headline_lines(name: str, results: Mapping[str, Any]) -> list[str]:
@@ -166,13 +174,16 @@ def _section_for(cca_key: str, sec: Mapping[str, Any], out_dir: Path) -> list[st
             L.append(_img(files["convergence.png"], f"GA convergence {label}", out_dir))
 
     L += ["### Headline: MLC vs trivial TBF", "",
-          "| metric | MLC | trivial | ours: MLC better by | paper: MLC better by | MLC meets target? |",
-          "|---|---|---|---|---|---|"]
+          "| metric | MLC | trivial | ours: MLC better by | paired trials MLC lower / p | paper: MLC better by | MLC meets target? |",
+          "|---|---|---|---|---|---|---|"]
     for v in verdicts(cca_key, summ):
+        paired = f"{v['wins']} / p = {_f(v.get('p'), '{:.2g}')}" if v.get("wins") else "n/a"
         L.append(f"| {v['metric']} | {_f(v['mlc'], '{:.4g}')} | {_f(v['trivial'], '{:.4g}')} | "
-                 f"{_pct(v['ours_pct'])} | {_f(v['paper_pct'], '{:.2f} %')} | {'yes' if v['beats_trivial'] else '**no**'} |")
+                 f"{_pct(v['ours_pct'])} | {paired} | {_f(v['paper_pct'], '{:.2f} %')} | "
+                 f"{'yes' if v['beats_trivial'] else '**no**'} |")
     L += ["", "Positive = MLC lower (better) than trivial; for utilisation, positive = MLC lower "
-          "(the paper reports a negligible *decrease*; the target is |change| <= 1 %).", ""]
+          "(the paper reports a negligible *decrease*; the target is |change| <= 1 %). Trials are paired "
+          "(trial i: same seed and target for both policies); p is the two-sided Wilcoxon signed-rank test.", ""]
 
     m = summ.get("mrae")
     if m:
