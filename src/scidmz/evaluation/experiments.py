@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -624,16 +623,11 @@ def plot_sweep(res: ExperimentResult, path: str | os.PathLike[str], title: str =
 
 
 def _atomic_write(path: Path, write: Callable[[str], None]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from ..fileio import atomic_path
+
+    with atomic_path(path) as tmp:
+        write(str(tmp))
+    return Path(path)
 
 
 def _write_csv(df: Any, path: Path) -> Path:
