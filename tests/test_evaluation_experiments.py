@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -132,3 +133,19 @@ def test_run_experiments_writes_files(tmp_path, sc, policies) -> None:
     doc = json.loads((tmp_path / "results.json").read_text())
     assert doc["results"]["mrae"]["summary"]["trivial"]["n"] == PLAN.trials
     assert doc["plan"]["trials"] == PLAN.trials
+
+
+def test_single_instance_plants_run_trials_in_turn(sc, monkeypatch) -> None:
+    """netns/hardware hold one instance: trials run one after another with the same seeds."""
+    import scidmz.evaluation.experiments as ex
+
+    plan = ExperimentPlan(trials=3, duration=10.0, target_hold=5.0, seed=5)
+    batched = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan)
+    monkeypatch.setitem(ex.MAX_BATCH, "fluid", 1)
+    serial = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan)
+    assert np.allclose(serial.table["mrae"], batched.table["mrae"])
+    assert [tr.meta["instance"] for tr in serial.traces["trivial"]] == [0, 1, 2]
+    short = replace(PLAN, short_trials=2, short_duration=10.0)
+    monkeypatch.setitem(ex.MAX_BATCH, "fluid", 1)
+    res = short_flow_experiment(sc, {"trivial": TrivialPolicy()}, short)
+    assert set(res.table["instance"]) <= {0, 1} and len(res.table) > 0

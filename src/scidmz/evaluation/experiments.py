@@ -148,6 +148,10 @@ def _progress_bar(total: int, desc: str, enabled: bool) -> Any:
     return tqdm(total=total, desc=desc, unit="period", leave=False)
 
 
+#: Plants that run in real time hold one instance; their trials run one after another.
+MAX_BATCH: dict[str, int] = {"netns": 1, "hardware": 1}
+
+
 def run_trials(
     scenario: Scenario,
     policy: Policy,
@@ -158,21 +162,53 @@ def run_trials(
     want_flows: bool = False,
     progress: bool = False,
 ) -> tuple[list[Trace], Any]:
-    """Run ``policy`` on one batched plant, one instance per column of ``targets`` (steps, B).
+    """Run ``policy`` with one plant instance per column of ``targets`` (steps, B); trial i uses seed + i.
 
-    With ``until_done`` the loop stops early once every instance's DTN transfer has
-    finished (``info['dtn_fct']`` finite), so a bounded FCT run costs only what it
-    needs. Returns one ``Trace`` per instance and, if ``want_flows``, the plant's
-    ``flow_records()`` (finished flows, incl. short flows) read before it closes.
+    All trials run in one batched plant when the backend allows it (``MAX_BATCH``
+    otherwise splits them into consecutive runs, same seeds). With ``until_done``
+    the loop stops early once every instance's DTN transfer has finished
+    (``info['dtn_fct']`` finite), so a bounded FCT run costs only what it needs.
+    Returns one ``Trace`` per instance and, if ``want_flows``, the plant's
+    ``flow_records()`` (finished flows, incl. short flows; ``instance`` = trial).
     """
-    from ..controller.loop import check_rates
-
     tg = np.asarray(targets, dtype=np.float64)
     if tg.ndim != 2:
         raise ValueError(f"targets must have shape (steps, trials), got {tg.shape}")
-    steps, batch = tg.shape
     for v in (float(tg.min()), float(tg.max())):
         scenario.check_target(v)
+    limit = MAX_BATCH.get(plant, tg.shape[1])
+    if tg.shape[1] <= limit:
+        return _run_batch(scenario, policy, tg, seed, plant, until_done, want_flows, progress)
+    import pandas as pd
+
+    traces: list[Trace] = []
+    frames = []
+    for j in range(0, tg.shape[1], limit):
+        trs, fl = _run_batch(scenario, policy, tg[:, j : j + limit], seed + j, plant, until_done, want_flows, progress)
+        for i, tr in enumerate(trs):
+            tr.meta.update({"instance": j + i, "seed": seed})
+        traces.extend(trs)
+        if fl is not None:
+            fl = pd.DataFrame(fl).copy()
+            if "instance" in fl.columns:
+                fl["instance"] = fl["instance"] + j
+            frames.append(fl)
+    return traces, (pd.concat(frames, ignore_index=True) if frames else None)
+
+
+def _run_batch(
+    scenario: Scenario,
+    policy: Policy,
+    tg: np.ndarray,
+    seed: int,
+    plant: str,
+    until_done: bool,
+    want_flows: bool,
+    progress: bool,
+) -> tuple[list[Trace], Any]:
+    from ..controller.loop import check_rates
+
+    steps, batch = tg.shape
     bar = _progress_bar(steps, f"{policy.name} on {scenario.name} x{batch}", progress)
     flows = None
     with make_plant(plant, scenario, batch=batch) as pl:

@@ -302,9 +302,14 @@ def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
                          f"{_f(-v['ours_pct'], '{:+.2f} %')} relative to trivial; paper {_f(paper, '-{:.2f} %')}).")
             elif v["beats_trivial"]:
                 meets = paper is None or v["ours_pct"] >= paper
-                L.append(f"- {label}, {v['metric']}: MLC meets the target ({_pct(v['ours_pct'])} vs trivial); "
-                         + ("at or above the paper's figure." if meets else
-                            f"below the paper's {paper:.2f} %."))
+                p = v.get("p")
+                sig = ""
+                if p is not None and math.isfinite(p):
+                    sig = (f" (significant: paired p = {p:.2g}, MLC lower in {v['wins']} trials)" if p < 0.05 else
+                           f" -- **but not significantly** (paired p = {p:.2g}, MLC lower in {v['wins']} trials)")
+                L.append(f"- {label}, {v['metric']}: MLC lower than trivial ({_pct(v['ours_pct'])})"
+                         + sig + "; " + ("at or above the paper's figure." if meets else
+                                         f"below the paper's {paper:.2f} %."))
             elif v["metric"].startswith("utilisation"):
                 L.append(f"- {label}, {v['metric']}: **outside the 1 % band around trivial** (MLC "
                          f"{_f(-v['ours_pct'], '{:+.2f} %')} relative to trivial; paper {_f(paper, '-{:.2f} %')}).")
