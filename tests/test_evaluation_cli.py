@@ -76,7 +76,8 @@ def test_evaluate_end_to_end(tmp_path, capsys) -> None:
     Gains(0.3, 1.0, 1.0).save(tmp_path / "gains.json")
     out = tmp_path / "eval"
     code = main(["evaluate", "small-cubic", "--model", str(tmp_path / "model"), "--gains", str(tmp_path / "gains.json"),
-                 "--trials", "2", "--quick", "--experiments", "mrae,utilization", "--out", str(out), "--json"])
+                 "--trials", "2", "--quick", "--experiments", "mrae,utilization", "--out", str(out), "--json",
+                 "--tracking-uri", str(tmp_path / "mlruns")])
     assert code == 0
     doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert doc["experiments"] == ["mrae", "utilization"] and doc["trials"] == 2
@@ -85,3 +86,8 @@ def test_evaluate_end_to_end(tmp_path, capsys) -> None:
         assert 0 < doc["results"]["utilization"][pol]["mean"] <= 1.05
     assert "reduction_pct" in doc["results"]["mrae"]["mlc"]
     assert (out / "results.json").is_file() and (out / "mrae_cdf.png").is_file()
+    # Tracked with mlflow: one run with the metrics and the result files as artifacts.
+    runs = [m.parent for m in (tmp_path / "mlruns").rglob("meta.yaml") if m.parent.parent.name != "mlruns"]
+    assert len(runs) == 1
+    assert (runs[0] / "metrics" / "mrae_mean_mlc").is_file()
+    assert any((runs[0] / "artifacts" / "results").rglob("mrae.csv"))

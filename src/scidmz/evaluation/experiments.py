@@ -717,6 +717,22 @@ def load_mlc_policy(model: str | os.PathLike[str], gains: str | os.PathLike[str]
     return MLCPolicy.from_paths(model=str(mp), gains=g)
 
 
+def _tracked_metrics(results: Mapping[str, ExperimentResult]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for name, res in results.items():
+        if name == "sweep":
+            for row in res.summary.get("rows", []):
+                for pol, v in row.items():
+                    if isinstance(v, dict):
+                        out[f"sweep_fct_ns{row['n_s']}_{pol}"] = v.get("mean", math.nan)
+            continue
+        key = "median" if name == "short" else "mean"
+        for pol, v in res.summary.items():
+            if isinstance(v, dict):
+                out[f"{name}_{key}_{pol}"] = v.get(key, math.nan)
+    return out
+
+
 def evaluate(
     scenario: str | Scenario,
     model: str,
@@ -729,8 +745,14 @@ def evaluate(
     seed: int = 0,
     quick: bool = False,
     progress: bool = False,
+    tracking_uri: str | None = None,
+    track: bool = True,
 ) -> tuple[dict[str, Any], str]:
-    """The library side of ``scidmz evaluate``: MLC vs trivial on the chosen experiments."""
+    """The library side of ``scidmz evaluate``: MLC vs trivial on the chosen experiments.
+
+    The run is tracked with mlflow (experiment ``scidmz-evaluate``): parameters, the
+    per-policy metrics, and the CSV/JSON/PNG files when ``out`` is given.
+    """
     from ..policies import TrivialPolicy
     from .simulate import resolve_scenario
 
@@ -742,9 +764,23 @@ def evaluate(
     base = ExperimentPlan.quick(seed) if quick else ExperimentPlan(seed=seed)
     plan = replace(base, trials=int(trials), ns_trials=min(base.ns_trials, int(trials)),
                    short_trials=min(base.short_trials, int(trials)))
+    from contextlib import nullcontext
+
+    from ..tracking import file_sha256, tracked_run
+
+    params = {"scenario": sc.name, "model": str(model), "gains": str(gains), "plant": plant,
+              "experiments": ",".join(exps), **plan.to_dict()}
+    gp = Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains)
     t0 = time.perf_counter()
-    results = run_experiments(sc, {"mlc": mlc, BASELINE: TrivialPolicy()}, plan, exps, out_dir=out,
-                              plant=plant, progress=progress)
+    ctx = tracked_run("scidmz-evaluate", f"{sc.name}-evaluate", params, tracking_uri) if track else nullcontext()
+    with ctx as run:
+        results = run_experiments(sc, {"mlc": mlc, BASELINE: TrivialPolicy()}, plan, exps, out_dir=out,
+                                  plant=plant, progress=progress)
+        if run is not None:
+            run.set_tags({"gains_sha256": file_sha256(gp)})
+            run.log_metrics(_tracked_metrics(results))
+            if out:
+                run.log_artifact(out, artifact_path="results")
     out_json: dict[str, Any] = {
         "scenario": sc.name, "model": str(model), "gains": str(gains), "trials": int(trials),
         "experiments": list(exps), "results": {k: v.summary for k, v in results.items()},
