@@ -32,7 +32,6 @@ program's taps arrive on one pipe, so the values are summed over pipes
 from __future__ import annotations
 
 import importlib
-import ipaddress
 import os
 import sys
 import time
@@ -43,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from . import constants as C
+from .view import digest_array, parse_prefix
 
 __all__ = ["BfrtView", "Widener", "import_bfrt_client", "SDE_MISSING"]
 
@@ -121,8 +121,8 @@ class BfrtView:
                 remote_prefixes: Iterable[str] = (C.DEFAULT_REMOTE_PREFIX,),
                 tap_ports: Mapping[int, int] | None = None) -> None:
         gc = self.gc
-        entries = [(_net(s), C.CLASS_DTN) for s in dtn_prefixes]
-        entries += [(_net(s), C.CLASS_CAMPUS) for s in remote_prefixes]
+        entries = [(parse_prefix(s), C.CLASS_DTN) for s in dtn_prefixes]
+        entries += [(parse_prefix(s), C.CLASS_CAMPUS) for s in remote_prefixes]
         if not entries:
             raise ValueError("install needs at least one DTN or remote prefix")
         t_port = self.info.table_get(f"{PIPE}.tap_port")
@@ -214,7 +214,7 @@ class BfrtView:
                 off = host - row[names.index("ts")] * self.tick_ns * 1e-9
                 if self._offset is None or off < self._offset:
                     self._offset = off
-        return _struct(rtt_rows, C.DIGEST_RTT_DTYPE), _struct(flow_rows, C.DIGEST_FLOW_DTYPE)
+        return digest_array(rtt_rows, C.DIGEST_RTT_DTYPE), digest_array(flow_rows, C.DIGEST_FLOW_DTYPE)
 
     def close(self) -> None:
         self.interface.tear_down_stream()
@@ -225,18 +225,3 @@ class BfrtView:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _net(s: str) -> ipaddress.IPv4Network:
-    try:
-        return ipaddress.IPv4Network(str(s).strip(), strict=False)
-    except ValueError:
-        raise ValueError(f"not an IPv4 prefix: {s!r} (expected e.g. 10.0.3.2/32)") from None
-
-
-def _struct(rows: list[tuple[int, ...]], dtype: list[tuple[str, str]]) -> np.ndarray:
-    out = np.zeros(len(rows), dtype=dtype)
-    if rows:
-        arr = np.array(rows, dtype=np.uint64)
-        for j, (n, _) in enumerate(dtype):
-            out[n] = arr[:, j]
-    return out

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from . import constants as C
+from .view import parse_prefix
 
 __all__ = ["SoftwareDataPlane", "merge_taps", "crc32_fields", "STAT_NAMES"]
 
@@ -491,13 +492,7 @@ def _parse_prefixes(prefixes: list[str] | tuple[str, ...] | str | None) -> list[
         return []
     if isinstance(prefixes, str):
         prefixes = [x for x in prefixes.split(",") if x.strip()]
-    out = []
-    for p in prefixes:
-        try:
-            out.append(ipaddress.IPv4Network(p.strip(), strict=False))
-        except ValueError:
-            raise ValueError(f"not an IPv4 prefix: {p!r} (expected e.g. 10.0.3.2/32)") from None
-    return out
+    return [parse_prefix(p) for p in prefixes]
 
 
 class SoftwareDataPlane:

@@ -38,7 +38,6 @@ another source (a test drives it from the twin's packet clock).
 
 from __future__ import annotations
 
-import ipaddress
 import queue
 import threading
 import time
@@ -50,6 +49,7 @@ import numpy as np
 
 from . import constants as C
 from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
+from .view import digest_array, parse_prefix
 
 __all__ = [
     "P4RuntimeClient", "P4RuntimeView", "P4RuntimeError", "BMv2ThriftRegisters", "SwitchSource",
@@ -354,8 +354,8 @@ class P4RuntimeView:
 
         ``tap_ports`` maps switch ingress ports to ``TAP_INGRESS`` / ``TAP_EGRESS``.
         """
-        entries = [(_net(s), C.CLASS_DTN) for s in dtn_prefixes]
-        entries += [(_net(s), C.CLASS_CAMPUS) for s in remote_prefixes]
+        entries = [(parse_prefix(s), C.CLASS_DTN) for s in dtn_prefixes]
+        entries += [(parse_prefix(s), C.CLASS_CAMPUS) for s in remote_prefixes]
         if not entries:
             raise ValueError("install needs at least one DTN or remote prefix")
         if len(entries) * C.N_TAPS > self.info.table("class_lpm").size:
@@ -527,7 +527,7 @@ class P4RuntimeView:
         with self._lock:
             rtt, self._rtt_rows[:] = list(self._rtt_rows), []
             flow, self._flow_rows[:] = list(self._flow_rows), []
-        return _struct(rtt, C.DIGEST_RTT_DTYPE), _struct(flow, C.DIGEST_FLOW_DTYPE)
+        return digest_array(rtt, C.DIGEST_RTT_DTYPE), digest_array(flow, C.DIGEST_FLOW_DTYPE)
 
     def close(self) -> None:
         self.client.close()
@@ -540,21 +540,6 @@ class P4RuntimeView:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _net(s: str) -> ipaddress.IPv4Network:
-    try:
-        return ipaddress.IPv4Network(str(s).strip(), strict=False)
-    except ValueError:
-        raise ValueError(f"not an IPv4 prefix: {s!r} (expected e.g. 10.0.3.2/32)") from None
-
-
-def _struct(rows: list[tuple[int, ...]], dtype: list[tuple[str, str]]) -> np.ndarray:
-    out = np.zeros(len(rows), dtype=dtype)
-    if rows:
-        arr = np.array(rows, dtype=np.uint64)
-        for j, (n, _) in enumerate(dtype):
-            out[n] = arr[:, j]
-    return out
 
 
 class SwitchSource:

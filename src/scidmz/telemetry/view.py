@@ -40,11 +40,30 @@ Contract (names and widths from ``constants.py``):
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["DataPlaneView"]
+__all__ = ["DataPlaneView", "parse_prefix", "digest_array"]
+
+
+def parse_prefix(text: str) -> ipaddress.IPv4Network:
+    """An IPv4 prefix for the class LPM tables; one-line ValueError otherwise."""
+    try:
+        return ipaddress.IPv4Network(str(text).strip(), strict=False)
+    except ValueError:
+        raise ValueError(f"not an IPv4 prefix: {text!r} (expected e.g. 10.0.3.2/32)") from None
+
+
+def digest_array(rows: list[tuple[int, ...]], dtype: list[tuple[str, str]]) -> np.ndarray:
+    """Digest tuples read from a switch as the structured array ``drain_digests`` returns."""
+    out = np.zeros(len(rows), dtype=dtype)
+    if rows:
+        arr = np.array(rows, dtype=np.uint64)
+        for j, (n, _) in enumerate(dtype):
+            out[n] = arr[:, j]
+    return out
 
 
 @runtime_checkable
