@@ -10,16 +10,35 @@ flows into queues. Implementations live next to this file (``tbf.py``,
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError"]
+__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError", "check_rate"]
 
 #: The rate a rate actuator applies for a command of 0 bit/s. A token bucket
 #: cannot hold a rate of exactly 0 (the kernel divides by it), and "closed"
 #: must still let an occasional packet through so that TCP connections do not
 #: time out: 8 kbit/s is one full-size frame every ~1.5 s.
 MIN_RATE = 8_000.0
+
+
+def check_rate(bps: float, what: str, max_rate: float, max_what: str) -> float:
+    """Validate a rate command (finite, >= 0, <= ``max_rate``) and lift it to ``MIN_RATE``.
+
+    A shaper cannot hold 0 bit/s, so 0 means "as little as the shaper allows".
+    """
+    try:
+        v = float(bps)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} rate must be a number of bit/s, got {bps!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{what} rate must be finite, got {bps!r}")
+    if v < 0:
+        raise ValueError(f"{what} rate must be >= 0 bit/s, got {v:.0f}")
+    if v > max_rate:
+        raise ValueError(f"{what} rate {v:.0f} bit/s is above {max_what}")
+    return max(v, MIN_RATE)
 
 
 class ActuatorError(RuntimeError):

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .base import MIN_RATE, ActuatorError
+from .base import ActuatorError, check_rate
 
 __all__ = ["OvsUserspace", "OvsQosActuator", "OVS_MODES", "disable_tx_offload", "ovs_available"]
 
@@ -609,14 +609,4 @@ _COOKIE = 0x5C1D
 
 
 def _check_rate(bps: float) -> float:
-    try:
-        v = float(bps)
-    except (TypeError, ValueError):
-        raise ValueError(f"OVS rate must be a number of bit/s, got {bps!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"OVS rate must be finite, got {bps!r}")
-    if v < 0:
-        raise ValueError(f"OVS rate must be >= 0 bit/s, got {v:.0f}")
-    if v > 2**32 * 1000.0:
-        raise ValueError(f"OVS rate {v:.0f} bit/s is above what OVS's kbit/s fields hold")
-    return max(v, MIN_RATE)
+    return check_rate(bps, "OVS", 2**32 * 1000.0, "what OVS's kbit/s fields hold")

@@ -33,7 +33,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .base import MIN_RATE, ActuatorError
+from .base import ActuatorError, check_rate
 
 __all__ = ["TbfActuator", "kernel_hz", "kernel_config", "derive_burst", "MAX_RATE", "TBF_HANDLE"]
 
@@ -81,17 +81,7 @@ def derive_burst(bps: float, mtu: int, hz: int | None = None) -> int:
 
 
 def _check_rate(bps: float) -> float:
-    try:
-        v = float(bps)
-    except (TypeError, ValueError):
-        raise ValueError(f"TBF rate must be a number of bit/s, got {bps!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"TBF rate must be finite, got {bps!r}")
-    if v < 0:
-        raise ValueError(f"TBF rate must be >= 0 bit/s, got {v:.0f}")
-    if v > MAX_RATE:
-        raise ValueError(f"TBF rate {v:.0f} bit/s is above the kernel TBF maximum {MAX_RATE:.0f} bit/s")
-    return max(v, MIN_RATE)
+    return check_rate(bps, "TBF", MAX_RATE, f"the kernel TBF maximum {MAX_RATE:.0f} bit/s")
 
 
 class TbfActuator:
