@@ -28,13 +28,12 @@ def _emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> No
 
 
 def _json_default(o: Any) -> Any:
-    import numpy as np
+    from .state import json_default
 
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
+    try:
+        return json_default(o)
+    except TypeError:
+        return str(o)  # a log/API line must never fail on an odd value
 
 
 def _add_common_scenario(p: argparse.ArgumentParser) -> None:

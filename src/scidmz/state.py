@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["STATE_FIELDS", "NetworkState", "History", "Trace", "TRACE_COLUMNS"]
+__all__ = ["STATE_FIELDS", "NetworkState", "History", "Trace", "TRACE_COLUMNS", "json_default"]
 
 STATE_FIELDS: tuple[str, ...] = (
     "rate_dtn",
@@ -204,7 +204,7 @@ class Trace:
         path = Path(path)
         table = pa.Table.from_pandas(self.df, preserve_index=False)
         md = dict(table.schema.metadata or {})
-        md[b"scidmz"] = json.dumps(self.meta, default=_json_default).encode()
+        md[b"scidmz"] = json.dumps(self.meta, default=json_default).encode()
         table = table.replace_schema_metadata(md)
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
@@ -243,7 +243,8 @@ class Trace:
         return f"Trace({len(self)} rows, meta={self.meta})"
 
 
-def _json_default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
+    """``json.dumps(default=...)`` for NumPy scalars/arrays and paths."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):

@@ -589,11 +589,12 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
+    from ..state import json_default
+
+    try:
+        return json_default(o)
+    except TypeError:
+        return str(o)  # a log/API line must never fail on an odd value
 
 
 # -- HTTP API ----------------------------------------------------------------------------------------------------

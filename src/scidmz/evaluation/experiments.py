@@ -41,7 +41,7 @@ from ..plant.base import make_plant
 from ..policies.base import Policy
 from ..scenario import Scenario
 from ..signals import random_steps
-from ..state import History, Trace
+from ..state import History, Trace, json_default
 from .metrics import fct as fct_metric
 from .metrics import mrae, reduction_pct, utilization
 
@@ -670,16 +670,6 @@ def _write_csv(df: Any, path: Path) -> Path:
     return _atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
 
 
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
 def _clean(o: Any) -> Any:
     """NaN/inf -> None so the JSON is strict (json.dumps would write bare NaN)."""
     if isinstance(o, dict):
@@ -694,7 +684,7 @@ def _clean(o: Any) -> Any:
 
 
 def write_json(payload: Any, path: str | os.PathLike[str]) -> Path:
-    text = json.dumps(_clean(payload), indent=2, default=_json_default)
+    text = json.dumps(_clean(payload), indent=2, default=json_default)
     return _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text + "\n"))
 
 
