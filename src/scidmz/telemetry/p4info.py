@@ -4,8 +4,9 @@ The PyPI ``p4runtime`` wheel (1.6.0, the newest) ships ``*_pb2.py`` files made b
 an old protoc; protobuf >= 4 (upb) refuses to import them ("Descriptors cannot
 be created directly"). Rather than force the slow pure-Python protobuf backend
 on the whole process (which only works if nothing imported protobuf first), the
-serialized ``FileDescriptorProto`` each of those files embeds is loaded into a
-private descriptor pool and message classes are built from it. The wire format
+serialized ``FileDescriptorProto`` each of those files embeds is added to the
+default descriptor pool (next to the well-known types it imports) and message
+classes are built from it. The wire format
 is the proto's, so a real switch (BMv2 ``simple_switch_grpc``, Stratum) cannot
 tell the difference. The wheel's modules are never imported, even where they
 would import (pure-Python protobuf): there their map fields (P4Info
@@ -103,20 +104,22 @@ def protos() -> P4Protos:
     """Load the P4Runtime protobufs once (see the module docstring for why this way)."""
     if importlib.util.find_spec("google.protobuf") is None:
         raise ImportError("P4Runtime support needs protobuf: pip install 'scidmz[telemetry]'")
-    from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool
-    from google.rpc import status_pb2
+    from google.protobuf import any_pb2, descriptor_pool  # noqa: F401  (registers google/protobuf/any.proto)
+    from google.rpc import status_pb2  # noqa: F401  (registers google/rpc/status.proto)
 
     spec = importlib.util.find_spec("p4")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("P4Runtime support needs the 'p4runtime' package: pip install 'scidmz[telemetry]'")
     root = Path(next(iter(spec.submodule_search_locations)))
-    pool = descriptor_pool.DescriptorPool()
-    for mod in (any_pb2, status_pb2):
-        fdp = descriptor_pb2.FileDescriptorProto()
-        mod.DESCRIPTOR.CopyToProto(fdp)
-        pool.Add(fdp)
-    for _name, rel in _P4_FILES:
-        pool.AddSerializedFile(_embedded_descriptor(root / rel))
+    # The default pool, not a private one: copying the well-known types (Any,
+    # Status) into a second pool makes upb crash intermittently when messages
+    # holding them are copied across threads (protobuf issue 12047).
+    pool = descriptor_pool.Default()
+    for name, rel in _P4_FILES:
+        try:
+            pool.FindFileByName(name)
+        except KeyError:
+            pool.AddSerializedFile(_embedded_descriptor(root / rel))
     return P4Protos(pool)
 
 
