@@ -103,3 +103,20 @@ def test_cross_validate_reports_relative_error(data) -> None:
     assert 0.0 < cv["relative_error"] < 1.0
     with pytest.raises(ValueError, match="folds"):
         InverseModel().cross_validate(X, y, k=1)
+
+
+def test_ensemble_is_mean_of_seeded_members(data, tmp_path) -> None:
+    X, y = data
+    kw = {"hidden_factor": 2, "epochs": 2, "batch_size": 64}
+    ens = InverseModel(seed=3, ensemble=2, **kw).fit(X, y)
+    singles = [InverseModel(seed=s, **kw).fit(X, y).predict(X[:30]) for s in (3, 4)]
+    np.testing.assert_allclose(ens.predict(X[:30]), np.mean(singles, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(ens.numpy_predictor()(X[:30]), ens.predict(X[:30]), rtol=1e-4)
+    d = ens.save(tmp_path / "e")
+    assert json.loads((d / "meta.json").read_text())["ensemble"] == 2
+    np.testing.assert_allclose(load_predictor(d)(X[:30]), ens.numpy_predictor()(X[:30]))
+    np.testing.assert_array_equal(InverseModel.load(d).predict(X[:30]), ens.predict(X[:30]))
+    # A single-net directory (no m1_* arrays) still loads as one net.
+    assert load_predictor(d / "member_1").members == []
+    with pytest.raises(ValueError, match="ensemble"):
+        InverseModel(ensemble=0)
