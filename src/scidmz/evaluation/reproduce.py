@@ -45,9 +45,7 @@ class ReproducePlan:
     identify_duration: float = 28_800.0  # s, section 3.5
     identify_batch: int = 32  # episodes run side by side in one batched plant
     cv_folds: int = 3  # k of the k-fold relative validation error (0 = skip)
-    # The inverse ANN is the mean of 3 Fig. 8 networks (models.inverse, ensemble): one net
-    # made the MLC lose to the trivial TBF on the fluid plant (reports/mlc/analysis.md).
-    train_kwargs: dict[str, Any] = field(default_factory=lambda: {"ensemble": 3})
+    train_kwargs: dict[str, Any] = field(default_factory=dict)
     generations: int = 100  # Table 2
     population: int = 30
     parents: int = 15
@@ -144,7 +142,6 @@ class ReproducePlan:
         e = self.experiments
         return {
             "identification_s": self.identify_duration, "cv_folds": self.cv_folds,
-            "inverse_ann": f"mean of {int(self.train_kwargs.get('ensemble', 1))} Fig. 8 network(s)",
             "ga": f"{self.generations} generations x {self.population} (parents {self.parents}), "
                   f"{self.episode:g} s episodes",
             "mrae_trials": f"{e.trials} x {e.duration:g} s",

@@ -19,8 +19,10 @@ TensorFlow is imported only when a Keras model is built, trained or loaded.
 ``ensemble=n`` (default 1, the paper's single network) trains n copies of the
 same Fig. 8 network with seeds seed, seed+1, ... on the same data and
 predicts their mean. Averaging cancels part of each net's seed-dependent
-error: on the fluid plant the paired MRAE of the MLC moved from 6.6 % worse
-than the trivial TBF (one net) to 3.5 % better (mean of 3; reports/mlc/analysis.md).
+error: on the fluid plant a mean of 3 made the MLC's paired CUBIC MRAE 3.5 %
+better than the trivial TBF instead of 6.6 % worse, but its DTN FCT lost
+significantly on BBRv2 (reports/mlc/analysis.md), so ``scidmz reproduce``
+keeps the paper's single network; this is an opt-in.
 Members 1..n-1 are saved as ``member_<k>/`` model directories inside the
 ensemble's directory, and ``weights.npz`` holds every member (keys
 ``m<k>_*`` for k >= 1) so ``load_predictor`` stays TensorFlow-free.
