@@ -119,19 +119,7 @@ def test_twin_rtt_matches_kernel_ss_rtt():
         assert res["drops"]["kernel_packets"] > 1000
         assert res["stats"]["rtt_samples"] > 100
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        for n in (nsA, nsM, nsB):
-            try:
-                netns.remove(n)
-            except OSError:
-                pass
+        _stop(procs, (nsA, nsM, nsB))
 
 
 UDP_SENDER = r"""
@@ -223,16 +211,23 @@ def test_twin_queuing_delay_on_two_live_taps():
         assert res["drops"].get("kernel_drops", 0) == 0
         assert res["stats"]["qd_samples"] > 1000
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        for n in (nsA, nsM, nsB):
+        _stop(procs, (nsA, nsM, nsB))
+
+
+def _stop(procs: list, namespaces: tuple[str, ...]) -> None:
+    """Stop the test's processes, then remove the namespaces it made (even if some are gone)."""
+    from pyroute2 import netns
+
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
             try:
-                netns.remove(n)
-            except OSError:
-                pass
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    for n in namespaces:
+        try:
+            netns.remove(n)
+        except OSError:
+            pass
