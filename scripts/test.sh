@@ -6,17 +6,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # iperf3/OVS/iproute2/ethtool/tcpdump: the netns testbed; chromium: the
+  # dashboard test; libnetfilter-queue-dev/iptables/clang/libbpf-dev: the
+  # bottleneck data-path stage; the rest: the runtime of ../shared/p4tc.
+  want=(iperf3 openvswitch-switch ethtool tcpdump iproute2 iptables
+        chromium chromium-driver libnetfilter-queue-dev clang libbpf-dev
+        xz-utils gcc libabsl20220623 libboost-iostreams1.74.0
+        libboost-program-options1.74.0 libgc1 libgmp10 libgrpc++1.51 libgrpc29
+        libjsoncpp25 libnanomsg5 libpcap0.8 libprotobuf32 libstdc++6
+        libthrift-0.17.0 libxxhash0 python3-six python3-thrift)
   missing=()
-  command -v iperf3 >/dev/null || missing+=(iperf3)
-  command -v ovs-vswitchd >/dev/null || missing+=(openvswitch-switch)
-  command -v ethtool >/dev/null || missing+=(ethtool)
-  command -v tcpdump >/dev/null || missing+=(tcpdump)
-  command -v ss >/dev/null || missing+=(iproute2)
+  for pkg in "${want[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "installing system packages: ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
+fi
+
+# The P4 toolchain (p4c, BMv2) from ../shared/p4tc, unpacked once into a cache.
+if p4bin=$(bash scripts/install_p4tc.sh); then
+  export PATH="$p4bin:$PATH"
 fi
 
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"
