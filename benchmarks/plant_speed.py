@@ -3,7 +3,7 @@
     python benchmarks/plant_speed.py [--duration 120] [--batch 30] [--sweep 1,10,100,1000,10000]
 
 - ``single``: paper-cubic, ``duration`` s with the trivial policy through
-  ``scidmz.controller.loop.run_episode`` (goal: >= 1000x real time).
+  ``scidmz.runner.run_episode`` (goal: >= 1000x real time).
 - ``batch``: the same with ``batch`` instances in one plant (goal: at most
   10x the wall time of one instance).
 - ``sweep``: campus long streams N_s (MLC Table 5) on paper-cubic, seconds of
@@ -30,9 +30,9 @@ def _episode_walls(cases: dict[str, tuple], duration: float, repeat: int) -> dic
     ``cases``: name -> (scenario, batch). The cases' runs are interleaved, so a
     burst of load from other jobs on the machine hits them alike.
     """
-    from scidmz.controller.loop import run_episode
     from scidmz.plant.base import make_plant
     from scidmz.policies import make_policy
+    from scidmz.runner import run_episode
 
     plants, best = {}, {}
     try:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["parse_rate", "parse_time", "parse_size", "format_rate", "format_time"]
+import numpy as np
+
+__all__ = ["parse_rate", "parse_time", "parse_size", "format_rate", "format_time", "check_rates"]
 
 _NUM = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9, "t": 1e12, "T": 1e12}
@@ -84,3 +86,15 @@ def format_time(seconds: float) -> str:
     if abs(seconds) >= 1e-3:
         return f"{seconds * 1e3:.1f} ms"
     return f"{seconds * 1e6:.0f} us"
+
+
+def check_rates(u: object, batch: int, u_min: float, u_max: float, who: str) -> np.ndarray:
+    """Shape a rate decision to (batch,) bit/s and clip it to [u_min, u_max].
+
+    The one rate validator (runner, plants, actuators): a non-finite rate never
+    reaches a plant or a qdisc; it is a one-line ``ValueError`` naming ``who``.
+    """
+    arr = np.broadcast_to(np.asarray(u, dtype=np.float64), (batch,))
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{who} returned a non-finite rate")
+    return np.clip(arr, u_min, u_max)

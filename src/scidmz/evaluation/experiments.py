@@ -41,7 +41,7 @@ from ..plant.base import make_plant
 from ..policies.base import Policy
 from ..scenario import Scenario
 from ..signals import random_steps
-from ..state import History, Trace, json_default
+from ..state import Trace, json_default
 from .metrics import fct as fct_metric
 from .metrics import mrae, reduction_pct, utilization
 
@@ -206,51 +206,13 @@ def _run_batch(
     want_flows: bool,
     progress: bool,
 ) -> tuple[list[Trace], Any]:
-    from ..controller.loop import check_rates
+    from ..runner import run_episode
 
-    steps, batch = tg.shape
-    bar = _progress_bar(steps, f"{policy.name} on {scenario.name} x{batch}", progress)
     flows = None
-    with make_plant(plant, scenario, batch=batch) as pl:
-        state0 = pl.reset(seed)
-        policy.reset(scenario, batch)
-        hist = History(state0.y, capacity_hint=steps)
-        times: list[float] = []
-        done = np.zeros(batch, dtype=bool)
-        extras: dict[str, list[np.ndarray]] = {}
-        for k in range(steps):
-            u = check_rates(policy.decide(hist, tg[k]), batch, scenario.u_min, scenario.u_max, policy.name)
-            st = pl.step(u)
-            hist.append(u, st.y, tg[k])
-            times.append(st.t)
-            info = pl.info
-            for key, val in info.items():
-                arr = np.asarray(val)
-                if arr.shape == (batch,) and arr.dtype.kind in "fiub":
-                    extras.setdefault(key, [np.full(batch, np.nan)] * k).append(arr.astype(np.float64))
-            for key in extras:
-                if len(extras[key]) < k + 1:  # a key the plant stopped reporting
-                    extras[key].append(np.full(batch, np.nan))
-            if bar is not None:
-                bar.update(1)
-            if until_done and "dtn_fct" in info:
-                done |= np.isfinite(np.asarray(info["dtn_fct"], dtype=np.float64).reshape(-1))
-                if done.all():
-                    break
+    with make_plant(plant, scenario, batch=tg.shape[1]) as pl:
+        traces = run_episode(pl, policy, tg, seed, until_done=until_done, progress=progress, meta={"plant": plant})
         if want_flows:
             flows = pl.flow_records()
-    if bar is not None:
-        bar.close()
-    n = len(times)
-    ex = {key: np.vstack(v[:n]) for key, v in extras.items()}
-    meta = {"scenario": scenario.to_dict(), "policy": policy.name, "seed": seed, "plant": plant}
-    traces = [
-        Trace.from_arrays(
-            np.asarray(times), hist.y[:, i, :], hist.u[:, i], hist.target[:, i],
-            extra={key: v[:, i] for key, v in ex.items()}, meta={**meta, "instance": i},
-        )
-        for i in range(batch)
-    ]
     return traces, flows
 
 

@@ -49,9 +49,9 @@ def simulate(
     progress: bool = False,
 ) -> tuple[dict[str, Any], str]:
     """Run one episode; return (JSON-able summary, human summary). Writes ``out``/``plot`` if given."""
-    from ..controller.loop import run_episode
     from ..plant.base import make_plant
     from ..policies import make_policy
+    from ..runner import run_episode
 
     sc = resolve_scenario(scenario, overrides, duration, seed)
     tgt = sc.check_target(parse_rate(target, what="--target"))

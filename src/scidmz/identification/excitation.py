@@ -3,7 +3,7 @@
 The paper drives the campus shaper with a new rate drawn uniformly in
 [0, B_max] every T for 28,800 s and records y(t) (Fig. 7). Here the signal
 comes from ``signals.random_steps`` and is applied through the ordinary
-closed-loop runner (``controller.loop.run_episode``) by an open-loop
+closed-loop runner (``scidmz.runner.run_episode``) by an open-loop
 ``ExcitationPolicy``, so the recorded dataset is a ``Trace`` like any other
 run. ``batch > 1`` splits the duration into B shorter episodes run in one
 batched plant call and concatenated (``Trace.concat`` adds ``episode``);
@@ -66,8 +66,8 @@ def identify(
     (the total is rounded up to whole periods per episode). Instance i uses
     plant seed ``seed + i`` and its own excitation column; same seed, same data.
     """
-    from ..controller.loop import run_episode
     from ..plant.base import make_plant
+    from ..runner import run_episode
 
     if not (isinstance(duration, int | float) and math.isfinite(duration)) or duration < scenario.period:
         raise ValueError(f"identification duration must be at least one period ({scenario.period} s), got {duration!r}")

@@ -1,21 +1,32 @@
-"""The ``Policy`` protocol: decide the campus rate u(t) from the history and the DTN target.
+"""The three policy kinds of ARCHITECTURE.md ("Three kinds of policy, one runner").
 
-Policies are batched like plants: ``decide`` gets a ``History`` over B
-instances and a target per instance, and returns B rates in bit/s. The MLC,
-the trivial TBF baseline and every other policy implement it, so every
-experiment runs any policy on any plant.
+- ``Policy`` (rate policy): decides u(t), the campus uplink rate, every T from
+  the history and the DTN target; applied by a ``RateActuator``. Batched like
+  plants: ``decide`` gets a ``History`` over B instances and a target per
+  instance and returns B rates in bit/s (``trivial``, ``mlc``).
+- ``QueuePolicy``: decides K queues (rate, ceil, buffer) and flow -> queue
+  rules every epoch from the history, the target and the per-flow table
+  (``plant.flows()``); returns a ``QueueConfig`` that the plant's
+  ``QueueActuator`` applies as one batch (``jenks``).
+- ``BottleneckDiscipline``: decides per packet inside the bottleneck (drop or
+  forward); configured once from the scenario and the target, then run by the
+  plant (fluid kernel, data-path stage, P4 program) (``droptail``, ``abc``,
+  ``ffs``).
+
+The episode runner (``scidmz.runner``) runs a rate or a queue policy on any
+plant; a discipline is part of the plant's configuration.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..scenario import Scenario
 from ..state import History
 
-__all__ = ["Policy"]
+__all__ = ["Policy", "QueuePolicy", "BottleneckDiscipline"]
 
 
 @runtime_checkable
@@ -28,4 +39,34 @@ class Policy(Protocol):
 
     def decide(self, history: History, target: np.ndarray) -> np.ndarray:
         """Return u (shape (B,), bit/s) to apply over the next period."""
+        ...
+
+
+@runtime_checkable
+class QueuePolicy(Protocol):
+    """Decides a ``QueueConfig`` each epoch; the runner hands it to ``plant.apply_queues``."""
+
+    name: str
+    kind: Literal["queue"]
+
+    def reset(self, scenario: Scenario, batch: int = 1) -> None:
+        """Forget any internal state before a new episode of ``batch`` instances."""
+        ...
+
+    def decide(self, history: History, target: np.ndarray, flows: Any) -> Any:
+        """Return the ``QueueConfig`` (queues and flow -> queue rules) for the next epoch.
+
+        ``flows`` is the plant's per-flow table (``plant.flows()``).
+        """
+        ...
+
+
+@runtime_checkable
+class BottleneckDiscipline(Protocol):
+    """A per-packet decision inside the bottleneck, configured from the scenario and the target."""
+
+    name: str
+
+    def configure(self, scenario: Scenario, target: float) -> dict[str, Any]:
+        """Return the discipline's parameters (SI units) for the plant to load."""
         ...

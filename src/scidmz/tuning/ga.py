@@ -141,10 +141,10 @@ def evaluate_gains(
     gain set (the IAE is then the mean over them). All n x M instances run
     in one plant call; episode m has the same plant seed for every gain set.
     """
-    from ..controller.loop import run_episode
     from ..controller.mlc import MLCPolicy
     from ..evaluation.metrics import iae
     from ..plant.base import make_plant
+    from ..runner import run_episode
 
     glist = (
         [Gains(float(k[0]), float(k[1]), float(k[2]), delta_u, limiter) for k in np.atleast_2d(gains)]

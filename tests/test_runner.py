@@ -1,4 +1,4 @@
-"""The episode runner's alignment and validation, on a tiny deterministic plant defined here.
+"""The episode runner (scidmz.runner): alignment, step-wise episodes, until-done, queue policies, rate validation; on tiny deterministic plants defined here.
 
 The plant below is a test double for the runner only (the product's plants
 are tested in their own files): y_k's DTN rate is B_max - u_k, so alignment
@@ -10,10 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scidmz.controller.loop import run_episode
 from scidmz.plant.base import StateBatch, as_rate_array
 from scidmz.policies import NoShapingPolicy, TrivialPolicy, make_policy
+from scidmz.policies.base import QueuePolicy
+from scidmz.runner import Episode, run_episode
 from scidmz.scenario import load_scenario
+from scidmz.units import check_rates
 
 
 class EchoPlant:
@@ -108,3 +110,80 @@ def test_bad_rate_commands_rejected_by_plant_guard():
 def test_make_policy_unknown():
     with pytest.raises(ValueError, match="unknown policy"):
         make_policy("pid")
+
+
+def test_episode_stepwise_matches_batched_run():
+    sc = load_scenario("small-cubic")
+    targets = np.array([60e6, 50e6, 40e6])
+    batched = run_episode(EchoPlant(sc), TrivialPolicy(), targets, seed=3)[0]
+    ep = Episode(EchoPlant(sc), TrivialPolicy())
+    ep.reset(3)
+    us = [float(ep.step(t)[1][0]) for t in targets]
+    stepped = ep.traces()[0]
+    np.testing.assert_allclose(us, [40e6, 50e6, 60e6])
+    np.testing.assert_allclose(stepped.df["u"], batched.df["u"])
+    np.testing.assert_allclose(stepped.df["rate_dtn"], batched.df["rate_dtn"])
+
+
+def test_episode_step_before_reset_is_an_error():
+    with pytest.raises(RuntimeError, match="before reset"):
+        Episode(EchoPlant(load_scenario("small-cubic")), TrivialPolicy()).step(50e6)
+
+
+def test_until_done_stops_when_every_instance_finished():
+    sc = load_scenario("small-cubic")
+
+    class Finishing(EchoPlant):
+        def step(self, u):
+            st = super().step(u)
+            # instance 0 finishes after period 2, instance 1 after period 4
+            self._info["dtn_fct"] = np.where(np.array([2, 4]) <= self._k, float(self._k), np.inf)
+            return st
+
+    traces = run_episode(Finishing(sc, batch=2), TrivialPolicy(), np.full(10, 50e6), until_done=True)
+    assert len(traces[0].df) == 4
+    full = run_episode(Finishing(sc, batch=2), TrivialPolicy(), np.full(10, 50e6))
+    assert len(full[0].df) == 10
+
+
+class HalfQueues:
+    """A queue policy double: one queue at half the uplink, recorded by the plant."""
+
+    name = "halfq"
+    kind = "queue"
+
+    def reset(self, scenario, batch=1):
+        self.scenario = scenario
+
+    def decide(self, history, target, flows):
+        return {"queues": [{"rate": self.scenario.u_max / 2}], "flows_seen": flows}
+
+
+def test_queue_policy_applied_through_plant_queues():
+    sc = load_scenario("small-cubic")
+
+    class QueuedPlant(EchoPlant):
+        applied: list = []
+
+        def flows(self):
+            return ["flow-table"]
+
+        def apply_queues(self, cfg):
+            self.applied.append(cfg)
+
+    plant = QueuedPlant(sc)
+    assert isinstance(HalfQueues(), QueuePolicy)
+    traces = run_episode(plant, HalfQueues(), np.full(2, 50e6))
+    assert len(plant.applied) == 2 and plant.applied[0]["flows_seen"] == ["flow-table"]
+    np.testing.assert_allclose(traces[0].df["u"], sc.u_max)  # the shaper stays open
+
+
+def test_queue_policy_on_plant_without_queues_is_one_line():
+    with pytest.raises(ValueError, match="has no queues"):
+        Episode(EchoPlant(load_scenario("small-cubic")), HalfQueues())
+
+
+def test_check_rates_shapes_clips_and_names_who():
+    np.testing.assert_allclose(check_rates(5.0, 3, 1.0, 4.0, "x"), [4.0, 4.0, 4.0])
+    with pytest.raises(ValueError, match="policy 'p' returned a non-finite rate"):
+        check_rates([np.nan], 1, 0.0, 1.0, "policy 'p'")

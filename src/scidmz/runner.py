@@ -1,0 +1,160 @@
+"""The one closed-loop episode runner: a policy drives a plant, recorded as Traces.
+
+Batched: one call runs B plant instances in lock-step, so a GA generation or a
+multi-trial experiment is one loop. Alignment (ARCHITECTURE.md): at step k the
+policy sees y_0..y_{k-1} and the reset state, decides u_k, the plant applies
+it over [kT, (k+1)T) and returns y_k.
+
+``Episode`` is the step-wise form (``reset(seed)``, then ``step(target)`` once
+per period) that the daemon drives in real time; ``run_episode`` is the
+batched form built on it, with an until-done hook for bounded FCT runs.
+
+Policy kinds (``policies/base.py``): a rate policy returns u; a queue policy
+(``QueuePolicy``) returns a ``QueueConfig`` from the history, the target and
+``plant.flows()``, which the plant's ``QueueActuator`` applies before the
+period (``plant.apply_queues``). A plant without queues rejects a queue policy
+with one clear line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .plant.base import Plant, StateBatch
+from .policies.base import Policy, QueuePolicy
+from .state import History, Trace
+from .units import check_rates
+
+__all__ = ["Episode", "run_episode"]
+
+
+class Episode:
+    """One episode of ``policy`` on ``plant``, advanced one control period at a time."""
+
+    def __init__(self, plant: Plant, policy: Policy | QueuePolicy, steps_hint: int = 0) -> None:
+        self.plant = plant
+        self.policy = policy
+        self.batch = int(plant.batch)
+        self._hint = int(steps_hint)
+        self.history: History | None = None
+        self.times: list[float] = []
+        self._extras: dict[str, list[np.ndarray]] = {}
+        self.seed: int | None = None
+        if getattr(policy, "kind", "rate") == "queue" and not hasattr(plant, "apply_queues"):
+            raise ValueError(f"plant '{type(plant).__name__}' has no queues; queue policy '{policy.name}' needs one")
+
+    def reset(self, seed: int | None = None) -> StateBatch:
+        """Reset plant and policy; returns the reset state (y_{-1})."""
+        self.seed = seed
+        state0 = self.plant.reset(seed)
+        self.policy.reset(self.plant.scenario, self.batch)
+        self.history = History(state0.y, capacity_hint=self._hint)
+        self.times = []
+        self._extras = {}
+        return state0
+
+    def _decide(self, target: np.ndarray) -> np.ndarray:
+        assert self.history is not None
+        sc = self.plant.scenario
+        if getattr(self.policy, "kind", "rate") == "queue":
+            cfg = self.policy.decide(self.history, target, self.plant.flows())  # type: ignore[call-arg]
+            self.plant.apply_queues(cfg)  # type: ignore[attr-defined]
+            # The shaper stays open; the queues share the uplink.
+            return np.full(self.batch, sc.u_max)
+        return check_rates(self.policy.decide(self.history, target), self.batch, sc.u_min, sc.u_max, f"policy '{self.policy.name}'")
+
+    def step(self, target: np.ndarray | float) -> tuple[StateBatch, np.ndarray]:
+        """Decide u for the next period from the history and ``target`` (shape (B,) or scalar), apply it.
+
+        Returns the plant's state after the period and the applied u (B,).
+        """
+        if self.history is None:
+            raise RuntimeError("Episode.step() before reset()")
+        tg = np.broadcast_to(np.asarray(target, dtype=np.float64), (self.batch,))
+        u = self._decide(tg)
+        st = self.plant.step(u)
+        self.history.append(u, st.y, tg)
+        k = len(self.times)
+        self.times.append(st.t)
+        for key, val in self.plant.info.items():
+            arr = np.asarray(val)
+            if arr.shape == (self.batch,) and arr.dtype.kind in "fiub":
+                self._extras.setdefault(key, [np.full(self.batch, np.nan)] * k).append(arr.astype(np.float64))
+        for col in self._extras.values():
+            if len(col) < k + 1:  # a key the plant stopped reporting
+                col.append(np.full(self.batch, np.nan))
+        return st, u
+
+    def traces(self, meta: dict[str, Any] | None = None) -> list[Trace]:
+        """One ``Trace`` per instance, with the plant's per-period ground truth as extra columns."""
+        if self.history is None:
+            raise RuntimeError("Episode.traces() before reset()")
+        n = len(self.times)
+        ex = {key: np.vstack(v[:n]) if n else np.empty((0, self.batch)) for key, v in self._extras.items()}
+        base = {
+            "scenario": self.plant.scenario.to_dict(),
+            "policy": self.policy.name,
+            "seed": self.seed,
+            "plant": type(self.plant).__name__,
+        }
+        base.update(meta or {})
+        h = self.history
+        return [
+            Trace.from_arrays(
+                np.asarray(self.times), h.y[:, i, :], h.u[:, i], h.target[:, i],
+                extra={key: v[:, i] for key, v in ex.items()}, meta={**base, "instance": i},
+            )
+            for i in range(self.batch)
+        ]
+
+
+def run_episode(
+    plant: Plant,
+    policy: Policy | QueuePolicy,
+    targets: np.ndarray,
+    seed: int | None = None,
+    until_done: bool = False,
+    progress: bool = False,
+    meta: dict[str, Any] | None = None,
+) -> list[Trace]:
+    """Run ``policy`` on ``plant`` for ``len(targets)`` periods.
+
+    ``targets``: R*_DTN per period, shape (steps,) (same for every instance) or
+    (steps, B). With ``until_done`` the episode stops early once every
+    instance's DTN transfer has finished (``info['dtn_fct']`` finite), so a
+    bounded FCT run costs only what it needs. Returns one ``Trace`` per
+    plant instance.
+    """
+    scenario = plant.scenario
+    batch = int(plant.batch)
+    tg = np.asarray(targets, dtype=np.float64)
+    if tg.ndim == 1:
+        tg = np.repeat(tg[:, None], batch, axis=1)
+    if tg.ndim != 2 or tg.shape[1] != batch:
+        raise ValueError(f"targets must have shape (steps,) or (steps, {batch}), got {tg.shape}")
+    for v in (tg.min(initial=0.0), tg.max(initial=0.0)):
+        scenario.check_target(float(v))
+    steps = tg.shape[0]
+    ep = Episode(plant, policy, steps_hint=steps)
+    ep.reset(seed)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=steps, desc=f"{policy.name} on {scenario.name} x{batch}", unit="period", leave=False)
+    done = np.zeros(batch, dtype=bool)
+    try:
+        for k in range(steps):
+            ep.step(tg[k])
+            if bar is not None:
+                bar.update(1)
+            if until_done and "dtn_fct" in plant.info:
+                done |= np.isfinite(np.asarray(plant.info["dtn_fct"], dtype=np.float64).reshape(-1))
+                if done.all():
+                    break
+    finally:
+        if bar is not None:
+            bar.close()
+    return ep.traces(meta)
