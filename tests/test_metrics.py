@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scidmz.evaluation.metrics import fct, iae, jain_index, mrae, reduction_pct, utilization
+from scidmz.metrics import fct, iae, jain_index, mrae, reduction_pct, utilization
 
 
 def test_mrae_by_hand():

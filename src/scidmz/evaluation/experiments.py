@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics import fct as fct_metric
+from ..metrics import mrae, reduction_pct, utilization
 from ..plant.base import make_plant
 from ..policies.base import Policy
 from ..scenario import Scenario
 from ..signals import random_steps
 from ..state import Trace, json_default
-from .metrics import fct as fct_metric
-from .metrics import mrae, reduction_pct, utilization
 
 __all__ = [
     "EXPERIMENTS",
@@ -560,7 +560,7 @@ def write_results(
     plan: ExperimentPlan,
 ) -> dict[str, str]:
     """CSV per experiment, ``results.json`` (summaries + plan) and the CDF/sweep plots."""
-    from .plots import plot_cdfs
+    from ..plots import plot_cdfs, save_figure
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -568,22 +568,18 @@ def write_results(
     for name, res in results.items():
         files[f"{name}.csv"] = str(_write_csv(res.table, out / f"{name}.csv"))
     label = f"{scenario.name} (DTN {scenario.dtn.cca})"
-    if "mrae" in results:
-        t = results["mrae"].table
-        files["mrae_cdf.png"] = str(plot_cdfs(_by_policy(t, "mrae"), out / "mrae_cdf.png", "MRAE", f"Fig. 10: {label}"))
-    if "fct" in results:
-        t = results["fct"].table
-        files["fct_cdf.png"] = str(plot_cdfs(_by_policy(t, "fct"), out / "fct_cdf.png", "DTN FCT [s]", f"Fig. 11: {label}"))
-    if "utilization" in results:
-        t = results["utilization"].table
-        files["utilization_cdf.png"] = str(plot_cdfs(_by_policy(t, "utilization"), out / "utilization_cdf.png",
-                                                     "bottleneck utilisation rho", f"Fig. 12: {label}"))
+    cdfs = {  # result -> (file, x label, figure of the papers)
+        "mrae": ("mrae_cdf.png", "mrae", "MRAE", "Fig. 10"),
+        "fct": ("fct_cdf.png", "fct", "DTN FCT [s]", "Fig. 11"),
+        "utilization": ("utilization_cdf.png", "utilization", "bottleneck utilisation rho", "Fig. 12"),
+        "short": ("short_fct_cdf.png", "fct", "short-flow FCT [s]", "Fig. 14"),
+    }
+    for name, (fname, col, xlabel, fig) in cdfs.items():
+        if name in results:
+            drawn = plot_cdfs(_by_policy(results[name].table, col), xlabel, f"{fig}: {label}")
+            files[fname] = str(save_figure(drawn, out / fname))
     if "sweep" in results:
         files["sweep.png"] = str(plot_sweep(results["sweep"], out / "sweep.png", f"Table 5 / Fig. 13: {label}"))
-    if "short" in results:
-        t = results["short"].table
-        files["short_fct_cdf.png"] = str(plot_cdfs(_by_policy(t, "fct"), out / "short_fct_cdf.png",
-                                                   "short-flow FCT [s]", f"Fig. 14: {label}"))
     payload = {
         "scenario": scenario.to_dict(), "plan": plan.to_dict(),
         "results": {k: v.to_json() for k, v in results.items()}, "files": sorted(files),
@@ -597,27 +593,11 @@ def _by_policy(table: Any, col: str) -> dict[str, np.ndarray]:
 
 
 def plot_sweep(res: ExperimentResult, path: str | os.PathLike[str], title: str = "") -> Path:
-    """Mean DTN FCT per N_s and policy (Fig. 13 / Table 5), error bars = 95% CI."""
-    from .plots import _plt, save_figure
+    """Mean DTN FCT per N_s and policy (Fig. 13 / Table 5), error bars = 95% CI, saved to ``path``."""
+    from ..plots import plot_sweep as draw
+    from ..plots import save_figure
 
-    plt = _plt()
-    rows = res.summary["rows"]
-    names = [n for n in rows[0] if isinstance(rows[0][n], dict)] if rows else []
-    fig, ax = plt.subplots(figsize=(6, 4))
-    x = np.arange(len(rows))
-    w = 0.8 / max(len(names), 1)
-    for j, name in enumerate(names):
-        means = [r[name]["mean"] for r in rows]
-        err = [r[name]["ci95"] for r in rows]
-        ax.bar(x + j * w, means, w, yerr=err, label=name, capsize=3)
-    ax.set_xticks(x + w * (len(names) - 1) / 2, [str(r["n_s"]) for r in rows])
-    ax.set_xlabel("campus streams N_s")
-    ax.set_ylabel("mean DTN FCT [s]")
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend()
-    if title:
-        ax.set_title(title)
-    return save_figure(fig, path)
+    return save_figure(draw(res.summary["rows"], title), path)
 
 
 def _atomic_write(path: Path, write: Callable[[str], None]) -> Path:

@@ -196,10 +196,10 @@ def _one_cca(
     from ..identification.excitation import identify, write_dataset
     from ..identification.regressors import build_regressors
     from ..models.inverse import InverseModel
+    from ..plots import plot_convergence, plot_trace, save_figure
     from ..policies import TrivialPolicy
     from ..tracking import file_sha256, tracked_run
     from ..tuning.ga import tune
-    from .plots import plot_convergence, plot_trace
 
     d = out / cca
     d.mkdir(parents=True, exist_ok=True)
@@ -252,7 +252,7 @@ def _one_cca(
         run.log_metrics({"best_iae": float(res.best_iae), "kp": res.gains.kp, "ki": res.gains.ki,
                          "kw": res.gains.kw})
         run.log_artifact(gains_path)
-        conv = plot_convergence({sc.dtn.cca: [c / 1e9 for c in curve]}, d / "convergence.png")
+        conv = save_figure(plot_convergence({sc.dtn.cca: [c / 1e9 for c in curve]}), d / "convergence.png")
         sec["files"]["convergence.png"] = str(conv)
         sec["tune"] = {"gains": {"kp": res.gains.kp, "ki": res.gains.ki, "kw": res.gains.kw},
                        "best_iae": float(res.best_iae), "curve": curve,
@@ -267,7 +267,7 @@ def _one_cca(
         sec["files"].update(files)
         if "mrae" in results and results["mrae"].traces.get("mlc"):
             tr = results["mrae"].traces["mlc"][0]
-            sec["files"]["example_trace.png"] = str(plot_trace(tr, d / "example_trace.png", capacity=sc.capacity))
+            sec["files"]["example_trace.png"] = str(save_figure(plot_trace(tr, capacity=sc.capacity), d / "example_trace.png"))
         sec["summaries"] = _clean({k: v.summary for k, v in results.items()})
         sec["wall_s"] = {k: v.wall_s for k, v in results.items()}
         run.log_metrics(_flat_metrics(sec["summaries"]))
@@ -352,9 +352,9 @@ def reproduce_mlc(
 
     conv = {c: [v / 1e9 for v in s["tune"]["curve"]] for c, s in sections.items() if s.get("tune")}
     if conv:
-        from .plots import plot_convergence
+        from ..plots import plot_convergence, save_figure
 
-        plot_convergence(conv, out_dir / "convergence.png")
+        save_figure(plot_convergence(conv), out_dir / "convergence.png")
     meta = {
         "command": command or f"scidmz reproduce mlc{' --quick' if quick else ''} --out {out}",
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics import summarize_trace
 from ..scenario import Scenario, load_scenario
 from ..signals import constant
 from ..units import format_rate, format_time, parse_rate, parse_time
-from .metrics import summarize_trace
 
 __all__ = ["simulate", "resolve_scenario"]
 
@@ -95,9 +95,9 @@ def simulate(
         trace.to_parquet(out)
         result["out"] = str(out)
     if plot:
-        from .plots import plot_trace
+        from ..plots import plot_trace, save_figure
 
-        plot_trace(trace, plot, capacity=sc.capacity)
+        save_figure(plot_trace(trace, capacity=sc.capacity), plot)
         result["plot"] = str(plot)
     return result, _human(result)
 

@@ -88,7 +88,7 @@ class TuneResult:
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write gains.json, convergence.csv, convergence.png (Fig. 9) and result.json into a directory."""
-        from ..evaluation.plots import plot_convergence
+        from ..plots import plot_convergence, save_figure
 
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
@@ -106,7 +106,7 @@ class TuneResult:
         ]
         _atomic_write(d / "convergence.csv", _csv_text(rows, ["generation", "best_iae", "mean_iae", "kp", "ki", "kw"]))
         name = str(self.info.get("scenario", "MLC"))
-        plot_convergence({name: [v / 1e9 for v in self.curve]}, d / "convergence.png")
+        save_figure(plot_convergence({name: [v / 1e9 for v in self.curve]}), d / "convergence.png")
         _atomic_write(d / "result.json", json.dumps(self.to_dict(), indent=2, default=str))
         return d
 
@@ -142,7 +142,7 @@ def evaluate_gains(
     in one plant call; episode m has the same plant seed for every gain set.
     """
     from ..controller.mlc import MLCPolicy
-    from ..evaluation.metrics import iae
+    from ..metrics import iae
     from ..plant.base import make_plant
     from ..runner import run_episode
 

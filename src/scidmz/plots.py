@@ -1,0 +1,129 @@
+"""Figures at the bottom layer: y(t), u(t) and the target of a trace; CDFs; GA convergence; FCT sweep.
+
+Every plot takes ``ax=`` (an existing axis, or for ``plot_trace`` four axes)
+and returns the figure, so notebooks compose them; ``save_figure`` writes a
+figure atomically (PNG by default) and closes it. matplotlib runs headless
+(Agg) and is imported only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["pyplot", "plot_trace", "plot_cdfs", "plot_convergence", "plot_sweep", "save_figure"]
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the headless Agg backend (imported lazily: ``scidmz --help`` stays instant)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _axes(ax: Any, n: int = 1, figsize: tuple[float, float] = (6, 4)) -> tuple[Any, Any]:
+    if ax is not None:
+        first = ax[0] if n > 1 else ax
+        return first.figure, ax
+    fig, axes = pyplot().subplots(n, 1, figsize=figsize, sharex=n > 1)
+    return fig, axes
+
+
+def save_figure(fig: Any, path: str | os.PathLike[str]) -> Path:
+    """Save atomically (temp + rename) and close the figure."""
+    from .fileio import atomic_path
+
+    path = Path(path)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=110, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
+    finally:
+        pyplot().close(fig)
+    return path
+
+
+def plot_trace(trace: Any, capacity: float | None = None, ax: Sequence[Any] | None = None) -> Any:
+    """Rates (DTN, campus, u, target), RTTs and queuing delays, active flows over time (four axes)."""
+    fig, ax = _axes(ax, 4, (9, 9))
+    df = trace.df
+    t = df["t"].to_numpy()
+    ax[0].plot(t, df["rate_dtn"] / 1e6, label="R_DTN")
+    ax[0].plot(t, df["target"] / 1e6, "k--", label="R*_DTN (target)")
+    ax[0].plot(t, df["rate_campus"] / 1e6, label="R_campus")
+    ax[0].step(t, df["u"] / 1e6, where="pre", alpha=0.7, label="u (campus TBF)")
+    if capacity:
+        ax[0].axhline(capacity / 1e6, color="grey", lw=0.8, label="B_max")
+    ax[0].set_ylabel("Mbit/s")
+    ax[0].legend(fontsize=8, ncol=3)
+    ax[1].plot(t, df["rtt_dtn"] * 1e3, label="RTT DTN")
+    ax[1].plot(t, df["rtt_campus"] * 1e3, label="RTT campus")
+    ax[1].set_ylabel("ms")
+    ax[1].legend(fontsize=8)
+    ax[2].plot(t, df["qdelay_dtn"] * 1e3, label="queue delay DTN")
+    ax[2].plot(t, df["qdelay_campus"] * 1e3, label="queue delay campus")
+    ax[2].set_ylabel("ms")
+    ax[2].legend(fontsize=8)
+    ax[3].plot(t, df["active_flows"], label="active flows")
+    ax[3].set_ylabel("flows")
+    ax[3].set_xlabel("t [s]")
+    fig.suptitle(f"{trace.meta.get('policy', '')} on {trace.meta.get('scenario', {}).get('name', '')}")
+    return fig
+
+
+def plot_cdfs(samples: Mapping[str, Sequence[float]], xlabel: str, title: str = "", ax: Any = None) -> Any:
+    """Empirical CDFs of several sample sets on one axis (the papers' Figs. 10-12, 14)."""
+    fig, ax = _axes(ax)
+    for name, vals in samples.items():
+        v = np.sort(np.asarray(vals, dtype=np.float64))
+        v = v[np.isfinite(v)]
+        if v.size:
+            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("CDF")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_convergence(curves: Mapping[str, Sequence[float]], ax: Any = None) -> Any:
+    """Best IAE per GA generation (the MLC paper's Fig. 9)."""
+    fig, ax = _axes(ax)
+    for name, vals in curves.items():
+        ax.plot(np.arange(1, len(vals) + 1), vals, label=name)
+    ax.set_xlabel("generation")
+    ax.set_ylabel("best IAE [Gbit]")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def plot_sweep(rows: Sequence[Mapping[str, Any]], title: str = "", ax: Any = None) -> Any:
+    """Mean DTN FCT per N_s and policy (Fig. 13 / Table 5), error bars = 95% CI.
+
+    ``rows``: one mapping per N_s with ``n_s`` and, per policy, ``{"mean", "ci95"}``.
+    """
+    fig, ax = _axes(ax)
+    names = [n for n in rows[0] if isinstance(rows[0][n], Mapping)] if rows else []
+    x = np.arange(len(rows))
+    w = 0.8 / max(len(names), 1)
+    for j, name in enumerate(names):
+        means = [r[name]["mean"] for r in rows]
+        err = [r[name]["ci95"] for r in rows]
+        ax.bar(x + j * w, means, w, yerr=err, label=name, capsize=3)
+    ax.set_xticks(x + w * (len(names) - 1) / 2, [str(r["n_s"]) for r in rows])
+    ax.set_xlabel("campus streams N_s")
+    ax.set_ylabel("mean DTN FCT [s]")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return fig
