@@ -494,7 +494,7 @@ def _add_testbed(sub: argparse._SubParsersAction) -> None:
 
 
 def _testbed_scenario(a: argparse.Namespace) -> Any:
-    from .evaluation.simulate import resolve_scenario
+    from .scenario import resolve_scenario
 
     return resolve_scenario(a.scenario, a.set)
 

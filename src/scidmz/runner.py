@@ -18,14 +18,16 @@ with one clear line.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .plant.base import Plant, StateBatch
-from .policies.base import Policy, QueuePolicy
 from .state import History, Trace
 from .units import check_rates
+
+if TYPE_CHECKING:  # the runner sits below policies/ (ARCHITECTURE.md layers); types only
+    from .policies.base import Policy, QueuePolicy
 
 __all__ = ["Episode", "run_episode"]
 

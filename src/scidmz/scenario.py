@@ -22,6 +22,7 @@ from typing import Any
 from .units import parse_rate, parse_size, parse_time
 
 __all__ = [
+    "resolve_scenario",
     "CCAS",
     "TRAFFIC_KINDS",
     "LinkConfig",
@@ -354,3 +355,21 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         raise ValueError(f"{source}: invalid TOML ({exc})") from None
     data.setdefault("name", path.stem if path.suffix == ".toml" else str(name_or_path))
     return Scenario.from_dict(data, source=source)
+
+
+def resolve_scenario(
+    scenario: str | Scenario,
+    overrides: list[str] | None = None,
+    duration: str | float | None = None,
+    seed: int | None = None,
+) -> Scenario:
+    """A Scenario from a name/path/object, with CLI overrides, duration and seed applied."""
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    if overrides:
+        sc = sc.with_overrides(list(overrides))
+    changes: dict[str, Any] = {}
+    if duration is not None:
+        changes["duration"] = parse_time(duration, what="--duration")
+    if seed is not None:
+        changes["seed"] = int(seed)
+    return sc.replace(**changes) if changes else sc

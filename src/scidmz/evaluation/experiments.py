@@ -686,7 +686,7 @@ def evaluate(
     per-policy metrics, and the CSV/JSON/PNG files when ``out`` is given.
     """
     from ..policies import TrivialPolicy
-    from .simulate import resolve_scenario
+    from ..scenario import resolve_scenario
 
     if int(trials) < 1:
         raise ValueError(f"--trials must be >= 1, got {trials}")

@@ -9,29 +9,11 @@ from typing import Any
 import numpy as np
 
 from ..metrics import summarize_trace
-from ..scenario import Scenario, load_scenario
+from ..scenario import Scenario, resolve_scenario
 from ..signals import constant
-from ..units import format_rate, format_time, parse_rate, parse_time
+from ..units import format_rate, format_time, parse_rate
 
-__all__ = ["simulate", "resolve_scenario"]
-
-
-def resolve_scenario(
-    scenario: str | Scenario,
-    overrides: list[str] | None = None,
-    duration: str | float | None = None,
-    seed: int | None = None,
-) -> Scenario:
-    """A Scenario from a name/path/object, with CLI overrides, duration and seed applied."""
-    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
-    if overrides:
-        sc = sc.with_overrides(list(overrides))
-    changes: dict[str, Any] = {}
-    if duration is not None:
-        changes["duration"] = parse_time(duration, what="--duration")
-    if seed is not None:
-        changes["seed"] = int(seed)
-    return sc.replace(**changes) if changes else sc
+__all__ = ["simulate"]
 
 
 def simulate(

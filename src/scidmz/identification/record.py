@@ -27,7 +27,7 @@ def record_dataset(
 
     Returns (JSON-able result, one-line human summary).
     """
-    from ..evaluation.simulate import resolve_scenario
+    from ..scenario import resolve_scenario
     from ..tracking import file_sha256, tracked_run
     from ..units import parse_time
     from .excitation import dataset_summary, identify, write_dataset

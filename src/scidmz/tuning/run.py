@@ -37,8 +37,8 @@ def tune_from_paths(
     ``workers`` > 1 spreads each generation over a process pool.
     """
     from ..controller.mlc import DEFAULT_DELTA_U, LIMITERS
-    from ..evaluation.simulate import resolve_scenario
     from ..models.inverse import load_predictor
+    from ..scenario import resolve_scenario
     from ..tracking import tracked_run
     from ..units import parse_time
     from .ga import tune
