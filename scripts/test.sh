@@ -33,4 +33,9 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"
 export TF_CPP_MIN_LOG_LEVEL=2 MPLBACKEND=Agg
+# Lint first (config in pyproject.toml): style, ARCHITECTURE.md's import
+# layers, dead code (vulture_allow.py lists framework callbacks, with reasons).
+ruff check src tests benchmarks
+lint-imports
+vulture
 exec python3 -m pytest -q --nbmake tests notebooks "$@"

@@ -140,14 +140,6 @@ class ExperimentResult:
 # -- running trials --------------------------------------------------------------
 
 
-def _progress_bar(total: int, desc: str, enabled: bool) -> Any:
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="period", leave=False)
-
-
 #: Plants that run in real time hold one instance; their trials run one after another.
 MAX_BATCH: dict[str, int] = {"netns": 1, "hardware": 1}
 

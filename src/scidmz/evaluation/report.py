@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -379,9 +379,3 @@ def write_report(
 
     text = render_report(sections, meta, out_dir, notes)
     return _atomic_write(Path(out_dir) / name, lambda tmp: Path(tmp).write_text(text))
-
-
-def paper_row(cca: str, keys: Sequence[str]) -> dict[str, Any]:
-    """The paper's figures for ``cca`` (``bbr`` maps to the BBR2 column)."""
-    p = PAPER.get(cca, {})
-    return {k: p.get(k) for k in keys}
