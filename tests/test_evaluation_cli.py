@@ -91,3 +91,11 @@ def test_evaluate_end_to_end(tmp_path, capsys) -> None:
     assert len(runs) == 1
     assert (runs[0] / "metrics" / "mrae_mean_mlc").is_file()
     assert any((runs[0] / "artifacts" / "results").rglob("mrae.csv"))
+
+
+def test_simulate_without_target_uses_half_of_bmax():
+    from scidmz.evaluation.simulate import simulate
+    from scidmz.scenario import load_scenario
+
+    res, _ = simulate("small-cubic", duration="5s")
+    assert res["target"] == 0.5 * load_scenario("small-cubic").capacity

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -50,7 +51,8 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     _add_common_scenario(p)
     p.add_argument("--policy", default="trivial", help="trivial | none | mlc (default trivial)")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
-    p.add_argument("--target", default="600M", help="DTN target rate R*_DTN, e.g. 600M (default 600M)")
+    p.add_argument("--target", default=None,
+                   help="DTN target rate R*_DTN, e.g. 600M (default: half the scenario's B_max)")
     p.add_argument("--duration", default=None, help="episode length, e.g. 120 or 120s (default: scenario's)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: scenario's)")
     p.add_argument("--model", default=None, help="inverse-model directory (policy mlc)")
@@ -565,7 +567,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_frameworks() -> None:
+    """Silence TensorFlow/absl/oneDNN start-up chatter (INFO/WARNING/ERROR log lines, not exceptions).
+
+    Only defaults: an exported TF_CPP_MIN_LOG_LEVEL wins. Numerics are untouched
+    (TF_ENABLE_ONEDNN_OPTS is left alone, so the same seed gives the same model).
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("ABSL_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("GLOG_minloglevel", "3")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _quiet_frameworks()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -86,7 +86,12 @@ def tracked_run(
     uri = resolve_tracking_uri(tracking_uri)
     if uri.startswith("file:"):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    import logging
+
     import mlflow
+
+    # "Experiment ... does not exist. Creating a new experiment." is start-up chatter, not news.
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
 
     prev_uri = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
     mlflow.set_tracking_uri(uri)

@@ -13,7 +13,10 @@ from ..scenario import Scenario, resolve_scenario
 from ..signals import constant
 from ..units import format_rate, format_time, parse_rate
 
-__all__ = ["simulate"]
+__all__ = ["simulate", "DEFAULT_TARGET_FRACTION"]
+
+#: --target default as a fraction of the scenario's bottleneck capacity B_max.
+DEFAULT_TARGET_FRACTION = 0.5
 
 
 def simulate(
@@ -21,7 +24,7 @@ def simulate(
     overrides: list[str] | None = None,
     policy: str = "trivial",
     plant: str = "fluid",
-    target: str | float = "600M",
+    target: str | float | None = None,
     duration: str | float | None = None,
     seed: int | None = None,
     model: str | None = None,
@@ -36,7 +39,8 @@ def simulate(
     from ..runner import run_episode
 
     sc = resolve_scenario(scenario, overrides, duration, seed)
-    tgt = sc.check_target(parse_rate(target, what="--target"))
+    # Ours: without --target, half of B_max, a target every scenario can reach.
+    tgt = sc.check_target(DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target"))
     kwargs: dict[str, Any] = {}
     if policy == "mlc":
         if not model or not gains:
