@@ -30,11 +30,14 @@ ensemble's directory, and ``weights.npz`` holds every member (keys
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +50,41 @@ __all__ = ["InverseModel", "NumpyPredictor", "load_predictor", "relative_error"]
 FORMAT_VERSION = 1
 
 
+@contextlib.contextmanager
+def _native_stderr_muted() -> Iterator[None]:
+    """Hide what native code writes to fd 2 (TensorFlow's absl/oneDNN start-up lines).
+
+    TensorFlow prints those before absl's logging is initialised, so
+    TF_CPP_MIN_LOG_LEVEL cannot hide them. What was written is replayed if the
+    body raises, so a failed import still explains itself.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def _keras() -> Any:
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import keras
+    with _native_stderr_muted():
+        import keras
 
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf
 
+        with _native_stderr_muted():
+            tf.constant(0.0)  # absl's one-time "before InitializeLog" line comes with the first op
         # Retracing notices from predict() on folds of different sizes are noise here.
         tf.get_logger().setLevel("ERROR")
     return keras
