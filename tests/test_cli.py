@@ -48,3 +48,25 @@ def test_bad_input_one_line(argv, needle, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("scidmz: error:") and needle in err and "\n" not in err
+
+
+def test_exit_codes_bad_input_2_runtime_1_missing_extra_named(monkeypatch, capsys):
+    import scidmz.cli as cli
+
+    def fail(exc):
+        def run(args):
+            raise exc
+        return run
+
+    for exc, code, text in [
+        (ValueError("bad rate"), 2, "scidmz: error: bad rate"),
+        (RuntimeError("tc failed"), 1, "scidmz: error: tc failed"),
+        (ModuleNotFoundError("No module named 'pygad'", name="pygad"), 1, "install the 'ml' extra"),
+    ]:
+        parser = cli.build_parser()
+        args = parser.parse_args(["scenarios"])
+        monkeypatch.setattr(cli, "build_parser", lambda p=parser, a=args: type("P", (), {"parse_args": lambda self, argv: a, "print_help": lambda self: None})())
+        args.func = fail(exc)
+        assert cli.main(["scenarios"]) == code
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and text in err[0]

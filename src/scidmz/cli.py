@@ -590,10 +590,37 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scidmz: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, PermissionError, RuntimeError) as exc:
-        # Bad input gets one clear line, not a traceback.
+    except ModuleNotFoundError as exc:
+        # A missing optional dependency is an install problem: one line naming the extra.
+        print(f"scidmz: error: {missing_extra_message(exc)}", file=sys.stderr)
+        return 1
+    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        # Bad input (ARCHITECTURE.md: exit 2) gets one clear line, not a traceback.
         print(f"scidmz: error: {exc}", file=sys.stderr)
         return 2
+    except (RuntimeError, OSError) as exc:
+        # A runtime failure (ARCHITECTURE.md: exit 1): the input was fine, the run was not.
+        print(f"scidmz: error: {exc}", file=sys.stderr)
+        return 1
+
+
+#: Top-level module -> the pyproject extra that installs it.
+EXTRA_OF_MODULE = {
+    "tensorflow": "ml", "keras": "ml", "pygad": "ml", "sklearn": "ml", "mlflow": "ml",
+    "pyroute2": "testbed", "ovsdbapp": "testbed", "prometheus_client": "testbed", "fastapi": "testbed",
+    "uvicorn": "testbed", "netfilterqueue": "testbed",
+    "dpkt": "telemetry", "grpc": "telemetry", "p4": "telemetry", "google": "telemetry", "thrift": "telemetry",
+    "jenkspy": "baselines", "gymnasium": "rl", "dask": "distributed", "distributed": "distributed",
+}
+
+
+def missing_extra_message(exc: ModuleNotFoundError) -> str:
+    """One line naming the missing module and the extra that installs it."""
+    top = (exc.name or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(top)
+    if extra is None:
+        return f"missing Python module '{top or exc}'"
+    return f"missing Python module '{top}': install the '{extra}' extra (pip install 'scidmz[{extra}]')"
 
 
 if __name__ == "__main__":
