@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from scidmz.controller.loop import run_episode
-from scidmz.plant.base import StateBatch, as_rate_array
+from scidmz.plant.base import StateBatch
 from scidmz.policies import NoShapingPolicy, TrivialPolicy, make_policy
 from scidmz.scenario import load_scenario
+from scidmz.units import check_rates
 
 
 class EchoPlant:
@@ -29,7 +30,7 @@ class EchoPlant:
         return StateBatch(0.0, np.zeros((self.batch, 7)))
 
     def step(self, u):
-        u = as_rate_array(u, self.batch, self.scenario.u_max)
+        u = check_rates(u, self.batch, 0.0, self.scenario.u_max, "test plant", clip=False)
         self.seen.append(u.copy())
         self._k += 1
         y = np.zeros((self.batch, 7))
@@ -97,12 +98,16 @@ def test_nan_policy_output_never_reaches_plant():
 
 
 def test_bad_rate_commands_rejected_by_plant_guard():
-    with pytest.raises(ValueError, match="above the shaper maximum"):
-        as_rate_array(2e9, 1, 1e9)
-    with pytest.raises(ValueError, match=">= 0"):
-        as_rate_array(-1.0, 1, 1e9)
-    with pytest.raises(ValueError, match="non-finite"):
-        as_rate_array([np.inf], 1, 1e9)
+    with pytest.raises(ValueError, match="plant: .* above the maximum"):
+        check_rates(2e9, 1, 0.0, 1e9, "plant", clip=False)
+    with pytest.raises(ValueError, match="below 0"):
+        check_rates(-1.0, 1, 0.0, 1e9, "plant", clip=False)
+    with pytest.raises(ValueError, match="plant: non-finite"):
+        check_rates([np.inf], 1, 0.0, 1e9, "plant", clip=False)
+    with pytest.raises(ValueError, match="policy: rate command must be"):
+        check_rates([1.0, 2.0, 3.0], 2, 0.0, 1e9, "policy")
+    np.testing.assert_array_equal(check_rates([-5.0, 2e9], 2, 1e3, 1e9, "policy"), [1e3, 1e9])
+    np.testing.assert_array_equal(check_rates(5.0, 2, 0.0, np.array([1.0, 10.0]), "policy"), [1.0, 5.0])
 
 
 def test_make_policy_unknown():

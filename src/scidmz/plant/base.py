@@ -20,7 +20,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..state import N_STATE, STATE_FIELDS, NetworkState
 
-__all__ = ["StateBatch", "Plant", "as_rate_array", "make_plant", "PLANT_KINDS"]
+__all__ = ["StateBatch", "Plant", "make_plant", "PLANT_KINDS"]
 
 PLANT_KINDS = ("fluid", "netns", "hardware")
 
@@ -75,18 +75,6 @@ class Plant(Protocol):
     def __enter__(self) -> Plant: ...
 
     def __exit__(self, *exc: object) -> None: ...
-
-
-def as_rate_array(u: np.ndarray | float, batch: int, u_max: float) -> np.ndarray:
-    """Validate and broadcast a rate command; one-line error on NaN, negative or > u_max."""
-    arr = np.broadcast_to(np.asarray(u, dtype=np.float64), (batch,)).copy()
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"rate command has non-finite value(s): {arr[~np.isfinite(arr)][:3]}")
-    if np.any(arr < 0):
-        raise ValueError(f"rate command must be >= 0 bit/s, got {arr.min():.0f}")
-    if np.any(arr > u_max * (1 + 1e-9)):
-        raise ValueError(f"rate command {arr.max():.0f} bit/s is above the shaper maximum {u_max:.0f} bit/s")
-    return arr
 
 
 def make_plant(kind: str, scenario: Scenario, batch: int = 1, **kwargs: Any) -> Plant:
