@@ -28,7 +28,7 @@ import numpy as np
 
 from ..scenario import Scenario
 from ..units import check_rates
-from .base import StateBatch
+from .base import StateBatch, register_plant
 
 __all__ = ["HardwarePlant", "DEFAULT_OVS_DB"]
 
@@ -205,3 +205,6 @@ class HardwarePlant:
 def _one_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+register_plant("hardware", HardwarePlant, max_batch=1)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...scenario import Scenario
 from ...units import check_rates
-from ..base import StateBatch
+from ..base import StateBatch, register_plant
 from . import constants as c
 from . import layout as L
 
@@ -442,3 +442,6 @@ class FluidPlant:
     def __repr__(self) -> str:
         dt = "adaptive" if self._dt_override is None else f"{self._dt_override:g}s"
         return f"FluidPlant({self.scenario.name!r}, batch={self.batch}, flows={self.shape.n_flows}, dt={dt})"
+
+
+register_plant("fluid", FluidPlant)

@@ -29,7 +29,7 @@ import numpy as np
 from ...scenario import Scenario
 from ...state import N_STATE
 from ...units import check_rates
-from ..base import StateBatch
+from ..base import StateBatch, register_plant
 from .topology import Testbed
 
 __all__ = ["NetnsPlant", "TELEMETRY_KINDS"]
@@ -227,3 +227,6 @@ class NetnsPlant:
             self._tel = None
             self._act = None
             self._tb.down()
+
+
+register_plant("netns", NetnsPlant, max_batch=1)
