@@ -9,8 +9,10 @@ the bad value.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only when a rate array is checked: keeps `scidmz --help` instant
+    import numpy as np
 
 __all__ = ["check_rates", "parse_rate", "parse_time", "parse_size", "format_rate", "format_time"]
 
@@ -105,6 +107,8 @@ def check_rates(
     silently changing its input would hide a caller's bug. ``u_min``/``u_max``
     may be per instance, shape (batch,).
     """
+    import numpy as np
+
     try:
         arr = np.broadcast_to(np.asarray(u, dtype=np.float64), (batch,)).copy()
     except (TypeError, ValueError):
