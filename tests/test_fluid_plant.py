@@ -274,3 +274,15 @@ def test_set_queues_rejects_bad_input(small):
             plant.set_queues([0.0, 1e5])
         with pytest.raises(ValueError, match="flow_queue"):
             plant.set_queues([1e5, 1e5], flow_queue=np.full(plant.shape.n_flows, 2))
+
+
+def test_make_plant_bad_name_or_option_is_one_line():
+    sc = load_scenario("small-cubic")
+    with pytest.raises(ValueError, match="unknown plant 'nope'"):
+        make_plant("nope", sc)
+    with pytest.raises(ValueError, match="plant 'fluid' has no option 'bogus'"):
+        make_plant("fluid", sc, bogus=1)
+    with pytest.raises(ValueError, match="plant 'netns' has no option 'bogus'"):
+        make_plant("netns", sc, bogus=1)
+    with pytest.raises(ValueError, match="batch<=1"):
+        make_plant("netns", sc, batch=2)

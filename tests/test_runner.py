@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scidmz.plant.base import StateBatch, as_rate_array
+from scidmz.plant.base import StateBatch
 from scidmz.policies import NoShapingPolicy, TrivialPolicy, make_policy
 from scidmz.policies.base import QueuePolicy
 from scidmz.runner import Episode, run_episode
@@ -31,7 +31,7 @@ class EchoPlant:
         return StateBatch(0.0, np.zeros((self.batch, 7)))
 
     def step(self, u):
-        u = as_rate_array(u, self.batch, self.scenario.u_max)
+        u = check_rates(u, self.batch, 0.0, self.scenario.u_max, "test plant", clip=False)
         self.seen.append(u.copy())
         self._k += 1
         y = np.zeros((self.batch, 7))
@@ -99,12 +99,16 @@ def test_nan_policy_output_never_reaches_plant():
 
 
 def test_bad_rate_commands_rejected_by_plant_guard():
-    with pytest.raises(ValueError, match="above the shaper maximum"):
-        as_rate_array(2e9, 1, 1e9)
-    with pytest.raises(ValueError, match=">= 0"):
-        as_rate_array(-1.0, 1, 1e9)
-    with pytest.raises(ValueError, match="non-finite"):
-        as_rate_array([np.inf], 1, 1e9)
+    with pytest.raises(ValueError, match="plant: .* above the maximum"):
+        check_rates(2e9, 1, 0.0, 1e9, "plant", clip=False)
+    with pytest.raises(ValueError, match="below 0"):
+        check_rates(-1.0, 1, 0.0, 1e9, "plant", clip=False)
+    with pytest.raises(ValueError, match="plant: non-finite"):
+        check_rates([np.inf], 1, 0.0, 1e9, "plant", clip=False)
+    with pytest.raises(ValueError, match="policy: rate command must be"):
+        check_rates([1.0, 2.0, 3.0], 2, 0.0, 1e9, "policy")
+    np.testing.assert_array_equal(check_rates([-5.0, 2e9], 2, 1e3, 1e9, "policy"), [1e3, 1e9])
+    np.testing.assert_array_equal(check_rates(5.0, 2, 0.0, np.array([1.0, 10.0]), "policy"), [1.0, 5.0])
 
 
 def test_make_policy_unknown():
@@ -185,5 +189,5 @@ def test_queue_policy_on_plant_without_queues_is_one_line():
 
 def test_check_rates_shapes_clips_and_names_who():
     np.testing.assert_allclose(check_rates(5.0, 3, 1.0, 4.0, "x"), [4.0, 4.0, 4.0])
-    with pytest.raises(ValueError, match="policy 'p' returned a non-finite rate"):
+    with pytest.raises(ValueError, match="policy 'p'.*non-finite rate"):
         check_rates([np.nan], 1, 0.0, 1.0, "policy 'p'")

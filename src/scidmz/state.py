@@ -13,7 +13,6 @@ measured at the end of that interval.
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,9 +61,6 @@ class NetworkState:
 
     def as_dict(self) -> dict[str, float]:
         return {"t": self.t, **{f: getattr(self, f) for f in STATE_FIELDS}}
-
-    def is_finite(self) -> bool:
-        return all(math.isfinite(getattr(self, f)) for f in ("t", *STATE_FIELDS))
 
 
 class History:

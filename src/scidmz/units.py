@@ -9,10 +9,12 @@ the bad value.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy only when a rate array is checked: keeps `scidmz --help` instant
+    import numpy as np
 
-__all__ = ["parse_rate", "parse_time", "parse_size", "format_rate", "format_time", "check_rates"]
+__all__ = ["check_rates", "parse_rate", "parse_time", "parse_size", "format_rate", "format_time"]
 
 _NUM = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9, "t": 1e12, "T": 1e12}
@@ -88,13 +90,42 @@ def format_time(seconds: float) -> str:
     return f"{seconds * 1e6:.0f} us"
 
 
-def check_rates(u: object, batch: int, u_min: float, u_max: float, who: str) -> np.ndarray:
-    """Shape a rate decision to (batch,) bit/s and clip it to [u_min, u_max].
+def check_rates(
+    u: np.ndarray | float,
+    batch: int,
+    u_min: float | np.ndarray,
+    u_max: float | np.ndarray,
+    who: str,
+    clip: bool = True,
+) -> np.ndarray:
+    """The one validator of rate commands (bit/s): broadcast ``u`` to shape (batch,), check, bound.
 
-    The one rate validator (runner, plants, actuators): a non-finite rate never
-    reaches a plant or a qdisc; it is a one-line ``ValueError`` naming ``who``.
+    NaN/inf (or a shape that does not broadcast) is always a one-line
+    ``ValueError`` naming ``who``. ``clip=True`` (a policy's output, the
+    runner) clips into [u_min, u_max]; ``clip=False`` (a plant or shaper
+    receiving a command) refuses values outside it instead, since a plant
+    silently changing its input would hide a caller's bug. ``u_min``/``u_max``
+    may be per instance, shape (batch,).
     """
-    arr = np.broadcast_to(np.asarray(u, dtype=np.float64), (batch,))
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{who} returned a non-finite rate")
-    return np.clip(arr, u_min, u_max)
+    import numpy as np
+
+    try:
+        arr = np.broadcast_to(np.asarray(u, dtype=np.float64), (batch,)).copy()
+    except (TypeError, ValueError):
+        raise ValueError(f"{who}: rate command must be a number or {batch} numbers of bit/s, got {u!r}") from None
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(f"{who}: non-finite rate command {arr[bad][0]!r} (instance {int(np.argmax(bad))})")
+    lo = np.broadcast_to(np.asarray(u_min, dtype=np.float64), (batch,))
+    hi = np.broadcast_to(np.asarray(u_max, dtype=np.float64), (batch,))
+    if clip:
+        return np.clip(arr, lo, hi)
+    below = arr < lo * (1 - 1e-9) - 1e-9
+    if below.any():
+        i = int(np.argmax(below))
+        raise ValueError(f"{who}: rate command {arr[i]:.0f} bit/s for instance {i} is below {lo[i]:.0f} bit/s")
+    above = arr > hi * (1 + 1e-9)
+    if above.any():
+        i = int(np.argmax(above))
+        raise ValueError(f"{who}: rate command {arr[i]:.0f} bit/s for instance {i} is above the maximum {hi[i]:.0f} bit/s")
+    return arr

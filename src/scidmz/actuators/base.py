@@ -10,9 +10,10 @@ flows into queues. Implementations live next to this file (``tbf.py``,
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 __all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError", "check_rate"]
 
@@ -28,12 +29,11 @@ def check_rate(bps: float, what: str, max_rate: float, max_what: str) -> float:
 
     A shaper cannot hold 0 bit/s, so 0 means "as little as the shaper allows".
     """
-    try:
-        v = float(bps)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what} rate must be a number of bit/s, got {bps!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{what} rate must be finite, got {bps!r}")
+    from ..units import check_rates
+
+    if isinstance(bps, bool | str):
+        raise ValueError(f"{what} rate must be a number of bit/s, got {bps!r}")
+    v = float(check_rates(bps, 1, 0.0, np.inf, what, clip=False)[0])
     if v < 0:
         raise ValueError(f"{what} rate must be >= 0 bit/s, got {v:.0f}")
     if v > max_rate:

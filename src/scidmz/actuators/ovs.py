@@ -254,9 +254,6 @@ class OvsUserspace:
             disable_tx_offload(peer, peer_netns)
         self.vsctl("add-port", bridge, dev)
 
-    def del_port(self, bridge: str, dev: str) -> None:
-        self.vsctl("--if-exists", "del-port", bridge, dev)
-
 
 def _reap(proc: subprocess.Popen[bytes], grace: float = 5.0) -> None:
     if proc.poll() is None:

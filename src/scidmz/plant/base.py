@@ -20,10 +20,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..state import N_STATE, STATE_FIELDS, NetworkState
 
-__all__ = ["StateBatch", "Plant", "as_rate_array", "make_plant", "PLANT_KINDS"]
-
-PLANT_KINDS = ("fluid", "netns", "hardware")
-
+__all__ = ["StateBatch", "Plant", "make_plant", "register_plant", "PLANT_KINDS"]
 
 @dataclass(frozen=True)
 class StateBatch:
@@ -77,34 +74,54 @@ class Plant(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def as_rate_array(u: np.ndarray | float, batch: int, u_max: float) -> np.ndarray:
-    """Validate and broadcast a rate command; one-line error on NaN, negative or > u_max."""
-    arr = np.broadcast_to(np.asarray(u, dtype=np.float64), (batch,)).copy()
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"rate command has non-finite value(s): {arr[~np.isfinite(arr)][:3]}")
-    if np.any(arr < 0):
-        raise ValueError(f"rate command must be >= 0 bit/s, got {arr.min():.0f}")
-    if np.any(arr > u_max * (1 + 1e-9)):
-        raise ValueError(f"rate command {arr.max():.0f} bit/s is above the shaper maximum {u_max:.0f} bit/s")
-    return arr
+@dataclass(frozen=True)
+class _Backend:
+    cls: type
+    max_batch: int | None
+
+
+_REGISTRY: dict[str, _Backend] = {}
+
+#: Where each built-in backend lives; importing the module registers it. This
+#: table names modules, not classes, so ``scidmz --help`` imports no backend.
+_BUILTIN_MODULES = {
+    "fluid": "scidmz.plant.fluid.plant",
+    "netns": "scidmz.plant.netns.plant",
+    "hardware": "scidmz.plant.hardware",
+}
+PLANT_KINDS = tuple(_BUILTIN_MODULES)
+
+
+def register_plant(name: str, cls: type, max_batch: int | None = None) -> None:
+    """Make ``cls(scenario, [batch=B,] **options)`` available as ``make_plant(name, ...)``.
+
+    ``max_batch=1``: a real-time backend; its constructor takes no ``batch``.
+    """
+    _REGISTRY[name] = _Backend(cls, max_batch)
 
 
 def make_plant(kind: str, scenario: Scenario, batch: int = 1, **kwargs: Any) -> Plant:
-    """Build a plant backend by name; heavy backends are imported only when asked for."""
-    if kind == "fluid":
-        from .fluid import FluidPlant
+    """Build a plant backend by name; a backend module is imported only when asked for.
 
-        return FluidPlant(scenario, batch=batch, **kwargs)
-    if kind == "netns":
-        from .netns import NetnsPlant
+    Unknown names and unknown options are one-line ``ValueError`` s, never a
+    ``TypeError`` from deep inside a constructor.
+    """
+    import importlib
+    import inspect
 
-        if batch != 1:
-            raise ValueError("the netns plant runs in real time and supports batch=1 only")
-        return NetnsPlant(scenario, **kwargs)
-    if kind == "hardware":
-        from .hardware import HardwarePlant
-
-        if batch != 1:
-            raise ValueError("the hardware plant supports batch=1 only")
-        return HardwarePlant(scenario, **kwargs)
-    raise ValueError(f"unknown plant '{kind}' (choose from {', '.join(PLANT_KINDS)})")
+    if kind not in _REGISTRY and kind in _BUILTIN_MODULES:
+        importlib.import_module(_BUILTIN_MODULES[kind])
+    backend = _REGISTRY.get(kind)
+    if backend is None:
+        names = sorted(set(_REGISTRY) | set(_BUILTIN_MODULES))
+        raise ValueError(f"unknown plant '{kind}' (choose from {', '.join(names)})")
+    if backend.max_batch is not None and batch > backend.max_batch:
+        raise ValueError(f"the {kind} plant runs in real time and supports batch<={backend.max_batch} only")
+    sig = inspect.signature(backend.cls)
+    opts = [n for n, p in sig.parameters.items() if n not in ("scenario", "batch") and p.kind is not p.VAR_POSITIONAL]
+    unknown = [k for k in kwargs if k not in opts]
+    if unknown:
+        raise ValueError(f"plant '{kind}' has no option '{unknown[0]}' (options: {', '.join(opts)})")
+    if backend.max_batch is None:
+        return backend.cls(scenario, batch=batch, **kwargs)
+    return backend.cls(scenario, **kwargs)

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from ..scenario import Scenario
-from .base import StateBatch, as_rate_array
+from ..units import check_rates
+from .base import StateBatch, register_plant
 
 __all__ = ["HardwarePlant", "DEFAULT_OVS_DB"]
 
@@ -157,7 +158,7 @@ class HardwarePlant:
         self._check_open()
         if self.collector is None:
             raise RuntimeError("HardwarePlant.step before reset")
-        rate = float(as_rate_array(u, 1, self.scenario.u_max)[0])
+        rate = float(check_rates(u, 1, 0.0, self.scenario.u_max, "hardware plant", clip=False)[0])
         self.actuator.set_rate(rate)
         return self._sample_at_period_end(rate)
 
@@ -204,3 +205,6 @@ class HardwarePlant:
 def _one_line(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
+register_plant("hardware", HardwarePlant, max_batch=1)

@@ -601,10 +601,6 @@ class SoftwareDataPlane:
         """Move the data-plane clock to ``t_s`` (never backwards): the replay's period boundary."""
         self._clock_ns = max(self._clock_ns, int(round(t_s * 1e9)))
 
-    def reset_sketch(self) -> None:
-        """Control-plane reset of the Count-Min sketch (``cms_reset``)."""
-        self.regs["cms"][:] = 0
-
     # -- DataPlaneView -----------------------------------------------------------------
     def clock(self) -> float:
         return self._clock_ns / 1e9

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from ...scenario import Scenario
-from ..base import StateBatch, as_rate_array
+from ...units import check_rates
+from ..base import StateBatch, register_plant
 from . import constants as c
 from . import layout as L
 
@@ -244,14 +245,7 @@ class FluidPlant:
     def step(self, u: np.ndarray | float) -> StateBatch:
         """Apply campus rate(s) u (bit/s) for one period T; return y measured at its end."""
         self._check_open()
-        arr = as_rate_array(u, self.batch, float(self._u_max.max()))
-        over = arr > self._u_max * (1 + 1e-9)
-        if over.any():
-            i = int(np.argmax(over))
-            raise ValueError(
-                f"rate command {arr[i]:.0f} bit/s for instance {i} is above its shaper maximum "
-                f"{self._u_max[i]:.0f} bit/s"
-            )
+        arr = check_rates(u, self.batch, 0.0, self._u_max, "fluid plant", clip=False)
         if self._kernel is None:
             from numba import get_num_threads
 
@@ -448,3 +442,6 @@ class FluidPlant:
     def __repr__(self) -> str:
         dt = "adaptive" if self._dt_override is None else f"{self._dt_override:g}s"
         return f"FluidPlant({self.scenario.name!r}, batch={self.batch}, flows={self.shape.n_flows}, dt={dt})"
+
+
+register_plant("fluid", FluidPlant)

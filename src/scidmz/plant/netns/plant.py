@@ -28,7 +28,8 @@ import numpy as np
 
 from ...scenario import Scenario
 from ...state import N_STATE
-from ..base import StateBatch, as_rate_array
+from ...units import check_rates
+from ..base import StateBatch, register_plant
 from .topology import Testbed
 
 __all__ = ["NetnsPlant", "TELEMETRY_KINDS"]
@@ -161,7 +162,7 @@ class NetnsPlant:
     def step(self, u: np.ndarray | float) -> StateBatch:
         if self._act is None or self._tel is None:
             raise RuntimeError("call reset() before step()")
-        arr = as_rate_array(u, 1, self.scenario.u_max)
+        arr = check_rates(u, 1, 0.0, self.scenario.u_max, "netns plant", clip=False)
         self._act.set_rate(float(arr[0]))
         self._k += 1
         T = self.period
@@ -226,3 +227,6 @@ class NetnsPlant:
             self._tel = None
             self._act = None
             self._tb.down()
+
+
+register_plant("netns", NetnsPlant, max_batch=1)

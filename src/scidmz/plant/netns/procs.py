@@ -10,7 +10,6 @@ pyroute2, which is much faster than one process per key.
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 import signal
 import subprocess
@@ -87,8 +86,3 @@ def set_sysctls(ns: str, values: Mapping[str, str | int]) -> None:
                 f.write(str(val))
     finally:
         netns.popns()
-
-
-def in_netns_fd(ns: str) -> int:
-    """An fd of the namespace (caller closes)."""
-    return os.open(f"/run/netns/{ns}", os.O_RDONLY)

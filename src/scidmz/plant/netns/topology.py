@@ -558,9 +558,6 @@ class Testbed:
         except (OSError, ValueError):
             return {}
 
-    def processes_alive(self) -> dict[str, bool]:
-        return {" ".join(map(str, p.args[3:5])): p.poll() is None for p in self.procs}
-
     def summary(self) -> dict[str, Any]:
         sc = self.scenario
         return {

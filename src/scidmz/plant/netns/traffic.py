@@ -192,12 +192,6 @@ class Traffic:
                 continue
         return out
 
-    def alive(self) -> dict[str, int]:
-        return {
-            "clients": sum(p.poll() is None for p in self._procs),
-            "clients_total": len(self._procs),
-        }
-
     def stop_clients(self) -> None:
         """Stop this episode's clients (servers stay up for the next episode)."""
         procs = [*self._procs, *([self.dtn_proc] if self.dtn_proc is not None else [])]

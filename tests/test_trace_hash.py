@@ -1,0 +1,49 @@
+"""Pin the fluid plant's numbers: every refactor of the plant must leave this trace bit-for-bit alone.
+
+The trace: built-in scenario, batch of 2 (seeds 7 and 8), 30 control periods,
+trivial policy (u = C - R*_DTN, clipped to [u_min, u_max]) for a fixed target
+of 600 Mbit/s. Hashed: y (7 Table 3 variables per period, incl. the reset
+state) and u, each printed with 7 significant digits (``%.6e``): a refactor
+that only reorders float operations passes, one that moves a number fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from scidmz.plant.base import make_plant
+from scidmz.scenario import load_scenario
+
+PERIODS = 30
+TARGET = 600e6
+SEED = 7
+
+EXPECTED = {
+    "paper-cubic": "768d74f9f6675b850dbbb350f48effdbc5a90326bf487637b613f248b31327cf",
+    "paper-bbr2": "b62ed6a7a7d73a869da855c895ad786327c1f597945fbe0fa064a96c46cb913b",
+}
+
+
+def _trace_hash(name: str) -> str:
+    sc = load_scenario(name)
+    u = float(np.clip(sc.link.capacity - TARGET, sc.u_min, sc.u_max))
+    ys, us = [], []
+    with make_plant("fluid", sc, batch=2) as plant:
+        ys.append(plant.reset(SEED).y.copy())
+        for _ in range(PERIODS):
+            us.append(np.full(2, u))
+            ys.append(plant.step(u).y.copy())
+    arr = np.concatenate([np.ravel(ys), np.ravel(us)])
+    text = ",".join(f"{v:.6e}" for v in arr)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fluid_trace_is_unchanged(name: str) -> None:
+    got = _trace_hash(name)
+    assert got == EXPECTED[name], (
+        f"fluid trace of {name} changed (hash {got}); update EXPECTED only for a deliberate model change"
+    )
