@@ -2,7 +2,7 @@
 every 10 s, N clients polling ``/status`` on loopback; prints JSON with the period jitter p99,
 RSS growth and thread counts at the start and the end.
 
-    python benchmarks/soak.py --duration 30m --clients 50 [--period 1s] [--out soak.json]
+    python benchmarks/soak.py --duration 30min --clients 50 [--period 1s] [--out soak.json]
 
 Not a test: the figures depend on the machine's load (report them with that caveat).
 """
@@ -40,7 +40,7 @@ def main() -> int:
     from scidmz.units import parse_time
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--duration", default="30m")
+    ap.add_argument("--duration", default="30min")
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--period", default="1s")
     ap.add_argument("--poll", default="0.2s", help="pause between two polls of one client")
