@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--token-file", default=None,
                    help="where to write the API token (default /run/scidmz/control.token as root, else ~/.scidmz/)")
     r.add_argument("--log", default=None, metavar="FILE", help="append the JSON-lines log here (default stdout)")
-    r.add_argument("--duration", default=None, help="stop after this long, e.g. 10m (default: run until stopped)")
+    r.add_argument("--duration", default=None, help="stop after this long, e.g. 10min (default: run until stopped)")
     r.add_argument("--seed", type=int, default=None, help="plant seed (default: scenario's)")
     r.add_argument("--dev", default=None, help="hardware plant: interface whose egress TBF is the actuator")
     r.add_argument("--netns", default=None, help="hardware plant: network namespace of --dev")
@@ -99,7 +99,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     previous: dict[int, Any] = {}
 
     def install(daemon: Any) -> None:
-        def handler(signum: int, frame: Any) -> None:
+        def handler(signum: int, _frame: Any) -> None:
             daemon.stop(f"signal {signal.Signals(signum).name}")
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):

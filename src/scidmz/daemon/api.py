@@ -287,12 +287,3 @@ class Servers:
             self._thread.join(1.5)
             self._thread = None
         self.close_sockets()
-
-    @property
-    def addresses(self) -> dict[str, str]:
-        out = {}
-        for name, addr in (("api", self.api_bound), ("metrics", self.metrics_bound)):
-            if addr is not None:
-                out[name] = f"[{addr[0]}]:{addr[1]}" if ":" in addr[0] else f"{addr[0]}:{addr[1]}"
-        return out
-

@@ -63,8 +63,5 @@ class ControlClient:
     def status(self) -> dict[str, Any]:
         return self._request("GET", "/status")
 
-    def history(self) -> dict[str, Any]:
-        return self._request("GET", "/history")
-
     def set_target(self, target: str | float) -> float:
         return float(self._request("POST", "/target", {"target": target})["target"])

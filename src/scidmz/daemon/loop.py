@@ -228,10 +228,6 @@ class ControlDaemon:
             self._stop_reason = reason
             self._stop.set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def start_api(self) -> tuple[str, int]:
         """Start the HTTP API (and the metrics listener), write the token file; returns the API's (host, port)."""
         if self.api_address is None:
