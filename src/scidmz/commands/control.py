@@ -105,6 +105,15 @@ def cmd_run(a: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             previous[sig] = signal.signal(sig, handler)
 
+        def ready(st: dict[str, Any]) -> None:
+            if st["api"]:
+                print(f"scidmz control: API and dashboard at http://{st['api']}/ "
+                      f"(token in {daemon.token_file})", file=sys.stderr)
+            if st["metrics"]:
+                print(f"scidmz control: Prometheus metrics at http://{st['metrics']}/metrics", file=sys.stderr)
+
+        daemon.on_ready = ready
+
     try:
         summary = run_daemon(
             scenario=a.scenario, overrides=a.set, plant=a.plant, policy=a.policy, target=a.target,

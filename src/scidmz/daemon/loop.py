@@ -38,6 +38,7 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -123,6 +124,8 @@ class ControlDaemon:
         self._stop = threading.Event()
         self._stop_reason = ""
         self._servers: Any = None
+        # Called once with status() when the API and metrics listeners are up (the CLI prints the URLs).
+        self.on_ready: Callable[[dict[str, Any]], None] | None = None
         self._step_thread: threading.Thread | None = None
         self._started = False
         # -- state shown by /status --
@@ -264,6 +267,8 @@ class ControlDaemon:
                 self._servers.start()
             self._started = True
             st = self.status()
+            if self.on_ready is not None:
+                self.on_ready(st)
             self._write({"event": "start", "time": time.time(), "target": self.target,
                          "policy": st["policy"], "plant": type(self.plant).__name__,
                          "scenario": self.scenario.name, "period": self.period,
