@@ -364,3 +364,48 @@ def test_stop_while_telemetry_is_lost_is_prompt(tmp_path: Path) -> None:
     assert r.summary["problems"] == []
     assert took < 8, took
     assert not (tmp_path / "tok").exists()
+
+
+def test_property_random_bodies_and_paths(start: Callable[..., Running]) -> None:
+    """Hypothesis over POST /target bodies and request paths: always an HTTP answer with a
+    one-line JSON error or the new target, never a change outside [0, B_max], the loop running."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    r = start(target=60e6)
+    values = st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True), st.integers(min_value=-(10**500), max_value=10**500),
+        st.text(max_size=80), st.booleans(), st.none(), st.lists(st.integers(), max_size=3),
+        st.sampled_from(["50M", "0", "1e400", "nan", "-0", "100M", "100.0000001M", "12 Mbit", "75MB/s"]),
+    )
+    bodies = st.one_of(
+        values.map(lambda v: json.dumps({"target": v}).encode()),
+        st.binary(max_size=300),
+        st.dictionaries(st.text(max_size=10), values, max_size=3).map(lambda d: json.dumps(d).encode()),
+    )
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(body=bodies)
+    def post(body: bytes) -> None:
+        before = r.d.target
+        answer = _post_raw(r, body) if body else _post_raw(r, b"", 0)
+        status = answer[9:12]
+        assert status in (b"200", b"400"), answer[:200]
+        payload = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+        if status == b"200":
+            assert 0 <= payload["target"] <= SC.capacity and r.d.target == payload["target"]
+        else:
+            assert "\n" not in payload["error"].strip() and r.d.target == before
+
+    post()
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(path=st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=60))
+    def get(path: str) -> None:
+        answer = _raw(r, f"GET /{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        assert answer[9:12] in (b"200", b"400", b"401", b"404", b"405"), answer[:200]
+
+    get()
+    k0 = r.d.k
+    wait_until(lambda: r.d.k >= k0 + 2, 10, "the loop to keep running")
+    assert not r.d.fallback
