@@ -213,6 +213,17 @@ def test_half_open_connections_do_not_wedge_the_api(start: Callable[..., Running
         for s in [*idle[:5], half]:
             s.settimeout(HEAD_TIMEOUT + 20)
             assert s.recv(100) == b""
+        # ... also on a keep-alive connection after a first, complete request.
+        with socket.create_connection((host, port), timeout=HEAD_TIMEOUT + 20) as s:
+            s.sendall(f"GET /status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {r.d.token}\r\n\r\n".encode())
+            assert s.recv(65536).startswith(b"HTTP/1.1 200")
+            t0 = time.monotonic()
+            for line in (b"GET /status HTTP/1.1\r\n", b"Host: x\r\n"):
+                s.sendall(line)  # bytes keep arriving, the head never ends
+                time.sleep(1.0)
+            while s.recv(65536):
+                pass
+            assert time.monotonic() - t0 < HEAD_TIMEOUT + 20
     finally:
         for s in [*idle, half]:
             s.close()

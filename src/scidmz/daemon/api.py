@@ -181,18 +181,31 @@ def _protocol_class() -> type:
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class HeadTimeoutProtocol(H11Protocol):
-        """uvicorn's h11 protocol, plus: a new connection must complete its request head in time.
+        """uvicorn's h11 protocol, plus: every request head must be complete in time.
 
-        uvicorn times out idle keep-alive connections but not a fresh one that never
-        finishes its first request head (a slowloris); this closes it."""
+        uvicorn times out idle keep-alive connections, but not one that keeps sending a
+        request head that never ends (a slowloris), first request or later; this closes
+        a connection on which no new request started within HEAD_TIMEOUT of connecting
+        or of the previous response."""
 
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            self._head_timer = self.loop.call_later(HEAD_TIMEOUT, self._head_timeout)
+            self._arm_head_timer()
 
-        def _head_timeout(self) -> None:
-            if self.cycle is None and not self.transport.is_closing():
+        def _arm_head_timer(self) -> None:
+            timer = getattr(self, "_head_timer", None)
+            if timer is not None:
+                timer.cancel()
+            self._head_timer = self.loop.call_later(HEAD_TIMEOUT, self._head_timeout, self.cycle)
+
+        def _head_timeout(self, cycle_when_armed: Any) -> None:
+            if self.cycle is cycle_when_armed and not self.transport.is_closing():
                 self.transport.close()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm_head_timer()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_timer.cancel()
