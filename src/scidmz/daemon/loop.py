@@ -301,7 +301,8 @@ class ControlDaemon:
         summary = {"periods": self.k, "fallback_periods": self.fallback_periods, "errors": st["errors"],
                    "target": st["target"], "u": st["u"], "reason": self._stop_reason or "finished",
                    "problems": problems}
-        self._write({"event": "stop", "time": time.time(), **summary})
+        if self._started:  # a daemon that never started (bad address, token file) logs nothing
+            self._write({"event": "stop", "time": time.time(), **summary})
         self._close_log()
         return summary
 
