@@ -257,7 +257,13 @@ class Servers:
         self._socks.clear()
 
     def start(self, timeout: float = 10.0) -> None:
-        import uvicorn
+        try:
+            import starlette  # noqa: F401
+            import uvicorn
+        except ImportError as exc:
+            self.close_sockets()
+            raise RuntimeError(f"the control API needs uvicorn and starlette ({exc.name} is missing): "
+                               "pip install 'scidmz[testbed]', or run with --no-api") from None
 
         proto = _protocol_class()
         for kind, sock in self._socks.items():
