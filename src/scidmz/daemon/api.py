@@ -281,6 +281,9 @@ class Servers:
             if self._error is not None or deadline <= 0 or not self._thread.is_alive():
                 self.stop()
                 raise RuntimeError(f"the HTTP server did not start: {self._error or 'timeout'}")
+        if not all(srv.started for srv, _ in self._servers):
+            self.stop()
+            raise RuntimeError(f"the HTTP server did not start: {self._error or 'uvicorn gave up at start-up'}")
 
     def _run(self) -> None:
         async def main() -> None:
