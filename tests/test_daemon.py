@@ -26,7 +26,9 @@ import numpy as np
 import pytest
 
 from scidmz.actuators.base import ActuatorError
-from scidmz.controller.daemon import ControlClient, ControlDaemon, _trim, parse_api_address
+from scidmz.daemon.client import ControlClient
+from scidmz.daemon.loop import ControlDaemon, _trim
+from scidmz.daemon.tokenfile import parse_api_address
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
 from scidmz.scenario import load_scenario
@@ -256,8 +258,9 @@ def test_metrics_endpoint(start: Callable[..., Running]) -> None:
     r = start(target=30e6)
     code, text = _http(r, "GET", "/metrics")
     assert code == 200 and isinstance(text, str)
-    assert "scidmz_dtn_target_bps 3e+07" in text
-    assert 'scidmz_state{var="rate_dtn"}' in text and "scidmz_fallback 0.0" in text
+    assert "scidmz_target_bits_per_second 3e+07" in text
+    assert "scidmz_dtn_rate_bits_per_second " in text and "scidmz_fallback_active 0.0" in text
+    assert _http(r, "GET", "/metrics", token="wrong")[0] == 401  # on the API it stays behind the token
 
 
 def test_api_listens_on_loopback_only_and_one_daemon_per_token_file(tmp_path: Path) -> None:

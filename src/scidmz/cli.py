@@ -342,130 +342,13 @@ def _cmd_telemetry_capture(a: argparse.Namespace) -> int:
     return 0
 
 
-# -- control (live daemon) ----------------------------------------------------------
+# -- control (live daemon): scidmz.commands.control --------------------------------
 
 
 def _add_control(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("control", help="the live controller daemon: run it, change its target, see its status")
-    csub = p.add_subparsers(dest="control_command", metavar="SUBCOMMAND")
-    r = csub.add_parser(
-        "run", help="run the closed loop in real time with a local HTTP API (until SIGTERM/Ctrl-C)",
-        description="Every period T: read y from the plant, decide u with the policy, apply it. Falls back to "
-                    "the trivial rate B_max - target on telemetry loss (no sample for 2T), a failed actuator "
-                    "call or a non-finite policy output, and keeps running. Logs one JSON line per period.")
-    r.add_argument("scenario", nargs="?", default="testbed",
-                   help="built-in scenario name or .toml file (default: testbed)")
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key, e.g. --set period=0.2")
-    r.add_argument("--plant", default="fluid", help="fluid (real-time paced simulator) | netns | hardware")
-    r.add_argument("--policy", default="trivial", help="trivial | mlc (default trivial)")
-    r.add_argument("--target", required=True, help="initial DTN target, e.g. 60M (at most the scenario's B_max)")
-    r.add_argument("--model", default=None, help="inverse-model directory (policy mlc)")
-    r.add_argument("--gains", default=None, help="gains JSON file (policy mlc)")
-    r.add_argument("--api", default="127.0.0.1:8642", help="loopback HOST:PORT of the HTTP API (default 127.0.0.1:8642)")
-    r.add_argument("--no-api", action="store_true", help="run without the HTTP API")
-    r.add_argument("--token-file", default=None,
-                   help="where to write the API token (default /run/scidmz/control.token as root, else ~/.scidmz/)")
-    r.add_argument("--log", default=None, metavar="FILE", help="append the JSON-lines log here (default stdout)")
-    r.add_argument("--duration", default=None, help="stop after this long, e.g. 10m (default: run until stopped)")
-    r.add_argument("--seed", type=int, default=None, help="plant seed (default: scenario's)")
-    r.add_argument("--dev", default=None, help="hardware plant: interface whose egress TBF is the actuator")
-    r.add_argument("--netns", default=None, help="hardware plant: network namespace of --dev")
-    r.add_argument("--ovs-port", default=None, help="hardware plant: OVS port to shape instead of --dev")
-    r.add_argument("--ovs-db", default=None, help="hardware plant: OVSDB remote (default the system's db.sock)")
-    r.add_argument("--ovs-mode", default="htb", help="hardware plant: htb | meter | policing (default htb)")
-    r.add_argument("--telemetry", default=None, metavar="ADDR",
-                   help="hardware plant: P4Runtime address of the telemetry switch, e.g. 10.0.0.5:9559")
-    r.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra keyword argument for the plant (repeatable)")
-    r.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
-    r.set_defaults(func=_cmd_control_run)
-    for name, helptext in (("set-target", "change the DTN target of the running daemon"),
-                           ("status", "show the running daemon's y, u, target and fallback state")):
-        c = csub.add_parser(name, help=helptext)
-        if name == "set-target":
-            c.add_argument("target", help="new DTN target, e.g. 400M")
-        c.add_argument("--api", default=None, help="HOST:PORT (default: read from the token file)")
-        c.add_argument("--token-file", default=None, help="the daemon's token file (default as for run)")
-        c.add_argument("--json", action="store_true", help="print the answer as JSON")
-        c.set_defaults(func=_cmd_control_set_target if name == "set-target" else _cmd_control_status)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    from .commands.control import add_parser
 
-
-def _cmd_control_run(a: argparse.Namespace) -> int:
-    import logging
-    import signal
-
-    from .controller.daemon import run_daemon
-    from .scenario import _coerce_literal
-
-    logging.basicConfig(level=logging.WARNING, format="scidmz control: %(message)s", stream=sys.stderr)
-    kwargs: dict[str, Any] = {}
-    if a.plant == "hardware":
-        kwargs = {"dev": a.dev, "netns": a.netns, "ovs_port": a.ovs_port, "ovs_db": a.ovs_db,
-                  "ovs_mode": a.ovs_mode, "telemetry": a.telemetry}
-    elif any(v is not None for v in (a.dev, a.netns, a.ovs_port, a.ovs_db, a.telemetry)):
-        raise ValueError("--dev/--netns/--ovs-port/--ovs-db/--telemetry are for --plant hardware")
-    for item in a.plant_opt:
-        if "=" not in item:
-            raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
-        key, value = item.split("=", 1)
-        kwargs[key.strip()] = _coerce_literal(value.strip())
-    previous: dict[int, Any] = {}
-
-    def install(daemon: Any) -> None:
-        def handler(signum: int, frame: Any) -> None:
-            daemon.stop(f"signal {signal.Signals(signum).name}")
-
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, handler)
-
-    try:
-        summary = run_daemon(
-            scenario=a.scenario, overrides=a.set, plant=a.plant, policy=a.policy, target=a.target,
-            model=a.model, gains=a.gains, api=None if a.no_api else a.api, token_file=a.token_file,
-            log_path=a.log, duration=a.duration, seed=a.seed, plant_kwargs=kwargs, on_start=install,
-        )
-    finally:
-        for sig, h in previous.items():
-            signal.signal(sig, h)
-    human = (f"stopped ({summary['reason']}) after {summary['periods']} periods, "
-             f"{summary['fallback_periods']} on the fallback rate")
-    if not a.json:
-        print(human, file=sys.stderr)
-    else:
-        _emit(summary, True)
-    return 1 if summary["problems"] else 0
-
-
-def _cmd_control_set_target(a: argparse.Namespace) -> int:
-    from .controller.daemon import ControlClient
-    from .units import format_rate
-
-    new = ControlClient(api=a.api, token_file=a.token_file).set_target(a.target)
-    _emit({"target": new}, a.json, f"target set to {format_rate(new)}")
-    return 0
-
-
-def _cmd_control_status(a: argparse.Namespace) -> int:
-    from .controller.daemon import ControlClient
-    from .units import format_rate, format_time
-
-    st = ControlClient(api=a.api, token_file=a.token_file).status()
-    y = st.get("y") or {}
-    lines = [
-        f"policy {st['policy']} on {st['plant']} ({st['scenario']}), period {format_time(st['period'])}, "
-        f"{st['k']} periods",
-        f"target   {format_rate(st['target'])}",
-        f"u        {format_rate(st['u']) if st['u'] is not None else '-'}"
-        + (f"   FALLBACK: {st['fallback_reason']}" if st["fallback"] else ""),
-    ]
-    if y:
-        lines.append(f"DTN      {format_rate(y['rate_dtn'])}, RTT {format_time(y['rtt_dtn'])}")
-        lines.append(f"campus   {format_rate(y['rate_campus'])}, RTT {format_time(y['rtt_campus'])}, "
-                     f"{y['active_flows']:.0f} active flows")
-    _emit(st, a.json, "\n".join(lines))
-    return 0
+    add_parser(sub)
 
 
 # -- testbed ---------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""What each CLI command does, one module per command (ARCHITECTURE.md v2)."""

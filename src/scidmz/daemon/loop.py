@@ -1,0 +1,545 @@
+"""The daemon's closed loop: one period at a time, in real time, never stopping on a fault.
+
+Every period T the daemon reads y from the plant, asks the policy for u and
+applies it (``Plant.step(u)`` applies u and returns y measured at the end of
+the period; ARCHITECTURE.md alignment). The target can be changed while it
+runs (``set_target``, used by the HTTP API of ``scidmz.daemon.api``).
+
+Safety (issue 5, item 8; issue 10): the daemon falls back to the trivial rate
+``B_max - target`` (MLC paper section 3.7, ``Scenario.trivial_rate``) and
+keeps running, logging why, when
+
+* no telemetry sample arrived for 2T (``plant.step`` has not returned; if the
+  plant exposes its ``actuator`` the fallback rate is applied through it at
+  once, otherwise with the next step), or a sample is not finite;
+* the actuator call failed (``ActuatorError`` anywhere in the exception chain
+  of ``plant.step``; any other exception of ``step`` counts as a plant error
+  and is handled the same way);
+* the policy raised or returned a non-finite rate, or (a policy with a
+  ``fallbacks`` counter, the MLC) replaced its model's non-finite output by
+  the trivial rate itself.
+
+A failure makes the next period use the trivial rate; the policy takes over
+again after one clean period. Every cause is counted (``errors`` in
+``/status``, ``scidmz_faults_total{cause}`` in the metrics).
+
+Log: one JSON object per line, per period ``{"k", "time", "t", "y", "u",
+"u_policy", "target", "fallback", "reason", "cause"}`` and events
+``{"event": "start"|"target"|"fallback"|"recovered"|"stop", ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ..actuators.base import ActuatorError
+from ..plant.base import Plant
+from ..policies.base import Policy
+from ..state import STATE_FIELDS, History
+from ..units import format_rate, parse_rate
+from .tokenfile import DEFAULT_API, TokenFile, parse_api_address, parse_listen_address
+
+__all__ = ["ControlDaemon", "HISTORY_PERIODS"]
+
+log = logging.getLogger("scidmz.control")
+
+_HISTORY_KEEP = 1024  # periods of history a policy sees; a daemon runs for months
+HISTORY_PERIODS = 900  # periods the dashboard can show (15 min at T = 1 s); ours, bounded memory
+_STOP_STEP_WAIT = 0.3  # s a pending plant step gets on shutdown before the plant is closed under it
+
+
+@dataclass
+class _Sample:
+    t: float
+    y: np.ndarray  # (7,)
+
+
+class ControlDaemon:
+    """Run ``policy`` on ``plant`` in real time until stopped (see module doc).
+
+    ``api``: ``HOST:PORT`` on loopback (port 0 picks a free one) or None for
+    no API. ``metrics_addr``: ``HOST:PORT`` of a token-less, read-only
+    ``/metrics`` listener for a Prometheus server (any address), or None.
+    ``log``: a path, an open text stream, or None (no log). ``duration``: stop
+    after this many seconds of loop time (None: run until ``stop()``/SIGTERM).
+    ``telemetry_timeout`` defaults to 2T; the very first step gets
+    ``max(telemetry_timeout, startup_grace)``.
+    """
+
+    def __init__(
+        self,
+        plant: Plant,
+        policy: Policy,
+        target: float,
+        *,
+        api: str | None = DEFAULT_API,
+        metrics_addr: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        log: str | os.PathLike[str] | IO[str] | None = None,
+        duration: float | None = None,
+        telemetry_timeout: float | None = None,
+        seed: int | None = None,
+        startup_grace: float = 15.0,
+    ) -> None:
+        if plant.batch != 1:
+            raise ValueError(f"the control daemon drives one plant instance, got batch={plant.batch}")
+        self.plant = plant
+        self.policy = policy
+        self.scenario = plant.scenario
+        self.period = float(plant.period)
+        self._target = self.scenario.check_target(float(target))
+        self.telemetry_timeout = 2.0 * self.period if telemetry_timeout is None else float(telemetry_timeout)
+        if not (self.telemetry_timeout > 0 and math.isfinite(self.telemetry_timeout)):
+            raise ValueError(f"telemetry timeout must be a positive number of seconds, got {telemetry_timeout!r}")
+        if duration is not None and not (duration > 0 and math.isfinite(duration)):
+            raise ValueError(f"duration must be a positive number of seconds, got {duration!r}")
+        self.duration = duration
+        self.seed = seed
+        # The first step may include one-off work (JIT compilation of the fluid kernel, traffic
+        # start-up in a testbed), so the first sample gets this much time before it counts as lost.
+        self.startup_grace = float(startup_grace)
+        self.api_address = parse_api_address(api) if api is not None else None
+        self.metrics_address = parse_listen_address(metrics_addr, "metrics address") if metrics_addr else None
+        self.token = secrets.token_urlsafe(32)
+        self._token = TokenFile(token_file, self.token)
+        self.token_file = self._token.path
+        self._log_target = log
+        self._log: IO[str] | None = None
+        self._own_log = False
+        self._lock = threading.Lock()
+        self._log_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._stop_reason = ""
+        self._servers: Any = None
+        # Called once with status() when the API and metrics listeners are up (the CLI prints the URLs).
+        self.on_ready: Callable[[dict[str, Any]], None] | None = None
+        self._step_thread: threading.Thread | None = None
+        self._started = False
+        # -- state shown by /status --
+        self.k = 0
+        self.last: _Sample | None = None
+        self.u: float | None = None
+        self.u_policy: float | None = None
+        self.fallback = False
+        self.fallback_reason: str | None = None
+        self.fallback_cause: str | None = None
+        self.fallback_periods = 0
+        self.errors: dict[str, int] = {}
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_PERIODS)
+        self._last_sample_wall: float | None = None
+        self._t_start = time.monotonic()
+        try:
+            from .metrics import DaemonMetrics
+
+            self.metrics: Any = DaemonMetrics()
+        except ImportError:  # prometheus-client is optional; /metrics then answers 404
+            self.metrics = None
+        if self.metrics is not None:
+            self.metrics.static(period=self.period, capacity=self.scenario.capacity)
+            self.metrics.target(self._target, self.scenario.trivial_rate(self._target))
+
+    # -- target --------------------------------------------------------------------------------
+    @property
+    def target(self) -> float:
+        with self._lock:
+            return self._target
+
+    def set_target(self, value: str | float, source: str = "api") -> float:
+        """Validate and apply a new DTN target (``"400M"`` or bit/s); ValueError with a clear message."""
+        try:
+            if isinstance(value, str):
+                if len(value) > 64:
+                    raise ValueError(f"target must be a rate like '400M', got {len(value)} characters")
+                bps = parse_rate(value, "target")
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                bps = float(value)  # a 400-digit integer raises OverflowError here
+            else:
+                raise ValueError(f"target must be a rate like '400M' or a number of bit/s, got {value!r}")
+        except OverflowError:
+            raise ValueError("target must be finite, got a number too large for a float") from None
+        if not math.isfinite(bps):
+            raise ValueError(f"target must be finite, got {str(value)[:40]!r}")
+        bps = self.scenario.check_target(bps)
+        with self._lock:
+            old, self._target = self._target, bps
+        if self.metrics is not None:
+            self.metrics.target(bps, self.scenario.trivial_rate(bps), changed=True)
+        self._write({"event": "target", "time": time.time(), "old": old, "new": bps, "source": source})
+        log.info("target changed %s -> %s (%s)", format_rate(old), format_rate(bps), source)
+        return bps
+
+    # -- status ------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            last = self.last
+            now = time.monotonic()
+            return {
+                "running": self._started and not self._stop.is_set(),
+                "pid": os.getpid(),
+                "k": self.k,
+                "uptime": now - self._t_start,
+                "t": None if last is None else last.t,
+                "y": None if last is None else dict(zip(STATE_FIELDS, map(float, last.y), strict=True)),
+                "u": self.u,
+                "u_policy": self.u_policy,
+                "target": self._target,
+                "trivial_rate": self.scenario.trivial_rate(self._target),
+                "fallback": self.fallback,
+                "fallback_reason": self.fallback_reason,
+                "fallback_cause": self.fallback_cause,
+                "fallback_periods": self.fallback_periods,
+                "errors": dict(self.errors),
+                "last_sample_age": None if self._last_sample_wall is None else now - self._last_sample_wall,
+                "period": self.period,
+                "capacity": self.scenario.capacity,
+                "u_min": self.scenario.u_min,
+                "u_max": self.scenario.u_max,
+                "policy": getattr(self.policy, "name", type(self.policy).__name__),
+                "plant": type(self.plant).__name__,
+                "scenario": self.scenario.name,
+                "api": None if self.api_address is None else f"{self.api_address[0]}:{self.api_address[1]}",
+                "metrics": None if self.metrics_address is None else
+                f"{self.metrics_address[0]}:{self.metrics_address[1]}",
+            }
+
+    def recent(self, since: int = 0) -> list[dict[str, Any]]:
+        """The periods with ``k > since`` still kept for the dashboard (oldest first)."""
+        with self._lock:
+            return [p for p in self.history if p["k"] > since]
+
+    def metrics_text(self) -> bytes | None:
+        """Prometheus exposition; None without prometheus-client."""
+        return None if self.metrics is None else self.metrics.exposition()
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def stop(self, reason: str = "stop requested") -> None:
+        """Ask the loop to finish the current period and shut down (safe from any thread or a signal)."""
+        if not self._stop.is_set():
+            self._stop_reason = reason
+            self._stop.set()
+
+    def start_api(self) -> tuple[str, int]:
+        """Start the HTTP API (and the metrics listener), write the token file; returns the API's (host, port)."""
+        if self.api_address is None:
+            raise RuntimeError("this daemon was built without an API address")
+        self._token.check_writable()
+        self._token.claim()
+        from .api import Servers
+
+        servers = Servers(self)
+        servers.bind()  # bind errors surface here, in the caller's thread, as one line
+        try:
+            self._token.write(servers.api_bound)
+        except BaseException:
+            servers.close_sockets()
+            raise
+        self._servers = servers
+        self.api_address = servers.api_bound
+        self.metrics_address = servers.metrics_bound
+        servers.start()
+        return self.api_address
+
+    def run(self) -> dict[str, Any]:
+        """Run the loop until stopped or ``duration`` is over; always closes the plant and the API."""
+        self._open_log()
+        try:
+            if self.api_address is not None and self._servers is None:
+                self.start_api()
+            elif self.api_address is None and self.metrics_address is not None and self._servers is None:
+                from .api import Servers
+
+                self._servers = Servers(self)
+                self._servers.bind()
+                self.metrics_address = self._servers.metrics_bound
+                self._servers.start()
+            self._started = True
+            st = self.status()
+            if self.on_ready is not None:
+                self.on_ready(st)
+            self._write({"event": "start", "time": time.time(), "target": self.target,
+                         "policy": st["policy"], "plant": type(self.plant).__name__,
+                         "scenario": self.scenario.name, "period": self.period,
+                         "api": st["api"], "metrics": st["metrics"], "pid": os.getpid()})
+            self._loop()
+        finally:
+            summary = self._shutdown()
+        return summary
+
+    def _shutdown(self) -> dict[str, Any]:
+        # Bounded in time whatever the state (issue 10: SIGTERM ends the daemon within 2 s).
+        self._stop.set()
+        problems: list[str] = []
+        if self._step_thread is not None and self._step_thread.is_alive():
+            # A step blocked on lost telemetry: closing the plant is what unblocks it.
+            self._step_thread.join(min(_STOP_STEP_WAIT, self.period))
+        try:
+            self.plant.close()
+        except Exception as exc:  # report, but keep shutting the rest down
+            problems.append(f"plant close failed: {_one_line(exc)}")
+        if self._step_thread is not None:
+            self._step_thread.join(0.7)
+            if self._step_thread.is_alive():
+                problems.append("the plant step thread is still blocked after close")
+        if self._servers is not None:
+            self._servers.stop()
+            self._servers = None
+        self._token.remove()
+        st = self.status()
+        summary = {"periods": self.k, "fallback_periods": self.fallback_periods, "errors": st["errors"],
+                   "target": st["target"], "u": st["u"], "reason": self._stop_reason or "finished",
+                   "problems": problems}
+        if self._started:  # a daemon that never started (bad address, token file) logs nothing
+            self._write({"event": "stop", "time": time.time(), **summary})
+        self._close_log()
+        return summary
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def _decide(self, hist: History, target: float) -> tuple[float | None, str | None, str | None]:
+        """(u_policy, fallback reason, cause) of one policy call."""
+        before = getattr(self.policy, "fallbacks", None)
+        try:
+            raw = np.asarray(self.policy.decide(hist, np.array([target])), dtype=np.float64).reshape(-1)
+            u_policy = float(raw[0])
+        except Exception as exc:
+            return None, f"policy error: {_one_line(exc)}", "policy"
+        if not math.isfinite(u_policy):
+            return u_policy, f"policy returned a non-finite rate ({u_policy})", "policy_nonfinite"
+        after = getattr(self.policy, "fallbacks", None)
+        if isinstance(before, int) and isinstance(after, int) and after > before:
+            # The MLC already replaced its model's NaN by the trivial rate; monitoring must see it.
+            return u_policy, "policy returned a non-finite rate (its model's output; trivial rate used)", \
+                "policy_nonfinite"
+        return u_policy, None, None
+
+    def _loop(self) -> None:
+        sc = self.scenario
+        state0 = self.plant.reset(self.seed)
+        self.policy.reset(sc, 1)
+        hist = History(state0.y, capacity_hint=256)
+        with self._lock:
+            self.last = _Sample(float(state0.t), np.asarray(state0.y[0], dtype=np.float64))
+            self._last_sample_wall = time.monotonic()
+        t_loop = time.monotonic()
+        failure: tuple[str, str] | None = None  # (reason, cause) why the *next* period uses the trivial rate
+        actuator = getattr(self.plant, "actuator", None)
+        while not self._stop.is_set():
+            if self.duration is not None and time.monotonic() - t_loop >= self.duration - 1e-9:
+                self.stop("duration reached")
+                break
+            period_start = time.monotonic()
+            target = self.target
+            u_policy: float | None = None
+            if failure is None:
+                u_policy, reason, cause = self._decide(hist, target)
+                if cause is not None:
+                    self._count(cause)
+            else:
+                reason, cause = failure
+            if reason is None:
+                u = float(np.clip(u_policy, sc.u_min, sc.u_max))
+            else:
+                u = sc.trivial_rate(target)
+            self._set_fallback(reason, cause, u)
+
+            # Apply u and wait for y_k; the step runs on its own thread so that a plant whose
+            # telemetry went silent cannot freeze the loop (or the API).
+            box: dict[str, Any] = {}
+            done = threading.Event()
+            self._step_thread = threading.Thread(target=_step_into, args=(self.plant, u, box, done),
+                                                 name="scidmz-plant-step", daemon=True)
+            self._step_thread.start()
+            failure = None
+            lost_logged = False
+            timeout = self.telemetry_timeout if self.k else max(self.telemetry_timeout, self.startup_grace)
+            deadline = (self._last_sample_wall or period_start) + timeout
+            next_check = deadline
+            while True:
+                # Short slices so that a stop request is seen while a step is pending.
+                if done.wait(min(max(next_check - time.monotonic(), 0.0), 0.1)):
+                    break
+                if self._stop.is_set():
+                    break
+                if time.monotonic() < next_check:
+                    continue
+                # No sample for 2T: telemetry is lost. Fall back now, keep logging every period.
+                age = time.monotonic() - (self._last_sample_wall or period_start)
+                why = f"no telemetry sample for {age:.2f} s (> {timeout:.2f} s)"
+                fb = sc.trivial_rate(self.target)
+                if not lost_logged:
+                    self._count("telemetry_timeout")
+                    if actuator is not None and hasattr(actuator, "set_rate"):
+                        try:
+                            actuator.set_rate(fb)
+                        except Exception as exc:
+                            why += f"; applying the fallback through the actuator failed: {_one_line(exc)}"
+                self._set_fallback(why, "telemetry_timeout", fb)
+                self._record(None, fb, None, why, "telemetry_timeout")
+                lost_logged = True
+                next_check = time.monotonic() + self.period
+            if not done.is_set():
+                break  # stopping while the step is still blocked; _shutdown closes the plant
+            if "error" in box:
+                exc = box["error"]
+                kind = "actuator" if _is_actuator_error(exc) else "plant"
+                failure = (f"{kind} call failed: {_one_line(exc)}", kind)
+                self._count(kind)
+                self._set_fallback(*failure, u)
+                self._record(None, u, u_policy, *failure)
+            else:
+                st = box["state"]
+                y = np.asarray(st.y[0], dtype=np.float64)
+                now = time.monotonic()
+                if not (np.all(np.isfinite(y)) and math.isfinite(float(st.t))):
+                    failure = ("telemetry sample is not finite", "telemetry_invalid")
+                    self._count("telemetry_invalid")
+                    self._set_fallback(*failure, u)
+                    self._record(None, u, u_policy, *failure)
+                else:
+                    hist.append(np.array([u]), y[None, :], np.array([target]))
+                    if len(hist) >= _HISTORY_KEEP * 4:
+                        hist = _trim(hist, _HISTORY_KEEP)
+                    with self._lock:
+                        self.last = _Sample(float(st.t), y)
+                        self._last_sample_wall = now
+                    if lost_logged:
+                        # The loop kept applying the fallback while waiting; this sample closes the gap.
+                        failure = ("telemetry recovering (first sample after a loss)", "telemetry_timeout")
+                        self._record(y, u, u_policy, *failure)
+                    else:
+                        self._record(y, u, u_policy, reason, cause)
+            # Pace to the period grid: real-time plants already took T, the fluid plant took ~0.
+            rest = period_start + self.period - time.monotonic()
+            if rest > 0:
+                self._stop.wait(rest)
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _set_fallback(self, reason: str | None, cause: str | None, u: float) -> None:
+        with self._lock:
+            was = self.fallback
+            self.fallback = reason is not None
+            self.fallback_reason = reason
+            self.fallback_cause = cause
+            self.u = u
+        if reason is not None and not was:
+            log.warning("falling back to the trivial rate %s: %s", format_rate(u), reason)
+            self._write({"event": "fallback", "time": time.time(), "u": u, "reason": reason, "cause": cause})
+        elif reason is None and was:
+            log.warning("policy back in control")
+            self._write({"event": "recovered", "time": time.time()})
+
+    def _record(self, y: np.ndarray | None, u: float, u_policy: float | None, reason: str | None,
+                cause: str | None) -> None:
+        wall = time.time()
+        yd = None if y is None else dict(zip(STATE_FIELDS, map(float, y), strict=True))
+        with self._lock:
+            self.k += 1
+            self.u_policy = u_policy
+            if reason is not None:
+                self.fallback_periods += 1
+            t = None if self.last is None else self.last.t
+            target = self._target
+            rec = {"k": self.k, "time": wall, "t": t if y is not None else None, "y": yd,
+                   "u": u, "u_policy": u_policy, "target": target,
+                   "fallback": reason is not None, "reason": reason, "cause": cause}
+            self.history.append(rec)
+        self._write(rec)
+        if self.metrics is not None:
+            if yd is not None:
+                self.metrics.sample(yd, wall)
+            self.metrics.period(u, u_policy if u_policy is None or math.isfinite(u_policy) else None, cause)
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+        if self.metrics is not None:
+            self.metrics.fault(kind)
+
+    # -- log -------------------------------------------------------------------------------------------------
+    def _open_log(self) -> None:
+        t = self._log_target
+        if t is None:
+            self._log = None
+        elif isinstance(t, str | os.PathLike):
+            path = Path(t)
+            if path.is_dir():
+                raise ValueError(f"log {path} is a directory")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._log = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in _close_log
+            except OSError as exc:
+                raise ValueError(f"cannot open the log {path}: {exc.strerror or exc}") from None
+            self._own_log = True
+        else:
+            self._log = t
+
+    def _close_log(self) -> None:
+        if self._log is not None and self._own_log:
+            self._log.close()
+        self._log = None
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        if self._log is None:
+            return
+        line = json.dumps(obj, default=json_default)
+        with self._log_lock:
+            try:
+                self._log.write(line + "\n")
+                self._log.flush()
+            except (OSError, ValueError):  # a full disk must not stop the control loop
+                pass
+
+
+def _trim(hist: History, keep: int) -> History:
+    """The last ``keep`` periods of ``hist`` as a new History (bounded memory, same last_y/last_u)."""
+    n = len(hist)
+    out = History(hist.y[n - keep - 1], capacity_hint=keep * 4)
+    for j in range(n - keep, n):
+        out.append(hist.u[j], hist.y[j], hist.target[j])
+    return out
+
+
+def _step_into(plant: Plant, u: float, box: dict[str, Any], done: threading.Event) -> None:
+    try:
+        box["state"] = plant.step(np.array([u]))
+    except BaseException as exc:  # delivered to the loop thread, which decides what it means
+        box["error"] = exc
+    finally:
+        done.set()
+
+
+def _is_actuator_error(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, ActuatorError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def json_default(o: Any) -> Any:
+    """JSON for numpy values; never fails (a log/API line must not break on an odd value)."""
+    from ..state import json_default as _jd
+
+    try:
+        return _jd(o)
+    except TypeError:
+        return str(o)

@@ -1,0 +1,124 @@
+"""Prometheus metrics of the daemon, one metric per quantity with its unit in the name (issue 13.1).
+
+Names follow the Prometheus conventions (base units, ``_total`` for
+counters): the seven NetworkState variables of the last sample, the applied
+campus rate limit u, the policy's own u, the target, and counters of periods,
+fallback periods by cause, faults by cause, actuator errors and telemetry gaps.
+Fallback causes (the ``cause`` label): ``telemetry_timeout`` (no sample for
+2T), ``telemetry_invalid`` (a non-finite sample), ``actuator``, ``plant``,
+``policy`` (it raised), ``policy_nonfinite`` (it returned NaN/inf, or the MLC
+replaced its model's non-finite output by the trivial rate).
+
+``METRIC_NAMES`` lists every exported family (the Grafana test checks the
+dashboard against it). ``prometheus-client`` is imported here only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["DaemonMetrics", "METRIC_NAMES", "CAUSES", "CLASSES"]
+
+CAUSES: tuple[str, ...] = ("telemetry_timeout", "telemetry_invalid", "actuator", "plant", "policy",
+                           "policy_nonfinite")
+CLASSES: tuple[str, ...] = ("dtn", "campus")
+
+# name -> (kind, help); counters are listed without the _total suffix prometheus-client adds.
+_SPEC: dict[str, tuple[str, str]] = {
+    "scidmz_dtn_rate_bits_per_second": ("gauge", "DTN throughput R_DTN in the last period"),
+    "scidmz_campus_rate_bits_per_second": ("gauge", "Campus throughput R_campus in the last period"),
+    "scidmz_rtt_seconds": ("gauge", "Mean RTT of the class's flows in the last period"),
+    "scidmz_queue_delay_seconds": ("gauge", "Mean bottleneck queuing delay of the class in the last period"),
+    "scidmz_active_flows": ("gauge", "Active flows at the bottleneck in the last period"),
+    "scidmz_campus_rate_limit_bits_per_second": ("gauge", "Campus shaper rate u applied this period"),
+    "scidmz_policy_rate_bits_per_second": ("gauge", "Rate u the policy asked for (NaN when it failed)"),
+    "scidmz_target_bits_per_second": ("gauge", "DTN target rate R*_DTN"),
+    "scidmz_trivial_rate_bits_per_second": ("gauge", "Fallback rate B_max - target"),
+    "scidmz_capacity_bits_per_second": ("gauge", "Bottleneck capacity B_max of the scenario"),
+    "scidmz_period_seconds": ("gauge", "Control period T"),
+    "scidmz_fallback_active": ("gauge", "1 while the trivial fallback rate is applied"),
+    "scidmz_last_sample_timestamp_seconds": ("gauge", "Unix time of the last telemetry sample"),
+    "scidmz_periods": ("counter", "Control periods completed"),
+    "scidmz_fallback_periods": ("counter", "Periods run on the fallback rate, by cause"),
+    "scidmz_faults": ("counter", "Faults that put the loop on the fallback rate, by cause"),
+    "scidmz_actuator_errors": ("counter", "Failed actuator calls"),
+    "scidmz_telemetry_gaps": ("counter", "Telemetry losses (no sample for 2T) and invalid samples"),
+    "scidmz_target_changes": ("counter", "Target changes accepted"),
+}
+METRIC_NAMES: frozenset[str] = frozenset(
+    n + ("_total" if kind == "counter" else "") for n, (kind, _) in _SPEC.items()
+)
+
+
+class DaemonMetrics:
+    """The daemon's metrics in their own registry; updated by the loop thread, read by scrapes."""
+
+    def __init__(self) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge
+
+        self.registry = CollectorRegistry()
+        r = self.registry
+        g: dict[str, Any] = {}
+        for name, (kind, help_) in _SPEC.items():
+            labels: list[str] = []
+            if name in ("scidmz_rtt_seconds", "scidmz_queue_delay_seconds"):
+                labels = ["class"]
+            elif name in ("scidmz_fallback_periods", "scidmz_faults"):
+                labels = ["cause"]
+            cls = Counter if kind == "counter" else Gauge
+            g[name] = cls(name, help_, labels, registry=r)
+        self._m = g
+        # Every label value exists from the start, so a dashboard shows 0 rather than "no data".
+        for c in CLASSES:
+            g["scidmz_rtt_seconds"].labels(c).set(float("nan"))
+            g["scidmz_queue_delay_seconds"].labels(c).set(float("nan"))
+        for c in CAUSES:
+            g["scidmz_fallback_periods"].labels(c)
+            g["scidmz_faults"].labels(c)
+        for name in ("scidmz_dtn_rate_bits_per_second", "scidmz_campus_rate_bits_per_second",
+                     "scidmz_active_flows", "scidmz_campus_rate_limit_bits_per_second",
+                     "scidmz_policy_rate_bits_per_second", "scidmz_last_sample_timestamp_seconds"):
+            g[name].set(float("nan"))
+
+    def static(self, *, period: float, capacity: float) -> None:
+        self._m["scidmz_period_seconds"].set(period)
+        self._m["scidmz_capacity_bits_per_second"].set(capacity)
+
+    def target(self, target: float, trivial: float, changed: bool = False) -> None:
+        self._m["scidmz_target_bits_per_second"].set(target)
+        self._m["scidmz_trivial_rate_bits_per_second"].set(trivial)
+        if changed:
+            self._m["scidmz_target_changes"].inc()
+
+    def sample(self, y: dict[str, float], wall: float) -> None:
+        m = self._m
+        m["scidmz_dtn_rate_bits_per_second"].set(y["rate_dtn"])
+        m["scidmz_campus_rate_bits_per_second"].set(y["rate_campus"])
+        m["scidmz_rtt_seconds"].labels("dtn").set(y["rtt_dtn"])
+        m["scidmz_rtt_seconds"].labels("campus").set(y["rtt_campus"])
+        m["scidmz_queue_delay_seconds"].labels("dtn").set(y["qdelay_dtn"])
+        m["scidmz_queue_delay_seconds"].labels("campus").set(y["qdelay_campus"])
+        m["scidmz_active_flows"].set(y["active_flows"])
+        m["scidmz_last_sample_timestamp_seconds"].set(wall)
+
+    def period(self, u: float, u_policy: float | None, cause: str | None) -> None:
+        m = self._m
+        m["scidmz_periods"].inc()
+        m["scidmz_campus_rate_limit_bits_per_second"].set(u)
+        m["scidmz_policy_rate_bits_per_second"].set(float("nan") if u_policy is None else u_policy)
+        m["scidmz_fallback_active"].set(0.0 if cause is None else 1.0)
+        if cause is not None:
+            m["scidmz_fallback_periods"].labels(cause).inc()
+
+    def fault(self, cause: str) -> None:
+        m = self._m
+        m["scidmz_faults"].labels(cause).inc()
+        if cause == "actuator":
+            m["scidmz_actuator_errors"].inc()
+        elif cause.startswith("telemetry"):
+            m["scidmz_telemetry_gaps"].inc()
+
+    def exposition(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)

@@ -1,0 +1,117 @@
+"""The daemon's addresses and its token file (who may steer the running daemon).
+
+The token is generated at start and written, with the API address and the
+daemon's pid, to a 0600 JSON file (``/run/scidmz/control.token`` as root,
+``~/.scidmz/control.token`` otherwise, ``SCIDMZ_CONTROL_TOKEN`` or
+``--token-file``) that ``ControlClient`` reads; the file is removed on shutdown.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from pathlib import Path
+
+from ..fileio import atomic_write_text
+
+__all__ = ["DEFAULT_API", "default_token_file", "parse_api_address", "parse_listen_address", "TokenFile"]
+
+DEFAULT_API = "127.0.0.1:8642"
+
+
+def default_token_file() -> Path:
+    """Where the daemon writes (and the client reads) the token: /run/scidmz as root, else ~/.scidmz."""
+    env = os.environ.get("SCIDMZ_CONTROL_TOKEN")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0 and Path("/run").is_dir():
+        return Path("/run/scidmz/control.token")
+    return Path.home() / ".scidmz" / "control.token"
+
+
+def parse_listen_address(text: str, what: str = "API address") -> tuple[str, int]:
+    """``HOST:PORT`` (any host); a one-line ValueError otherwise."""
+    host, sep, port_s = str(text).rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host:
+        raise ValueError(f"{what} {text!r}: expected HOST:PORT, e.g. {DEFAULT_API}")
+    try:
+        port = int(port_s)
+    except ValueError:
+        raise ValueError(f"{what} {text!r}: port must be a number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"{what} {text!r}: port out of range")
+    return host, port
+
+
+def parse_api_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` with a loopback HOST; anything else is a one-line ValueError."""
+    host, port = parse_listen_address(text)
+    try:
+        loop = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loop = False
+    if not loop:
+        raise ValueError(f"API address {text!r}: the control API only listens on loopback (127.0.0.1, ::1)")
+    return host, port
+
+
+class TokenFile:
+    """The 0600 JSON file ``{"token", "api", "pid"}``; at most one live daemon per file."""
+
+    def __init__(self, path: str | os.PathLike[str] | None, token: str) -> None:
+        self.path = Path(path) if path is not None else default_token_file()
+        self.token = token
+
+    def check_writable(self) -> None:
+        """Fail up front, with one line, on a destination we could never write (issue 10)."""
+        p = self.path
+        if p.is_dir():
+            raise ValueError(f"token file {p} is a directory (pass --token-file FILE)")
+        if p.exists() and not p.is_file():
+            raise ValueError(f"token file {p} exists and is not a regular file")
+        parent = p.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ValueError(f"token file {p}: {parent} is not a directory")
+        if not os.access(parent if not p.parent.exists() else p.parent, os.W_OK | os.X_OK):
+            raise ValueError(f"token file {p}: cannot write to {p.parent}")
+
+    def claim(self) -> None:
+        """Refuse to start on a token file whose owner process is still alive."""
+        try:
+            info = json.loads(self.path.read_text())
+            pid = int(info.get("pid", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            return
+        if pid and pid != os.getpid() and _pid_alive(pid):
+            raise RuntimeError(f"another control daemon (pid {pid}) owns {self.path}; stop it or pass --token-file")
+
+    def write(self, api: tuple[str, int] | None) -> None:
+        host, port = api if api is not None else ("", 0)
+        body = json.dumps({"token": self.token, "api": f"{host}:{port}" if api else None, "pid": os.getpid()})
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            atomic_write_text(self.path, body + "\n", mode=0o600)  # the token is a secret
+        except OSError as exc:
+            # A read-only filesystem or a directory in the way: one line, exit 2 (issue 10).
+            raise ValueError(f"cannot write the token file {self.path}: {exc.strerror or exc}") from None
+
+    def remove(self) -> None:
+        try:
+            if json.loads(self.path.read_text()).get("token") == self.token:
+                self.path.unlink()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
