@@ -33,10 +33,11 @@ import subprocess
 import time
 import zlib
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 __all__ = [
-    "ToolchainMissing", "CompileError", "Compiled", "Bmv2Switch",
+    "ToolchainMissing", "CompileError", "Compiled", "Bmv2Switch", "PcapReplayer",
     "toolchain_bin", "require_toolchain", "tofino_include", "compile_bmv2", "p4test",
 ]
 
@@ -271,3 +272,72 @@ class Bmv2Switch:
     def __exit__(self, *exc: object) -> None:
         self.stop()
         atexit.unregister(self.stop)
+
+
+class PcapReplayer:
+    """Writes the frames of one pcap per switch port into the ports, paced as captured.
+
+    ``play(lo_ns, hi_ns)`` sends the frames stamped in [lo_ns, hi_ns) of the
+    pcaps' clock, starting now, with the captured spacing divided by ``speed``,
+    and returns what it sent as (host ``time.monotonic_ns()`` just before the
+    send, port, frame). Frames of different ports are interleaved by time;
+    on equal stamps the lower port goes first. The real send times, not the
+    captured ones, are what the switch saw: the caller feeds those to the
+    software twin (a loaded host sends late, never early).
+    """
+
+    def __init__(self, port_pcaps: dict[int, str | os.PathLike[str]], host_ifaces: dict[int, str]) -> None:
+        import dpkt
+
+        rows: list[tuple[int, int, bytes]] = []
+        for port, path in port_pcaps.items():
+            if port not in host_ifaces:
+                raise ValueError(f"no interface for port {port}")
+            with open(path, "rb") as fh:
+                for ts, buf in dpkt.pcap.Reader(fh):
+                    # dpkt gives float seconds (a Decimal for nanosecond files): to ns exactly
+                    rows.append((int(Decimal(str(ts)) * 1_000_000_000), port, bytes(buf)))
+        rows.sort(key=lambda r: (r[0], r[1]))
+        self.frames = rows
+        self._socks: dict[int, socket.socket] = {}
+        try:
+            for port, dev in host_ifaces.items():
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+                s.bind((dev, 0))
+                self._socks[port] = s
+        except BaseException:
+            self.close()
+            raise
+
+    def play(self, lo_ns: int, hi_ns: int, speed: float = 1.0) -> list[tuple[int, int, bytes]]:
+        if speed <= 0:
+            raise ValueError(f"speed must be > 0, got {speed}")
+        sel = [r for r in self.frames if lo_ns <= r[0] < hi_ns]
+        sent: list[tuple[int, int, bytes]] = []
+        start = time.monotonic_ns()
+        for ts, port, fr in sel:
+            target = start + int((ts - lo_ns) / speed)
+            d = target - time.monotonic_ns()
+            if d > 0:
+                time.sleep(d / 1e9)
+            now = time.monotonic_ns()
+            self._socks[port].send(fr)
+            sent.append((now, port, fr))
+        return sent
+
+    def send(self, port: int, frame: bytes) -> int:
+        """Send one extra frame now; returns its host send time (monotonic ns)."""
+        now = time.monotonic_ns()
+        self._socks[port].send(frame)
+        return now
+
+    def close(self) -> None:
+        for s in self._socks.values():
+            s.close()
+        self._socks.clear()
+
+    def __enter__(self) -> PcapReplayer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
