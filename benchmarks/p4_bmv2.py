@@ -6,11 +6,11 @@
 * ``rates``: ``telemetry_p4/run_bmv2.py`` at growing ``speed`` (the same pcaps
   replayed faster: rates x speed, RTTs and queuing delays / speed); a run
   "matches" when every NetworkState field of every period is within the
-  end-to-end test's BMv2-vs-twin tolerances (rates 1 %, delays 2 % or 1 ms,
+  end-to-end test's BMv2-vs-twin tolerances (rates 1 %, delays 2 % or 2 ms,
   active flows exact). ``max_matching_pps`` is the highest offered frame rate
-  that matched. The sweep stops at the first mismatch. Needs root.
+  below which every speed matched. Needs root.
 
-    python benchmarks/p4_bmv2.py [--speeds 1,2,4,8] [--repeat 2]
+    python benchmarks/p4_bmv2.py [--speeds 1,1.5,2,3,4,6,8] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -29,6 +29,11 @@ sys.path.insert(0, str(ROOT / "telemetry_p4"))
 
 import run_bmv2  # noqa: E402
 
+# the end-to-end test's BMv2-vs-twin delay tolerance: BMv2 stamps a frame when its
+# port thread reads it, the twin at the host's send; the gap is absolute, so the
+# tolerance does not shrink with the speed-up
+TOL_DELAY_S = 0.002
+
 V1 = ROOT / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4"
 TNA = ROOT / "telemetry_p4" / "tna" / "scidmz_telemetry.p4"
 
@@ -41,14 +46,14 @@ def matches(res: dict) -> bool:
             if abs(bm[f] - tw[f]) > 0.01 * abs(tw[f]):
                 return False
         for f in ("rtt_dtn", "rtt_campus", "qdelay_dtn", "qdelay_campus"):
-            if abs(bm[f] - tw[f]) > max(0.02 * abs(tw[f]), 0.001 / res["speed"]):
+            if abs(bm[f] - tw[f]) > max(0.02 * abs(tw[f]), TOL_DELAY_S):
                 return False
     return True
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--speeds", default="1,2,4,8")
+    ap.add_argument("--speeds", default="1,1.5,2,3,4,6,8")
     ap.add_argument("--repeat", type=int, default=2)
     a = ap.parse_args(argv)
     try:
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         out: dict = {"compile_s": {"v1model_p4c_bmv2": round(min(c.seconds for c in comp), 2),
                                    "tna_p4test": round(min(tna), 2)},
                      "cpu_count": os.cpu_count(), "load_1min": os.getloadavg()[0], "rates": []}
-        best = None
+        best, unbroken = None, True
         if os.geteuid() != 0:
             out["rates_skipped"] = "needs root (network namespaces)"
         else:
@@ -83,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                                      "max_drain_s": res["max_drain_s"],
                                      "bmv2_vs_twin_max_rel": {k: round(v, 5) for k, v in
                                                               res["bmv2_vs_twin"].items()}})
-                if not ok:
-                    break
-                best = res["offered_pps"]
+                unbroken = unbroken and ok
+                if unbroken:
+                    best = res["offered_pps"]
         out["max_matching_pps"] = best
     print(json.dumps(out, indent=1))
     return 0

@@ -9,7 +9,9 @@ the adapter (registers over Thrift) and runs the twin on the frames as sent.
 
 Tolerances (see telemetry_p4/README.md for the sizes measured): BMv2 against
 the twin, only the few-hundred-microsecond gap between the host's send and
-BMv2's ingress timestamp; against the truth, also the host's late sends.
+BMv2's ingress timestamp (2 % or 2 ms: ``flow_rtt`` holds one sample per
+flow, so one late-stamped ACK shows); against the truth, also the host's late
+sends.
 Without the toolchain this skips with one line; under ``CI`` it fails.
 """
 
@@ -57,7 +59,7 @@ def test_bmv2_matches_the_twin_per_period(result):
         for f in ("rate_dtn", "rate_campus"):  # same bytes, same sampling instants
             assert _close(bm[f], tw[f], 0.01, 0.0), (k, f, bm[f], tw[f])
         for f in ("rtt_dtn", "rtt_campus", "qdelay_dtn", "qdelay_campus"):
-            assert _close(bm[f], tw[f], 0.02, 0.001), (k, f, bm[f], tw[f])
+            assert _close(bm[f], tw[f], 0.02, 0.002), (k, f, bm[f], tw[f], result)
 
 
 def test_bmv2_and_twin_match_the_known_truth(result):
