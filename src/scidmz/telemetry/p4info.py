@@ -289,12 +289,6 @@ class P4InfoIndex:
     def digest(self, name: str) -> DigestInfo:
         return self._find("digest", self.digests, name)
 
-    def digest_by_id(self, digest_id: int) -> DigestInfo:
-        for d in self.digests.values():
-            if d.id == digest_id:
-                return d
-        raise ValueError(f"P4Info has no digest with id {digest_id}")
-
     def names(self) -> dict[str, list[str]]:
         """Every P4 object name by kind (for lockstep tests and diagnostics)."""
         return {
