@@ -5,12 +5,11 @@
   TNA headers) on the TNA program, best of ``--repeat``.
 * ``rates``: ``telemetry_p4/run_bmv2.py`` at growing ``speed`` (the same pcaps
   replayed faster: rates x speed, RTTs and queuing delays / speed); a run
-  "matches" when every NetworkState field of every period is within the
-  end-to-end test's BMv2-vs-twin tolerances (rates 1 %, delays 2 % or 2 ms,
-  active flows exact). ``max_matching_pps`` is the highest offered frame rate
+  "matches" when every NetworkState field of every period is within rates
+  1 %, delays 5 % (0.1 ms floor), active flows exact of the twin's. ``max_matching_pps`` is the highest offered frame rate
   below which every speed matched. Needs root.
 
-    python benchmarks/p4_bmv2.py [--speeds 1,1.5,2,3,4,6,8] [--repeat 2]
+    python benchmarks/p4_bmv2.py [--speeds 1,1.5,2,3,4] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -29,10 +28,11 @@ sys.path.insert(0, str(ROOT / "telemetry_p4"))
 
 import run_bmv2  # noqa: E402
 
-# the end-to-end test's BMv2-vs-twin delay tolerance: BMv2 stamps a frame when its
-# port thread reads it, the twin at the host's send; the gap is absolute, so the
-# tolerance does not shrink with the speed-up
-TOL_DELAY_S = 0.002
+# ours: "matches" = every delay within 5 % (0.1 ms floor). Stricter than the
+# end-to-end test's 2 % or 2 ms, whose absolute part would swallow the 1-ms
+# delays of a 5x speed-up; at speed 1 BMv2 stays within ~2 % of the twin
+TOL_DELAY_REL = 0.05
+TOL_DELAY_ABS_S = 0.0001
 
 V1 = ROOT / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4"
 TNA = ROOT / "telemetry_p4" / "tna" / "scidmz_telemetry.p4"
@@ -46,14 +46,14 @@ def matches(res: dict) -> bool:
             if abs(bm[f] - tw[f]) > 0.01 * abs(tw[f]):
                 return False
         for f in ("rtt_dtn", "rtt_campus", "qdelay_dtn", "qdelay_campus"):
-            if abs(bm[f] - tw[f]) > max(0.02 * abs(tw[f]), TOL_DELAY_S):
+            if abs(bm[f] - tw[f]) > max(TOL_DELAY_REL * abs(tw[f]), TOL_DELAY_ABS_S):
                 return False
     return True
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--speeds", default="1,1.5,2,3,4,6,8")
+    ap.add_argument("--speeds", default="1,1.5,2,3,4")
     ap.add_argument("--repeat", type=int, default=2)
     a = ap.parse_args(argv)
     try:
