@@ -36,7 +36,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "v1model" / "scidmz_telemetry.p4"
 
-MS = 1_000_000
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
 DTN_R, REMOTE, DTN_S, CAMPUS = "10.0.3.2", "10.1.0.20", "10.0.0.10", "10.0.0.11"
