@@ -253,7 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.periods < 3 or a.speed <= 0:
         print("run_bmv2: --periods must be >= 3 and --speed > 0", file=sys.stderr)
         return 2
-    print(json.dumps(run(a.periods, a.speed, workdir=a.workdir), indent=1))
+    try:
+        res = run(a.periods, a.speed, workdir=a.workdir)
+    except (RuntimeError, OSError) as exc:  # no toolchain (ToolchainMissing), switch failed, no root
+        print(f"run_bmv2: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 1
+    print(json.dumps(res, indent=1))
     return 0
 
 
