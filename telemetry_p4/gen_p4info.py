@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
-"""Write telemetry_p4/v1model/scidmz_telemetry.p4info.txtpb without p4c.
+"""Write telemetry_p4/v1model/scidmz_telemetry.p4info.txtpb from p4c's own output.
 
-No P4 compiler exists on this machine, so the P4Info of the v1model program
-is written from this description of the program's control-plane objects
-(names as p4c 1.2.4 qualifies them: ``<control instance>.<local name>``;
-sizes and widths from constants.py). Object ids use the P4Runtime prefix byte
-of each kind (P4Info spec, "P4Info ids") and a stable CRC-32 of the name in
-the low 24 bits; p4c derives the low bits differently, which is harmless:
-the clients resolve every id by name from whichever P4Info they are given,
-so the file p4c writes can replace this one unchanged.
+The committed P4Info is exactly what ``p4c --target bmv2 --arch v1model
+--p4runtime-files`` writes for v1model/scidmz_telemetry.p4 (p4c picks the
+ids, ``@defaultonly`` annotations, and lists every action the program
+declares, also those only called from the control). Clients resolve every id
+by name, so a P4Info from another p4c version works too.
 
-tests/test_telemetry_p4.py checks this file against the .p4 source.
+``tables()`` / ``registers()`` / ``DIGESTS`` describe what the P4Info must
+contain according to constants.py (the twin); tests/test_p4_compile.py checks
+the compiler's P4Info against them.
 
-    python telemetry_p4/gen_p4info.py           # rewrite the file
-    python telemetry_p4/gen_p4info.py --check   # exit 1 if it is stale
+    python telemetry_p4/gen_p4info.py           # compile and rewrite the file
+    python telemetry_p4/gen_p4info.py --check   # exit 1 if it differs from p4c's
 """
 
 from __future__ import annotations
@@ -22,37 +21,11 @@ import argparse
 import os
 import sys
 import tempfile
-import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SRC = HERE / "v1model" / "scidmz_telemetry.p4"
 OUT = HERE / "v1model" / "scidmz_telemetry.p4info.txtpb"
-INGRESS = "ScidmzIngress"
-
-# P4Runtime id prefixes (p4runtime/proto/p4/config/v1/p4info.proto, P4Ids.Prefix)
-PFX_ACTION, PFX_TABLE, PFX_DIRECT_COUNTER, PFX_REGISTER, PFX_DIGEST = 0x01, 0x02, 0x13, 0x16, 0x17
-
-# (local name, [(param, bitwidth)])
-ACTIONS = [
-    ("set_tap", [("tap", 8)]),
-    ("unknown_port", []),
-    ("set_class", [("class_id", 8)]),
-    ("class_miss", []),
-    ("set_class_src", [("class_id", 8)]),
-]
-
-
-def _c():
-    try:
-        from scidmz.telemetry import constants
-    except ImportError:
-        sys.path.insert(0, str(HERE.parent / "src"))
-        from scidmz.telemetry import constants
-    return constants
-
-
-def _id(prefix: int, name: str) -> int:
-    return (prefix << 24) | (zlib.crc32(name.encode()) & 0xFFFFFF)
 
 
 def tables(c) -> list[dict]:
@@ -102,79 +75,13 @@ def _gen_const(name: str) -> int:
     return P4_ONLY[name[3:]] if name.startswith("P4_") else P4_ONLY[name]
 
 
-def build():
-    sys.path.insert(0, str(HERE.parent / "src"))
-    from scidmz.telemetry.p4info import protos
-
-    c = _c()
-    p = protos()
-    info = p.msg("p4.config.v1.P4Info")()
-    info.pkg_info.arch = "v1model"
-    action_ids = {}
-    for name, params in ACTIONS:
-        full = f"{INGRESS}.{name}"
-        a = info.actions.add()
-        a.preamble.id = action_ids[name] = _id(PFX_ACTION, full)
-        a.preamble.name = full
-        a.preamble.alias = name
-        for i, (pn, bw) in enumerate(params, start=1):
-            prm = a.params.add()
-            prm.id, prm.name, prm.bitwidth = i, pn, bw
-    for t in tables(c):
-        full = f"{INGRESS}.{t['name']}"
-        tb = info.tables.add()
-        tb.preamble.id = _id(PFX_TABLE, full)
-        tb.preamble.name = full
-        tb.preamble.alias = t["name"]
-        for i, (kn, bw, mt) in enumerate(t["keys"], start=1):
-            mf = tb.match_fields.add()
-            mf.id, mf.name, mf.bitwidth = i, kn, bw
-            mf.match_type = p.enum_value("p4.config.v1.MatchField.MatchType", mt)
-        for an in t["actions"]:
-            ref = tb.action_refs.add()
-            ref.id = action_ids[an]
-            if an in t["defaultonly"]:
-                ref.scope = p.enum_value("p4.config.v1.ActionRef.Scope", "DEFAULT_ONLY")
-        tb.const_default_action_id = 0
-        tb.size = t["size"]
-        if "counter" in t:
-            cfull = f"{INGRESS}.{t['counter']}"
-            cid = _id(PFX_DIRECT_COUNTER, cfull)
-            tb.direct_resource_ids.append(cid)
-            dc = info.direct_counters.add()
-            dc.preamble.id = cid
-            dc.preamble.name = cfull
-            dc.preamble.alias = t["counter"]
-            dc.spec.unit = p.enum_value("p4.config.v1.CounterSpec.Unit", "BOTH")
-            dc.direct_table_id = tb.preamble.id
-    for name, size, bw in registers(c):
-        full = f"{INGRESS}.{name}"
-        r = info.registers.add()
-        r.preamble.id = _id(PFX_REGISTER, full)
-        r.preamble.name = full
-        r.preamble.alias = name
-        r.type_spec.bitstring.bit.bitwidth = bw
-        r.size = size
-    for sname, fields in zip(DIGESTS, (c.DIGEST_RTT_FIELDS, c.DIGEST_FLOW_FIELDS), strict=True):
-        d = info.digests.add()
-        d.preamble.id = _id(PFX_DIGEST, sname)
-        d.preamble.name = sname
-        d.preamble.alias = sname
-        d.type_spec.struct.name = sname
-        st = info.type_info.structs[sname]
-        for fname, bw in fields:
-            m = st.members.add()
-            m.name = fname
-            m.type_spec.bitstring.bit.bitwidth = bw
-    return info
-
-
 def render() -> str:
-    from google.protobuf import text_format
+    """The P4Info text p4c writes for the v1model program (needs the toolchain, scidmz.p4tc)."""
+    sys.path.insert(0, str(HERE.parent / "src"))
+    from scidmz import p4tc
 
-    head = ("# GENERATED by telemetry_p4/gen_p4info.py (no p4c here); names and sizes as p4c\n"
-            "# 1.2.4 would emit for v1model/scidmz_telemetry.p4, ids stable but not p4c's.\n")
-    return head + text_format.MessageToString(build())
+    with tempfile.TemporaryDirectory(prefix="scidmz-p4info-") as tmp:
+        return p4tc.compile_bmv2(SRC, tmp).p4info.read_text(encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.check:
         ok = OUT.exists() and OUT.read_text(encoding="utf-8") == text
         if not ok:
-            print(f"{OUT} is stale: run python telemetry_p4/gen_p4info.py", file=sys.stderr)
+            print(f"{OUT} differs from p4c's: run python telemetry_p4/gen_p4info.py", file=sys.stderr)
         return 0 if ok else 1
     fd, tmp = tempfile.mkstemp(prefix=OUT.name + ".", suffix=".tmp", dir=OUT.parent)
     try:

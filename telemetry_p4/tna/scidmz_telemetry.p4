@@ -48,12 +48,10 @@ parser ScidmzIngressParser(packet_in pkt,
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
-        meta.send_flow = 0;
-        meta.send_rtt = 0;
-        meta.l4 = 0;
-        meta.tap = SCIDMZ_P4_TAP_NONE;
-        meta.cls = SCIDMZ_CLASS_NONE;
-        meta.dir = SCIDMZ_DIR_NONE;
+        // every field defined (the rest zero, as BMv2 starts v1model's metadata):
+        // Tofino metadata is not zeroed by itself, and p4test warns otherwise
+        meta = { tap = SCIDMZ_P4_TAP_NONE, cls = SCIDMZ_CLASS_NONE, dir = SCIDMZ_DIR_NONE, l4 = 0,
+                 send_flow = 0, send_rtt = 0, ... };
         packet_parser.apply(pkt, hdr);
         transition accept;
     }

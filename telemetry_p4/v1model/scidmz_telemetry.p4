@@ -23,6 +23,8 @@
  */
 
 #include <core.p4>
+// the two-parameter register<T, I> exists only from this v1model version on
+#define V1MODEL_VERSION 20200408
 #include <v1model.p4>
 #include "../include/scidmz_constants.p4"
 #include "../include/scidmz_headers.p4"

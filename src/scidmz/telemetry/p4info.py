@@ -120,7 +120,21 @@ def protos() -> P4Protos:
             pool.FindFileByName(name)
         except KeyError:
             pool.AddSerializedFile(_embedded_descriptor(root / rel))
-    return P4Protos(pool)
+    protos_ = P4Protos(pool)
+    # Create every message class now, in this thread: upb otherwise creates a
+    # submessage's class on first access, which may then happen on a gRPC
+    # stream thread while another thread does the same (suspected cause of an
+    # intermittent upb segfault in a CopyFrom on a stream thread).
+    names = ["google.rpc.Status", "google.protobuf.Any"]
+    for name, _ in _P4_FILES:
+        stack = list(pool.FindFileByName(name).message_types_by_name.values())
+        while stack:
+            d = stack.pop()
+            names.append(d.full_name)
+            stack.extend(d.nested_types)
+    for n in names:
+        protos_.msg(n)
+    return protos_
 
 
 # -- P4Runtime bytestrings ---------------------------------------------------------
@@ -288,12 +302,6 @@ class P4InfoIndex:
 
     def digest(self, name: str) -> DigestInfo:
         return self._find("digest", self.digests, name)
-
-    def digest_by_id(self, digest_id: int) -> DigestInfo:
-        for d in self.digests.values():
-            if d.id == digest_id:
-                return d
-        raise ValueError(f"P4Info has no digest with id {digest_id}")
 
     def names(self) -> dict[str, list[str]]:
         """Every P4 object name by kind (for lockstep tests and diagnostics)."""
