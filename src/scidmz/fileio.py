@@ -121,8 +121,23 @@ def _check_parent(dest: Path, parents: bool | None, what: str) -> None:
         return
     if not parent.is_dir():
         raise DestinationError(f"{what} {dest}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise DestinationError(f"{what} {dest}: cannot write in {parent} ({_why_unwritable(parent)})")
+    _probe(parent, dest, what)
+
+
+def _probe(d: Path, dest: Path, what: str) -> None:
+    """Create and remove a temporary file in ``d``: the only sure test that the writer's rename will work.
+
+    os.access alone misses /proc, /sys and other file systems that refuse new files even to root.
+    """
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why_unwritable(d)})")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".scidmz-probe.", dir=d)
+    except OSError as exc:
+        why = "read-only file system" if exc.errno == errno.EROFS else _strerror(exc)
+        raise DestinationError(f"{what} {dest}: cannot write in {d} ({why})") from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def _why_unwritable(d: Path) -> str:
@@ -135,7 +150,8 @@ def _why_unwritable(d: Path) -> str:
     return "permission denied"
 
 
-def check_output_file(path: str | os.PathLike[str], what: str = "output", parents: bool | None = None) -> Path:
+def check_output_file(path: str | os.PathLike[str], what: str = "output", parents: bool | None = None,
+                      _probe_parent: bool = True) -> Path:
     """Refuse ``path`` as a file destination unless it is new or a regular file (see module doc).
 
     Raises ``DestinationError`` with one line naming ``what`` (e.g. ``--out``) and the path.
@@ -160,7 +176,8 @@ def check_output_file(path: str | os.PathLike[str], what: str = "output", parent
         elif not stat.S_ISREG(lst.st_mode):
             raise DestinationError(f"{what} {dest}: is {_kind(lst.st_mode)}, not a regular file; "
                                    "refusing to replace it")
-    _check_parent(dest, parents, what)
+    if _probe_parent:
+        _check_parent(dest, parents, what)
     if len(os.fsencode(dest.name + dest.suffix)) + 14 > 255:
         # The temporary sibling (NAME.XXXXXXXX.tmpSUFFIX) must fit NAME_MAX too.
         raise DestinationError(f"{what} {dest}: file name too long")
@@ -187,8 +204,7 @@ def check_output_dir(path: str | os.PathLike[str], what: str = "output directory
     if not stat.S_ISDIR(st.st_mode):
         raise DestinationError(f"{what} {dest}: exists and is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
                                "not a directory")
-    if not os.access(dest, os.W_OK | os.X_OK):
-        raise DestinationError(f"{what} {dest}: cannot write in it ({_why_unwritable(dest)})")
+    _probe(dest, dest, what)
     return dest
 
 
@@ -258,7 +274,7 @@ def atomic_path(path: str | os.PathLike[str], mode: int | None = None, parents: 
     try:
         yield Path(tmp)
         os.chmod(tmp, _default_mode() if mode is None else mode)
-        check_output_file(dest, what, parents=False)  # it may have changed while we worked
+        check_output_file(dest, what, parents=False, _probe_parent=False)  # it may have changed while we worked
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
