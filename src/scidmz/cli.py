@@ -10,10 +10,11 @@ prints one JSON object as the last line of stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
+
+from .cli_guard import OneLineArgumentParser, add_mkdir_flags, check_paths, guarded, json_line
 
 __all__ = ["main", "build_parser"]
 
@@ -24,7 +25,7 @@ def _emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> No
     if as_json:
         if human:
             print(human, file=sys.stderr)
-        print(json.dumps(result, default=_json_default))
+        print(json_line(result, default=_json_default))
 
 
 def _json_default(o: Any) -> Any:
@@ -293,7 +294,7 @@ def _add_telemetry(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--duration", default=None, help="stop after this long, e.g. 30s (default: until Ctrl-C)")
     _add_telemetry_common(c)
     c.set_defaults(func=_cmd_telemetry_capture)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    p.set_defaults(func=lambda a: p.error("a subcommand is required"))
 
 
 def _add_telemetry_common(p: argparse.ArgumentParser) -> None:
@@ -387,7 +388,7 @@ def _add_control(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--token-file", default=None, help="the daemon's token file (default as for run)")
         c.add_argument("--json", action="store_true", help="print the answer as JSON")
         c.set_defaults(func=_cmd_control_set_target if name == "set-target" else _cmd_control_status)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    p.set_defaults(func=lambda a: p.error("a subcommand is required"))
 
 
 def _cmd_control_run(a: argparse.Namespace) -> int:
@@ -526,8 +527,10 @@ def _cmd_testbed_down(a: argparse.Namespace) -> int:
     from .plant.netns.manage import testbed_down
 
     res = testbed_down(prefix=a.prefix, all_=a.all)
-    names = ", ".join(res["removed"]) or "nothing recorded"
-    _emit(res, a.json, f"removed: {names}")
+    names = ", ".join(res["removed"]) or "nothing"
+    live = res.get("skipped_live") or {}
+    kept = ("; still in use, left up: " + ", ".join(f"{p} (pid {pid})" for p, pid in live.items())) if live else ""
+    _emit(res, a.json, f"removed: {names}{kept}")
     return 0
 
 
@@ -554,7 +557,7 @@ _GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="scidmz",
         description="Keep a Science DMZ DTN at its target rate while campus traffic shares the WAN bottleneck.",
     )
@@ -562,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in _GROUPS:
         add(sub)
+    add_mkdir_flags(parser)
     return parser
 
 
@@ -570,16 +574,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
+        print("scidmz: error: a command is required (see scidmz --help)", file=sys.stderr)
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("scidmz: interrupted", file=sys.stderr)
-        return 130
-    except (ValueError, FileNotFoundError, PermissionError, RuntimeError) as exc:
-        # Bad input gets one clear line, not a traceback.
-        print(f"scidmz: error: {exc}", file=sys.stderr)
-        return 2
+    # Paths are checked before any work; every failure is one line (cli_guard).
+    return guarded(lambda: (check_paths(args), args.func(args))[1])
 
 
 if __name__ == "__main__":
