@@ -59,6 +59,8 @@ INPUTS: dict[str, dict[str, str]] = {
     "tune": {"model": "dir"},
     "control": {"model": "dir", "gains": "file_or_dir"},
 }
+_INPUT_NAMES = {"dataset": "dataset", "pcap": "capture", "egress_pcap": "capture", "ingress_pcap": "capture",
+                "notes": "notes file", "gains": "gains file", "model": "model directory"}
 _MKDIR_FOR = ("out", "plot", "log")
 
 
@@ -93,9 +95,9 @@ def check_paths(args: argparse.Namespace) -> None:
             continue
         p = Path(value)
         if kind == "file" or (kind == "file_or_dir" and not p.is_dir()):
-            fileio.check_input_file(p, f"--{attr.replace('_', '-')}" if attr not in ("dataset", "pcap") else attr)
+            fileio.check_input_file(p, _INPUT_NAMES.get(attr, attr))
         elif kind == "dir" and p.exists() and not p.is_dir():
-            raise ValueError(f"--{attr} {p}: not a directory")
+            raise ValueError(f"{_INPUT_NAMES.get(attr, attr)} {p}: not a directory")
     for attr, kind in OUTPUTS.get(cmd, {}).items():
         value = getattr(args, attr, None)
         if not value or not isinstance(value, str):
