@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +41,11 @@ SRC = ROOT / "src"
 MEM_LIMIT = 4 << 30  # RLIMIT_AS for subprocess runs
 CALL_TIMEOUT = 120.0  # s, per CLI call, generous for a loaded 2-core machine
 
+# CI: the same examples every run, no example database written into the repository, and no
+# shrinking (each example can be a subprocess; a failure is reported as generated).
 settings.register_profile(
-    "ci", max_examples=12, deadline=None, derandomize=True, print_blob=True,
+    "ci", max_examples=12, deadline=None, derandomize=True, database=None, print_blob=True,
+    phases=[Phase.explicit, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.register_profile(
