@@ -340,7 +340,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     if path.suffix == ".toml" or path.exists():
         if not path.exists():
             raise FileNotFoundError(f"scenario file not found: {path}")
-        text, source = path.read_text(), str(path)
+        from .fileio import read_text_input
+
+        text, source = read_text_input(path, "scenario file"), str(path)
     else:
         res = resources.files("scidmz") / "scenarios" / f"{name_or_path}.toml"
         if not res.is_file():
@@ -352,5 +354,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: invalid TOML ({exc})") from None
+    if not data:
+        # An empty file is a mistake, not "all defaults" (issue 10).
+        raise ValueError(f"{source}: empty scenario (no keys); start from `scidmz scenarios testbed`")
     data.setdefault("name", path.stem if path.suffix == ".toml" else str(name_or_path))
     return Scenario.from_dict(data, source=source)
