@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .cli_guard import OneLineArgumentParser, add_mkdir_flags, check_paths, guarded, json_line
+
 __all__ = ["main", "build_parser"]
 
 
@@ -25,7 +27,7 @@ def _emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> No
     if as_json:
         if human:
             print(human, file=sys.stderr)
-        print(json.dumps(result, default=_json_default))
+        print(json_line(result, default=_json_default))
 
 
 def _json_default(o: Any) -> Any:
@@ -295,7 +297,7 @@ def _add_telemetry(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--duration", default=None, help="stop after this long, e.g. 30s (default: until Ctrl-C)")
     _add_telemetry_common(c)
     c.set_defaults(func=_cmd_telemetry_capture)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    p.set_defaults(func=lambda a: p.error("a subcommand is required"))
 
 
 def _add_telemetry_common(p: argparse.ArgumentParser) -> None:
@@ -411,8 +413,10 @@ def _cmd_testbed_down(a: argparse.Namespace) -> int:
     from .plant.netns.manage import testbed_down
 
     res = testbed_down(prefix=a.prefix, all_=a.all)
-    names = ", ".join(res["removed"]) or "nothing recorded"
-    _emit(res, a.json, f"removed: {names}")
+    names = ", ".join(res["removed"]) or "nothing"
+    live = res.get("skipped_live") or {}
+    kept = ("; still in use, left up: " + ", ".join(f"{p} (pid {pid})" for p, pid in live.items())) if live else ""
+    _emit(res, a.json, f"removed: {names}{kept}")
     return 0
 
 
@@ -439,7 +443,7 @@ _GROUPS: list[Callable[[argparse._SubParsersAction], None]] = [
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineArgumentParser(
         prog="scidmz",
         description="Keep a Science DMZ DTN at its target rate while campus traffic shares the WAN bottleneck.",
     )
@@ -447,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in _GROUPS:
         add(sub)
+    add_mkdir_flags(parser)
     return parser
 
 
@@ -467,43 +472,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
+        print("scidmz: error: a command is required (see scidmz --help)", file=sys.stderr)
         return 2
-    try:
-        return int(args.func(args) or 0)
-    except KeyboardInterrupt:
-        print("scidmz: interrupted", file=sys.stderr)
-        return 130
-    except ModuleNotFoundError as exc:
-        # A missing optional dependency is an install problem: one line naming the extra.
-        print(f"scidmz: error: {missing_extra_message(exc)}", file=sys.stderr)
-        return 1
-    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
-        # Bad input (ARCHITECTURE.md: exit 2) gets one clear line, not a traceback.
-        print(f"scidmz: error: {exc}", file=sys.stderr)
-        return 2
-    except (RuntimeError, OSError) as exc:
-        # A runtime failure (ARCHITECTURE.md: exit 1): the input was fine, the run was not.
-        print(f"scidmz: error: {exc}", file=sys.stderr)
-        return 1
-
-
-#: Top-level module -> the pyproject extra that installs it.
-EXTRA_OF_MODULE = {
-    "tensorflow": "ml", "keras": "ml", "pygad": "ml", "sklearn": "ml", "mlflow": "ml",
-    "pyroute2": "testbed", "ovsdbapp": "testbed", "prometheus_client": "testbed", "fastapi": "testbed",
-    "uvicorn": "testbed", "netfilterqueue": "testbed",
-    "dpkt": "telemetry", "grpc": "telemetry", "p4": "telemetry", "google": "telemetry", "thrift": "telemetry",
-    "jenkspy": "baselines", "gymnasium": "rl", "dask": "distributed", "distributed": "distributed",
-}
-
-
-def missing_extra_message(exc: ModuleNotFoundError) -> str:
-    """One line naming the missing module and the extra that installs it."""
-    top = (exc.name or "").split(".")[0]
-    extra = EXTRA_OF_MODULE.get(top)
-    if extra is None:
-        return f"missing Python module '{top or exc}'"
-    return f"missing Python module '{top}': install the '{extra}' extra (pip install 'scidmz[{extra}]')"
+    # Paths are checked before any work; every failure is one line (cli_guard).
+    return guarded(lambda: (check_paths(args), args.func(args))[1])
 
 
 if __name__ == "__main__":

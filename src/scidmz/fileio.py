@@ -1,19 +1,248 @@
-"""Atomic file writes: a crash or Ctrl-C never leaves a half-written result behind.
+"""Safe result files: atomic writes, checked destinations, inputs that fail with one line.
 
-Every writer of results (traces, datasets, gains, plots, pcaps, reports)
-writes to a temporary file in the destination folder and renames it into
-place only when complete.
+Every writer of results (traces, datasets, gains, plots, pcaps, reports,
+model directories) goes through this module, so the rules below hold for
+all of them:
+
+* **Atomic.** Data is written to a temporary file in the destination folder
+  and renamed into place only when complete; a crash or Ctrl-C never leaves
+  a half-written result.
+* **Only regular files or new paths are written.** An existing destination
+  that is a device node, FIFO, socket or directory is refused with one line
+  (``DestinationError``, a ``ValueError``: the CLI answers exit 2) -- a
+  rename over ``/dev/null`` as root would otherwise replace the device.
+  Commands call :func:`check_output_file` / :func:`check_output_dir` before
+  any work; :func:`atomic_path` checks again just before the rename.
+* **Symlinks (our choice).** A destination that is a symlink to a regular
+  file, or a dangling one, is replaced *as a link*: the new file takes the
+  link's place and the link's target is never written. Following the link
+  would let anyone who can create a link in a shared folder such as /tmp
+  make a root run overwrite any file on the system. A symlink to anything
+  else (``/tmp/x -> /dev/null``, a directory where a file is wanted) is
+  refused like the thing it points to.
+* **Missing parent directories are an error** unless the caller asks for
+  them (``parents=True``) or the process enabled it with
+  :func:`set_make_parents` (the CLI's ``--mkdir``). A typo in ``--out``
+  should not silently create a tree of directories as root.
+* **Unwritable destinations** (read-only file system, no permission) are
+  refused up front with one line, before any work.
+
+Inputs: :func:`read_text_input` and :func:`load_npz` turn unreadable,
+binary or truncated files into one line naming the file, instead of a
+``UnicodeDecodeError``, ``BadZipFile`` or a misleading "pickled data"
+message.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
+import shutil
+import stat
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_path", "atomic_write_bytes", "atomic_write_text"]
+__all__ = [
+    "DestinationError",
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "check_input_file",
+    "check_model_destination",
+    "check_output_dir",
+    "check_output_file",
+    "ensure_dir",
+    "load_npz",
+    "make_parents",
+    "read_text_input",
+    "replace_dir",
+    "set_make_parents",
+]
+
+_MAKE_PARENTS = False
+
+
+class DestinationError(ValueError):
+    """An output path that must not be written (one line, names the path)."""
+
+
+def set_make_parents(flag: bool) -> None:
+    """Process-wide: let writers create missing parent directories (the CLI's ``--mkdir``)."""
+    global _MAKE_PARENTS
+    _MAKE_PARENTS = bool(flag)
+
+
+def make_parents() -> bool:
+    return _MAKE_PARENTS
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _strerror(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def _check_parent(dest: Path, parents: bool | None, what: str) -> None:
+    """The folder ``dest`` goes into exists (or may be made) and is writable."""
+    parent = dest.parent
+    make = _MAKE_PARENTS if parents is None else parents
+    if not parent.exists():
+        if not make:
+            raise DestinationError(
+                f"{what} {dest}: directory {parent} does not exist (create it, or pass --mkdir)"
+            )
+        # The first existing ancestor must take new entries.
+        anc = parent
+        while not anc.exists() and anc != anc.parent:
+            anc = anc.parent
+        if not anc.is_dir():
+            raise DestinationError(f"{what} {dest}: {anc} is not a directory")
+        if not os.access(anc, os.W_OK | os.X_OK):
+            raise DestinationError(f"{what} {dest}: cannot create directories in {anc} "
+                                   f"({_why_unwritable(anc)})")
+        return
+    if not parent.is_dir():
+        raise DestinationError(f"{what} {dest}: {parent} is not a directory")
+    _probe(parent, dest, what)
+
+
+def _probe(d: Path, dest: Path, what: str) -> None:
+    """Create and remove a temporary file in ``d``: the only sure test that the writer's rename will work.
+
+    os.access alone misses /proc, /sys and other file systems that refuse new files even to root.
+    """
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why_unwritable(d)})")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".scidmz-probe.", dir=d)
+    except OSError as exc:
+        why = "read-only file system" if exc.errno == errno.EROFS else _strerror(exc)
+        raise DestinationError(f"{what} {dest}: cannot write in {d} ({why})") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _why_unwritable(d: Path) -> str:
+    # os.access says no for a read-only mount even as root; statvfs tells which case it is.
+    try:
+        if os.statvfs(d).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except OSError:
+        pass
+    return "permission denied"
+
+
+def check_output_file(path: str | os.PathLike[str], what: str = "output", parents: bool | None = None,
+                      _probe_parent: bool = True) -> Path:
+    """Refuse ``path`` as a file destination unless it is new or a regular file (see module doc).
+
+    Raises ``DestinationError`` with one line naming ``what`` (e.g. ``--out``) and the path.
+    """
+    dest = Path(path)
+    if str(path) == "" or dest.name in ("", ".", ".."):
+        raise DestinationError(f"{what} {str(path)!r}: not a file name")
+    try:
+        lst = os.lstat(dest)
+    except FileNotFoundError:
+        lst = None
+    except OSError as exc:  # ENOTDIR (a file used as a folder), ENAMETOOLONG, ELOOP, EACCES
+        raise DestinationError(f"{what} {dest}: {_strerror(exc)}") from None
+    if lst is not None:
+        if stat.S_ISLNK(lst.st_mode):
+            try:
+                st = os.stat(dest)
+            except OSError:
+                st = None  # dangling: the link itself is replaced
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise DestinationError(f"{what} {dest}: is a symlink to {_kind(st.st_mode)}; refusing to replace it")
+        elif not stat.S_ISREG(lst.st_mode):
+            raise DestinationError(f"{what} {dest}: is {_kind(lst.st_mode)}, not a regular file; "
+                                   "refusing to replace it")
+    if _probe_parent:
+        _check_parent(dest, parents, what)
+    if len(os.fsencode(dest.name + dest.suffix)) + 14 > 255:
+        # The temporary sibling (NAME.XXXXXXXX.tmpSUFFIX) must fit NAME_MAX too.
+        raise DestinationError(f"{what} {dest}: file name too long")
+    return dest
+
+
+def check_output_dir(path: str | os.PathLike[str], what: str = "output directory",
+                     parents: bool | None = None) -> Path:
+    """Refuse ``path`` as a directory destination unless it is new or an existing, writable directory."""
+    dest = Path(path)
+    if str(path) == "":
+        raise DestinationError(f"{what}: empty path")
+    try:
+        st = os.stat(dest)  # follows links: a link to a directory is a directory here
+    except FileNotFoundError:
+        if os.path.lexists(dest):
+            raise DestinationError(f"{what} {dest}: is a dangling symlink") from None
+        st = None
+    except OSError as exc:
+        raise DestinationError(f"{what} {dest}: {_strerror(exc)}") from None
+    if st is None:
+        _check_parent(dest, parents, what)
+        return dest
+    if not stat.S_ISDIR(st.st_mode):
+        raise DestinationError(f"{what} {dest}: exists and is {_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a file'}, "
+                               "not a directory")
+    _probe(dest, dest, what)
+    return dest
+
+
+def ensure_dir(path: str | os.PathLike[str], what: str = "output directory", parents: bool | None = None) -> Path:
+    """``check_output_dir`` and then create the directory (its parents only as allowed)."""
+    dest = check_output_dir(path, what, parents)
+    make = _MAKE_PARENTS if parents is None else parents
+    try:
+        dest.mkdir(parents=make, exist_ok=True)
+    except OSError as exc:
+        raise DestinationError(f"{what} {dest}: {_strerror(exc)}") from None
+    return dest
+
+
+def check_model_destination(path: str | os.PathLike[str], what: str = "model directory",
+                            marker: str = "meta.json") -> Path:
+    """Where a whole directory (a trained model) may be written or replaced; parents made as allowed.
+
+    Refused: a path inside an existing model directory (``--out model1/weights.npz``
+    would turn a file of model1 into a directory and break it), and an existing
+    directory that is neither empty nor a model directory (``--out ~`` must never
+    replace a home directory). A model directory is one holding ``marker``.
+    """
+    dest = Path(path)
+    for anc in Path(os.path.abspath(dest)).parents:
+        if (anc / marker).is_file():
+            raise DestinationError(f"{what} {dest}: is inside the model directory {anc}; "
+                                   "give a path outside it")
+    check_output_dir(dest, what)
+    if dest.is_dir() and not (dest / marker).is_file() and any(dest.iterdir()):
+        raise DestinationError(f"{what} {dest}: exists and is not a model directory (no {marker}); "
+                               "refusing to replace it")
+    if not dest.parent.exists():
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)  # check_output_dir allowed it (--mkdir)
+        except OSError as exc:
+            raise DestinationError(f"{what} {dest}: {_strerror(exc)}") from None
+    return dest
 
 
 def _default_mode() -> int:
@@ -24,31 +253,155 @@ def _default_mode() -> int:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str], mode: int | None = None) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], mode: int | None = None, parents: bool | None = None,
+                what: str = "output") -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path``, on error it is removed.
 
-    ``mode`` sets the final permissions (default: 0666 minus the umask; pass 0o600 for secrets).
+    ``path`` must pass :func:`check_output_file` (checked on entry and again
+    just before the rename). ``mode`` sets the final permissions (default:
+    0666 minus the umask; pass 0o600 for secrets). ``parents``: create
+    missing parent directories (default: the process setting, off).
     """
-    dest = Path(path)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp" + dest.suffix, dir=dest.parent)
+    dest = check_output_file(path, what, parents)
+    make = _MAKE_PARENTS if parents is None else parents
+    try:
+        if make:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=dest.name + ".", suffix=".tmp" + dest.suffix, dir=dest.parent)
+    except OSError as exc:
+        raise DestinationError(f"{what} {dest}: {_strerror(exc)}") from None
     os.close(fd)
     try:
         yield Path(tmp)
         os.chmod(tmp, _default_mode() if mode is None else mode)
+        check_output_file(dest, what, parents=False, _probe_parent=False)  # it may have changed while we worked
         os.replace(tmp, dest)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> Path:
-    with atomic_path(path, mode) as tmp:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | None = None,
+                       parents: bool | None = None) -> Path:
+    with atomic_path(path, mode, parents) as tmp:
         tmp.write_bytes(data)
     return Path(path)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None = None) -> Path:
-    with atomic_path(path, mode) as tmp:
+def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None = None,
+                      parents: bool | None = None) -> Path:
+    with atomic_path(path, mode, parents) as tmp:
         tmp.write_text(text)
     return Path(path)
+
+
+# -- directories replaced as a whole (model directories) -------------------------------
+
+_RENAME_EXCHANGE = 2
+_libc: Any = None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths with renameat2(RENAME_EXCHANGE); False where unsupported."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(None, use_errno=True)
+            _libc.renameat2  # noqa: B018 - glibc >= 2.28
+        except (OSError, AttributeError):
+            _libc = False
+    if _libc is False:
+        return False
+    at_fdcwd = -100
+    rc = _libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def replace_dir(tmp: str | os.PathLike[str], final: str | os.PathLike[str]) -> Path:
+    """Put the complete directory ``tmp`` at ``final``; an old ``final`` (a directory) is removed.
+
+    Where the file system allows it the two are swapped in one atomic step,
+    so ``final`` is always either the old or the new directory; the old one
+    (now at ``tmp``) is then deleted. Nothing named after ``final`` is left
+    behind, also when the removal of the old tree fails part way (the error
+    is raised after the new directory is in place). Callers check that
+    replacing ``final`` is wanted (:func:`check_output_dir`, and e.g. that it
+    is a model directory) -- this function refuses only non-directories.
+    """
+    tmp, final = Path(tmp), Path(final)
+    if final.is_symlink() or (final.exists() and not final.is_dir()):
+        raise DestinationError(f"{final}: exists and is not a directory; refusing to replace it")
+    if not final.exists():
+        os.replace(tmp, final)
+        return final
+    if not _exchange(tmp, final):
+        # Fallback: move the old one aside under the temporary name's sibling, then swap.
+        old = tmp.with_name(tmp.name + ".old")
+        os.replace(final, old)
+        try:
+            os.replace(tmp, final)
+        except BaseException:
+            os.replace(old, final)
+            raise
+        tmp = old
+    shutil.rmtree(tmp)
+    return final
+
+
+# -- inputs -------------------------------------------------------------------------
+
+
+def check_input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
+    """``path`` exists and is a regular file (or a link to one); one line naming it otherwise."""
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} not found: {p}") from None
+    except OSError as exc:
+        raise ValueError(f"{what} {p}: {_strerror(exc)}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{what} {p}: is {_kind(st.st_mode)}, not a regular file")
+    return p
+
+
+def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int = 64 << 20) -> str:
+    """The UTF-8 text of a regular file; binary, huge or unreadable files get one line naming the file."""
+    p = check_input_file(path, what)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise ValueError(f"{what} {p}: {size} bytes is too large for a text input (limit {max_bytes})")
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{what} {p}: {_strerror(exc)}") from None
+    if b"\x00" in data:
+        raise ValueError(f"{what} {p}: binary data, not a text file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what} {p}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_npz(path: str | os.PathLike[str], what: str = "weights file") -> dict[str, Any]:
+    """Every array of an ``.npz`` file; truncated, random or pickled content gets one line naming the file."""
+    import numpy as np
+
+    p = check_input_file(path, what)
+    try:
+        z = np.load(p, allow_pickle=False)
+        if not isinstance(z, np.lib.npyio.NpzFile):
+            raise ValueError("a single .npy array, not an .npz archive")
+        with z:
+            return {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, KeyError, ValueError) as exc:
+        # numpy reports non-zip bytes as "pickled data"; say what the file is instead.
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "pickled data" in msg or "allow_pickle" in msg:
+            msg = "not a NumPy .npz archive"
+        raise ValueError(f"{what} {p}: unreadable ({msg})") from None

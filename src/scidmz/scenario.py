@@ -13,6 +13,7 @@ parallel streams at 100 ms base RTT.
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from importlib import resources
@@ -267,7 +268,8 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
             if value is not None and key in _PARSERS:
                 value = _PARSERS[key](value, what=dotted)
             elif key in ("streams", "hosts", "flows_per_host", "short_flow_senders", "seed"):
-                if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+                if (isinstance(value, bool) or not isinstance(value, int | float)
+                        or (isinstance(value, float) and not math.isfinite(value)) or int(value) != value):
                     raise ValueError(f"{dotted}: expected a whole number, got {value!r}")
                 value = int(value)
             elif key in ("buffer_bdp", "gap_shape", "size_shape"):
@@ -286,11 +288,53 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
         raise ValueError(msg if msg.startswith(source) else f"{source}: {msg}") from None
 
 
+MIN_PERIOD = 1e-3  # s: the control period; below it no plant or tc actuator keeps up
+MAX_STEPS = 10_000_000  # periods per episode (duration / period)
+
+
+def LIMITS_MAX(s: Scenario) -> list[tuple[str, Any, float]]:  # noqa: N802 - a table, read like a constant
+    """(key, value, upper limit) of every bounded scenario number (ours; the paper's values are far inside)."""
+    return [
+        ("link.capacity", s.link.capacity, 1e12),  # 1 Tbit/s
+        ("link.buffer", s.link.buffer, 1e10),  # bytes
+        ("link.buffer_bdp", s.link.buffer_bdp, 1e3),
+        ("dtn.streams", s.dtn.streams, 10_000),
+        ("dtn.rtt", s.dtn.rtt, 10.0),
+        ("dtn.transfer", s.dtn.transfer, 1e15),
+        ("campus.hosts", s.campus.hosts, 100_000),
+        ("campus.flows_per_host", s.campus.flows_per_host, 10_000),
+        ("campus.hosts x campus.flows_per_host", s.campus.hosts * s.campus.flows_per_host, 100_000),
+        ("campus.short_flow_senders", s.campus.short_flow_senders, 100_000),
+        ("campus.rtt", s.campus.rtt, 10.0),
+        ("campus.udp_rate", s.campus.udp_rate, 1e12),
+        ("period", s.period, 3600.0),
+        ("duration", s.duration, 1e8),
+        ("duration / period", s.duration / s.period, MAX_STEPS),
+        ("seed", s.seed, 2**63 - 1),
+    ]
+
+
 def _validate(s: Scenario) -> None:
     def need(cond: bool, key: str, what: str) -> None:
         if not cond:
             raise ValueError(f"scenario '{s.name}': {key} {what}")
 
+    # Every number finite and within a range (issue 10: limits are validation, not crashes or
+    # runs that exhaust the machine). The ranges are ours, generous around the paper's values.
+    def walk(obj: Any, pre: str) -> None:
+        for f in fields(obj):
+            v = getattr(obj, f.name)
+            if dataclasses.is_dataclass(v):
+                walk(v, f"{pre}{f.name}.")
+            elif isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"scenario '{s.name}': {pre}{f.name} must be a finite number, got {v!r}")
+
+    walk(s, "")
+    need(s.period >= MIN_PERIOD, "period", f"must be at least {MIN_PERIOD * 1e3:g} ms (got {s.period:g} s)")
+    for key, value, hi in LIMITS_MAX(s):
+        if value is not None and value > hi:
+            got = f"{value:g}" if isinstance(value, float) or abs(value) < 10**15 else f"a {len(str(value))}-digit number"
+            need(False, key, f"must be at most {hi:g} (got {got})")
     need(s.link.capacity > 0, "link.capacity", "must be > 0")
     need(s.link.buffer is None or s.link.buffer > 0, "link.buffer", "must be > 0")
     need(s.link.buffer_bdp > 0, "link.buffer_bdp", "must be > 0")
@@ -312,8 +356,8 @@ def _validate(s: Scenario) -> None:
     need(w.gap_shape > 0 and w.size_shape > 0, "campus.weibull", "shapes must be > 0")
     need(0 < w.gap_min <= w.gap_max, "campus.weibull.gap_min/gap_max", "must satisfy 0 < min <= max")
     need(0 < w.size_min <= w.size_max, "campus.weibull.size_min/size_max", "must satisfy 0 < min <= max")
-    need(s.period > 0, "period", "must be > 0")
     need(s.duration >= s.period, "duration", "must be at least one period")
+    need(s.seed >= 0, "seed", "must be >= 0")
     cap = s.link.capacity
     if s.shaper.rate is not None:
         need(s.shaper.rate <= cap, "shaper.rate", f"({s.shaper.rate:.0f} bit/s) is above B_max = {cap:.0f} bit/s")
@@ -341,7 +385,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     if path.suffix == ".toml" or path.exists():
         if not path.exists():
             raise FileNotFoundError(f"scenario file not found: {path}")
-        text, source = path.read_text(), str(path)
+        from .fileio import read_text_input
+
+        text, source = read_text_input(path, "scenario file"), str(path)
     else:
         res = resources.files("scidmz") / "scenarios" / f"{name_or_path}.toml"
         if not res.is_file():
@@ -353,6 +399,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{source}: invalid TOML ({exc})") from None
+    if not data:
+        # An empty file is a mistake, not "all defaults" (issue 10).
+        raise ValueError(f"{source}: empty scenario (no keys); start from `scidmz scenarios testbed`")
     data.setdefault("name", path.stem if path.suffix == ".toml" else str(name_or_path))
     return Scenario.from_dict(data, source=source)
 

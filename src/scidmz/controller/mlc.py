@@ -106,8 +106,10 @@ class Gains:
             path = path / "gains.json"
         if not path.exists():
             raise FileNotFoundError(f"gains file not found: {path}")
+        from ..fileio import read_text_input
+
         try:
-            doc = json.loads(path.read_text())
+            doc = json.loads(read_text_input(path, "gains file"))
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}: invalid JSON ({exc})") from None
         if not isinstance(doc, dict):

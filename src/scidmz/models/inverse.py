@@ -372,9 +372,10 @@ class InverseModel:
         """Write the model directory atomically (built in a temp dir, then renamed into place)."""
         import joblib
 
+        from ..fileio import check_model_destination, replace_dir
+
         self._need()
-        directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
+        directory = check_model_destination(directory)
         tmp = Path(tempfile.mkdtemp(prefix=directory.name + ".", suffix=".tmp", dir=directory.parent))
         try:
             tmp.chmod(0o755)  # mkdtemp makes 0700; a model directory is meant to be shared
@@ -384,7 +385,7 @@ class InverseModel:
                 m.save(tmp / f"member_{k}")
             np.savez(tmp / "weights.npz", **self.numpy_predictor().arrays())
             (tmp / "meta.json").write_text(json.dumps(self._meta_doc(), indent=2, default=str))
-            _swap_dir(tmp, directory)
+            replace_dir(tmp, directory)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -455,30 +456,18 @@ def load_predictor(directory: str | os.PathLike[str]) -> NumpyPredictor:
     """Load only the NumPy network of a saved model (fast, TensorFlow-free)."""
     directory = Path(directory)
     meta = _read_meta(directory)
+    from ..fileio import load_npz
+
     wf = directory / "weights.npz"
     if not wf.exists():
         raise ValueError(f"{directory}: missing weights.npz")
-    with np.load(wf) as z:
-        arrays = {k: z[k] for k in z.files}
-    pred = NumpyPredictor(arrays, per_unit=bool(meta.get("per_unit", False)), meta=meta)
+    arrays = load_npz(wf, "weights file")
+    try:
+        pred = NumpyPredictor(arrays, per_unit=bool(meta.get("per_unit", False)), meta=meta)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"weights file {wf}: not an inverse model's weights ({exc})") from None
     if pred.n_features != int(meta["n_features"]):
         raise ValueError(
             f"{directory}: weights take {pred.n_features} inputs but meta.json says {meta['n_features']}"
         )
     return pred
-
-
-def _swap_dir(tmp: Path, final: Path) -> None:
-    """Replace ``final`` by ``tmp``; the old directory is removed only after the new one is in place."""
-    old = None
-    if final.exists():
-        old = final.with_name(final.name + f".old-{os.getpid()}")
-        os.replace(final, old)
-    try:
-        os.replace(tmp, final)
-    except BaseException:
-        if old is not None:
-            os.replace(old, final)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -45,6 +45,10 @@ def tune_from_paths(
 
     sc = resolve_scenario(scenario, overrides)
     ep = parse_time(episode, what="--episode")
+    try:  # the scenario's limits (finite, duration/period) apply to the fitness episode, before any work
+        sc.replace(duration=ep)
+    except ValueError as exc:
+        raise ValueError(f"--episode {episode}: {exc}") from None
     du = DEFAULT_DELTA_U if delta_u is None else float(delta_u)
     if not 0 < du <= 1:
         raise ValueError(f"--delta-u must be a fraction of B_max in (0, 1], got {delta_u}")

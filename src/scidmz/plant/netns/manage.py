@@ -16,6 +16,7 @@ from .registry import (
     check_prefix,
     down_all,
     list_records,
+    live_prefixes,
     teardown_record,
 )
 
@@ -49,10 +50,15 @@ def testbed_up(sc: Scenario, switch: str = "bridge", prefix: str = "sdz", server
 
 
 def testbed_down(prefix: str | None = None, all_: bool = False) -> dict[str, Any]:
-    """Remove one recorded testbed (asking a live owner to stop first) or every recorded one."""
+    """Remove one recorded testbed (asking a live owner to stop first), or with ``all_`` every leftover.
+
+    ``all_`` removes only testbeds whose owner process is gone (see ``registry.down_all``).
+    """
     _require_root()
     if all_:
-        return {"removed": down_all()}
+        # Only leftovers: a testbed whose owner (pid + start time) still runs is in use.
+        removed = down_all()
+        return {"removed": removed, "skipped_live": live_prefixes()}
     if prefix is None:
         raise ValueError("give --prefix P or --all")
     check_prefix(prefix)

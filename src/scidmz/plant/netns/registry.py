@@ -4,7 +4,8 @@ Every namespace, root-namespace link, OVS bridge and process a testbed makes
 is recorded in ``/run/scidmz/<prefix>.json`` *before* it is created (a crash
 between the two leaves a record of something that does not exist, which
 teardown skips, never the reverse). ``teardown_record`` removes exactly what
-a record lists; ``down_all`` applies it to every record on disk.
+a record lists (and the testbed's log folder); ``down_all`` applies it to every
+record on disk whose owner process is gone.
 
 Processes are identified by pid *and* start time (``/proc/PID/stat`` field
 22), so a recycled pid belonging to someone else is never signalled.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -31,6 +33,7 @@ __all__ = [
     "list_records",
     "teardown_record",
     "down_all",
+    "live_prefixes",
     "proc_start_time",
     "pids_in_netns",
 ]
@@ -126,7 +129,7 @@ class Record:
         return pid > 0 and proc_start_time(pid) == self.data.get("owner_start")
 
     def save(self) -> None:
-        atomic_write_text(self.path, json.dumps(self.data, indent=1))
+        atomic_write_text(self.path, json.dumps(self.data, indent=1), parents=True)
 
     def add(self, kind: str, item: Any) -> None:
         self.data[kind].append(item)
@@ -135,7 +138,17 @@ class Record:
     def add_process(self, pid: int, argv: list[str]) -> None:
         self.add("processes", {"pid": pid, "start": proc_start_time(pid), "argv": argv[:6]})
 
+    @property
+    def logdir(self) -> Path:
+        """The testbed's log folder (``Testbed.logdir``): process logs, delay-stage counters, OVS state."""
+        return RUN_DIR / self.prefix
+
     def remove(self) -> None:
+        """Delete the record and the testbed's log folder (nothing of a removed testbed stays in RUN_DIR)."""
+        d = self.logdir
+        # The prefix is checked ([a-z][a-z0-9]{0,7}), so d is a direct child of RUN_DIR; never follow a link.
+        if d.is_dir() and not d.is_symlink():
+            shutil.rmtree(d, ignore_errors=True)
         self.path.unlink(missing_ok=True)
 
 
@@ -236,18 +249,26 @@ def list_records() -> list[Record]:
     return out
 
 
-def down_all(only_dead: bool = False) -> dict[str, Any]:
-    """Tear down every recorded testbed (or only those whose owner died)."""
+def down_all() -> dict[str, Any]:
+    """Tear down every recorded testbed whose owner process is gone; live ones are left alone.
+
+    Ownership is the record's ``owner_pid`` *and* ``owner_start`` (start time
+    in clock ticks since boot, ``/proc/PID/stat`` field 22): the owner is
+    alive only if a process with that pid exists and started at that time,
+    so a pid recycled by an unrelated process does not keep a leftover
+    alive, and a running ``testbed up``/plant is never torn down under its
+    owner. To stop a live one, ``scidmz testbed down --prefix P`` (asks its
+    owner to stop) or stop the owner. Returns {prefix: counts} of what was
+    removed; live testbeds are listed under ``"skipped_live"`` by the caller.
+    """
     done: dict[str, Any] = {}
     for rec in list_records():
-        if only_dead and rec.owner_alive():
+        if rec.owner_alive():
             continue
-        if rec.owner_alive() and rec.data["owner_pid"] != os.getpid():
-            # Ask the owner to clean up itself first; it tears down on SIGTERM.
-            _kill(int(rec.data["owner_pid"]), rec.data.get("owner_start"), signal.SIGTERM)
-            _wait_gone([(int(rec.data["owner_pid"]), rec.data.get("owner_start"))], 5.0)
-            if not rec.path.exists():
-                done[rec.prefix] = {"stopped_owner": True}
-                continue
         done[rec.prefix] = teardown_record(rec)
     return done
+
+
+def live_prefixes() -> dict[str, int]:
+    """{prefix: owner pid} of recorded testbeds whose owner still runs."""
+    return {rec.prefix: int(rec.data["owner_pid"]) for rec in list_records() if rec.owner_alive()}
