@@ -10,7 +10,6 @@ prints one JSON object as the last line of stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
