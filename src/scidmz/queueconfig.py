@@ -36,8 +36,9 @@ __all__ = [
 
 #: Bytes of one full-size IP packet on the links scidmz builds (Ethernet MTU).
 MTU = 1500
-#: Largest queue id: HTB class minors are 16 bit and 0xFFFF is reserved.
-MAX_QID = 0xFFFE
+#: Largest queue id: HTB class minors are 16 bit; ids above this are the
+#: actuator's own (inner class 0xfff, bfifo majors 0x8000 + id).
+MAX_QID = 0x0FFE
 #: Relative slack on "sum of rates <= C": rates are rounded to whole bytes/s by
 #: the kernel, and float sums of C * N_i / N may land a few ulps above C.
 RATE_TOLERANCE = 1e-9
@@ -163,8 +164,8 @@ class QueueConfig:
                 raise QueueConfigError(f"queue {q.qid} ceil {q.ceil:.0f} bit/s is above the link capacity {c:.0f} bit/s")
             if not isinstance(q.buffer, int | float) or not math.isfinite(q.buffer) or q.buffer < self.mtu:
                 raise QueueConfigError(f"queue {q.qid} buffer {q.buffer!r} bytes is below one MTU ({self.mtu} bytes)")
-            if q.quantum is not None and (not isinstance(q.quantum, int) or q.quantum < self.mtu):
-                raise QueueConfigError(f"queue {q.qid} quantum {q.quantum!r} bytes is below one MTU ({self.mtu} bytes)")
+            if q.quantum is not None and (not isinstance(q.quantum, int) or not self.mtu <= q.quantum < 2**32):
+                raise QueueConfigError(f"queue {q.qid} quantum {q.quantum!r} bytes is not in [one MTU ({self.mtu}), 2^32)")
             total += q.rate
         if total > c * (1 + RATE_TOLERANCE):
             raise QueueConfigError(f"queue rates sum to {total:.0f} bit/s, above the link capacity {c:.0f} bit/s")
