@@ -7,7 +7,7 @@ instances x F flows through a whole control period:
 - ``S`` (B, NS, F)  per-flow state (cwnd, queue backlogs, BBR model, ...)
 - ``I`` (B, NI)     per-instance state (time, token bucket, EWMA RTT, ...)
 - ``IP`` (B, NIP)   per-instance parameters (capacity, dt, shaper, Weibull, ...)
-- ``Q`` (B, K, NQS) bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight
+- ``Q`` (B, K, NQS) bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight/ceiling
 - ``G`` (B, NSEND, 2) Weibull senders: next arrival time, flows waiting for a slot
 - ``OUT`` (B, NOUT) per-period results; ``REC`` (B, cap, NREC) finished flows
 
@@ -116,8 +116,10 @@ NI = 17
 ) = range(19)
 NIP = 19
 
-QP_BUFFER, QP_WEIGHT = 0, 1
-NQP = 2
+# QP_CEIL: the queue's rate ceiling in bytes/s (inf: none, work-conserving), for
+# queue policies whose queues do not borrow (HTB ceil = rate).
+QP_BUFFER, QP_WEIGHT, QP_CEIL = 0, 1, 2
+NQP = 3
 
 # -- Q: per-queue state (B, K, NQS) --------------------------------------------------------------
 # A flow is finished once all its bytes are sent and none was lost: drop-tail
