@@ -11,10 +11,10 @@ long one.
 How this runs on today's fluid plant (ours, until the scenario's flow list
 lands): the four flows are the scenario's DTN streams (they bypass the
 campus shaper, so nothing in front of the bottleneck cancels the
-separation); their base RTTs are set per flow after ``reset``. The fluid
-plant's K queues are work-conserving weighted queues, so the policy's
-rates become service weights (HTB with ceil = C, i.e. borrowing) — the
-papers' no-borrowing ceilings need the kernel change planned for phase 2.
+separation); their base RTTs are set per flow after ``reset``. The
+policy's queues map onto the fluid plant's K queues with the policy's
+rates as weights and ceilings (``set_queues(ceilings=)``: no borrowing, as
+HTB with ceil = rate) and its Stanford buffers.
 """
 
 from __future__ import annotations
@@ -71,17 +71,18 @@ def _flow_table(snap: dict[str, np.ndarray], n: int) -> dict[str, Any]:
     }
 
 
-def _to_plant(cfg: QueueConfig, n: int) -> tuple[list[float], list[float], list[int]]:
+def _to_plant(cfg: QueueConfig, n: int) -> tuple[list[float], list[float], list[int], list[float]]:
     order = [q.qid for q in cfg.queues]
     where = {f"10.0.0.{i + 1}": i for i in range(n)}
     fq = [order.index(cfg.default)] * n
     for r in cfg.rules:
         fq[where[r.match.src]] = order.index(r.queue)
-    return [float(q.buffer) for q in cfg.queues], [q.rate for q in cfg.queues], fq
+    return [float(q.buffer) for q in cfg.queues], [q.rate for q in cfg.queues], fq, [q.ceil for q in cfg.queues]
 
 
 def run_flows(rtts: list[float], cca: str = "cubic", separated: bool = True, queues: int = 4,
-              duration: float = 60.0, capacity: str = "100M", seed: int = 0) -> RunResult:
+              duration: float = 60.0, capacity: str = "100M", seed: int = 0,
+              rebalance: bool = False) -> RunResult:
     """Long flows at base RTTs ``rtts`` on one bottleneck; rates averaged over the second half.
 
     Without separation: one queue whose buffer is the BDP at the largest RTT
@@ -99,7 +100,7 @@ def run_flows(rtts: list[float], cca: str = "cubic", separated: bool = True, que
         plant.P[0, L.P_BASE, :n] = r
         plant.S[0, L.S_RTT, :n] = r
         plant.S[0, L.S_MINRTT, :n] = r
-        sep = JenksSeparator(JenksParams(queues=queues, rebalance=False)) if separated else None
+        sep = JenksSeparator(JenksParams(queues=queues, rebalance=rebalance)) if separated else None
         steps = int(round(duration / sc.period))
         rates = np.zeros((steps, n))
         for k in range(steps):
@@ -148,9 +149,13 @@ def _report(res: dict[str, Any], command: str) -> str:
         "extended journal version (\"ext\").",
         "",
         "What this run is and is not: the flows are the fluid plant's DTN streams with per-flow base RTTs set "
-        "after reset; the plant's K queues are work-conserving weighted queues (the policy's rates become "
-        "weights, i.e. HTB with borrowing) because per-queue ceilings are not in the fluid kernel yet. "
-        "Exp 3 (FCT vs K), Exp 4 (rebalancing), Test 2/Exp 5 and Test 6 (UDP) are NOT reproduced here yet.",
+        "after reset; the policy's queues become the plant's K queues with rate = ceil (no borrowing, as "
+        "HTB with ceil = rate) and Stanford buffers; epoch = T = 1 s. "
+        "Exp 3 (FCT vs K), Exp 4 (rebalancing), Test 2/Exp 5 and Test 6 (UDP) are NOT reproduced here yet: "
+        "they need the scenario flow list (start/stop, size, rate schedules, UDP senders). Without a cause "
+        "outside the bottleneck, Exp 4's 70 ms CUBIC flow fills its 50 % share on the fluid plant (shares "
+        "0.50/0.50, utilisation 0.99 at 100 Mbit/s and 1 Gbit/s), so its 70 % no-rebalancing utilisation "
+        "needs a degraded flow (rate schedule) to show.",
         "",
         "Classification uses each flow's base RTT as its windowed minimum RTT (the fluid plant reports one "
         "end-of-period RTT per flow, not per-packet samples). Classifying on the end-of-period RTT instead "
