@@ -33,6 +33,25 @@ def test_bbr_longer_rtt_dominates_without_separation_test3():
 def test_main_writes_report_and_json(tmp_path, capsys):
     assert main(["--quick", "--json", "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert len(out["test1"]) == 4 and out["test3"]
+    assert len(out["test1"]) == 4 and out["test3"] and len(out["exp4"]) == 4 and len(out["exp5"]) == 2
+    assert (tmp_path / "exp5.png").stat().st_size > 0
     text = (tmp_path / "report.md").read_text()
     assert "Test 1 / Exp 1" in text and "≈ 0.98" in text
+
+
+def test_exp4_rebalancing_recovers_the_unused_share():
+    from scidmz.evaluation.jenks_repro import paper_exp4
+
+    without = paper_exp4("cubic", False, 30.0)
+    with_ = paper_exp4("cubic", True, 30.0)
+    assert 0.6 < without.utilisation < 0.8  # 50 % + 20 % of C
+    assert with_.utilisation > 0.9
+
+
+def test_rate_limit_bad_input():
+    from scidmz.plant.fluid.plant import FluidPlant
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("small-cubic").with_overrides(["dtn.streams=2", "campus.hosts=0"])
+    with FluidPlant(sc) as p, pytest.raises(ValueError, match="rate limits must be > 0"):
+        p.set_rate_limits([0.0, 1e6])

@@ -139,6 +139,7 @@ from .layout import (
     P_CCA,
     P_CLASS,
     P_QID,
+    P_RMAX,
     P_SHAPED,
     P_SIZE,
     P_START,
@@ -802,6 +803,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 else:
                     # BBR paces; its inflight cap (cwnd) binds through the ACK clock
                     x = min(s[S_PACE, f], s[S_CWND, f] / rtt)
+                if x > p[P_RMAX, f]:
+                    x = p[P_RMAX, f]
                 sent = x * dt
                 tosend = s[S_TOSEND, f]
                 if sent > tosend:

@@ -17,8 +17,10 @@ Field indices are module constants, which numba freezes into the kernel.
 from __future__ import annotations
 
 # -- P: per-flow parameters ---------------------------------------------------------
-P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER = range(9)
-NP = 9
+# P_RMAX: the flow's own sending-rate limit in bytes/s (inf: none), for flows
+# limited outside the bottleneck (the Jenks papers' "degraded" flows, Exp 4/Test 2).
+P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER, P_RMAX = range(10)
+NP = 10
 
 # -- S: per-flow state ----------------------------------------------------------------
 (

@@ -179,6 +179,7 @@ class FluidPlant:
         P[L.P_BASE, d:] = sc.campus.rtt
         P[L.P_SHAPED, d:] = 1.0
         P[L.P_QID, :] = 0.0
+        P[L.P_RMAX, :] = math.inf
         S[L.S_FSTART, :] = -1.0
         S[L.S_RTT, :] = P[L.P_BASE, :]
         S[L.S_MINRTT, :] = P[L.P_BASE, :]
@@ -397,6 +398,21 @@ class FluidPlant:
         self.Q, self.QP = new_q, qp
         self.P[:, L.P_QID] = fq
         self._queues = (buf, w, fq.copy(), ce)
+
+    def set_rate_limits(self, limits: np.ndarray | list[float]) -> None:
+        """Limit flows' sending rates (bit/s, shape (F,) or (B, F); inf = none) from the next period on.
+
+        A flow limited outside the bottleneck (the Jenks papers' "degraded"
+        flows, short Exp 4 / ext Test 2). ``reset`` lifts every limit.
+        """
+        self._check_open()
+        B, F = self.batch, self.shape.n_flows
+        lim = np.asarray(limits, dtype=np.float64)
+        if lim.shape not in ((F,), (B, F)):
+            raise ValueError(f"rate limits must have shape ({F},) or ({B}, {F}), got {lim.shape}")
+        if np.any(np.isnan(lim)) or np.any(lim <= 0):
+            raise ValueError("rate limits must be > 0 bit/s (inf: none)")
+        self.P[:, L.P_RMAX] = np.broadcast_to(lim / 8.0, (B, F))
 
     def queue_state(self) -> dict[str, np.ndarray]:
         """Per-queue state now, (B, K) arrays: ``bytes`` queued, ``buffer``, ``weight``, ``rate`` (bytes/s served)."""
