@@ -34,6 +34,7 @@ def test_main_writes_report_and_json(tmp_path, capsys):
     assert main(["--quick", "--json", "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert len(out["test1"]) == 4 and out["test3"] and len(out["exp4"]) == 4 and len(out["exp5"]) == 2
+    assert len(out["test6"]) == 2
     assert (tmp_path / "exp5.png").stat().st_size > 0
     text = (tmp_path / "report.md").read_text()
     assert "Test 1 / Exp 1" in text and "≈ 0.98" in text
@@ -55,3 +56,12 @@ def test_rate_limit_bad_input():
     sc = load_scenario("small-cubic").with_overrides(["dtn.streams=2", "campus.hosts=0"])
     with FluidPlant(sc) as p, pytest.raises(ValueError, match="rate limits must be > 0"):
         p.set_rate_limits([0.0, 1e6])
+
+
+def test_test6_udp_isolation():
+    from scidmz.evaluation.jenks_repro import paper_test6
+
+    without = paper_test6(False, 40.0)
+    with_ = paper_test6(True, 40.0)
+    assert without["jain_per_phase"][-1] < 0.4  # UDP keeps most of the link
+    assert min(with_["jain_per_phase"]) > 0.9
