@@ -227,3 +227,16 @@ def test_queueconfig_scope():
     with pytest.raises(QueueConfigError, match="outside the scenario's networks"):
         cfg.validate(scope=["10.0.0.0/8"])
     cfg.validate(scope=["192.168.0.0/16"])
+
+
+def test_accepts_the_collectors_dataframe():
+    import pandas as pd
+
+    # The columns telemetry.Collector.flows() produces (no min_rtt: the policy keeps its own window).
+    df = pd.DataFrame({
+        "src": ["10.0.0.1", "10.0.0.2"], "dst": ["10.1.0.1"] * 2, "sport": [1, 2], "dport": [5201] * 2,
+        "proto": [6, 6], "cls": ["dtn", "campus"], "slot": [0, 1], "rtt": [0.01, 0.1],
+        "rate": [1e8, 1e8], "bytes": [1e8, 1e8], "long_flow": [True, True],
+    })
+    q = queue_of(JenksSeparator(JenksParams(queues=2)).decide(df, C))
+    assert q == {"10.0.0.1": CLASS_QID0, "10.0.0.2": CLASS_QID0 + 1}

@@ -34,7 +34,7 @@ def test_main_writes_report_and_json(tmp_path, capsys):
     assert main(["--quick", "--json", "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert len(out["test1"]) == 4 and out["test3"] and len(out["exp4"]) == 4 and len(out["exp5"]) == 2
-    assert len(out["test6"]) == 2
+    assert len(out["test6"]) == 2 and len(out["exp3"]) == 8
     assert (tmp_path / "exp5.png").stat().st_size > 0
     text = (tmp_path / "report.md").read_text()
     assert "Test 1 / Exp 1" in text and "≈ 0.98" in text
