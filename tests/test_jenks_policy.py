@@ -98,6 +98,9 @@ def test_rebalancing_moves_unused_share_and_gives_it_back():
     cap = 10e9
     s = JenksSeparator(JenksParams(queues=2, rebalance=True))
     s.decide(table([0.005, 0.070], rates=[5e9, 5e9]), cap)
+    # One under-used epoch is not enough (shrink_hold = 2): the share stays.
+    cfg = s.decide(table([0.005, 0.070], rates=[4.9e9, 2e9]), cap)
+    assert cfg.queue(CLASS_QID0 + 1).rate == pytest.approx(cfg.queue(CLASS_QID0).rate)
     cfg = s.decide(table([0.005, 0.070], rates=[4.9e9, 2e9]), cap)
     fast, slow = cfg.queue(CLASS_QID0), cfg.queue(CLASS_QID0 + 1)
     assert slow.rate == pytest.approx(2e9 * 1.1)

@@ -88,6 +88,9 @@ class JenksParams:
       the new class is confirmed this many epochs in a row, and
       ``margin`` (ours, 0.10): not at all while its RTT stays within +-10 %
       of its current queue's RTT range (moving a flow reorders its packets).
+    - ``shrink_hold`` (ours, 2 epochs): a queue is shrunk by rebalancing only
+      after this many under-used epochs in a row (one dip, e.g. BBR's
+      ProbeRTT, must not cost it its share).
     - ``rtt_window`` (ours, 10 epochs): the minimum-RTT window when the table
       gives only the current RTT (the data plane's min filter, ext 3.1).
     - ``bloat_threshold``: ext Test 5's per-queue RTT threshold (s): one
@@ -105,6 +108,7 @@ class JenksParams:
     min_share: float = 0.01
     min_buffer_pkts: int = 2
     hold: int = 2
+    shrink_hold: int = 2
     margin: float = 0.10
     rtt_window: int = 10
     bloat_threshold: float | Sequence[float] | None = None
@@ -128,8 +132,9 @@ class JenksParams:
             raise QueueConfigError(f"policy.min_share must be in (0, 1), got {self.min_share!r}")
         if self.min_buffer_pkts < 1:
             raise QueueConfigError(f"policy.min_buffer_pkts must be >= 1, got {self.min_buffer_pkts!r}")
-        if self.hold < 1 or self.rtt_window < 1 or self.bloat_hold < 1:
-            raise QueueConfigError("policy.hold, policy.rtt_window and policy.bloat_hold must be >= 1 epoch")
+        if min(self.hold, self.shrink_hold, self.rtt_window, self.bloat_hold) < 1:
+            raise QueueConfigError(
+                "policy.hold, policy.shrink_hold, policy.rtt_window and policy.bloat_hold must be >= 1 epoch")
         if not 0 <= self.margin < 1:
             raise QueueConfigError(f"policy.margin must be in [0, 1), got {self.margin!r}")
         th = self.bloat_threshold
@@ -237,6 +242,7 @@ class JenksSeparator:
     def reset(self) -> None:
         self._mem: dict[_Key, _FlowMemory] = {}
         self._alloc: dict[int, float] = {}
+        self._under: dict[int, int] = {}  # epochs in a row each queue used less than its allocation
         self.epoch = 0
         self.last: QueueConfig | None = None
         self.breaks = np.zeros(0)
@@ -393,13 +399,22 @@ class JenksSeparator:
             # 4. Rebalancing: a queue that used less than `saturation` of its
             # last allocation demands what it used plus headroom; a saturated
             # or new queue demands without bound (at least its fair share).
+            # Shrinking waits for `shrink_hold` epochs of under-use in a row (ours):
+            # a one-epoch dip (BBR's ProbeRTT, a loss burst) must not cost a
+            # queue its share, or the queue oscillates.
             demand = np.full(len(qids), np.inf)
+            under: dict[int, int] = {}
             for j, q in enumerate(qids):
                 prev = self._alloc.get(q)
                 if prev is not None and nflows.get(q, 0) > 0 and used.get(q, 0.0) < p.saturation * prev:
-                    demand[j] = max(used[q] * (1 + p.headroom), floor)
+                    under[q] = self._under.get(q, 0) + 1
+                    if under[q] >= p.shrink_hold:
+                        demand[j] = max(used[q] * (1 + p.headroom), floor)
+                    else:
+                        demand[j] = prev
                 elif nflows.get(q, 0) == 0:
                     demand[j] = floor
+            self._under = under
             alloc = floor + weighted_maxmin(spare, np.maximum(w, 1e-9), np.maximum(demand - floor, 0.0))
             # What nobody demands is handed back to the unbounded queues by
             # weight (max-min already did), else left idle as headroom.
