@@ -86,8 +86,11 @@ def bench_kernel(rules: int, k: int) -> dict[str, float] | None:
             t = time.perf_counter()
             act.apply(b)
             again = time.perf_counter() - t
-            ok = act.current() is not None and len(act.current().rules) == rules
-        return {"apply_first_s": first, "apply_all_rules_moved_s": again, "readback_ok": ok}
+            cur = act.current()
+            ok = cur is not None and len(cur.rules) == rules
+            queues_in_force = cur.summary()["queues"] if cur is not None else None
+        return {"apply_first_s": first, "apply_all_rules_moved_s": again, "readback_ok": ok,
+                "queues_in_force": queues_in_force}
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
 

@@ -447,6 +447,7 @@ class JenksPolicy:
         self.separators: list[JenksSeparator] = [JenksSeparator(self.params)]
 
     def reset(self, scenario: Any = None, batch: int = 1) -> None:
+        del scenario  # the policy needs only the flow table and C, both given per decision
         self.separators = [JenksSeparator(self.params) for _ in range(batch)]
 
     def decide_queues(self, flows: Sequence[Any], capacity: float | Sequence[float]) -> list[QueueConfig]:
