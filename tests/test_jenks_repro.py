@@ -34,7 +34,7 @@ def test_main_writes_report_and_json(tmp_path, capsys):
     assert main(["--quick", "--json", "--out", str(tmp_path)]) == 0
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert len(out["test1"]) == 4 and out["test3"] and len(out["exp4"]) == 4 and len(out["exp5"]) == 2
-    assert len(out["test6"]) == 2 and len(out["exp3"]) == 8
+    assert len(out["test6"]) == 2 and len(out["exp3"]) == 8 and len(out["test5"]) == 2
     assert (tmp_path / "exp5.png").stat().st_size > 0
     text = (tmp_path / "report.md").read_text()
     assert "Test 1 / Exp 1" in text and "≈ 0.98" in text
@@ -65,3 +65,12 @@ def test_test6_udp_isolation():
     with_ = paper_test6(True, 40.0)
     assert without["jain_per_phase"][-1] < 0.4  # UDP keeps most of the link
     assert min(with_["jain_per_phase"]) > 0.9
+
+
+def test_test5_bufferbloat_rule_keeps_flow1_low():
+    from scidmz.evaluation.jenks_repro import paper_test5
+
+    without = paper_test5(False, 45.0)
+    with_ = paper_test5(True, 45.0)
+    assert without["flow1_rtt_after_s"] > 0.013  # flow 2's backlog in the shared queue
+    assert with_["flow1_rtt_after_s"] < 0.0115  # flow 2 moved to the high-latency queue
