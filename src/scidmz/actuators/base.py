@@ -10,10 +10,11 @@ flows into queues. Implementations live next to this file (``tbf.py``,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from ..queueconfig import FlowMatch, QueueConfig
 
 __all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError", "check_rate"]
 
@@ -74,51 +75,25 @@ class RateActuator(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class FlowMatch:
-    """Which packets a queue rule selects; ``None`` fields match anything.
-
-    Addresses are strings (``"10.0.1.2"`` or a prefix ``"10.0.1.0/24"``),
-    ports integers, ``proto`` an IP protocol number (6 TCP, 17 UDP).
-    """
-
-    src: str | None = None
-    dst: str | None = None
-    sport: int | None = None
-    dport: int | None = None
-    proto: int | None = None
-
-
 @runtime_checkable
 class QueueActuator(Protocol):
     """Several shaped queues plus rules mapping flows to them (queue separation).
 
-    The shape of the queue-separation policies in the papers (e.g. the Jenks
-    RTT separation and FFS): traffic classes get separate queues, each with a
-    rate ceiling and a drop-tail buffer, and the policy moves flows between
-    queues as their measured RTTs or rates change. Queue ids are small
-    non-negative integers chosen by the caller; queue 0 is the default queue
-    that unmatched traffic uses.
+    The shape of the queue-separation policies in the papers (the Jenks RTT
+    separation, ABC/FFS): traffic classes get separate queues, each with a
+    rate, a ceiling and a drop-tail buffer, and the policy moves flows between
+    queues as their measured RTTs or rates change. ``apply`` takes a whole
+    ``QueueConfig`` (``scidmz.queueconfig``) and applies it as one batch, all
+    or nothing: on any failure the previous configuration stays in force.
+    Implementation: ``actuators.htb.HtbQueueActuator``.
     """
 
-    def set_queue(self, queue: int, rate: float, buffer: float) -> None:
-        """Create queue ``queue`` or change it: rate ceiling ``rate`` (bit/s), buffer ``buffer`` (bytes)."""
+    def apply(self, config: QueueConfig) -> None:
+        """Validate ``config`` and make it the configuration in force."""
         ...
 
-    def remove_queue(self, queue: int) -> None:
-        """Delete a queue; its rules are removed and its flows fall back to queue 0."""
-        ...
-
-    def assign(self, match: FlowMatch, queue: int) -> None:
-        """Send packets matching ``match`` to ``queue`` (replacing an identical match's rule)."""
-        ...
-
-    def unassign(self, match: FlowMatch) -> None:
-        """Remove the rule for ``match``; its packets go to queue 0 again."""
-        ...
-
-    def queues(self) -> dict[int, tuple[float, float]]:
-        """Queue id -> (rate bit/s, buffer bytes), read back from the enforcing element."""
+    def current(self) -> QueueConfig | None:
+        """The configuration in force, read back from the enforcing element (None before ``apply``)."""
         ...
 
     def close(self) -> None:

@@ -139,11 +139,13 @@ from .layout import (
     P_CCA,
     P_CLASS,
     P_QID,
+    P_RMAX,
     P_SHAPED,
     P_SIZE,
     P_START,
     P_UDP,
     QP_BUFFER,
+    QP_CEIL,
     QP_WEIGHT,
     QS_BYTES,
     QS_ORPH_CAMP,
@@ -634,10 +636,10 @@ def _serve_queues(qdisc, demand, weight, cap, served):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _queue_rate(q, k, capacity, weight, wtot):
+def _queue_rate(q, k, capacity, weight, wtot, ceil):
     """Drain rate of queue k for its queueing delay: what it was served at in the last sub-step,
-    at least its weighted share of the link (with one queue: the link rate)."""
-    return max(q[k, QS_RATE], capacity * weight[k] / wtot)
+    at least its weighted share of the link (with one queue: the link rate), at most its ceiling."""
+    return min(max(q[k, QS_RATE], capacity * weight[k] / wtot), ceil[k])
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
@@ -701,9 +703,12 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     sfrac = np.empty(K)
     dfrac = np.empty(K)
     weight = np.empty(K)
+    ceil = np.empty(K)
+    qdc = np.empty(K)
     wtot = 0.0
     for k in range(K):
         weight[k] = qp[k, QP_WEIGHT]
+        ceil[k] = qp[k, QP_CEIL]
         wtot += weight[k]
     t = inst[I_T]
     rttd_sum = 0.0
@@ -769,7 +774,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         # Flows come in three ranges (DTN, long campus/UDP, short-flow slots); a range
         # shares class, CCA and shaper, so those are hoisted out of the flow loops.
         for k in range(K):
-            qdel[k] = q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot)
+            qdel[k] = q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
             qa[k] = 0.0
             tbd[k] = q[k, QS_ORPH_TBF]
         tbfq = inst[I_TBFQ]
@@ -798,6 +803,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 else:
                     # BBR paces; its inflight cap (cwnd) binds through the ACK clock
                     x = min(s[S_PACE, f], s[S_CWND, f] / rtt)
+                if x > p[P_RMAX, f]:
+                    x = p[P_RMAX, f]
                 sent = x * dt
                 tosend = s[S_TOSEND, f]
                 if sent > tosend:
@@ -830,7 +837,9 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         for k in range(K):
             qa[k] += tbd[k] * out_frac
             qd[k] = q[k, QS_BYTES] + qa[k]
-        _serve_queues(qdisc, qd, weight, cap, served)
+            # A ceiling caps what the queue may send this sub-step (no borrowing).
+            qdc[k] = min(qd[k], ceil[k] * dt)
+        _serve_queues(qdisc, qdc, weight, cap, served)
         qtot = 0.0
         for k in range(K):
             nq = qd[k] - served[k]
@@ -941,7 +950,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 size = s[S_SIZE, f]
                 if size < INF and s[S_TOSEND, f] <= 1e-6:
                     # all sent, nothing lost: the last byte leaves the FIFOs after their delay
-                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot)
+                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
                     if shaped and u > 0.0:
                         fin += inst[I_TBFQ] / u
                     n = nrec[b]
@@ -1029,7 +1038,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         if s[S_ON, f] > 0.0:
             k = int(p[P_QID, f])
             s[S_RATE, f] = a[f] * inv_dt
-            s[S_RTT, f] = p[P_BASE, f] + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot)
+            s[S_RTT, f] = p[P_BASE, f] + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
             if p[P_SHAPED, f] > 0.0:
                 s[S_RTT, f] += inst[I_TBFQ] / u if u > 0.0 else 0.0
         else:

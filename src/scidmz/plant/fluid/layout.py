@@ -7,7 +7,7 @@ instances x F flows through a whole control period:
 - ``S`` (B, NS, F)  per-flow state (cwnd, queue backlogs, BBR model, ...)
 - ``I`` (B, NI)     per-instance state (time, token bucket, EWMA RTT, ...)
 - ``IP`` (B, NIP)   per-instance parameters (capacity, dt, shaper, Weibull, ...)
-- ``Q`` (B, K, NQS) bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight
+- ``Q`` (B, K, NQS) bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight/ceiling
 - ``G`` (B, NSEND, 2) Weibull senders: next arrival time, flows waiting for a slot
 - ``OUT`` (B, NOUT) per-period results; ``REC`` (B, cap, NREC) finished flows
 
@@ -17,8 +17,10 @@ Field indices are module constants, which numba freezes into the kernel.
 from __future__ import annotations
 
 # -- P: per-flow parameters ---------------------------------------------------------
-P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER = range(9)
-NP = 9
+# P_RMAX: the flow's own sending-rate limit in bytes/s (inf: none), for flows
+# limited outside the bottleneck (the Jenks papers' "degraded" flows, Exp 4/Test 2).
+P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER, P_RMAX = range(10)
+NP = 10
 
 # -- S: per-flow state ----------------------------------------------------------------
 (
@@ -116,8 +118,10 @@ NI = 17
 ) = range(19)
 NIP = 19
 
-QP_BUFFER, QP_WEIGHT = 0, 1
-NQP = 2
+# QP_CEIL: the queue's rate ceiling in bytes/s (inf: none, work-conserving), for
+# queue policies whose queues do not borrow (HTB ceil = rate).
+QP_BUFFER, QP_WEIGHT, QP_CEIL = 0, 1, 2
+NQP = 3
 
 # -- Q: per-queue state (B, K, NQS) --------------------------------------------------------------
 # A flow is finished once all its bytes are sent and none was lost: drop-tail

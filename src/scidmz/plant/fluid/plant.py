@@ -123,7 +123,7 @@ class FluidPlant:
         self._info: dict[str, np.ndarray] = {}
         self._kernel: Any = None
         self._parallel = False
-        self._queues: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._queues: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._alloc()
         self.reset()
 
@@ -180,6 +180,7 @@ class FluidPlant:
         P[L.P_BASE, d:] = sc.campus.rtt
         P[L.P_SHAPED, d:] = 1.0
         P[L.P_QID, :] = 0.0
+        P[L.P_RMAX, :] = math.inf
         S[L.S_FSTART, :] = -1.0
         S[L.S_RTT, :] = P[L.P_BASE, :]
         S[L.S_MINRTT, :] = P[L.P_BASE, :]
@@ -207,10 +208,12 @@ class FluidPlant:
         if self._queues is None:
             self.QP[i, 0, L.QP_BUFFER] = sc.buffer_bytes
             self.QP[i, 0, L.QP_WEIGHT] = 1.0
+            self.QP[i, 0, L.QP_CEIL] = math.inf
         else:
-            buf, weight, fq = self._queues
+            buf, weight, fq, ceil = self._queues
             self.QP[i, :, L.QP_BUFFER] = buf[i]
             self.QP[i, :, L.QP_WEIGHT] = weight[i]
+            self.QP[i, :, L.QP_CEIL] = ceil[i]
             P[L.P_QID, :] = fq[i]
         self.G[i] = 0.0
         if sh.n_send:
@@ -329,13 +332,16 @@ class FluidPlant:
         buffers: np.ndarray | list[float],
         weights: np.ndarray | list[float] | None = None,
         flow_queue: np.ndarray | list[int] | None = None,
+        ceilings: np.ndarray | list[float] | None = None,
     ) -> None:
         """Replace the bottleneck FIFO by K weighted drop-tail queues (Jenks RTT classes etc.).
 
         ``buffers``: bytes per queue, shape (K,) or (B, K); ``weights``: service
         weights (default equal), same shapes; ``flow_queue``: the queue of every
         flow, shape (F,) or (B, F), ints in [0, K) (default 0; flow order as in
-        ``snapshot()``). May be called between periods: a flow that changes
+        ``snapshot()``); ``ceilings``: bit/s each queue may never exceed (default
+        none: spare capacity is lent by weight; a ceiling equal to the queue's
+        share is HTB with ceil = rate). May be called between periods: a flow that changes
         queue takes its queued bytes along; bytes in queues that disappear move
         to queue 0. The configuration survives ``reset``.
         """
@@ -360,6 +366,12 @@ class FluidPlant:
         if fq.size and (not np.issubdtype(fq.dtype, np.integer) or fq.min() < 0 or fq.max() >= K):
             raise ValueError(f"flow_queue must hold queue numbers in [0, {K})")
         fq = np.broadcast_to(fq, (B, F)).astype(np.int64)
+        ce = np.full((B, K), math.inf) if ceilings is None else np.asarray(ceilings, dtype=np.float64) / 8.0
+        if ce.shape not in ((K,), (B, K)):
+            raise ValueError(f"ceilings must have shape ({K},) or ({B}, {K}), got {ce.shape}")
+        if np.any(np.isnan(ce)) or np.any(ce <= 0):
+            raise ValueError("queue ceilings must be > 0 bit/s")
+        ce = np.broadcast_to(ce, (B, K)).copy()
         old_q = self.Q
         new_q = np.zeros((B, K, L.NQS))
         keep = min(K, old_q.shape[1])
@@ -376,9 +388,25 @@ class FluidPlant:
         qp = np.zeros((B, K, L.NQP))
         qp[:, :, L.QP_BUFFER] = buf
         qp[:, :, L.QP_WEIGHT] = w
+        qp[:, :, L.QP_CEIL] = ce
         self.Q, self.QP = new_q, qp
         self.P[:, L.P_QID] = fq
-        self._queues = (buf, w, fq.copy())
+        self._queues = (buf, w, fq.copy(), ce)
+
+    def set_rate_limits(self, limits: np.ndarray | list[float]) -> None:
+        """Limit flows' sending rates (bit/s, shape (F,) or (B, F); inf = none) from the next period on.
+
+        A flow limited outside the bottleneck (the Jenks papers' "degraded"
+        flows, short Exp 4 / ext Test 2). ``reset`` lifts every limit.
+        """
+        self._check_open()
+        B, F = self.batch, self.shape.n_flows
+        lim = np.asarray(limits, dtype=np.float64)
+        if lim.shape not in ((F,), (B, F)):
+            raise ValueError(f"rate limits must have shape ({F},) or ({B}, {F}), got {lim.shape}")
+        if np.any(np.isnan(lim)) or np.any(lim <= 0):
+            raise ValueError("rate limits must be > 0 bit/s (inf: none)")
+        self.P[:, L.P_RMAX] = np.broadcast_to(lim / 8.0, (B, F))
 
     def queue_state(self) -> dict[str, np.ndarray]:
         """Per-queue state now, (B, K) arrays: ``bytes`` queued, ``buffer``, ``weight``, ``rate`` (bytes/s served)."""

@@ -1,0 +1,317 @@
+"""``HtbQueueActuator``: a real multi-queue bottleneck (HTB + bfifo + u32) set through pyroute2.
+
+What the Jenks RTT-separation papers configure on a non-programmable router
+(ext section 3 steps 5-7: an ACL putting flows into queues, a buffer size
+per queue), built from what this kernel has (MACHINE.md: htb, bfifo, u32):
+
+* root qdisc HTB ``5c1e:`` (``default`` = the config's default queue), one
+  inner class ``5c1e:fff`` at rate = ceil = C that every leaf borrows from;
+* one leaf class ``5c1e:<qid>`` per queue with its rate, ceil (ceil = rate:
+  no borrowing; ceil > rate: HTB lends spare bandwidth by quantum) and an
+  explicit quantum (bytes; derived when the config gives none: rate / r2q
+  clamped to [MTU, 200 kB], the kernel's own rule without its warnings);
+* a bfifo ``<0x8000+qid>:`` under each leaf, ``limit`` = the queue's buffer
+  in bytes;
+* flow rules as u32 filters on the root: a 5-tuple rule matches src/dst
+  address (IP header offsets 12/16), protocol (offset 9) and ports at
+  offsets 20/22 — which assumes a 20-byte IP header (no IP options; packets
+  with options fall through to the default queue), as u32 cannot follow the
+  IHL without hash tables; an address-only rule is a plain /32 (or prefix)
+  match.
+
+``apply(config)`` validates first (nothing is touched on bad input), then
+changes the kernel in an order that keeps traffic flowing: new and changed
+classes (and their bfifos) first, then the new rule set added under a fresh
+u32 priority that is evaluated before the old one, then the old rule set
+deleted in one message (``tc filter del ... prio P``), then the classes no
+longer used. If the kernel refuses any step, the new rule set is deleted
+and the previous configuration is rebuilt, so a failed batch leaves the
+previous configuration in force (ActuatorError). Rules go one netlink
+request each (the kernel acknowledges each; a blind batch could not tell
+which one failed); ``benchmarks/jenks_speed.py`` measures 1,000 of them.
+
+``close`` deletes the root HTB (which removes every class, bfifo and filter
+under it) only if it is still ours; a device whose root qdisc someone else
+configured is refused at start.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..queueconfig import MAX_QID, FlowMatch, FlowRule, QueueConfig, QueueConfigError, QueueSpec
+from .base import ActuatorError
+from .tbf import derive_burst
+
+__all__ = ["HtbQueueActuator", "HTB_HANDLE", "u32_keys", "derive_quantum"]
+
+HTB_HANDLE = 0x5C1E0000
+_INNER_MINOR = 0x0FFF
+_TC_H_ROOT = 0xFFFFFFFF
+_ETH_P_IP = 0x0800
+_FIFO_MAJOR0 = 0x8000
+_PRIO_TOP = 0xFF00
+#: HTB's rate-to-quantum divisor (tc's default r2q).
+R2Q = 10
+_MAX_QUANTUM = 200_000
+
+assert MAX_QID < _INNER_MINOR, "queue ids must not collide with the inner class"
+
+
+def derive_quantum(rate_bps: float, mtu: int) -> int:
+    """HTB's quantum for a class of ``rate_bps``: rate (bytes/s) / r2q, clamped to [MTU, 200 kB]."""
+    return int(min(max(rate_bps / 8.0 / R2Q, mtu), _MAX_QUANTUM))
+
+
+def u32_keys(m: FlowMatch) -> list[str]:
+    """pyroute2 u32 keys (value/mask+offset in the IPv4 header) for ``m``.
+
+    Ports are read at offset 20/22, i.e. a 20-byte IP header is assumed.
+    """
+    keys = []
+    for addr, off in ((m.src, 12), (m.dst, 16)):
+        if addr is None:
+            continue
+        net = ipaddress.IPv4Network(addr, strict=False)
+        keys.append(f"0x{int(net.network_address):08x}/0x{int(net.netmask):08x}+{off}")
+    if m.proto is not None:
+        keys.append(f"0x{m.proto << 16:08x}/0x00ff0000+8")
+    if m.sport is not None or m.dport is not None:
+        val = ((m.sport or 0) << 16) | (m.dport or 0)
+        mask = (0xFFFF0000 if m.sport is not None else 0) | (0x0000FFFF if m.dport is not None else 0)
+        keys.append(f"0x{val:08x}/0x{mask:08x}+20")
+    return keys
+
+
+class HtbQueueActuator:
+    """HTB multi-queue bottleneck on ``dev`` (optionally in namespace ``netns``); see the module doc.
+
+    ``scope``: IPv4 prefixes the rules may name (the scenario's networks);
+    a rule outside them is refused before anything is applied.
+    """
+
+    def __init__(self, dev: str, netns: str | None = None, scope: list[str] | None = None) -> None:
+        if not dev or not isinstance(dev, str):
+            raise ValueError(f"HtbQueueActuator needs a device name, got {dev!r}")
+        if netns is not None and not Path("/var/run/netns", netns).exists():
+            raise ValueError(f"network namespace '{netns}' does not exist")
+        self.dev, self.netns, self.scope = dev, netns, scope
+        self._lock = threading.Lock()
+        self._cfg: QueueConfig | None = None
+        self._prio: int | None = None  # u32 priority of the rule set in force
+        self._closed = False
+        from pyroute2 import IPRoute
+        from pyroute2.netlink.rtnl.tcmsg import plugins, sched_pfifo
+
+        # pyroute2 knows pfifo but not bfifo; both carry the same tc_fifo_qopt
+        # (limit: packets for pfifo, bytes for bfifo). Unregistered kinds are
+        # silently attached at the root, which would replace our HTB.
+        plugins.setdefault("bfifo", sched_pfifo)
+        try:
+            self._ipr = IPRoute(netns=netns) if netns is not None else IPRoute()
+        except OSError as exc:
+            raise RuntimeError(f"cannot open netlink for namespace {netns!r}: {exc}") from None
+        try:
+            found = self._ipr.link_lookup(ifname=dev)
+            if not found:
+                raise ValueError(f"no network device '{dev}'" + (f" in namespace '{netns}'" if netns else ""))
+            self.index = int(found[0])
+            prev = self._root()
+            if prev is not None and prev["handle"] not in (0, HTB_HANDLE):
+                raise ValueError(
+                    f"device '{dev}' already has a configured root qdisc '{prev.get_attr('TCA_KIND')}' "
+                    f"(handle {prev['handle'] >> 16:x}:); refusing to replace what it could not restore"
+                )
+        except BaseException:
+            self._ipr.close()
+            raise
+
+    # -- kernel helpers -------------------------------------------------------------------
+    def _root(self) -> Any | None:
+        for q in self._ipr.get_qdiscs(index=self.index):
+            if q["parent"] == _TC_H_ROOT and q["index"] == self.index:
+                return q
+        return None
+
+    def _ours(self) -> bool:
+        q = self._root()
+        return q is not None and q["handle"] == HTB_HANDLE and q.get_attr("TCA_KIND") == "htb"
+
+    def _tc(self, *args: Any, **kw: Any) -> None:
+        self._ipr.tc(*args, **kw)
+
+    def _set_class(self, q: QueueSpec, mtu: int, cmd: str) -> None:
+        quantum = q.quantum if q.quantum is not None else derive_quantum(q.rate, mtu)
+        self._tc(
+            f"{cmd}-class", "htb", self.index, HTB_HANDLE | q.qid, parent=HTB_HANDLE | _INNER_MINOR,
+            rate=f"{int(round(q.rate))}bit", ceil=f"{int(round(q.ceil))}bit", quantum=quantum, mtu=mtu + 14,
+            burst=derive_burst(q.rate, mtu), cburst=derive_burst(q.ceil, mtu),
+        )
+        self._tc(
+            "replace", "bfifo", self.index, (_FIFO_MAJOR0 + q.qid) << 16, parent=HTB_HANDLE | q.qid,
+            limit=int(q.buffer),
+        )
+
+    def _add_rules(self, rules: tuple[FlowRule, ...], prio: int) -> None:
+        for r in rules:
+            self._tc(
+                "add-filter", "u32", self.index, parent=HTB_HANDLE, prio=prio, protocol=_ETH_P_IP,
+                target=HTB_HANDLE | r.queue, keys=u32_keys(r.match),
+            )
+
+    def _del_rules(self, prio: int) -> None:
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        try:
+            # Without a kind pyroute2 does not fold prio/protocol into tcm_info,
+            # and an info of 0 would delete every filter on the qdisc.
+            self._tc("del-filter", index=self.index, parent=HTB_HANDLE,
+                     info=socket.htons(_ETH_P_IP) | (prio << 16))
+        except NetlinkError as exc:
+            if exc.code not in (2, 22):  # nothing at that priority
+                raise
+
+    def _build(self, cfg: QueueConfig) -> None:
+        """Make the kernel hold ``cfg`` from whatever of ours is there (see module doc for the order)."""
+        prev = self._cfg if self._ours() else None
+        if prev is None or (prev.capacity, prev.mtu, prev.default) != (cfg.capacity, cfg.mtu, cfg.default):
+            # HTB refuses to change its default class in place: rebuild the tree.
+            if self._ours():
+                self._tc("del", index=self.index, handle=HTB_HANDLE, parent=_TC_H_ROOT)
+            self._prio = None
+            self._tc("add", "htb", self.index, HTB_HANDLE, parent=_TC_H_ROOT, default=cfg.default, r2q=R2Q)
+            burst = derive_burst(cfg.capacity, cfg.mtu)
+            self._tc(
+                "add-class", "htb", self.index, HTB_HANDLE | _INNER_MINOR, parent=HTB_HANDLE,
+                rate=f"{int(round(cfg.capacity))}bit", ceil=f"{int(round(cfg.capacity))}bit",
+                burst=burst, cburst=burst, mtu=cfg.mtu + 14,
+            )
+            prev = None
+        old = {} if prev is None else {q.qid: q for q in prev.queues}
+        for q in cfg.queues:
+            if old.get(q.qid) != q:
+                self._set_class(q, cfg.mtu, "change" if q.qid in old else "add")
+        old_prio = self._prio
+        if prev is None or prev.rules != cfg.rules:
+            # A lower number is matched first, so the new set wins as soon as it is in.
+            prio = _PRIO_TOP if old_prio is None or old_prio <= 2 else old_prio - 1
+            try:
+                self._add_rules(cfg.rules, prio)
+            except BaseException:
+                self._del_rules(prio)
+                raise
+            self._prio = prio
+            if old_prio is not None and old_prio != prio:
+                self._del_rules(old_prio)
+        new_ids = {q.qid for q in cfg.queues}
+        for qid in old:
+            if qid not in new_ids:
+                self._tc("del-class", index=self.index, handle=HTB_HANDLE | qid, parent=HTB_HANDLE | _INNER_MINOR)
+
+    # -- QueueActuator ----------------------------------------------------------------------
+    def apply(self, config: QueueConfig) -> None:
+        """Validate ``config`` and make it the configuration in force, all or nothing."""
+        config.validate(self.scope)
+        for q in config.queues:
+            if q.qid > MAX_QID:
+                raise QueueConfigError(f"queue id {q.qid} is above {MAX_QID}")
+            if q.rate < 8 or q.ceil >= 2**64:
+                raise QueueConfigError(f"queue {q.qid} rate {q.rate!r} bit/s cannot be held by HTB")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"HtbQueueActuator on '{self.dev}' is closed")
+            prev, prev_prio = self._cfg, self._prio
+            try:
+                self._build(config)
+            except Exception as exc:  # netlink refusal, or pyroute2 failing to encode
+                self._restore(prev, prev_prio)
+                raise ActuatorError(f"kernel refused the queue configuration on '{self.dev}': {exc}") from None
+            self._cfg = config
+
+    def _restore(self, prev: QueueConfig | None, prev_prio: int | None) -> None:
+        """Rebuild ``prev`` from scratch after a failed batch (or remove everything if there was none)."""
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        self._cfg, self._prio = None, None
+        try:
+            if self._ours():
+                self._tc("del", index=self.index, handle=HTB_HANDLE, parent=_TC_H_ROOT)
+            if prev is not None:
+                self._build(prev)
+                self._cfg = prev
+        except (NetlinkError, OSError) as exc:
+            raise ActuatorError(
+                f"queue configuration on '{self.dev}' failed and the previous one could not be restored: {exc}"
+            ) from None
+        del prev_prio
+
+    def current(self) -> QueueConfig | None:
+        """The configuration in force, queues read back from the kernel (rate, ceil, quantum, bfifo limit).
+
+        Rules are the applied ones, after checking the kernel holds as many
+        u32 filters at their priority (u32 reports keys, not our FlowMatch).
+        """
+        with self._lock:
+            if self._cfg is None or self._closed:
+                return None
+            if not self._ours():
+                raise ActuatorError(f"the scidmz HTB on '{self.dev}' is gone")
+            root = self._root()
+            default = int(root.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_INIT")["defcls"])
+            limits = {}
+            for q in self._ipr.get_qdiscs(index=self.index):
+                if q.get_attr("TCA_KIND") == "bfifo" and (q["parent"] >> 16) == (HTB_HANDLE >> 16):
+                    limits[q["parent"] & 0xFFFF] = int(q.get_attr("TCA_OPTIONS")["limit"])
+            queues = []
+            for c in self._ipr.get_classes(index=self.index):
+                minor = c["handle"] & 0xFFFF
+                if (c["handle"] >> 16) != (HTB_HANDLE >> 16) or minor == _INNER_MINOR:
+                    continue
+                opts = c.get_attr("TCA_OPTIONS")
+                parms = opts.get_attr("TCA_HTB_PARMS")
+                rate = opts.get_attr("TCA_HTB_RATE64") or parms["rate"]
+                ceil = opts.get_attr("TCA_HTB_CEIL64") or parms["ceil"]
+                label = next((q.label for q in self._cfg.queues if q.qid == minor), "")
+                queues.append(QueueSpec(minor, float(rate) * 8, float(ceil) * 8, limits.get(minor, 0),
+                                        int(parms["quantum"]), label))
+            nfilt = sum(
+                1 for f in self._ipr.get_filters(index=self.index, parent=HTB_HANDLE)
+                if f.get_attr("TCA_KIND") == "u32" and (f["info"] >> 16) == self._prio
+                and f.get_attr("TCA_OPTIONS") is not None and f.get_attr("TCA_OPTIONS").get_attr("TCA_U32_SEL") is not None
+            )
+            if nfilt != len(self._cfg.rules):
+                raise ActuatorError(f"'{self.dev}' holds {nfilt} of our u32 rules, expected {len(self._cfg.rules)}")
+            queues.sort(key=lambda q: q.qid)
+            return QueueConfig(self._cfg.capacity, tuple(queues), default, self._cfg.rules, self._cfg.mtu)
+
+    def close(self) -> None:
+        """Delete the root HTB if it is still ours (removes its classes, bfifos and filters)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._ours():
+                    from pyroute2.netlink.exceptions import NetlinkError
+
+                    try:
+                        self._tc("del", index=self.index, handle=HTB_HANDLE, parent=_TC_H_ROOT)
+                    except NetlinkError as exc:
+                        if exc.code not in (2, 19, 22):
+                            raise
+            finally:
+                self._ipr.close()
+
+    def __enter__(self) -> HtbQueueActuator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"HtbQueueActuator(dev={self.dev!r}" + (f", netns={self.netns!r})" if self.netns else ")")
+

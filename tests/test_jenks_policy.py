@@ -1,0 +1,245 @@
+"""Jenks RTT separation policy and QueueConfig validation (no root, no kernel)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scidmz.policies.jenks import (
+    BLOAT_QID,
+    CLASS_QID0,
+    DEFAULT_QID,
+    UDP_QID,
+    JenksParams,
+    JenksPolicy,
+    JenksSeparator,
+    jenks_groups,
+    stanford_buffer,
+    weighted_maxmin,
+)
+from scidmz.queueconfig import FlowMatch, FlowRule, QueueConfig, QueueConfigError, QueueSpec
+
+C = 1e9
+
+
+def table(rtts, rates=None, proto=None, longf=None, start=1):
+    n = len(rtts)
+    return {
+        "src": [f"10.0.0.{start + i}" for i in range(n)],
+        "dst": ["10.1.0.1"] * n,
+        "sport": [40000 + start + i for i in range(n)],
+        "dport": [5201] * n,
+        "proto": proto or [6] * n,
+        "rtt": list(rtts),
+        "rate": rates or [C / max(n, 1)] * n,
+        "long_flow": longf or [True] * n,
+    }
+
+
+def queue_of(cfg: QueueConfig) -> dict[str, int]:
+    return {r.match.src: r.queue for r in cfg.rules}
+
+
+# -- grouping ------------------------------------------------------------------------------
+
+
+def test_jenks_groups_hand_checked():
+    # Three obvious clusters: 1-3 ms, 10-12 ms, 50-51 ms.
+    x = np.array([1, 2, 3, 10, 11, 12, 50, 51]) * 1e-3
+    cls, breaks = jenks_groups(x, 3)
+    assert cls.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert breaks.tolist() == pytest.approx([0.001, 0.003, 0.012, 0.051])
+    # Unsorted input keeps its order.
+    cls2, _ = jenks_groups(x[::-1], 3)
+    assert cls2.tolist() == [2, 2, 1, 1, 1, 0, 0, 0]
+
+
+def test_jenks_k_clamped_to_distinct_rtts():
+    cls, breaks = jenks_groups(np.array([0.005, 0.005, 0.005, 0.020]), 4)
+    assert len(breaks) == 3 and cls.tolist() == [0, 0, 0, 1]
+    cls, breaks = jenks_groups(np.array([0.01, 0.01]), 8)
+    assert cls.tolist() == [0, 0]
+    with pytest.raises(QueueConfigError, match="K must be >= 1"):
+        jenks_groups(np.array([0.01]), 0)
+
+
+def test_paper_test1_four_flows_four_queues():
+    s = JenksSeparator(JenksParams(queues=4))
+    cfg = s.decide(table([0.002, 0.020, 0.040, 0.060]), C)
+    q = queue_of(cfg)
+    assert sorted(q.values()) == [CLASS_QID0, CLASS_QID0 + 1, CLASS_QID0 + 2, CLASS_QID0 + 3]
+    assert q["10.0.0.1"] == CLASS_QID0 and q["10.0.0.4"] == CLASS_QID0 + 3
+    rates = [x.rate for x in cfg.queues if x.qid >= CLASS_QID0]
+    assert max(rates) == pytest.approx(min(rates))  # N_i = 1 each: equal shares
+    assert sum(x.rate for x in cfg.queues) <= C * (1 + 1e-9)
+    assert all(x.ceil == x.rate for x in cfg.queues)  # no borrowing, as in the papers
+    # Stanford rule, one flow per queue: buffer = r_i * RTT / 8.
+    q60 = cfg.queue(CLASS_QID0 + 3)
+    assert q60.buffer == stanford_buffer(q60.rate, 0.060, 1)
+    assert q60.buffer == pytest.approx(q60.rate * 0.060 / 8, rel=1e-6)
+
+
+def test_rates_follow_flow_counts_and_short_flows_stay_default():
+    s = JenksSeparator(JenksParams(queues=2))
+    cfg = s.decide(table([0.002, 0.003, 0.050, 0.060, 0.004], longf=[True, True, True, True, False]), C)
+    q = queue_of(cfg)
+    assert "10.0.0.5" not in q  # short flow: no rule, default queue
+    assert q["10.0.0.1"] == q["10.0.0.2"] != q["10.0.0.3"] == q["10.0.0.4"]
+    a, b = cfg.queue(CLASS_QID0), cfg.queue(CLASS_QID0 + 1)
+    d = cfg.queue(DEFAULT_QID)
+    assert a.rate == pytest.approx(b.rate)
+    assert a.rate == pytest.approx(2 * d.rate, rel=0.05)  # 2 flows vs 1 flow
+    # Stanford: N = 2 flows in the queue, mean RTT 55 ms.
+    assert b.buffer == stanford_buffer(b.rate, 0.055, 2)
+
+
+def test_rebalancing_moves_unused_share_and_gives_it_back():
+    # Exp 4: 5 ms and 70 ms flows with equal allocations; the 70 ms flow uses 2 of its ~5 Gbit/s.
+    cap = 10e9
+    s = JenksSeparator(JenksParams(queues=2, rebalance=True))
+    s.decide(table([0.005, 0.070], rates=[5e9, 5e9]), cap)
+    # One under-used epoch is not enough (shrink_hold = 2): the share stays.
+    cfg = s.decide(table([0.005, 0.070], rates=[4.9e9, 2e9]), cap)
+    assert cfg.queue(CLASS_QID0 + 1).rate == pytest.approx(cfg.queue(CLASS_QID0).rate)
+    cfg = s.decide(table([0.005, 0.070], rates=[4.9e9, 2e9]), cap)
+    fast, slow = cfg.queue(CLASS_QID0), cfg.queue(CLASS_QID0 + 1)
+    assert slow.rate == pytest.approx(2e9 * 1.1)
+    assert fast.rate > 7e9
+    assert sum(q.rate for q in cfg.queues) <= cap * (1 + 1e-9)
+    # The slow flow recovers and fills its headroom: it gets its fair share back.
+    cfg = s.decide(table([0.005, 0.070], rates=[7e9, 2.2e9]), cap)
+    assert cfg.queue(CLASS_QID0 + 1).rate == pytest.approx(cfg.queue(CLASS_QID0).rate)
+    # Without rebalancing the allocation never moves.
+    s = JenksSeparator(JenksParams(queues=2, rebalance=False))
+    s.decide(table([0.005, 0.070]), cap)
+    cfg = s.decide(table([0.005, 0.070], rates=[4.9e9, 2e9]), cap)
+    assert cfg.queue(CLASS_QID0).rate == pytest.approx(cfg.queue(CLASS_QID0 + 1).rate)
+
+
+def test_hysteresis_holds_a_flow_before_moving_it():
+    p = JenksParams(queues=2, hold=2, margin=0.10, rtt_window=1)
+    s = JenksSeparator(p)
+    q = queue_of(s.decide(table([0.010, 0.011, 0.100]), C))
+    assert q["10.0.0.2"] == CLASS_QID0
+    # Flow 2's RTT jumps next to flow 3's: the new class must be seen twice.
+    q = queue_of(s.decide(table([0.010, 0.095, 0.100]), C))
+    assert q["10.0.0.2"] == CLASS_QID0
+    q = queue_of(s.decide(table([0.010, 0.095, 0.100]), C))
+    assert q["10.0.0.2"] == CLASS_QID0 + 1
+    # A small wobble within the margin of its queue's range does not move it back.
+    s2 = JenksSeparator(p)
+    s2.decide(table([0.010, 0.050, 0.052]), C)
+    for _ in range(3):
+        q = queue_of(s2.decide(table([0.010, 0.046, 0.052]), C))
+    assert q["10.0.0.2"] == CLASS_QID0 + 1
+
+
+def test_windowed_min_rtt_ignores_queueing_spikes():
+    s = JenksSeparator(JenksParams(queues=2, rtt_window=5))
+    s.decide(table([0.010, 0.100]), C)
+    # Flow 1's current RTT spikes (queueing) but its windowed minimum stays 10 ms.
+    q = queue_of(s.decide(table([0.300, 0.100]), C))
+    assert q["10.0.0.1"] == CLASS_QID0
+
+
+def test_udp_isolation_only_once_tcp_is_present():
+    s = JenksSeparator(JenksParams(queues=2))
+    cfg = s.decide(table([0.010], proto=[17], longf=[True], rates=[C]), C)
+    assert queue_of(cfg) == {}  # UDP alone: default queue, whole link
+    t = table([0.010, 0.020, 0.030], proto=[17, 6, 6], rates=[8e8, 1e8, 1e8])
+    cfg = s.decide(t, C)
+    q = queue_of(cfg)
+    assert q["10.0.0.1"] == UDP_QID
+    assert cfg.queue(UDP_QID).rate == pytest.approx(cfg.queue(UDP_QID).ceil)
+    assert cfg.queue(UDP_QID).rate < 0.4 * C  # one flow of three
+    s = JenksSeparator(JenksParams(queues=2, udp_isolation=False))
+    assert "10.0.0.1" not in queue_of(s.decide(t, C))
+
+
+def test_bufferbloat_rule_isolates_the_heaviest_flow():
+    s = JenksSeparator(JenksParams(queues=1, bloat_threshold=0.030, rtt_window=10))
+    s.decide(table([0.010, 0.011], rates=[5e8, 5e8]), C)
+    # Flow 2 floods the shared queue: both current RTTs rise above 30 ms.
+    q = queue_of(s.decide(table([0.060, 0.061], rates=[2e8, 8e8]), C))
+    assert q["10.0.0.2"] == BLOAT_QID and q["10.0.0.1"] == CLASS_QID0
+    # Below the threshold nothing moves.
+    s = JenksSeparator(JenksParams(queues=1, bloat_threshold=0.030))
+    q = queue_of(s.decide(table([0.020, 0.021], rates=[2e8, 8e8]), C))
+    assert set(q.values()) == {CLASS_QID0}
+
+
+def test_empty_table_gives_default_queue_only():
+    cfg = JenksSeparator().decide(table([]), C)
+    assert [q.qid for q in cfg.queues] == [DEFAULT_QID] and cfg.rules == ()
+
+
+def test_batched_policy():
+    pol = JenksPolicy(JenksParams(queues=2))
+    pol.reset(None, batch=2)
+    out = pol.decide_queues([table([0.01, 0.1]), table([0.01])], [C, C / 2])
+    assert len(out) == 2 and out[1].capacity == C / 2
+    with pytest.raises(ValueError, match="batch of 2"):
+        pol.decide_queues([table([0.01])], C)
+
+
+def test_weighted_maxmin():
+    out = weighted_maxmin(10.0, np.array([1.0, 1.0, 2.0]), np.array([1.0, np.inf, np.inf]))
+    assert out.tolist() == pytest.approx([1.0, 3.0, 6.0])
+
+
+@pytest.mark.parametrize(
+    ("kw", "msg"),
+    [
+        ({"queues": 0}, "policy.queues"),
+        ({"saturation": 0.5}, "policy.saturation"),
+        ({"bloat_threshold": -1.0}, "bloat_threshold"),
+    ],
+)
+def test_bad_params(kw, msg):
+    with pytest.raises(QueueConfigError, match=msg):
+        JenksParams(**kw).check()
+
+
+def _cfg(**over):
+    q = [QueueSpec(1, 4e8, 4e8, 30000), QueueSpec(2, 5e8, 5e8, 30000)]
+    base = {"capacity": 1e9, "queues": tuple(q), "default": 1, "rules": ()}
+    base.update(over)
+    return QueueConfig(**base)
+
+
+@pytest.mark.parametrize(
+    ("cfg", "msg"),
+    [
+        (_cfg(queues=(QueueSpec(1, 6e8, 6e8, 30000), QueueSpec(2, 5e8, 5e8, 30000))), "sum to .* above the link capacity"),
+        (_cfg(queues=(QueueSpec(1, 4e8, 4e8, 1000),)), "below one MTU"),
+        (_cfg(default=7), "default queue 7"),
+        (_cfg(queues=(QueueSpec(1, 4e8, 3e8, 30000),)), "below its rate"),
+        (_cfg(queues=(QueueSpec(1, 4e8, 2e9, 30000),)), "above the link capacity"),
+        (_cfg(rules=(FlowRule(FlowMatch(src="10.0.0.1"), 9),)), "queue 9, which does not exist"),
+        (_cfg(rules=(FlowRule(FlowMatch(src="10.0.0.1", sport=80), 2),)), "needs proto 6"),
+        (_cfg(rules=(FlowRule(FlowMatch(src="bogus"), 2),)), "not an IPv4"),
+    ],
+)
+def test_queueconfig_rejects(cfg, msg):
+    with pytest.raises(QueueConfigError, match=msg):
+        cfg.validate()
+
+
+def test_queueconfig_scope():
+    cfg = _cfg(rules=(FlowRule(FlowMatch(src="192.168.9.9", proto=6), 2),))
+    with pytest.raises(QueueConfigError, match="outside the scenario's networks"):
+        cfg.validate(scope=["10.0.0.0/8"])
+    cfg.validate(scope=["192.168.0.0/16"])
+
+
+def test_accepts_the_collectors_dataframe():
+    import pandas as pd
+
+    # The columns telemetry.Collector.flows() produces (no min_rtt: the policy keeps its own window).
+    df = pd.DataFrame({
+        "src": ["10.0.0.1", "10.0.0.2"], "dst": ["10.1.0.1"] * 2, "sport": [1, 2], "dport": [5201] * 2,
+        "proto": [6, 6], "cls": ["dtn", "campus"], "slot": [0, 1], "rtt": [0.01, 0.1],
+        "rate": [1e8, 1e8], "bytes": [1e8, 1e8], "long_flow": [True, True],
+    })
+    q = queue_of(JenksSeparator(JenksParams(queues=2)).decide(df, C))
+    assert q == {"10.0.0.1": CLASS_QID0, "10.0.0.2": CLASS_QID0 + 1}
