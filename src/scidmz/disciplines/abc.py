@@ -170,6 +170,39 @@ def abc_run(
     return n
 
 
+# Virtual FIFO state: backlog (bytes), time of the last packet.
+V_Q, V_T = 0, 1
+
+
+def new_fifo(t0: float = 0.0) -> np.ndarray:
+    """Fresh virtual-FIFO state (empty at ``t0``)."""
+    return np.array([0.0, t0])
+
+
+@njit(cache=True)
+def abc_fifo_packet(
+    meter: np.ndarray, avg: np.ndarray, p: np.ndarray, vq: np.ndarray, agg: int, t: float, nbytes: float, link_bps: float
+) -> bool:
+    """ABC in front of a FIFO drained at ``link_bps`` whose backlog is tracked here.
+
+    The queue is tracked in bytes and converted to packets by the packet's own
+    size (ours: the paper counts packets; with equal-size packets these agree).
+    The NFQUEUE stage uses this too (ours): the kernel's qdisc backlog cannot be
+    read per packet cheaply, and a FIFO served at the bottleneck rate behind the
+    stage has exactly this backlog.
+    """
+    dt = t - vq[V_T]
+    if dt > 0.0:
+        vq[V_Q] -= dt * link_bps / 8.0
+        if vq[V_Q] < 0.0:
+            vq[V_Q] = 0.0
+        vq[V_T] = t
+    ok = abc_packet(meter, avg, p, agg, t, nbytes, vq[V_Q] / nbytes)
+    if ok:
+        vq[V_Q] += nbytes
+    return ok
+
+
 @njit(cache=True)
 def abc_run_fifo(
     meter: np.ndarray,
@@ -181,21 +214,10 @@ def abc_run_fifo(
     link_bps: float,
     accept: np.ndarray,
 ) -> float:
-    """Decide a packet sequence in front of a FIFO drained at ``link_bps``.
-
-    The queue is tracked in bytes and converted to packets by the packet's own
-    size (ours: the paper counts packets; with equal-size packets these agree).
-    Returns the backlog (bytes) at the end.
-    """
-    q = 0.0
-    t_prev = ts[0] if ts.shape[0] > 0 else 0.0
+    """Decide a packet sequence in front of a FIFO drained at ``link_bps``; returns final backlog (bytes)."""
+    vq = np.empty(2)
+    vq[V_Q] = 0.0
+    vq[V_T] = ts[0] if ts.shape[0] > 0 else 0.0
     for k in range(ts.shape[0]):
-        q -= (ts[k] - t_prev) * link_bps / 8.0
-        if q < 0.0:
-            q = 0.0
-        t_prev = ts[k]
-        ok = abc_packet(meter, avg, p, aggs[k], ts[k], sizes[k], q / sizes[k])
-        accept[k] = ok
-        if ok:
-            q += sizes[k]
-    return q
+        accept[k] = abc_fifo_packet(meter, avg, p, vq, aggs[k], ts[k], sizes[k], link_bps)
+    return vq[V_Q]

@@ -225,6 +225,34 @@ def ffs_compact_packet(
 
 
 @njit(cache=True)
+def ffs_first_node_packet(
+    st: np.ndarray,
+    ing: np.ndarray,
+    p: np.ndarray,
+    m: np.ndarray,
+    streams: np.ndarray,
+    sidx: int,
+    i: int,
+    t: float,
+    nbytes: float,
+    u: float,
+) -> tuple[bool, float]:
+    """FFS at a stream's first on-path node, which initialises the labels.
+
+    Section VI: "Labels are initialized at the stream's source endpoint or the
+    first on-path node, both initialized to the stream's rate." The stream's
+    rate is measured here per stream (``streams[sidx] = [rate, t_last]``) with
+    the same estimator as the egress (ours: the paper does not say how the first
+    node measures it). Returns (forward, gamma).
+    """
+    r = _ewma_rate(streams[sidx, 0], 8.0 * nbytes, t - streams[sidx, 1], p[P_K])
+    streams[sidx, 0] = r
+    streams[sidx, 1] = t
+    ok, _r, _f, _ri, gamma = ffs_packet(st, ing, p, m, i, t, nbytes, r, r, math.nan, u)
+    return ok, gamma
+
+
+@njit(cache=True)
 def log_encode(x: float, lo: float, hi: float, nbits: int) -> int:
     """Equation (3): n-bit logarithmic code of x in [lo, hi] (clamped). The base cancels."""
     if x < lo:
