@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import numpy as np
 
 COPY_RANGE = 64
-DEFAULT_MAXLEN = 4096
+DEFAULT_MAXLEN = 16384
 SOCK_BYTES = 8 << 20
 SO_TIMESTAMPNS = 35
 
