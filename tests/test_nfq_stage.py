@@ -108,5 +108,6 @@ def test_live_stage_carries_100mbit(tmp_path: pathlib.Path, discipline: str) -> 
     else:
         # ABC's virtual 24-packet FIFO at 1 Gbit/s only overflows on iperf3's catch-up bursts.
         assert s["dropped"] <= 0.01 * sent
-    assert doc["end"]["sum"]["lost_packets"] == s["dropped"]
+    # Every verdict "drop" is a loss the receiver sees (it may see more: its own socket buffer).
+    assert doc["end"]["sum"]["lost_packets"] >= s["dropped"]
     assert not os.path.exists(f"/run/netns/{prefix}-r")

@@ -52,7 +52,7 @@ class NfqLab:
     def udp(self, rate_bps: float, seconds: float, length: int = 1472) -> dict:
         """iperf3 UDP from sender to receiver (1472 B payload = 1500 B IP packets); its JSON."""
         out = _nsx(self.snd, "iperf3", "-c", "10.77.2.2", "-u", "-b", str(int(rate_bps)), "-l", str(length),
-                   "-t", str(seconds), "-J", "--connect-timeout", "3000", check=False)
+                   "-t", str(seconds), "-w", "4M", "-J", "--connect-timeout", "3000", check=False)
         doc = json.loads(out.stdout) if out.stdout.strip() else {}
         if out.returncode != 0 and "end" not in doc:
             raise RuntimeError(f"iperf3 failed: {doc.get('error', out.stderr.strip())}")
