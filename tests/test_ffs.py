@@ -1,6 +1,7 @@
 """FFS: Table II exactly, the packet core against it, Algorithms 2-4, bad input."""
 
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -145,3 +146,22 @@ def test_bad_labels_one_line(bad: float) -> None:
     with pytest.raises(DisciplineConfigError, match="label f") as e:
         run_sequence(cfg, np.zeros(2, int), ts, np.full(2, 1500.0), np.ones(2), np.array([1.0, bad]), seed=0)
     assert "\n" not in str(e.value)
+
+
+def test_reproduce_ffs_cli_quick(tmp_path: pathlib.Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "ffs"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-m", "scidmz.cli", "reproduce", "ffs", "--quick", "--out", str(out), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout.strip().splitlines()[-1])
+    assert doc["exact_tau"] == pytest.approx(4 / 3)
+    assert doc["packet_core_tau"] == pytest.approx(4 / 3, rel=0.03)
+    res = json.loads((out / "results.json").read_text())
+    np.testing.assert_allclose(np.array(res["exact_ffs_bps"]) / G, [3, 4 / 3, 32 / 3], rtol=1e-12)
+    assert "Table II" in (out / "report.md").read_text()

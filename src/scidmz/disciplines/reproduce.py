@@ -72,7 +72,36 @@ def abc_cbr_point(r0: float, r1: float, duration: float, seed: int, use_abc: boo
     return tuple(float(acc[late & (agg == k)].sum() * PAYLOAD * 8 / (duration / 2)) for k in (0, 1))
 
 
-def reproduce_abc(out: Path, quick: bool, seed: int = 1) -> dict:
+def abc_cbr_netns(rates: list[float], seconds: float, prefix: str) -> list[dict]:
+    """Fig. 4 on the kernel: two iperf3 CBR senders through the NFQUEUE stage (ABC or pass-through)
+    in front of a 50 Mbit/s tbf with a 24 x 1500 B buffer. Goodput = payload rate x (1 - loss)."""
+    import os
+    import tempfile
+    import time
+
+    from scidmz.plant.netns.nfqlab import nfq_lab
+
+    rows = []
+    for r0 in rates:
+        row: dict = {"r0_bps": r0, "r1_bps": 40e6}
+        for name, disc in (("fifo", "pass"), ("abc", "abc")):
+            with tempfile.TemporaryDirectory() as d:
+                stats = os.path.join(d, "s.json")
+                args = ["--discipline", disc, "--config", json.dumps({"capacity_bps": 50e6}), "--link-bps", "5e7"]
+                with nfq_lab(prefix, args, stats, 50e6) as lab:
+                    a, b = lab.udp_pair(r0, 40e6, seconds)
+                    time.sleep(1.2)
+                    s = lab.stats()
+            for k, doc in ((0, a), (1, b)):
+                e = doc["end"]["sum"]
+                row[f"{name}_goodput{k}_bps"] = e["bits_per_second"] * (1 - e["lost_percent"] / 100)
+            row[f"{name}_stage_drops"] = s.get("queue_dropped", 0) + s.get("user_dropped", 0)
+            row[f"{name}_cpu_per_packet_s"] = s["cpu_per_packet_s"]
+        rows.append(row)
+    return rows
+
+
+def reproduce_abc(out: Path, quick: bool, seed: int = 1, netns: bool = False) -> dict:
     duration = 30.0 if quick else 300.0
     rates = [10e6, 20e6, 30e6, 40e6, 50e6, 60e6, 80e6, 100e6]
     rows = []
@@ -84,6 +113,11 @@ def reproduce_abc(out: Path, quick: bool, seed: int = 1) -> dict:
         rows.append(row)
     res = {"experiment": "ABC Fig. 4, CBR vs CBR (client 1 at 40 Mbit/s)", "duration_s": duration, "seed": seed,
            "plant": "packet-level numba core in front of a 50 Mbit/s FIFO (no transport)", "rows": rows}
+    if netns:
+        import os
+
+        res["netns_rows"] = abc_cbr_netns([20e6, 60e6] if quick else [20e6, 40e6, 60e6, 100e6],
+                                          8.0 if quick else 20.0, f"dqr{os.getpid() % 10000}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(res, indent=1))
     _plot_abc(rows, out / "cbr_vs_cbr.png")
@@ -104,6 +138,18 @@ def reproduce_abc(out: Path, quick: bool, seed: int = 1) -> dict:
     for r in rows:
         lines.append(f"| {r['r0_bps'] / 1e6:g} | {r['fifo_goodput0_bps'] / 1e6:.1f} | {r['fifo_goodput1_bps'] / 1e6:.1f} | "
                      f"{r['abc_goodput0_bps'] / 1e6:.1f} | {r['abc_goodput1_bps'] / 1e6:.1f} |")
+    if netns:
+        lines += [
+            "",
+            "### The same on the netns testbed (real kernel, iperf3, NFQUEUE stage + tbf 50 Mbit/s, 24 x 1500 B)",
+            "",
+            "| R_0 (Mbit/s) | FIFO client 0 | FIFO client 1 | ABC client 0 | ABC client 1 | stage drops |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in res["netns_rows"]:
+            lines.append(f"| {r['r0_bps'] / 1e6:g} | {r['fifo_goodput0_bps'] / 1e6:.1f} | {r['fifo_goodput1_bps'] / 1e6:.1f} | "
+                         f"{r['abc_goodput0_bps'] / 1e6:.1f} | {r['abc_goodput1_bps'] / 1e6:.1f} | "
+                         f"{r['fifo_stage_drops'] + r['abc_stage_drops']} |")
     lines += [
         "",
         "![CBR vs CBR](cbr_vs_cbr.png)",
@@ -194,3 +240,15 @@ def reproduce_ffs(out: Path, quick: bool, seed: int = 1) -> dict:
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return res
+
+
+def reproduce_discipline(paper: str, out: str | None, quick: bool, seed: int, netns: bool) -> dict:
+    """``scidmz reproduce abc|ffs``: write the report; returns a JSON-able summary."""
+    d = Path(out or (f"reports/{paper}-quick" if quick else f"reports/{paper}"))
+    if paper == "abc":
+        res = reproduce_abc(d, quick, seed, netns=netns)
+        summary = {"points": len(res["rows"]), "netns": netns}
+    else:
+        res = reproduce_ffs(d, quick, seed)
+        summary = {"exact_tau": res["exact_tau"], "packet_core_tau": res["packet_core_tau_mean"]}
+    return {"paper": paper, "out": str(d), **summary}

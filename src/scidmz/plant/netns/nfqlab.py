@@ -58,6 +58,26 @@ class NfqLab:
             raise RuntimeError(f"iperf3 failed: {doc.get('error', out.stderr.strip())}")
         return doc
 
+    def udp_pair(self, r0: float, r1: float, seconds: float, length: int = 1448) -> tuple[dict, dict]:
+        """Two concurrent CBR senders, from 10.77.1.2 (client 0) and 10.77.1.3 (client 1); both iperf3 JSONs.
+
+        1448 B payload: the ABC paper's UDP packets (section 6.2.1).
+        """
+        procs = []
+        for src, port, rate in (("10.77.1.2", 5201, r0), ("10.77.1.3", 5202, r1)):
+            procs.append(subprocess.Popen(
+                ["ip", "netns", "exec", self.snd, "iperf3", "-c", "10.77.2.2", "-p", str(port), "-B", src, "-u",
+                 "-b", str(int(rate)), "-l", str(length), "-t", str(seconds), "-w", "4M", "-J"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        docs = []
+        for p in procs:
+            out, err = p.communicate(timeout=seconds + 60)
+            doc = json.loads(out) if out.strip() else {}
+            if "sum" not in doc.get("end", {}):
+                raise RuntimeError(f"iperf3 failed: {doc.get('error', err.strip()) or 'no end-of-test summary'}")
+            docs.append(doc)
+        return docs[0], docs[1]
+
     def tcp(self, seconds: float, streams: int = 1) -> dict:
         out = _nsx(self.snd, "iperf3", "-c", "10.77.2.2", "-P", str(streams), "-t", str(seconds), "-J", check=False)
         doc = json.loads(out.stdout) if out.stdout.strip() else {}
@@ -98,6 +118,7 @@ def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps:
                               (lab.rtr, "c", "10.77.2.1/24"), (lab.rcv, "d", "10.77.2.2/24")):
             _nsx(ns, "ip", "addr", "add", addr, "dev", f"{prefix}{dev}")
             _nsx(ns, "ip", "link", "set", f"{prefix}{dev}", "up")
+        _nsx(lab.snd, "ip", "addr", "add", "10.77.1.3/24", "dev", f"{prefix}a")  # client 1 of udp_pair
         _nsx(lab.snd, "ip", "route", "add", "default", "via", "10.77.1.1")
         _nsx(lab.rcv, "ip", "route", "add", "default", "via", "10.77.2.1")
         _nsx(lab.rtr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
@@ -120,9 +141,10 @@ def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps:
             time.sleep(0.1)
         # Queue only the forward direction towards the receiver; replies return untouched.
         _nsx(lab.rtr, "iptables", "-A", "FORWARD", "-o", f"{prefix}c", "-j", "NFQUEUE", "--queue-num", "0")
-        srv = subprocess.Popen(["ip", "netns", "exec", lab.rcv, "iperf3", "-s"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        lab.procs.append(srv)
+        for port in ("5201", "5202"):
+            srv = subprocess.Popen(["ip", "netns", "exec", lab.rcv, "iperf3", "-s", "-p", port],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            lab.procs.append(srv)
         time.sleep(0.5)
         yield lab
     finally:
