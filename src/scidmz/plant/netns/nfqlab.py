@@ -73,7 +73,7 @@ class NfqLab:
         for p in procs:
             out, err = p.communicate(timeout=seconds + 60)
             doc = json.loads(out) if out.strip() else {}
-            if "sum" not in doc.get("end", {}):
+            if "sum_received" not in doc.get("end", {}):
                 raise RuntimeError(f"iperf3 failed: {doc.get('error', err.strip()) or 'no end-of-test summary'}")
             docs.append(doc)
         return docs[0], docs[1]
@@ -101,11 +101,14 @@ def _teardown(lab: NfqLab) -> None:
 
 
 @contextlib.contextmanager
-def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps: float | None = None) -> Iterator[NfqLab]:
+def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps: float | None = None,
+            proto: str | None = None) -> Iterator[NfqLab]:
     """Build the lab, start the stage with ``stage_args`` (after ``--queue 0 --stats``), yield, tear down.
 
     ``bottleneck_bps``: a tbf on the router's egress to the receiver (the queue
     the discipline sits in front of); None = no shaping (stage throughput tests).
+    ``proto``: queue only this protocol (e.g. "udp", so iperf3's TCP control
+    channel is not subject to the discipline in CBR experiments).
     """
     lab = NfqLab(prefix, stats_path)
     try:
@@ -140,7 +143,8 @@ def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps:
                 raise RuntimeError("nfqstage did not start within 60 s")
             time.sleep(0.1)
         # Queue only the forward direction towards the receiver; replies return untouched.
-        _nsx(lab.rtr, "iptables", "-A", "FORWARD", "-o", f"{prefix}c", "-j", "NFQUEUE", "--queue-num", "0")
+        match = ["-p", proto] if proto else []
+        _nsx(lab.rtr, "iptables", "-A", "FORWARD", "-o", f"{prefix}c", *match, "-j", "NFQUEUE", "--queue-num", "0")
         for port in ("5201", "5202"):
             srv = subprocess.Popen(["ip", "netns", "exec", lab.rcv, "iperf3", "-s", "-p", port],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
