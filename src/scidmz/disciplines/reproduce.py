@@ -152,6 +152,8 @@ def reproduce_abc(out: Path, quick: bool, seed: int = 1, netns: bool = False) ->
             "",
             "### The same on the netns testbed (real kernel, iperf3, NFQUEUE stage + tbf 50 Mbit/s, 24 x 1500 B)",
             "",
+            "Single 20 s runs, goodput = the receiver's payload rate. The drop-tail rows on the kernel are noisy (two bursty iperf3 senders in front of one 24-packet tbf lock into phases); the ABC rows show the paper's pattern: the lighter sender keeps ~39 Mbit/s once the other sends more.",
+            "",
             "| R_0 (Mbit/s) | FIFO client 0 | FIFO client 1 | ABC client 0 | ABC client 1 | stage drops |",
             "|---:|---:|---:|---:|---:|---:|",
         ]
