@@ -59,7 +59,7 @@ def build(cfg) -> str:
     ]
 
     def decay_entries(mem_us: float) -> list[str]:
-        ent = ["        0 .. 0 : set_decay(%d);" % (1 << Q_DECAY)]
+        ent = [f"        0 .. 0 : set_decay({1 << Q_DECAY});"]
         for lo, hi in _ranges(40 * mem_us):
             mid = math.sqrt(lo * hi)
             ent.append(f"        {lo} .. {hi} : set_decay({int(round(math.exp(-mid / mem_us) * (1 << Q_DECAY)))});")

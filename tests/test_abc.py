@@ -1,6 +1,7 @@
 """ABC: the meter and threshold against hand-computed values, behaviour, bad input."""
 
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -99,3 +100,22 @@ def test_bad_config_one_line(field: str, value: float, needle: str) -> None:
     with pytest.raises(DisciplineConfigError) as e:
         ABCConfig(capacity_bps=50e6, **{field: value})
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_reproduce_abc_cli_quick(tmp_path: pathlib.Path) -> None:
+    """`scidmz reproduce abc --quick` (packet level): the paper's Fig. 4 pattern in the JSON results."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / "abc"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-m", "scidmz.cli", "reproduce", "abc", "--quick", "--out", str(out), "--json"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr
+    rows = {r["r0_bps"]: r for r in json.loads((out / "results.json").read_text())["rows"]}
+    heavy = rows[80e6]
+    assert heavy["abc_goodput0_bps"] < heavy["abc_goodput1_bps"]  # heavier sender falls below the lighter
+    assert heavy["fifo_goodput0_bps"] > heavy["fifo_goodput1_bps"]  # drop-tail rewards it
+    assert (out / "cbr_vs_cbr.png").stat().st_size > 0
