@@ -134,7 +134,9 @@ def _cmd_evaluate(a: argparse.Namespace) -> int:
 
 def _add_reproduce(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="rerun a paper's whole chain and write a report")
-    p.add_argument("paper", choices=["mlc"], help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2)")
+    p.add_argument("paper", choices=["mlc", "abc", "ffs"],
+                   help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); abc, ffs: bottleneck disciplines")
+    p.add_argument("--netns", action="store_true", help="abc: also run on the netns testbed (root)")
     p.add_argument("--quick", action="store_true", help="tiny sizes on small scenarios (CI, < 2 min)")
     p.add_argument("--out", default=None, help="report directory (default reports/mlc, or reports/mlc-quick)")
     p.add_argument("--seed", type=int, default=0)
@@ -161,6 +163,12 @@ def _add_reproduce(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_reproduce(a: argparse.Namespace) -> int:
+    if a.paper in ("abc", "ffs"):
+        from .disciplines.reproduce import reproduce_discipline
+
+        result = reproduce_discipline(a.paper, a.out, a.quick, a.seed, a.netns)
+        _emit(result, a.json, f"report written to {result['out']}/report.md")
+        return 0
     from .evaluation.reproduce import reproduce_mlc
 
     out = a.out or ("reports/mlc-quick" if a.quick else "reports/mlc")

@@ -1,0 +1,351 @@
+"""Fractional Fair Shares (FFS) -- the one decision core of an FFS egress.
+
+Paper: Wyss, Hu, Lenders, Meier, Perrig, "Lightweight Internet Bandwidth
+Allocation and Isolation with Fractional Fair Shares".
+
+- Section VI, **Algorithm 1** (per packet at egress j from ingress i):
+  ``f <- f / F_(i,j)^pre * M_(i,j)``; ``gamma <- min(1, f/r * tau)``;
+  ``r <- r * gamma``; Algorithm 2; forward with probability gamma.
+- Section VI "Sum of Fair Shares": ``F^pre`` is a rate measured with each
+  packet's length weighted by ``f/r`` (labels before Algorithm 1); R_(i,j),
+  R_(*,j) likewise from arriving packets; A_j from forwarded packets.
+- Section VII-A: the Python node updates A_j with ``len * gamma`` (the expected
+  forwarded bytes) instead of accepted packets only -- adopted here; the random
+  number ``u`` in [0, 1) is an argument so every realisation can replay it.
+- Section XII: exponential averaging ``R <- (1 - e^{-T/K}) len/T + e^{-T/K} R``
+  with T the inter-arrival time, K = 10 ms (the DPDK constant 10^7 ns).
+- **Appendix A**: ``tau <- tau * (C + delta) / (A + delta)`` every 1 ms.
+- Section VIII, **Algorithm 2** (rate indicator RI).
+- **Appendix D**, Algorithms 3 and 4: the compact variant on one label
+  ``rf = r / f`` and a relative rate indicator RRI, with the log encoding of
+  equations (3)/(4) (:func:`log_encode`, :func:`log_decode`).
+
+Our choices where the paper is silent (labelled, with reasons):
+
+- ``delta = 9 * C``: the paper gives no value. With A lagging tau by about K =
+  10 ms and an update every 1 ms, ``(C + delta)/(A + delta)`` moves log(tau) by
+  about ``(C - A)/(C + delta)`` per update, i.e. a loop gain of ~0.1 per ms; times
+  the 10 ms lag that is ~1, the fastest setting that does not ring.
+- tau starts at 1 (the worst-case allocation: every stream exactly its FFS,
+  which sums to C) and is clamped to [1e-3, 4 * C / min_i M_i] so it cannot
+  wind up without bound while the egress is uncongested (paper: tau = inf
+  then; we treat "uncongested" as gamma = 1 and keep the clamped tau warm).
+- Congested means ``R_* > C`` (section IV's definition, estimated).
+- An inter-arrival of 0 uses the limit ``R <- R + len/K`` of the estimator.
+- FFS-C85 reads as ``C = sum_i M_(i,j) = 0.85 * link`` (the column must sum to
+  the capacity the discipline enforces; the link itself stays faster).
+- Algorithm 4 line 5 uses ``rf`` before line 3 of Algorithm 3 scaled it by
+  gamma; with the scaled value the factor is always 1 when gamma < 1, which
+  would hide the decrease that Algorithm 2's ``min(RI, f * tau)`` conveys.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+from numba import njit
+
+from scidmz.disciplines.base import (
+    BottleneckDiscipline,
+    DisciplineConfigError,
+    check_at_least,
+    check_labels,
+    check_positive,
+)
+
+P_CAP, P_K, P_TAU_PERIOD, P_DELTA, P_TAU_MIN, P_TAU_MAX = range(6)
+N_PARAMS = 6
+# Egress state: R_*, A, time of last arrival, tau, time of last tau update.
+S_RSTAR, S_A, S_TLAST, S_TAU, S_TTAU = range(5)
+N_STATE = 5
+# Per-ingress state: R_(i,j), F^pre_(i,j), time of last arrival on that ingress.
+I_R, I_F, I_TLAST = range(3)
+
+
+@dataclass(frozen=True)
+class FFSConfig(BottleneckDiscipline):
+    """One FFS egress: capacity C (bit/s) and its fairness-matrix column M_(.,j) (bit/s)."""
+
+    kind: ClassVar[str] = "ffs"
+    matrix_col_bps: tuple[float, ...] = field(default=())
+    estimator_s: float = 0.010
+    tau_period_s: float = 0.001
+    delta_bps: float | None = None
+    tau_init: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        col = tuple(float(x) for x in self.matrix_col_bps)
+        if not col:
+            raise DisciplineConfigError("matrix_col_bps must list one entry per ingress")
+        if any(not math.isfinite(x) or x < 0 for x in col) or max(col) <= 0:
+            raise DisciplineConfigError(f"matrix_col_bps entries must be finite, >= 0, one > 0: {col}")
+        if abs(sum(col) - self.capacity_bps) > 1e-9 * self.capacity_bps:
+            raise DisciplineConfigError(
+                f"fairness-matrix column sums to {sum(col):g} bit/s, not the capacity {self.capacity_bps:g} bit/s"
+            )
+        object.__setattr__(self, "matrix_col_bps", col)
+        object.__setattr__(self, "estimator_s", check_positive("estimator_s", self.estimator_s))
+        object.__setattr__(self, "tau_period_s", check_positive("tau_period_s", self.tau_period_s))
+        if self.delta_bps is not None:
+            object.__setattr__(self, "delta_bps", check_at_least("delta_bps", self.delta_bps, 0.0, "bit/s"))
+        object.__setattr__(self, "tau_init", check_positive("tau_init", self.tau_init))
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return np.asarray(self.matrix_col_bps)
+
+    def params(self) -> np.ndarray:
+        c = self.capacity_bps
+        p = np.empty(N_PARAMS)
+        p[P_CAP] = c
+        p[P_K] = self.estimator_s
+        p[P_TAU_PERIOD] = self.tau_period_s
+        p[P_DELTA] = 9.0 * c if self.delta_bps is None else self.delta_bps
+        p[P_TAU_MIN] = 1e-3
+        m = self.matrix
+        p[P_TAU_MAX] = 4.0 * c / m[m > 0].min()
+        return p
+
+    def new_state(self, t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Fresh (egress, per-ingress) state at time ``t0``."""
+        st = np.zeros(N_STATE)
+        st[S_TLAST] = t0
+        st[S_TAU] = self.tau_init
+        st[S_TTAU] = t0
+        ing = np.zeros((len(self.matrix_col_bps), 3))
+        ing[:, I_TLAST] = t0
+        return st, ing
+
+
+@njit(cache=True, inline="always")
+def _ewma_rate(rate: float, bits: float, dt: float, k: float) -> float:
+    """Exponential averaging of section XII (CSFQ); dt = 0 is its limit."""
+    if dt <= 0.0:
+        return rate + bits / k
+    x = dt / k
+    f = math.exp(-x)
+    return (1.0 - f) * bits / dt + f * rate
+
+
+@njit(cache=True, inline="always")
+def _measure_and_tau(st: np.ndarray, ing: np.ndarray, p: np.ndarray, i: int, t: float, bits: float, wf: float) -> bool:
+    """Arrival-side estimators (R_*, R_i, F_i with weight ``wf``), Appendix A tau; returns congested."""
+    k = p[P_K]
+    st[S_RSTAR] = _ewma_rate(st[S_RSTAR], bits, t - st[S_TLAST], k)
+    ing[i, I_R] = _ewma_rate(ing[i, I_R], bits, t - ing[i, I_TLAST], k)
+    ing[i, I_F] = _ewma_rate(ing[i, I_F], bits * wf, t - ing[i, I_TLAST], k)
+    ing[i, I_TLAST] = t
+    if t - st[S_TTAU] >= p[P_TAU_PERIOD]:
+        tau = st[S_TAU] * (p[P_CAP] + p[P_DELTA]) / (st[S_A] + p[P_DELTA])
+        st[S_TAU] = min(max(tau, p[P_TAU_MIN]), p[P_TAU_MAX])
+        st[S_TTAU] = t
+    return st[S_RSTAR] > p[P_CAP]
+
+
+@njit(cache=True, inline="always")
+def _account_accepted(st: np.ndarray, p: np.ndarray, t: float, bits: float, gamma: float) -> None:
+    # A_j from the expected forwarded bytes (section VII-A), on the arrival clock.
+    st[S_A] = _ewma_rate(st[S_A], bits * gamma, t - st[S_TLAST], p[P_K])
+    st[S_TLAST] = t
+
+
+@njit(cache=True)
+def ffs_packet(
+    st: np.ndarray,
+    ing: np.ndarray,
+    p: np.ndarray,
+    m: np.ndarray,
+    i: int,
+    t: float,
+    nbytes: float,
+    r: float,
+    f: float,
+    ri: float,
+    u: float,
+) -> tuple[bool, float, float, float, float]:
+    """THE FFS decision for one packet from ingress ``i``: Algorithms 1 and 2.
+
+    Returns (forward, r', f', RI', gamma). ``ri = inf`` means the source set no
+    limit yet; pass ``nan`` to skip Algorithm 2 (no RI label on the packet).
+    """
+    bits = 8.0 * nbytes
+    congested = _measure_and_tau(st, ing, p, i, t, bits, f / r)
+    tau = st[S_TAU]
+    f2 = f / ing[i, I_F] * m[i]  # Alg. 1 line 1 (F_i > 0: it includes this packet)
+    gamma = 1.0
+    if congested:
+        gamma = min(1.0, f2 / r * tau)  # line 2
+    r2 = r * gamma  # line 3
+    ri2 = ri
+    if ri == ri:  # Algorithm 2 (line 4), skipped for NaN
+        if congested:
+            ri2 = min(ri, f2 * tau)
+        else:
+            cap = p[P_CAP]
+            rin = max(r2 * cap / st[S_RSTAR], f2)
+            ri2 = min(ri, cap, rin)
+    _account_accepted(st, p, t, bits, gamma)
+    return u < gamma, r2, f2, ri2, gamma  # line 5
+
+
+@njit(cache=True)
+def ffs_compact_packet(
+    st: np.ndarray,
+    ing: np.ndarray,
+    p: np.ndarray,
+    m: np.ndarray,
+    i: int,
+    t: float,
+    nbytes: float,
+    rf: float,
+    rri: float,
+    u: float,
+) -> tuple[bool, float, float, float]:
+    """Appendix D: Algorithms 3 and 4 on ``rf = r/f`` and RRI. Returns (forward, rf', RRI', gamma)."""
+    bits = 8.0 * nbytes
+    congested = _measure_and_tau(st, ing, p, i, t, bits, 1.0 / rf)
+    tau = st[S_TAU]
+    rf1 = rf * ing[i, I_F] / m[i]  # Alg. 3 line 1
+    gamma = 1.0
+    if congested:
+        gamma = min(1.0, tau / rf1)  # line 2
+    rf2 = rf1 * gamma  # line 3
+    if rri < 1.0:  # Alg. 4
+        rri2 = rri * gamma
+    elif congested:
+        rri2 = min(rri, tau / rf1)  # ours: pre-gamma rf (module docstring)
+    else:
+        rri2 = min(rri, max(p[P_CAP] / st[S_RSTAR], 1.0 / rf2))
+    _account_accepted(st, p, t, bits, gamma)
+    return u < gamma, rf2, rri2, gamma
+
+
+@njit(cache=True)
+def ffs_first_node_packet(
+    st: np.ndarray,
+    ing: np.ndarray,
+    p: np.ndarray,
+    m: np.ndarray,
+    streams: np.ndarray,
+    sidx: int,
+    i: int,
+    t: float,
+    nbytes: float,
+    u: float,
+) -> tuple[bool, float]:
+    """FFS at a stream's first on-path node, which initialises the labels.
+
+    Section VI: "Labels are initialized at the stream's source endpoint or the
+    first on-path node, both initialized to the stream's rate." The stream's
+    rate is measured here per stream (``streams[sidx] = [rate, t_last]``) with
+    the same estimator as the egress (ours: the paper does not say how the first
+    node measures it). Returns (forward, gamma).
+    """
+    r = _ewma_rate(streams[sidx, 0], 8.0 * nbytes, t - streams[sidx, 1], p[P_K])
+    streams[sidx, 0] = r
+    streams[sidx, 1] = t
+    ok, _r, _f, _ri, gamma = ffs_packet(st, ing, p, m, i, t, nbytes, r, r, math.nan, u)
+    return ok, gamma
+
+
+@njit(cache=True)
+def log_encode(x: float, lo: float, hi: float, nbits: int) -> int:
+    """Equation (3): n-bit logarithmic code of x in [lo, hi] (clamped). The base cancels."""
+    if x < lo:
+        x = lo
+    elif x > hi:
+        x = hi
+    levels = (1 << nbits) - 1
+    return int(math.floor((math.log(x) - math.log(lo)) / (math.log(hi) - math.log(lo)) * levels))
+
+
+@njit(cache=True)
+def log_decode(b: int, lo: float, hi: float, nbits: int) -> float:
+    """Equation (4): the value of code ``b``."""
+    levels = (1 << nbits) - 1
+    return math.exp(b * (math.log(hi) - math.log(lo)) / levels + math.log(lo))
+
+
+@njit(cache=True)
+def ffs_run(
+    st: np.ndarray,
+    ing: np.ndarray,
+    p: np.ndarray,
+    m: np.ndarray,
+    ingress: np.ndarray,
+    ts: np.ndarray,
+    sizes: np.ndarray,
+    r: np.ndarray,
+    f: np.ndarray,
+    ri: np.ndarray,
+    u: np.ndarray,
+    accept: np.ndarray,
+    tau_out: np.ndarray,
+) -> int:
+    """Decide a packet sequence (labels updated in place); returns packets forwarded."""
+    n = 0
+    for k in range(ts.shape[0]):
+        ok, r[k], f[k], ri[k], _g = ffs_packet(st, ing, p, m, ingress[k], ts[k], sizes[k], r[k], f[k], ri[k], u[k])
+        accept[k] = ok
+        tau_out[k] = st[S_TAU]
+        n += ok
+    return n
+
+
+@njit(cache=True)
+def ffs_compact_run_encoded(
+    st: np.ndarray,
+    ing: np.ndarray,
+    p: np.ndarray,
+    m: np.ndarray,
+    ingress: np.ndarray,
+    ts: np.ndarray,
+    sizes: np.ndarray,
+    rf_code: np.ndarray,
+    rri_code: np.ndarray,
+    u: np.ndarray,
+    lo: float,
+    hi: float,
+    nbits: int,
+    accept: np.ndarray,
+) -> int:
+    """Appendix D end to end: decode labels, Algorithms 3/4, re-encode (in place)."""
+    n = 0
+    for k in range(ts.shape[0]):
+        rf = log_decode(rf_code[k], lo, hi, nbits)
+        rri = log_decode(rri_code[k], lo, hi, nbits)
+        ok, rf2, rri2, _g = ffs_compact_packet(st, ing, p, m, ingress[k], ts[k], sizes[k], rf, rri, u[k])
+        rf_code[k] = log_encode(rf2, lo, hi, nbits)
+        rri_code[k] = log_encode(rri2, lo, hi, nbits)
+        accept[k] = ok
+        n += ok
+    return n
+
+
+def run_sequence(
+    cfg: FFSConfig,
+    ingress: np.ndarray,
+    ts: np.ndarray,
+    sizes: np.ndarray,
+    r: np.ndarray,
+    f: np.ndarray,
+    seed: int,
+    ri: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Validated convenience wrapper around :func:`ffs_run` (labels checked: 0/NaN is an error)."""
+    r = check_labels("r", r).copy()
+    f = check_labels("f", f).copy()
+    ingress = np.asarray(ingress, dtype=np.int64)
+    if ingress.min() < 0 or ingress.max() >= len(cfg.matrix_col_bps):
+        raise DisciplineConfigError("ingress index outside the fairness-matrix column")
+    ri = np.full(ts.shape, np.inf) if ri is None else np.asarray(ri, dtype=np.float64).copy()
+    u = np.random.default_rng(seed).random(ts.shape[0])
+    st, ing = cfg.new_state(float(ts[0]) if ts.shape[0] else 0.0)
+    acc = np.zeros(ts.shape[0], dtype=np.bool_)
+    tau = np.zeros(ts.shape[0])
+    ffs_run(st, ing, cfg.params(), cfg.matrix, ingress, np.asarray(ts, float), np.asarray(sizes, float), r, f, ri, u, acc, tau)
+    return {"accept": acc, "r": r, "f": f, "ri": ri, "tau": tau}

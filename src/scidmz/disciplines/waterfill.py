@@ -1,0 +1,91 @@
+"""Exact allocations: FFS equation (2) by water-filling, and the HWFQ baseline.
+
+Wyss et al., "Lightweight Internet Bandwidth Allocation and Isolation with
+Fractional Fair Shares", section V: ``r_s = min(r_s^pre, f_s * tau)`` with tau
+the unique solution of ``C = sum_s r_s`` (tau = inf without congestion), and
+equation (1): ``f_s = f_s^pre / F_(i,j)^pre * M_(i,j)``. The paper solves
+``g(tau) = 0`` with Brent's method in its simulator (section VII-B); here the
+solution is exact: ``g`` is piecewise linear and increasing, so sorting the
+streams by ``r/f`` finds the segment holding the root (water-filling).
+
+HWFQ (Table II's comparison): interface-based two-level weighted max-min --
+ingresses share the egress by their matrix entries, streams share their
+ingress's allocation by their fair shares (unused share stays on the ingress
+first; that is what distinguishes it from FFS).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from scidmz.disciplines.base import DisciplineConfigError, check_labels, check_positive
+
+
+def weighted_maxmin(demands: np.ndarray, weights: np.ndarray, capacity: float) -> tuple[np.ndarray, float]:
+    """Exact weighted max-min: ``x_s = min(d_s, w_s * tau)``, ``sum x = capacity``.
+
+    Returns (allocation, tau); tau = inf when the demands fit (no congestion).
+    Streams with weight 0 get ``min(d, 0)`` = 0 under congestion.
+    """
+    d = np.asarray(demands, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if d.shape != w.shape or d.ndim != 1:
+        raise DisciplineConfigError("demands and weights must be 1-D arrays of one length")
+    if (d < 0).any() or (w < 0).any() or not (np.isfinite(d).all() and np.isfinite(w).all()):
+        raise DisciplineConfigError("demands and weights must be finite and >= 0")
+    cap = check_positive("capacity", capacity)
+    if d.sum() <= cap:
+        return d.copy(), math.inf
+    pos = w > 0
+    ratio = np.full(d.shape, math.inf)
+    ratio[pos] = d[pos] / w[pos]
+    order = np.argsort(ratio, kind="stable")
+    satisfied = 0.0  # demand of streams already capped by their own rate
+    w_left = float(w[pos].sum())
+    for s in order:
+        if not pos[s]:
+            break
+        tau = (cap - satisfied) / w_left
+        if ratio[s] >= tau:
+            return np.minimum(d, w * tau), tau
+        satisfied += d[s]
+        w_left -= w[s]
+    # Only weight-0 streams are left unsatisfied: they get nothing (tau = inf).
+    return np.where(pos, d, 0.0), math.inf
+
+
+def normalize_ffs(f_pre: np.ndarray, ingress: np.ndarray, matrix_col: np.ndarray) -> np.ndarray:
+    """Equation (1): each stream's FFS scaled so its ingress's FFS sum is ``M_(i,j)``."""
+    f = check_labels("f", f_pre)
+    ing = np.asarray(ingress, dtype=np.int64)
+    m = np.asarray(matrix_col, dtype=np.float64)
+    tot = np.bincount(ing, weights=f, minlength=m.shape[0])
+    return f / tot[ing] * m[ing]
+
+
+def ffs_allocation(
+    rates: np.ndarray, f_pre: np.ndarray, ingress: np.ndarray, matrix_col: np.ndarray, capacity: float
+) -> tuple[np.ndarray, float]:
+    """FFS rates after the node (equations 1 and 2) and tau, exactly."""
+    f = normalize_ffs(f_pre, ingress, matrix_col)
+    return weighted_maxmin(rates, f, capacity)
+
+
+def hwfq_allocation(
+    rates: np.ndarray, f_pre: np.ndarray, ingress: np.ndarray, matrix_col: np.ndarray, capacity: float
+) -> np.ndarray:
+    """Interface-based HWFQ: max-min across ingresses (weights M), then within each."""
+    d = np.asarray(rates, dtype=np.float64)
+    ing = np.asarray(ingress, dtype=np.int64)
+    m = np.asarray(matrix_col, dtype=np.float64)
+    per_ing = np.bincount(ing, weights=d, minlength=m.shape[0])
+    top, _ = weighted_maxmin(per_ing, m, capacity)
+    out = np.zeros_like(d)
+    f = np.asarray(f_pre, dtype=np.float64)
+    for i in range(m.shape[0]):
+        sel = ing == i
+        if sel.any() and top[i] > 0:
+            out[sel], _ = weighted_maxmin(d[sel], f[sel], top[i])
+    return out
