@@ -165,7 +165,8 @@ def main() -> int:
                 row = netns_run("bbr" if cca == "bbr2" else cca, b, dur, warm, a.target_frac, a.telemetry)
                 rows.append(row)
                 refused += int(bool(row.get("starved")))
-                print(f"netns {cca} {b} BDP: fill {row.get('fill')} starved={row['starved']}",
+                why = "; ".join(sorted({r for e in row.get("evidence", []) for r in e.get("reasons", [])}))
+                print(f"netns {cca} {b} BDP: fill {row.get('fill')} starved={row['starved']} {why}",
                       file=sys.stderr)
             res["netns"][cca] = rows
         res["netns"]["refused_runs"] = refused

@@ -26,11 +26,10 @@ senders app-limited    DTN sockets with an empty send queue for part   busy < ``
 receivers slow         tcp_info rwnd_limited time of the DTN sockets   > ``RWND_LIMITED_MAX``
 capture rings          ring drops of the data-plane telemetry          > 0
 control loop late      the plant woke up after its period boundary     > ``STEP_LATE_FRAC`` x T
-steal                  /proc/stat steal share of the period            > ``STEAL_MAX``
 =====================  ==============================================  =========
 
 Reported but never a verdict on their own (the whole machine, not the
-testbed): CPU pressure (/proc/pressure/cpu "some", the share of the period
+testbed): steal time (/proc/stat), CPU pressure (/proc/pressure/cpu "some", the share of the period
 in which a runnable task waited for a CPU), CPU busy share, softnet
 time_squeeze (a softirq ran out of budget: normal under load), load average.
 
@@ -48,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["StarvationMonitor", "STAGE_LATE_FRAC", "BOTTLENECK_SERVICE", "SENDER_BUSY_MIN",
-           "RWND_LIMITED_MAX", "STEP_LATE_FRAC", "STEAL_MAX"]
+           "RWND_LIMITED_MAX", "STEP_LATE_FRAC"]
 
 # The stage's lateness adds to every RTT of the period; 2 % of the smallest base RTT
 # (0.2 ms at the campus's 10 ms) moves a window-limited flow's rate by about 2 %.
@@ -56,16 +55,19 @@ STAGE_LATE_FRAC = 0.02
 # A TBF that always had packets queued must send B_max x T (its burst aside);
 # 3 % less is beyond its token-bucket rounding and means late dequeues.
 BOTTLENECK_SERVICE = 0.97
-# A long-flow sender with data to send keeps its write queue non-empty all the time;
-# 95 % leaves room for the period-boundary rounding of the kernel's chrono counters.
-SENDER_BUSY_MIN = 0.95
+# A long-flow sender with data to send keeps its write queue non-empty all the time.
+# The chrono counters tick in jiffies (4 ms) and are read at slightly different
+# instants than the period's interval is timed (measured: 0.94-1.06 on a quiet
+# machine), so only a stall of a fifth of the period is a verdict.
+SENDER_BUSY_MIN = 0.80
 # Receiver windows are sized to never bind (topology.tcp_buffer_max); any
 # noticeable rwnd-limited time means the receiving iperf3 did not read.
 RWND_LIMITED_MAX = 0.02
 # The controller's period is T; waking 10 % late shifts u by 10 % of a period.
 STEP_LATE_FRAC = 0.10
-# Time the hypervisor took from this VM's CPUs.
-STEAL_MAX = 0.05
+# Steal time (the hypervisor taking this VM's CPUs) is evidence only: measured 0-7 %
+# on a quiet machine with 50 % idle CPU, where no direct symptom showed; if it
+# matters, the direct symptoms above show it.
 
 _PSI = Path("/proc/pressure/cpu")
 _STAT = Path("/proc/stat")
@@ -167,8 +169,6 @@ class StarvationMonitor:
             if d_tot > 0:
                 ev["cpu_busy"] = 1.0 - (cpu[1] - self._cpu[1]) / d_tot
                 ev["steal"] = (cpu[2] - self._cpu[2]) / d_tot
-                if ev["steal"] > STEAL_MAX:
-                    reasons.append(f"steal {ev['steal']:.0%} of CPU time")
         sn = _softnet()
         ev["softnet_dropped"] = sn[0] - self._softnet[0]
         ev["softnet_squeezed"] = sn[1] - self._softnet[1]
