@@ -94,19 +94,27 @@ def netns_run(cca: str, buffer_bdp: float, duration: float, warmup: float, targe
     skip = int(round(warmup / sc.period))
     ys: list[np.ndarray] = []
     starved: list[dict[str, Any]] = []
+    evid: list[dict[str, Any]] = []
     t0 = time.time()
     with make_plant("netns", sc, telemetry=telemetry) as plant:
         plant.reset(sc.seed)
         for k in range(steps):
             ys.append(plant.step(u).y[0])
             info = plant.info
-            if k >= skip and info.get("starved"):
-                starved.append({"t": (k + 1) * sc.period, **info.get("starvation", {})})
+            if k >= skip:
+                evid.append(info.get("starvation", {}))
+                if info.get("starved"):
+                    starved.append({"t": (k + 1) * sc.period, **info.get("starvation", {})})
         tel = plant.info.get("telemetry")
     y = np.array(ys)[skip:]
     row: dict[str, Any] = {"buffer_bdp": buffer_bdp, "buffer_bytes": sc.buffer_bytes, "telemetry": tel,
                            "wall_s": time.time() - t0, "starved_periods": len(starved),
                            "periods": int(y.shape[0])}
+    for key in ("stage_late_mean_s", "bottleneck_service", "cpu_pressure", "dtn_sender_busy"):
+        vals = [e[key] for e in evid if isinstance(e.get(key), float)]
+        if vals:
+            row[f"{key}_median"] = float(np.median(vals))
+            row[f"{key}_worst"] = float(min(vals) if key in ("bottleneck_service", "dtn_sender_busy") else max(vals))
     if starved:
         # A starved run measures the machine, not TCP: no figure is recorded from it.
         row.update({"fill": None, "starved": True, "evidence": starved[:3]})

@@ -28,7 +28,7 @@ def test_a_clean_period_is_not_starved_and_carries_its_evidence():
 
 
 @pytest.mark.parametrize("what, kw, stage_after, needle", [
-    ("stage late", {}, {"tx": 2000, "late_sum_s": 0.5}, "delay stage"),  # 0.5 ms per frame > 0.2 ms
+    ("stage late", {}, {"tx": 2000, "late_sum_s": 2.0}, "delay stage"),  # 2 ms per frame > 1 ms
     ("stage lost", {}, {"tx": 2000, "late_sum_s": 0.0, "kernel_drops": 3}, "lost 3"),
     ("bottleneck", {"bottleneck": {"sent_bytes": 10e6, "backlog_min": 60e3, "interval": 1.0}}, None, "bottleneck"),
     ("app-limited", {"senders": {"dtn_busy": 0.5, "dtn_rwnd_limited": 0.0}}, None, "DTN senders"),

@@ -49,9 +49,12 @@ from typing import Any
 __all__ = ["StarvationMonitor", "STAGE_LATE_FRAC", "BOTTLENECK_SERVICE", "SENDER_BUSY_MIN",
            "RWND_LIMITED_MAX", "STEP_LATE_FRAC"]
 
-# The stage's lateness adds to every RTT of the period; 2 % of the smallest base RTT
-# (0.2 ms at the campus's 10 ms) moves a window-limited flow's rate by about 2 %.
-STAGE_LATE_FRAC = 0.02
+# The stage's lateness adds to every RTT of the period. It is 0.1-0.4 ms per frame
+# on a quiet machine at 100 Mbit/s (an AF_PACKET send runs the receiving TCP stack
+# in the stage's context, docs/testbed.md), up to ~2 ms when the cores are busy.
+# 10 % of the smallest base RTT (1 ms at the campus's 10 ms) is where an unshaped
+# 10 ms flow's share against a 100 ms one moves by more than run-to-run noise.
+STAGE_LATE_FRAC = 0.10
 # A TBF that always had packets queued must send B_max x T (its burst aside);
 # 3 % less is beyond its token-bucket rounding and means late dequeues.
 BOTTLENECK_SERVICE = 0.97
