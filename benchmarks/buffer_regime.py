@@ -11,7 +11,8 @@ holds a constant target R*_DTN = ``--target-frac`` x B_max, and we report
 * ``utilization``: (R_DTN + R_campus) / B_max.
 
 Plants: ``fluid`` (the ``paper-*`` scenarios at 1 Gbit/s, all buffers and
-seeds of one CCA in one batched plant) and ``netns`` (the ``testbed``
+seeds of one CCA in one batched plant; and ``fluid_testbed``, the
+``testbed`` scenario at 100 Mbit/s, like for like with the testbed) and ``netns`` (the ``testbed``
 scenario at 100 Mbit/s on real kernel TCP, one real-time episode per
 buffer and CCA; needs root). Each testbed period says whether the
 machine's CPU rather than TCP limited it (``info["starved"]``, see
@@ -54,12 +55,15 @@ def _summary(y: np.ndarray, target: float, capacity: float) -> dict[str, float]:
 
 
 def fluid_sweep(cca: str, buffers: list[float], seeds: int, duration: float, warmup: float,
-                target_frac: float, base: str | None = None) -> list[dict[str, Any]]:
+                target_frac: float, base: str | None = None,
+                cca_override: str | None = None) -> list[dict[str, Any]]:
     """All buffers x seeds of one CCA in one batched fluid plant."""
     from scidmz.plant.base import make_plant
     from scidmz.scenario import load_scenario
 
     sc0 = load_scenario(base or FLUID_SCENARIOS[cca])
+    if cca_override is not None:
+        sc0 = sc0.replace(dtn={"cca": cca_override})
     scs = [sc0.replace(link={"buffer_bdp": b, "buffer": None}, seed=s) for b in buffers for s in range(seeds)]
     target = target_frac * sc0.capacity
     u = np.full(len(scs), sc0.trivial_rate(target))
@@ -166,8 +170,12 @@ def main() -> int:
         dur = a.duration or (40.0 if a.quick else 120.0)
         warm = a.warmup if a.warmup is not None else (10.0 if a.quick else 20.0)
         res["fluid"] = {"duration_s": dur, "warmup_s": warm, "seeds": a.seeds, "capacity": 1e9}
+        # The testbed's own scale (100 Mbit/s, 10 hosts): the like-for-like comparison with --plant netns.
+        res["fluid_testbed"] = {"duration_s": dur, "warmup_s": warm, "seeds": a.seeds, "capacity": 1e8}
         for cca in ccas:
             res["fluid"][cca] = fluid_sweep(cca, buffers, a.seeds, dur, warm, a.target_frac)
+            res["fluid_testbed"][cca] = fluid_sweep(cca, buffers, a.seeds, dur, warm, a.target_frac,
+                                                    base="testbed", cca_override=cca)
     if a.plant in ("netns", "both"):
         if os.geteuid() != 0:
             print("buffer_regime: --plant netns needs root", file=sys.stderr)
