@@ -11,8 +11,10 @@ def test_builtins_present_and_paper_values():
     assert s.capacity == 1e9
     assert s.campus.hosts == 100 and s.campus.rtt == pytest.approx(0.010)
     assert s.dtn.streams == 8 and s.dtn.rtt == pytest.approx(0.100)
-    # Default buffer: 1 BDP of the DTN path, 1 Gbit/s x 100 ms = 12.5 MB.
-    assert s.buffer_bytes == pytest.approx(12.5e6)
+    # Default buffer (issue 9): the shallow regime, 0.05 BDP of the DTN path (1 Gbit/s x 100 ms x 0.05);
+    # the deep variant keeps 1 BDP = 12.5 MB.
+    assert s.buffer_bytes == pytest.approx(625e3)
+    assert load_scenario("paper-cubic-deep").buffer_bytes == pytest.approx(12.5e6)
     assert load_scenario("paper-bbr2").dtn.cca == "bbr2"
     assert load_scenario("paper-bbr").dtn.cca == "bbr"
 

@@ -276,6 +276,13 @@ class MLCPolicy:
         return cls(model, gains)
 
     def reset(self, scenario: Scenario, batch: int = 1) -> None:
+        from ..regime import mismatch
+
+        msg = mismatch((getattr(self.predictor, "meta", None) or {}).get("scenario_fingerprint"), scenario,
+                       "inverse model")
+        if msg and getattr(self, "_regime_warned", None) != scenario.name:
+            self._regime_warned = scenario.name
+            warnings.warn(msg, stacklevel=2)
         self._scenario = scenario
         self.pi = AntiWindupPI(
             self.gains,

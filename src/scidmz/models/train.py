@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..regime import fingerprint
+
 __all__ = ["train_model"]
 
 
@@ -57,6 +59,8 @@ def train_model(
             "dataset": str(dataset), "dataset_sha256": sha, "scenario": scen.get("name"),
             "dtn_cca": (scen.get("dtn") or {}).get("cca"), "capacity": capacity,
             "cv_relative_error": cv.get("relative_error"),
+            # Regime and CCA it learned (issue 9): the MLC warns when used on another.
+            "scenario_fingerprint": fingerprint(scen) if scen else None,
         })
         model.fit(X, y)
         path = model.save(out)

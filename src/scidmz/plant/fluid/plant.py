@@ -163,7 +163,9 @@ class FluidPlant:
         P[L.P_CLASS, :d] = c.CLASS_DTN
         P[L.P_CCA, :d] = cca[sc.dtn.cca]
         P[L.P_BASE, :d] = sc.dtn.rtt
-        P[L.P_SIZE, :d] = math.inf if sc.dtn.transfer is None else sc.dtn.transfer / max(d, 1)
+        # Transfer sizes are payload; the model counts frame bytes (constants.MSS).
+        wire = c.WIRE_PER_PAYLOAD
+        P[L.P_SIZE, :d] = math.inf if sc.dtn.transfer is None else sc.dtn.transfer * wire / max(d, 1)
         P[L.P_START, :d] = sc.dtn.start + rng.uniform(0.0, c.DTN_START_JITTER, d)
         # long campus flows or UDP hosts (behind the shaper)
         P[L.P_CLASS, d:n0] = c.CLASS_CAMPUS
@@ -196,13 +198,13 @@ class FluidPlant:
         IP[L.IP_BURST] = sc.shaper.burst if sc.shaper.burst is not None else -1.0
         IP[L.IP_LATENCY] = sc.shaper.latency
         IP[L.IP_PERIOD] = sc.period
-        IP[L.IP_DTN_TRANSFER] = math.inf if sc.dtn.transfer is None else sc.dtn.transfer
+        IP[L.IP_DTN_TRANSFER] = math.inf if sc.dtn.transfer is None else sc.dtn.transfer * wire
         IP[L.IP_DTN_BASE] = sc.dtn.rtt
         IP[L.IP_CAMPUS_BASE] = sc.campus.rtt
         IP[L.IP_G_SHAPE], IP[L.IP_G_SCALE], IP[L.IP_G_MIN], IP[L.IP_G_MAX] = (
             w.gap_shape, w.gap_scale, w.gap_min, w.gap_max)
         IP[L.IP_Z_SHAPE], IP[L.IP_Z_SCALE], IP[L.IP_Z_MIN], IP[L.IP_Z_MAX] = (
-            w.size_shape, w.size_scale, w.size_min, w.size_max)
+            w.size_shape, w.size_scale * wire, w.size_min * wire, w.size_max * wire)
         IP[L.IP_QDISC] = c.QDISC_DROPTAIL
         self.Q[i] = 0.0
         if self._queues is None:

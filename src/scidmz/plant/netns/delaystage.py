@@ -12,6 +12,13 @@ ACK rate, not the data rate. The passive taps at BR1 see the full RTT
 because the stage is beyond BR1, as the WAN delay is in the MLC testbed
 (Vega et al., section 3.1, Fig. 2).
 
+Timing: a frame's hold starts when the *kernel* received it (SO_TIMESTAMPNS
+on the receive socket), not when this process got round to reading it, so
+a stage that was descheduled for less than a hold still releases every
+frame on time; the time frames waited in the socket (``rx_wait_*``) and
+the lateness of releases past their deadline (``late_*``) are counted, and
+the plant's starvation check (``starvation.py``) reads them.
+
 Ordering: frames are kept in one FIFO per distinct delay value, so two
 frames of the same path can never swap; releases across FIFOs go in
 deadline order. The stage counts what it receives, sends, fails to send,
@@ -42,6 +49,8 @@ PACKET_STATISTICS = 6
 PACKET_IGNORE_OUTGOING = 23
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
+SO_TIMESTAMPNS = 35  # == SCM_TIMESTAMPNS; Python's socket module does not export it
+_TS = struct.Struct("qq")
 
 _IPV4 = b"\x08\x00"
 
@@ -53,6 +62,7 @@ def _open(ifname: str, rx: bool) -> socket.socket:
         # must not be read back as if they came from the receivers.
         s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
+        s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     else:
         s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 32 << 20)
     s.bind((ifname, ETH_P_ALL))
@@ -72,7 +82,7 @@ class DelayStage:
         self.stats = {
             "rx": 0, "tx": 0, "tx_retries": 0, "tx_errors": 0, "kernel_drops": 0,
             "reordered": 0, "held_max": 0, "late_max_s": 0.0, "late_sum_s": 0.0, "late_over_1ms": 0,
-            "rx_bytes": 0,
+            "rx_bytes": 0, "rx_wait_sum_s": 0.0, "rx_wait_max_s": 0.0,
         }
         self._seq = 0
         self._last_seq: dict[bytes, int] = {}
@@ -151,11 +161,22 @@ class DelayStage:
                 r = []
             now = mono()
             if r:
+                # Kernel timestamps are CLOCK_REALTIME; holds run on the monotonic clock.
+                off = time.time() - now
                 while True:
                     try:
-                        frame = rx.recv(65536)
+                        frame, anc, _, _ = rx.recvmsg(65536, 64)
                     except (BlockingIOError, InterruptedError):
                         break
+                    arrived = now
+                    for level, typ, data in anc:
+                        if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(data) >= 16:
+                            sec, nsec = _TS.unpack_from(data)
+                            arrived = min(sec + nsec * 1e-9 - off, now)
+                    wait = now - arrived
+                    st["rx_wait_sum_s"] += wait
+                    if wait > st["rx_wait_max_s"]:
+                        st["rx_wait_max_s"] = wait
                     st["rx"] += 1
                     st["rx_bytes"] += len(frame)
                     key = None
@@ -169,7 +190,7 @@ class DelayStage:
                     q = queues.get(d)
                     if q is None:
                         q = queues[d] = collections.deque()
-                    q.append((now + d, self._seq, key, frame))
+                    q.append((arrived + d, self._seq, key, frame))
                     self._seq += 1
                     self._held += 1
                     if self._held > st["held_max"]:

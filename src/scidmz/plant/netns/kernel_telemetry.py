@@ -8,16 +8,31 @@ Table 3 variables comes from the kernel:
 * ``rate_dtn`` / ``rate_campus``: bytes delivered past the bottleneck, from
   the TX byte counters of S2's switch ports towards DTN-r and towards
   r1..rN (one netlink dump in S2's namespace), over the period.
+  Linux counts ``skb->len`` there, the Ethernet frame without preamble or
+  FCS: ARCHITECTURE.md's frame bytes.
 * ``qdelay_dtn`` / ``qdelay_campus``: the bottleneck's drop-tail FIFO is
-  shared, so both are backlog / B_max of BR1's WAN qdisc, averaged over
-  samples taken every ``sample_every`` s during the period.
+  shared, so both are the per-packet mean sojourn of its packets: the
+  backlog sampled every ``sample_every`` s, divided by B_max, weighted by
+  the bytes the qdisc sent in the following sample interval (a packet that
+  leaves in that interval waited behind about that backlog; an idle
+  interval sends no packets and so does not count, as in Algorithm 5's
+  per-packet mean).
 * ``rtt_dtn`` / ``rtt_campus``: smoothed RTT (tcpi_rtt) of the senders'
   active TCP sockets, read with inet_diag (pyroute2 ``DiagSocket``, one per
   sender namespace, no processes); ``rtt_campus`` is an EWMA with ``alpha``.
+  The senders' RTT includes the bottleneck queue, as ARCHITECTURE.md's does.
+  It also includes the senders' access segment, which ARCHITECTURE.md's
+  border-router RTT excludes: for the campus that is the shaper's queue on
+  S1's uplink (up to its 50 ms latency), so the shaper's per-packet mean
+  sojourn (its backlog / its rate, sampled like the bottleneck's) is taken
+  off ``rtt_campus``; the veth hops left are tens of microseconds.
 * ``active_flows``: TCP sockets whose acknowledged bytes grew by at least
   ``active_bytes`` in the period, plus running UDP CBR sources.
 
-Ground truth for ``info``: bytes delivered per class, bottleneck drops.
+Ground truth for ``info``: bytes delivered per class, bottleneck drops, and
+the inputs of the starvation check (``starvation.py``): the bottleneck's
+sent bytes and minimum backlog in the period, and the DTN sockets' busy and
+receive-window-limited shares of it (tcp_info chrono counters).
 """
 
 from __future__ import annotations
@@ -30,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from ...state import NetworkState
+from ..fluid.constants import RTT_CAMPUS_ALPHA
 from .topology import Testbed
 
 __all__ = ["KernelCounterTelemetry"]
@@ -48,7 +64,7 @@ class KernelCounterTelemetry:
         self,
         tb: Testbed,
         sample_every: float = 0.1,
-        alpha: float = 0.5,
+        alpha: float = RTT_CAMPUS_ALPHA,
         active_bytes: float = 15e3,
     ) -> None:
         from pyroute2 import DiagSocket, IPRoute, netns
@@ -63,6 +79,11 @@ class KernelCounterTelemetry:
         self._wan = self._br1.link_lookup(ifname="wan")[0]
         # pyroute2 sockets are not thread-safe: the sampler thread gets its own.
         self._br1_sampler = IPRoute(netns=tb.ns("br1"))
+        up_dev, up_ns = tb.uplink
+        self._s1_sampler = IPRoute(netns=up_ns)
+        self._up = self._s1_sampler.link_lookup(ifname=up_dev)[0]
+        self._shaper: list[tuple[float, float]] = []  # (sojourn s, bytes sent since)
+        self._shaper_prev = (0.0, self._shaper_read()[1])
         self._diag: dict[str, Any] = {}
         for h in tb.senders:
             netns.pushns(h.ns)
@@ -73,10 +94,14 @@ class KernelCounterTelemetry:
                 netns.popns()
             self._diag[h.name] = d
         self._lock = threading.Lock()
-        self._backlog: list[float] = []
+        self._backlog: list[tuple[float, float]] = []  # (backlog bytes, bytes sent since)
         self._stop = threading.Event()
         self._prev_ports = self._port_bytes()
-        self._prev_drops = self._qdisc()[1]
+        _, self._prev_drops, self._prev_sent = self._qdisc()
+        self._sampler_sent = self._prev_sent
+        self._sampler_backlog = 0.0
+        self._prev_chrono: dict[tuple, tuple[int, int, int]] = {}  # busy us, rwnd-limited us, periods seen
+        self.last_senders: dict[str, float] = {}
         self._prev_t = time.monotonic()
         self._prev_acked: dict[tuple, int] = {}
         self._rtt_campus: float | None = None
@@ -93,22 +118,41 @@ class KernelCounterTelemetry:
             for ln in self._sw2.get_links()
         }
 
-    def _qdisc(self, ipr: Any = None) -> tuple[float, int]:
-        """(backlog bytes, cumulative drops) of the bottleneck qdisc."""
+    def _qdisc(self, ipr: Any = None) -> tuple[float, int, int]:
+        """(backlog bytes, cumulative drops, cumulative bytes sent) of the bottleneck qdisc."""
         for q in (ipr or self._br1).get_qdiscs(index=self._wan):
             if q.get_attr("TCA_KIND") in ("tbf", "htb") and q["parent"] == 0xFFFFFFFF:
-                st = q.get_attr("TCA_STATS2").get_attr("TCA_STATS_QUEUE")
-                return float(st["backlog"]), int(st["drops"])
+                st2 = q.get_attr("TCA_STATS2")
+                st = st2.get_attr("TCA_STATS_QUEUE")
+                basic = st2.get_attr("TCA_STATS_BASIC")
+                return float(st["backlog"]), int(st["drops"]), int(basic["bytes"]) if basic else 0
+        return 0.0, 0, 0
+
+    def _shaper_read(self) -> tuple[float, int]:
+        """(sojourn of the shaper's backlog in s, cumulative bytes sent) of the campus TBF on S1's uplink."""
+        for q in self._s1_sampler.get_qdiscs(index=self._up):
+            if q.get_attr("TCA_KIND") == "tbf" and q["parent"] == 0xFFFFFFFF:
+                st2 = q.get_attr("TCA_STATS2")
+                backlog = float(st2.get_attr("TCA_STATS_QUEUE")["backlog"])
+                basic = st2.get_attr("TCA_STATS_BASIC")
+                parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
+                rate = float(parms["rate"]) if parms else 0.0  # bytes/s
+                return (backlog / rate if rate > 0 else 0.0), int(basic["bytes"]) if basic else 0
         return 0.0, 0
 
     def _sampler(self) -> None:
         while not self._stop.wait(self.sample_every):
             try:
-                backlog, _ = self._qdisc(self._br1_sampler)
+                backlog, _, sent = self._qdisc(self._br1_sampler)
+                soj, s_sent = self._shaper_read()
             except Exception:  # noqa: BLE001 - sockets closed during shutdown
                 return
             with self._lock:
-                self._backlog.append(backlog)
+                self._shaper.append((self._shaper_prev[0], float(s_sent - self._shaper_prev[1])))
+                self._shaper_prev = (soj, s_sent)
+                # The backlog seen at the previous sample is what the bytes sent since waited behind.
+                self._backlog.append((self._sampler_backlog, float(sent - self._sampler_sent)))
+                self._sampler_backlog, self._sampler_sent = backlog, sent
 
     def _tcp_flows(self, period: float) -> tuple[list[float], list[float], int]:
         """(DTN RTTs, campus RTTs, active flow count) over the senders' data sockets."""
@@ -116,6 +160,9 @@ class KernelCounterTelemetry:
         rtt_campus: list[float] = []
         active = 0
         seen: dict[tuple, int] = {}
+        chrono: dict[tuple, tuple[int, int, int]] = {}
+        busy: list[float] = []
+        rwnd: list[float] = []
         for name, d in self._diag.items():
             host = self.tb.hosts[name]
             for m in d.get_sock_stats(family=socket.AF_INET, states=_ESTABLISHED, extensions=_INET_DIAG_INFO):
@@ -127,13 +174,24 @@ class KernelCounterTelemetry:
                 key = (name, m["idiag_sport"], m["idiag_dport"])
                 acked = int(info["tcpi_bytes_acked"])
                 seen[key] = acked
+                prev = self._prev_chrono.get(key)
+                chrono[key] = (int(info.get("tcpi_busy_time") or 0), int(info.get("tcpi_rwnd_limited") or 0),
+                               prev[2] + 1 if prev else 0)
                 grew = acked - self._prev_acked.get(key, 0)
                 if grew < self.active_bytes:
                     continue  # idle, or an iperf3 control connection
                 active += 1
+                # A socket's first full period includes its handshake and slow start: judged from the next.
+                if host.kind == "dtn" and prev is not None and prev[2] >= 1:
+                    busy.append((chrono[key][0] - prev[0]) * 1e-6 / period)
+                    rwnd.append((chrono[key][1] - prev[1]) * 1e-6 / period)
                 rtt = info["tcpi_rtt"] * 1e-6
                 (rtt_dtn if host.kind == "dtn" else rtt_campus).append(rtt)
         self._prev_acked = seen
+        self._prev_chrono = chrono
+        self.last_senders = (
+            {"dtn_busy": float(np.mean(busy)), "dtn_rwnd_limited": float(np.mean(rwnd))} if busy else {}
+        )
         return rtt_dtn, rtt_campus, active
 
     # -- the TelemetrySource side -----------------------------------------------------
@@ -142,29 +200,47 @@ class KernelCounterTelemetry:
         now = time.monotonic()
         dt = max(now - self._prev_t, 1e-6)
         ports = self._port_bytes()
-        backlog_now, drops = self._qdisc()
+        backlog_now, drops, sent = self._qdisc()
         with self._lock:
-            backlog = self._backlog or [backlog_now]
+            samples = self._backlog or [(backlog_now, 0.0)]
             self._backlog = []
+            shaper = self._shaper
+            self._shaper = []
         d_bytes = {k: ports.get(k, 0) - self._prev_ports.get(k, 0) for k in ports}
         dtn_b = max(d_bytes.get("qd", 0), 0)
         campus_b = sum(max(v, 0) for k, v in d_bytes.items() if k.startswith("q") and k != "qd")
-        qdelay = float(np.mean(backlog)) * 8.0 / self.capacity
+        bl = np.array([b for b, _ in samples])
+        w = np.array([x for _, x in samples])
+        # Per-packet mean: weighted by what left; an interval in which nothing left has no packets.
+        mean_backlog = float(np.average(bl, weights=w)) if w.sum() > 0 else float(bl.mean())
+        qdelay = mean_backlog * 8.0 / self.capacity
         rtt_d, rtt_c, active = self._tcp_flows(dt)
         base_c = self.tb.scenario.campus.rtt
         base_d = self.tb.dtn.rtt
         if rtt_d:
             self._rtt_dtn = float(np.mean(rtt_d))
+        shaper_delay = 0.0
+        if shaper:
+            sj = np.array([a for a, _ in shaper])
+            sw = np.array([b for _, b in shaper])
+            shaper_delay = float(np.average(sj, weights=sw)) if sw.sum() > 0 else float(sj.mean())
         if rtt_c:
-            m = float(np.mean(rtt_c))
+            # The border router sees the campus RTT without the shaper's queue in front of it.
+            # srtt lags the shaper's queue a little, so the difference is floored at the path's base RTT.
+            floor = min((h.rtt for h in self.tb.senders if h.kind != "dtn"), default=0.0)
+            m = max(float(np.mean(rtt_c)) - shaper_delay, floor)
             self._rtt_campus = m if self._rtt_campus is None else self.alpha * m + (1 - self.alpha) * self._rtt_campus
         self.last_info = {
             "dtn_bytes": float(dtn_b),
             "campus_bytes": float(campus_b),
             "bottleneck_drops": float(drops - self._prev_drops),
             "interval": dt,
+            "bottleneck": {"sent_bytes": float(sent - self._prev_sent), "backlog_min": float(bl.min()),
+                           "interval": dt},
+            "senders": dict(self.last_senders),
+            "shaper_delay": shaper_delay,
         }
-        self._prev_ports, self._prev_drops, self._prev_t = ports, drops, now
+        self._prev_ports, self._prev_drops, self._prev_t, self._prev_sent = ports, drops, now, sent
         return NetworkState(
             t=float(t),
             rate_dtn=dtn_b * 8.0 / dt,
@@ -180,7 +256,7 @@ class KernelCounterTelemetry:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
-        for s in (self._sw2, self._br1, self._br1_sampler, *self._diag.values()):
+        for s in (self._sw2, self._br1, self._br1_sampler, self._s1_sampler, *self._diag.values()):
             try:
                 s.close()
             except Exception:  # noqa: BLE001 - namespace may already be gone

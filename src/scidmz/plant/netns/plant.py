@@ -15,6 +15,12 @@ starts ``dtn.start`` seconds into the episode. ``info`` after a step holds
 bytes delivered per class in that period and, once a fixed-size DTN
 transfer has completed, its FCT (``dtn_fct``, s). ``close()`` tears it all
 down.
+
+Every ``info`` also says whether the machine, not TCP, limited that period:
+``info["starved"]`` (bool) with ``info["starvation"]`` (the evidence and the
+reasons, ``starvation.StarvationMonitor``) and ``info["starved_periods"]``
+(count since ``reset``). Benchmarks and reports refuse figures from starved
+periods.
 """
 
 from __future__ import annotations
@@ -67,6 +73,8 @@ class NetnsPlant:
         self._closed = False
         self._dtn_started = False
         self._fct_reported = False
+        self._monitor: Any = None
+        self._tap_drops_prev = 0.0
         # Time for the previous episode's packets to leave: the longest RTT plus a full buffer.
         self._drain = drain if drain is not None else (
             2 * max(h.rtt for h in self._tb.senders) + scenario.buffer_bytes * 8 / scenario.capacity + 0.2
@@ -148,6 +156,12 @@ class NetnsPlant:
         start = getattr(self._tel, "start_mono", None)
         self._t0 = float(start) if start is not None else time.monotonic()
         self._maybe_start_dtn(0.0)
+        from .starvation import StarvationMonitor
+
+        self._monitor = StarvationMonitor(
+            sc.capacity, sc.period, min(h.rtt for h in self._tb.senders), stage_stats=self._tb.delay_stats,
+        )
+        self._tap_drops_prev = 0.0
         self._info = {}
         y = np.zeros((1, N_STATE))
         y[0, 2] = self._tb.dtn.rtt
@@ -174,6 +188,7 @@ class NetnsPlant:
             if left <= 0:
                 break
             time.sleep(min(left, 0.05))
+        woke_late = max(time.monotonic() - deadline, 0.0)
         st = self._tel.sample(t)
         self._maybe_start_dtn(t)
         ti = self._tel.last_info
@@ -184,6 +199,14 @@ class NetnsPlant:
             fct = float(res["fct"]) if res.get("ok", True) else np.nan
             self._fct_reported = True
         ds = self._tb.delay_stats()
+        tap_drops = float(ti.get("tap_drops", 0.0))
+        starved, evidence = self._monitor.check(
+            step_late=woke_late, tap_drops=max(tap_drops - self._tap_drops_prev, 0.0),
+            bottleneck=ti.get("bottleneck"),
+            # A finished fixed-size transfer leaves its sockets idle: not starvation.
+            senders=ti.get("senders") if res is None and not self._fct_reported else None,
+        )
+        self._tap_drops_prev = tap_drops
         shorts = self._traffic.short_flows() if self._traffic.short_logs else []
         self._info = {
             "dtn_bytes": np.array([ti.get("dtn_bytes", np.nan)]),
@@ -195,10 +218,19 @@ class NetnsPlant:
             "delay_stage_lost": np.array([float(ds.get("kernel_drops", 0) + ds.get("tx_errors", 0))]),
             "delay_stage_reordered": np.array([float(ds.get("reordered", 0))]),
             "late_s": np.array([max(time.monotonic() - deadline, 0.0)]),
-            "tap_drops": np.array([float(ti.get("tap_drops", 0.0))]),
+            "tap_drops": np.array([tap_drops]),
+            "starved": starved,
+            "starvation": evidence,
+            "starved_periods": self._monitor.starved_periods,
             "telemetry": getattr(self._tel, "name", "kernel"),
             "u_applied": np.array([self._act.current_rate()]),
         }
+        if "shaper_delay" in ti:
+            # Mean sojourn in the campus shaper (S1's TBF): part of the campus senders' RTT, not of y.
+            self._info["shaper_delay"] = np.array([float(ti["shaper_delay"])])
+        if "kernel_y" in ti:
+            # Kernel truth for the same period when y came from the data plane.
+            self._info["kernel_y"] = np.asarray(ti["kernel_y"], dtype=np.float64)
         if self._tb.cca_mapped:
             self._info["cca_mapped"] = {k: f"{a}->{b}" for k, (a, b) in self._tb.cca_mapped.items()}
         y = st.as_vector()

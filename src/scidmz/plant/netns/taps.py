@@ -4,7 +4,8 @@ The MLC testbed (Vega et al., section 3.1, Fig. 2) puts optical passive taps
 on BR1's links and feeds a P4 switch. Here ``tc`` ``mirred`` mirrors copy
 
 * TAP_INGRESS: every frame entering BR1 from the campus (S1) and the DTN
-  (S3) -- before the bottleneck queue -- to veth ``ti``;
+  (S3) -- before the bottleneck queue -- and every frame entering BR1 from
+  the WAN (the ACKs arriving back at the border router) to veth ``ti``;
 * TAP_EGRESS: every frame leaving the bottleneck queue (BR2's WAN ingress,
   i.e. after BR1's TBF+FIFO and the wire) and every frame going back from
   the WAN towards the campus (BR2's WAN egress: the ACKs) to veth ``te``;
@@ -15,6 +16,20 @@ telemetry issue's ``TelemetrySource.live`` reads them with AF_PACKET rings
 and runs the software twin of the P4 program (Algorithms 2-8) on the real
 mirrored packets, yielding y every T. Mirror hooks are ``clsact`` filters,
 so BR1's bottleneck qdisc is untouched.
+
+Where RTT is measured (ARCHITECTURE.md: data packet arriving at the border
+router -> the ACK covering it arriving back, *including* the bottleneck
+queue): the twin matches SEQ/eACK on the ingress tap (``rtt_tap =
+TAP_INGRESS``), whose data copies are taken before BR1's queue and whose
+ACK copies are taken where the ACKs re-enter BR1. Matching on the egress
+tap, as this module did first, timestamps the data *after* the queue and
+so leaves the queuing delay out of ``rtt_dtn``/``rtt_campus``. Rates and
+active flows stay on the egress tap (what left the bottleneck); queuing
+delay pairs each packet's two copies (Algorithm 5). Rates count the
+captured frame length: the Ethernet frame (14-byte header + IP packet).
+Algorithm 4's campus-RTT smoothing uses the same alpha as the fluid plant
+and the kernel source (``plant.fluid.constants.RTT_CAMPUS_ALPHA``), so the
+three report one ``rtt_campus``.
 
 ``DataplaneTelemetry`` also keeps a ``KernelCounterTelemetry`` running for
 the plant's ground truth (bytes delivered per class) and as the fallback
@@ -34,6 +49,7 @@ import time
 from typing import Any
 
 from ...state import STATE_FIELDS, NetworkState
+from ..fluid.constants import RTT_CAMPUS_ALPHA
 from .kernel_telemetry import KernelCounterTelemetry
 from .procs import set_sysctls
 from .topology import Testbed
@@ -76,6 +92,9 @@ def setup_mirrors(tb: Testbed) -> tuple[str, str, str]:
         for dev in ("campus", "dtn"):
             br1.tc("add", "clsact", br1.link_lookup(ifname=dev)[0])
             _mirror(br1, dev, _CLSACT_INGRESS, "ti")
+        # ACKs re-entering the border router from the WAN: the far end of the RTT samples.
+        br1.tc("add", "clsact", br1.link_lookup(ifname="wan")[0])
+        _mirror(br1, "wan", _CLSACT_INGRESS, "ti")
         br2.tc("add", "clsact", br2.link_lookup(ifname="wan")[0])
         _mirror(br2, "wan", _CLSACT_INGRESS, "te")
         _mirror(br2, "wan", _CLSACT_EGRESS, "te")
@@ -106,8 +125,10 @@ class DataplaneTelemetry:
     # core in the reader instead of ~3 %.
     def __init__(self, tb: Testbed, lateness: float = 0.05, block_nr: int = 1024, start_timeout: float = 30.0,
                  max_wait: float = 5.0, block_size: int = 1 << 16) -> None:
+        from ...telemetry import constants as TC
         from ...telemetry.source import TelemetrySource, _warm_kernels
 
+        self._rtt_tap = TC.TAP_INGRESS
         self.tb = tb
         self.name = "dataplane"
         self.period = tb.scenario.period
@@ -147,7 +168,7 @@ class DataplaneTelemetry:
             src = self._source_cls.live(
                 self.egress, self.ingress, period=self.period,
                 dtn_prefix=f"{dtnr}/32", remote_prefix="10.2.0.0/16",
-                lateness=self._lateness, **self._ring_kw,
+                lateness=self._lateness, rtt_tap=self._rtt_tap, alpha=RTT_CAMPUS_ALPHA, **self._ring_kw,
             )
             self._src = src
             it = iter(src)
@@ -197,6 +218,8 @@ class DataplaneTelemetry:
             return ks
         _, y, self.drops = item
         self.name = "dataplane"
+        # Kernel truth for the same period, next to the data plane's y (tests and checks compare them).
+        self.last_info["kernel_y"] = ks.as_vector()
         self.last_info["tap_drops"] = float(self.drops.get("kernel_drops", 0))
         vals = {}
         for f in STATE_FIELDS:
