@@ -59,7 +59,7 @@ def test_reward_is_relative_error_and_truncation_at_duration():
 def test_terminated_when_finite_transfer_completes():
     env = ScidmzEnv(_short(duration=60.0, transfer=20e6), target=50e6)
     env.reset(seed=1)
-    for k in range(60):
+    for _ in range(60):
         _, _, term, trunc, info = env.step(np.array([10e6], np.float32))
         if term:
             break
