@@ -235,17 +235,31 @@ class FluidPlant:
     def reset(self, seed: int | None = None) -> StateBatch:
         """Start a new episode; instance i uses seed + i (seed None: its scenario's seed + i)."""
         self._check_open()
-        for i, sc in enumerate(self.scenarios):
-            base = sc.seed if seed is None else int(seed)
-            self._fill(i, sc, base + i)
+        seeds = [(sc.seed if seed is None else int(seed)) + i for i, sc in enumerate(self.scenarios)]
         self._records = []
         self._t = 0.0
-        y = np.zeros((self.batch, 7))
-        y[:, 2] = [sc.dtn.rtt for sc in self.scenarios]
-        y[:, 3] = [sc.campus.rtt for sc in self.scenarios]
+        self._y = np.zeros((self.batch, 7))
         self._info = {}
-        self._y = y
-        return StateBatch(0.0, y.copy())
+        return self.reset_instances(np.arange(self.batch), seeds)
+
+    def reset_instances(self, rows: np.ndarray | list[int], seeds: np.ndarray | list[int]) -> StateBatch:
+        """Restart only instances ``rows`` (with their own seeds); the others go on untouched.
+
+        Each instance keeps its own clock, so a vectorised RL environment can
+        autoreset one episode while the rest of the batch continues.
+        """
+        self._check_open()
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        seeds = np.asarray(seeds, dtype=np.int64).reshape(-1)
+        if rows.shape != seeds.shape:
+            raise ValueError(f"reset_instances: {rows.size} rows but {seeds.size} seeds")
+        for i, s in zip(rows, seeds, strict=True):
+            sc = self.scenarios[int(i)]
+            self._fill(int(i), sc, int(s))
+            self._y[i] = 0.0
+            self._y[i, 2] = sc.dtn.rtt
+            self._y[i, 3] = sc.campus.rtt
+        return StateBatch(self._t, self._y.copy())
 
     def step(self, u: np.ndarray | float) -> StateBatch:
         """Apply campus rate(s) u (bit/s) for one period T; return y measured at its end."""

@@ -1,0 +1,113 @@
+"""Where batched work runs: in-process, a local process pool, or a Dask cluster.
+
+``--executor`` takes one of:
+
+- ``local`` (default): in this process, no pool;
+- ``processes`` or ``processes:N``: a ``concurrent.futures.ProcessPoolExecutor``
+  with N workers (default: the CPU count);
+- ``dask://HOST:PORT``: a ``dask.distributed`` scheduler; work goes to its
+  workers through ``Client.get_executor()``, the standard
+  ``concurrent.futures`` interface, so the GA's fitness batches and
+  ``evaluate``'s trials need no Dask-specific code.
+
+The callers split work into as many chunks as the executor has worker slots
+(``executor_width``) and every chunk carries its own seeds, so the result for
+a given seed does not depend on where a chunk ran (the fluid plant integrates
+each instance independently of its batch-mates). ``dask[distributed]`` is an
+optional extra (``pip install 'scidmz[distributed]'``), imported only here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["parse_executor", "open_executor", "executor_width", "ExecutorSpec"]
+
+# how long to wait for a Dask scheduler before giving up with one line
+DASK_CONNECT_TIMEOUT = 10.0
+
+
+class ExecutorSpec(tuple):
+    """(kind, arg): ("local", None), ("processes", N), ("dask", "tcp://HOST:PORT")."""
+
+    __slots__ = ()
+
+    def __new__(cls, kind: str, arg: Any = None) -> ExecutorSpec:
+        return super().__new__(cls, (kind, arg))
+
+    @property
+    def kind(self) -> str:
+        return self[0]
+
+    @property
+    def arg(self) -> Any:
+        return self[1]
+
+
+def parse_executor(text: str | None) -> ExecutorSpec:
+    """Parse an ``--executor`` value; a ValueError names what is wrong in one line."""
+    if text is None or text in ("", "local"):
+        return ExecutorSpec("local")
+    if text == "processes" or text.startswith("processes:"):
+        n_text = text.partition(":")[2]
+        if not n_text:
+            return ExecutorSpec("processes", os.cpu_count() or 1)
+        if not n_text.isdigit() or not 1 <= int(n_text) <= 1024:
+            raise ValueError(f"--executor processes:N needs N in 1..1024, got {n_text!r}")
+        return ExecutorSpec("processes", int(n_text))
+    if text.startswith("dask://"):
+        parts = urlsplit(text)
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if not parts.hostname or port is None or parts.path not in ("", "/"):
+            raise ValueError(f"--executor dask:// needs HOST:PORT, got {text!r}")
+        return ExecutorSpec("dask", f"tcp://{parts.hostname}:{port}")
+    raise ValueError(f"--executor must be local, processes[:N] or dask://HOST:PORT, got {text!r}")
+
+
+@contextmanager
+def open_executor(spec: ExecutorSpec | str | None) -> Iterator[Executor | None]:
+    """Yield a ready executor (None for local) and shut it down on exit, whatever happens."""
+    if not isinstance(spec, ExecutorSpec):
+        spec = parse_executor(spec)
+    if spec.kind == "local":
+        yield None
+        return
+    if spec.kind == "processes":
+        pool = ProcessPoolExecutor(max_workers=spec.arg)
+        try:
+            yield pool
+        finally:
+            pool.shutdown(cancel_futures=True)
+        return
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise ImportError("--executor dask:// needs dask: pip install 'scidmz[distributed]'") from exc
+    try:
+        client = Client(spec.arg, timeout=DASK_CONNECT_TIMEOUT, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise RuntimeError(f"cannot reach the Dask scheduler at {spec.arg}: {exc}") from None
+    try:
+        ex = client.get_executor()
+        ex._scidmz_width = max(1, sum(client.nthreads().values()))  # noqa: SLF001 - our own tag
+        yield ex
+    finally:
+        client.close()
+
+
+def executor_width(executor: Executor | None) -> int:
+    """How many chunks to cut a batch into: the executor's worker slots (1 in-process)."""
+    if executor is None:
+        return 1
+    width = getattr(executor, "_scidmz_width", None)
+    if width is None:
+        width = getattr(executor, "_max_workers", 1)
+    return max(1, int(width or 1))

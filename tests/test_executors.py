@@ -1,0 +1,77 @@
+"""--executor: parsing, a real two-worker Dask LocalCluster giving the local result, unreachable scheduler."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import numpy as np
+import pytest
+
+from scidmz import executors
+from scidmz.executors import executor_width, open_executor, parse_executor
+
+
+def test_parse_executor_forms_and_errors():
+    assert parse_executor(None).kind == "local"
+    assert parse_executor("processes:3") == ("processes", 3)
+    assert parse_executor("dask://10.1.2.3:8786") == ("dask", "tcp://10.1.2.3:8786")
+    for bad in ("processes:0", "processes:x", "dask://host", "dask://:8786", "ray://x:1", "dask://h:99999"):
+        with pytest.raises(ValueError, match="--executor"):
+            parse_executor(bad)
+
+
+def test_local_and_process_pool_widths():
+    with open_executor("local") as ex:
+        assert ex is None and executor_width(ex) == 1
+    with open_executor("processes:2") as ex:
+        assert executor_width(ex) == 2
+        assert ex.submit(pow, 2, 10).result() == 1024
+
+
+def test_unreachable_scheduler_is_one_line(monkeypatch):
+    pytest.importorskip("distributed")
+    monkeypatch.setattr(executors, "DASK_CONNECT_TIMEOUT", 2.0)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(RuntimeError, match=f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}"):
+        with open_executor(f"dask://127.0.0.1:{port}"):
+            pass
+
+
+class _TrivialLike:
+    """Inverse-model stand-in u_hat = B_max - y_d (TensorFlow-free, picklable by value for workers)."""
+
+    n_features = 22
+    per_unit = False
+
+    def __init__(self, capacity: float) -> None:
+        self.capacity = capacity
+
+    def __call__(self, X: np.ndarray) -> np.ndarray:
+        return self.capacity - X[:, 0]
+
+
+@pytest.mark.slow
+def test_ga_on_a_two_worker_dask_cluster_matches_the_local_run():
+    pytest.importorskip("pygad")
+    distributed = pytest.importorskip("distributed")
+    import cloudpickle
+
+    from scidmz.scenario import load_scenario
+    from scidmz.tuning.ga import tune
+
+    # the workers cannot import this test module: ship its classes by value
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    sc = load_scenario("small-cubic")
+    model = _TrivialLike(sc.capacity)
+    kw = dict(generations=2, population=6, parents=3, episode=8.0, seed=11)
+    local = tune(sc, model, chunks=2, **kw)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        with open_executor(f"dask://{cluster.scheduler_address.removeprefix('tcp://')}") as ex:
+            assert executor_width(ex) == 2
+            remote = tune(sc, model, executor=ex, **kw)
+    assert remote.gains.to_dict() == local.gains.to_dict()
+    assert remote.curve == local.curve and remote.best_iae == local.best_iae
