@@ -75,3 +75,19 @@ def test_ga_on_a_two_worker_dask_cluster_matches_the_local_run():
             remote = tune(sc, model, executor=ex, **kw)
     assert remote.gains.to_dict() == local.gains.to_dict()
     assert remote.curve == local.curve and remote.best_iae == local.best_iae
+
+
+def test_tune_cli_bad_executor_is_one_line(tmp_path):
+    import contextlib
+    import io
+
+    from scidmz.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = main(["tune", "small-cubic", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "g"),
+                   "--executor", "ray://x:1"])
+    assert rc == 2
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 1 and "--executor" in lines[0]
+    assert not (tmp_path / "g").exists()

@@ -236,6 +236,8 @@ def _add_mlc_pipeline(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--episode", default="120", help="fitness episode length (default 120 s)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workers", type=int, default=0, help="process-pool workers per generation (default: in-process)")
+    p.add_argument("--executor", default=None, metavar="SPEC",
+                   help="where fitness chunks run: local | processes[:N] | dask://HOST:PORT (overrides --workers)")
     p.add_argument("--delta-u", type=float, default=None,
                    help="+-Delta_u saturator of Fig. 5 as a fraction of B_max (default 0.02)")
     p.add_argument("--limiter", choices=["band", "rate"], default="band",
@@ -274,7 +276,7 @@ def _cmd_tune(a: argparse.Namespace) -> int:
     result, human = tune_from_paths(
         scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, generations=a.generations,
         population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
-        delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
+        executor=a.executor, delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
         tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
     )
     _emit(result, a.json, human)

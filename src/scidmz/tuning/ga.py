@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..controller.mlc import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
+from ..executors import executor_width
 from ..fileio import atomic_write_text
 from ..scenario import Scenario
 from ..signals import random_steps
@@ -221,7 +222,7 @@ def tune(
     predictor = _as_predictor(model)
     targets = fitness_targets(scenario, episode, seed, episodes=episodes)
     if chunks is None:
-        chunks = int(getattr(executor, "_max_workers", 1) or 1) if executor is not None else 1
+        chunks = executor_width(executor)
     counters = {"evaluations": 0, "batches": 0, "batch_sizes": []}
 
     def fitness(ga: Any, solutions: np.ndarray, indices: Any) -> list[float]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ def tune_from_paths(
     episode: str | float = 120.0,
     seed: int = 0,
     workers: int = 0,
+    executor: str | None = None,
     delta_u: float | None = None,
     limiter: str = "band",
     episodes: int = 1,
@@ -34,9 +34,12 @@ def tune_from_paths(
     ``out`` ending in ``.json`` -> just the gains file (convergence files next
     to it as ``<stem>.convergence.csv/png``); otherwise a directory with
     gains.json, convergence.csv, convergence.png and result.json.
-    ``workers`` > 1 spreads each generation over a process pool.
+    ``workers`` > 1 spreads each generation over a process pool; ``executor``
+    (``local``, ``processes[:N]``, ``dask://HOST:PORT``; see ``scidmz.executors``)
+    chooses where each generation's fitness chunks run, with the same result.
     """
     from ..controller.mlc import DEFAULT_DELTA_U, LIMITERS
+    from ..executors import ExecutorSpec, open_executor, parse_executor
     from ..models.inverse import load_predictor
     from ..scenario import resolve_scenario
     from ..tracking import tracked_run
@@ -54,29 +57,25 @@ def tune_from_paths(
         raise ValueError(f"--delta-u must be a fraction of B_max in (0, 1], got {delta_u}")
     if limiter not in LIMITERS:
         raise ValueError(f"--limiter must be one of {', '.join(LIMITERS)}, got {limiter!r}")
+    if executor is not None:
+        spec = parse_executor(executor)
+    else:
+        spec = ExecutorSpec("processes", workers) if workers and workers > 1 else ExecutorSpec("local")
     predictor = load_predictor(model)
     out_path = Path(out)
     params = {
         "scenario": sc.name, "dtn_cca": sc.dtn.cca, "model": str(model),
         "model_dataset_sha256": predictor.meta.get("dataset_sha256"), "generations": generations,
         "population": population, "parents": parents, "crossover": 0.9, "mutation": 0.1,
-        "episode": ep, "seed": seed, "workers": workers, "delta_u": du, "limiter": limiter,
+        "episode": ep, "seed": seed, "workers": workers, "executor": spec.kind, "delta_u": du, "limiter": limiter,
         "episodes_per_individual": episodes,
     }
 
     def work(run: Any | None) -> dict[str, Any]:
-        executor: Executor | None = None
-        if workers and workers > 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            executor = ProcessPoolExecutor(max_workers=workers)
-        try:
+        with open_executor(spec) as ex:
             res = tune(sc, predictor, generations=generations, population=population, parents=parents,
-                       episode=ep, seed=seed, executor=executor, progress=progress, delta_u=du,
+                       episode=ep, seed=seed, executor=ex, progress=progress, delta_u=du,
                        limiter=limiter, episodes=episodes)
-        finally:
-            if executor is not None:
-                executor.shutdown(cancel_futures=True)
         if out_path.suffix == ".json":
             tdir = out_path.with_name(out_path.stem + ".tune")
             res.save(tdir)
