@@ -8,22 +8,12 @@ to the running daemon through ``ControlClient`` (token and address from the toke
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
+from ._shared import emit
+
 __all__ = ["add_parser", "cmd_run", "cmd_set_target", "cmd_status"]
-
-
-def _emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> None:
-    from ..daemon.loop import json_default
-
-    if human and not as_json:
-        print(human)
-    if as_json:
-        if human:
-            print(human, file=sys.stderr)
-        print(json.dumps(result, default=json_default))
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -129,7 +119,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not a.json:
         print(human, file=sys.stderr)
     else:
-        _emit(summary, True)
+        emit(summary, True)
     return 1 if summary["problems"] else 0
 
 
@@ -138,7 +128,7 @@ def cmd_set_target(a: argparse.Namespace) -> int:
     from ..units import format_rate
 
     new = ControlClient(api=a.api, token_file=a.token_file).set_target(a.target)
-    _emit({"target": new}, a.json, f"target set to {format_rate(new)}")
+    emit({"target": new}, a.json, f"target set to {format_rate(new)}")
     return 0
 
 
@@ -159,5 +149,5 @@ def cmd_status(a: argparse.Namespace) -> int:
         lines.append(f"DTN      {format_rate(y['rate_dtn'])}, RTT {format_time(y['rtt_dtn'])}")
         lines.append(f"campus   {format_rate(y['rate_campus'])}, RTT {format_time(y['rtt_campus'])}, "
                      f"{y['active_flows']:.0f} active flows")
-    _emit(st, a.json, "\n".join(lines))
+    emit(st, a.json, "\n".join(lines))
     return 0

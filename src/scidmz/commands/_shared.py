@@ -1,0 +1,37 @@
+"""What every command module shares: the scenario arguments and the ``--json`` output line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..cli_guard import json_line
+
+__all__ = ["add_scenario_args", "emit"]
+
+
+def emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> None:
+    """Print the human summary, and with ``--json`` one strict JSON object as stdout's last line."""
+    if human and not as_json:
+        print(human)
+    if as_json:
+        if human:
+            print(human, file=sys.stderr)
+        print(json_line(result, default=_json_default))
+
+
+def _json_default(o: Any) -> Any:
+    from ..state import json_default
+
+    try:
+        return json_default(o)
+    except TypeError:
+        return str(o)  # a log/API line must never fail on an odd value
+
+
+def add_scenario_args(p: argparse.ArgumentParser) -> None:
+    """The positional scenario and the repeatable ``--set KEY=VALUE`` override."""
+    p.add_argument("scenario", help="built-in scenario name (see `scidmz scenarios`) or a .toml file")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key, e.g. --set dtn.cca=bbr2 --set link.capacity=100M")

@@ -1,0 +1,37 @@
+"""``scidmz evaluate``: the MLC paper's section 4 experiments on the same paired seeds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._shared import add_scenario_args, emit
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="the MLC paper's section 4 experiments: MLC vs trivial TBF")
+    add_scenario_args(p)
+    p.add_argument("--model", required=True, help="inverse-model directory (from `scidmz train`)")
+    p.add_argument("--gains", required=True, help="gains JSON file (from `scidmz tune`)")
+    p.add_argument("--trials", type=int, default=100, help="trials per experiment and policy (default 100)")
+    p.add_argument("--experiments", default="all",
+                   help="comma list of mrae,fct,utilization,sweep,short (default all)")
+    p.add_argument("--quick", action="store_true", help="small sizes (30 s trials, 150 MB transfer)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the trials (default 0)")
+    p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
+    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.set_defaults(func=cmd_evaluate)
+
+
+def cmd_evaluate(a: argparse.Namespace) -> int:
+    from ..evaluation.experiments import evaluate
+
+    result, human = evaluate(
+        scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
+        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
+        progress=not a.json and sys.stderr.isatty(),
+    )
+    emit(result, a.json, human)
+    return 0

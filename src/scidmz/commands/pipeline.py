@@ -1,0 +1,87 @@
+"""``scidmz identify|train|tune``: the MLC pipeline's stages (MLC sections 3.3 and 3.5)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._shared import add_scenario_args, emit
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("identify", help="record an identification dataset (MLC section 3.5 excitation)")
+    add_scenario_args(p)
+    p.add_argument("--duration", required=True, help="recorded time, e.g. 28800 or 8h (the paper: 28800 s)")
+    p.add_argument("--out", required=True, help="dataset path (.parquet)")
+    p.add_argument("--seed", type=int, default=0, help="excitation and plant seed (default 0)")
+    p.add_argument("--batch", type=int, default=32, help="episodes run side by side in one batched plant (default 32)")
+    p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.set_defaults(func=cmd_identify)
+
+    p = sub.add_parser("train", help="train the inverse ANN (MLC section 3.5, Fig. 8) on a dataset")
+    p.add_argument("dataset", help="identification dataset (.parquet from `scidmz identify`)")
+    p.add_argument("--out", required=True, help="model directory to write")
+    p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
+    p.add_argument("--folds", type=int, default=5, help="k of k-fold cross-validation, 0 to skip (default 5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2)")
+    add_scenario_args(p)
+    p.add_argument("--model", required=True, help="inverse-model directory (from `scidmz train`)")
+    p.add_argument("--out", required=True, help="gains .json file, or a directory for gains + convergence")
+    p.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
+    p.add_argument("--population", type=int, default=30, help="population / mating pool (default 30)")
+    p.add_argument("--parents", type=int, default=15, help="parents mating (default 15)")
+    p.add_argument("--episode", default="120", help="fitness episode length (default 120 s)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workers", type=int, default=0, help="process-pool workers per generation (default: in-process)")
+    p.add_argument("--executor", default=None, metavar="SPEC",
+                   help="where fitness chunks run: local | processes[:N] | dask://HOST:PORT (overrides --workers)")
+    p.add_argument("--delta-u", type=float, default=None,
+                   help="+-Delta_u saturator of Fig. 5 as a fraction of B_max (default 0.02)")
+    p.add_argument("--limiter", choices=["band", "rate"], default="band",
+                   help="centre of the +-Delta_u interval: the trivial rate (band) or u(t-T) (rate)")
+    p.add_argument("--episodes", type=int, default=1, help="fitness episodes per individual (default 1, the paper's)")
+    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.set_defaults(func=cmd_tune)
+
+
+def cmd_identify(a: argparse.Namespace) -> int:
+    from ..identification.record import record_dataset
+
+    result, human = record_dataset(
+        scenario=a.scenario, duration=a.duration, out=a.out, overrides=a.set, seed=a.seed, batch=a.batch,
+        plant=a.plant, tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
+    )
+    emit(result, a.json, human)
+    return 0
+
+
+def cmd_train(a: argparse.Namespace) -> int:
+    from ..models.train import train_model
+
+    result, human = train_model(
+        dataset=a.dataset, out=a.out, epochs=a.epochs, folds=a.folds, seed=a.seed,
+        tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
+    )
+    emit(result, a.json, human)
+    return 0
+
+
+def cmd_tune(a: argparse.Namespace) -> int:
+    from ..tuning.run import tune_from_paths
+
+    result, human = tune_from_paths(
+        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, generations=a.generations,
+        population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
+        executor=a.executor, delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
+        tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
+    )
+    emit(result, a.json, human)
+    return 0

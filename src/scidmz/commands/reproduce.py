@@ -1,0 +1,77 @@
+"""``scidmz reproduce mlc|abc|ffs``: rerun a paper's whole chain and write its report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._shared import emit
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reproduce", help="rerun a paper's whole chain and write a report")
+    p.add_argument("paper", choices=["mlc", "abc", "ffs"],
+                   help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); abc, ffs: bottleneck disciplines")
+    p.add_argument("--netns", action="store_true", help="abc: also run on the netns testbed (root)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes on small scenarios (CI, < 2 min)")
+    p.add_argument("--out", default=None, help="report directory (default reports/mlc, or reports/mlc-quick)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
+    p.add_argument("--render-only", action="store_true",
+                   help="rewrite OUT/report.md from OUT/results.json (e.g. with --notes), no rerun")
+    g = p.add_argument_group("sizes (default: the paper's, or the --quick ones)")
+    g.add_argument("--identify-duration", type=float, default=None, metavar="S", help="identification seconds (paper 28800)")
+    g.add_argument("--epochs", type=int, default=None, help="inverse-ANN training epochs")
+    g.add_argument("--cv-folds", type=int, default=None, help="k of the k-fold CV (0 = skip)")
+    g.add_argument("--generations", type=int, default=None, help="GA generations (Table 2: 100)")
+    g.add_argument("--population", type=int, default=None, help="GA population (Table 2: 30)")
+    g.add_argument("--episode", type=float, default=None, metavar="S", help="GA fitness episode seconds (120)")
+    g.add_argument("--trials", type=int, default=None, help="MRAE and FCT trials per policy (100)")
+    g.add_argument("--fct-trials", type=int, default=None, help="FCT/utilisation trials per policy (default: --trials)")
+    g.add_argument("--ns", default=None, metavar="LIST", help="N_s sweep values, e.g. 1,10,100,1000,10000")
+    g.add_argument("--ns-trials", type=int, default=None, help="trials per N_s value")
+    g.add_argument("--ns-max-flows", type=int, default=None, help="cap on trials x N_s per sweep point")
+    g.add_argument("--short-trials", type=int, default=None, help="short-flow trials (600 s each)")
+    g.add_argument("--experiments", default=None, help="comma list of mrae,fct,utilization,sweep,short")
+    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    p.set_defaults(func=cmd_reproduce)
+
+
+def cmd_reproduce(a: argparse.Namespace) -> int:
+    if a.paper in ("abc", "ffs"):
+        from ..disciplines.reproduce import reproduce_discipline
+
+        result = reproduce_discipline(a.paper, a.out, a.quick, a.seed, a.netns)
+        emit(result, a.json, f"report written to {result['out']}/report.md")
+        return 0
+    from ..evaluation.reproduce import reproduce_mlc
+
+    out = a.out or ("reports/mlc-quick" if a.quick else "reports/mlc")
+    cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
+    from ..evaluation.reproduce import ReproducePlan
+
+    base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)
+    plan = base.scaled(
+        identify_duration=a.identify_duration, epochs=a.epochs, cv_folds=a.cv_folds, generations=a.generations,
+        population=a.population, episode=a.episode, trials=a.trials, fct_trials=a.fct_trials, ns_values=a.ns,
+        ns_trials=a.ns_trials,
+        ns_max_flows=a.ns_max_flows, short_trials=a.short_trials, which=a.experiments,
+    )
+    notes = None
+    if a.notes:
+        from pathlib import Path
+
+        if not Path(a.notes).is_file():
+            raise FileNotFoundError(f"notes file not found: {a.notes}")
+        notes = Path(a.notes).read_text()
+    if a.render_only:
+        from ..evaluation.reproduce import rerender_report
+
+        result, human = rerender_report(out, notes, command=cmd)
+        emit(result, a.json, human)
+        return 0
+    result, human = reproduce_mlc(out=out, quick=a.quick, tracking_uri=a.tracking_uri, seed=a.seed, plan=plan,
+                                  command=cmd, notes=notes, progress=sys.stderr.isatty())
+    emit(result, a.json, human)
+    return 0

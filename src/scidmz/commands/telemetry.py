@@ -1,0 +1,75 @@
+"""``scidmz telemetry replay|capture``: the software twin of the P4 data plane."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ._shared import emit
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("telemetry", help="passive telemetry: software twin of the P4 data plane on pcaps or live taps")
+    tsub = p.add_subparsers(dest="telemetry_command", metavar="SUBCOMMAND")
+    r = tsub.add_parser(
+        "replay", help="replay tap captures and print y(t) every period",
+        description="PCAP (or --egress-pcap) is the bottleneck-interface tap of router BR1: outgoing packets "
+                    "after its queue and the returning ACKs; rates, RTT and active flows come from it. "
+                    "--ingress-pcap is the tap before BR1's queue: with it, queuing delay is measured too.")
+    r.add_argument("pcap", nargs="?", help="egress (bottleneck) tap capture, pcap or pcapng")
+    r.add_argument("--egress-pcap", default=None, help="same as PCAP")
+    r.add_argument("--ingress-pcap", default=None, help="ingress tap capture (before the queue)")
+    _add_telemetry_common(r)
+    r.add_argument("--realtime", action="store_true", help="pace periods at wall-clock speed")
+    r.set_defaults(func=cmd_telemetry_replay)
+    c = tsub.add_parser("capture", help="capture live on mirror interfaces and stream y(t)")
+    c.add_argument("--egress", required=True, metavar="IFACE", help="interface carrying the bottleneck tap")
+    c.add_argument("--ingress", default=None, metavar="IFACE", help="interface carrying the ingress tap")
+    c.add_argument("--duration", default=None, help="stop after this long, e.g. 30s (default: until Ctrl-C)")
+    _add_telemetry_common(c)
+    c.set_defaults(func=cmd_telemetry_capture)
+    p.set_defaults(func=lambda a: p.error("a subcommand is required"))
+
+
+def _add_telemetry_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--period", default="1s", help="control period T (default 1s)")
+    p.add_argument("--dtn-prefix", action="append", default=None,
+                   help="DTN-r host prefix for class_lpm (repeatable; default 10.0.3.2/32)")
+    p.add_argument("--remote-prefix", action="append", default=None,
+                   help="remote network prefix for class_lpm (repeatable; default 10.1.0.0/16)")
+    p.add_argument("--rtt-tap", default="egress", choices=("egress", "ingress"),
+                   help="tap where data and ACKs are matched for RTT (default egress)")
+    p.add_argument("--json", action="store_true", help="print a JSON object (series, drops) as the last line")
+
+
+def _telemetry_prefixes(a: argparse.Namespace) -> dict[str, Any]:
+    from ..telemetry import constants as tc
+
+    return {"dtn_prefix": a.dtn_prefix or [tc.DEFAULT_DTN_PREFIX],
+            "remote_prefix": a.remote_prefix or [tc.DEFAULT_REMOTE_PREFIX]}
+
+
+def cmd_telemetry_replay(a: argparse.Namespace) -> int:
+    from ..telemetry.run import replay
+    from ..units import parse_time
+
+    egress = a.egress_pcap or a.pcap
+    if a.pcap and a.egress_pcap and a.pcap != a.egress_pcap:
+        raise ValueError("give the egress tap capture once: PCAP or --egress-pcap, not both")
+    if not egress:
+        raise ValueError("telemetry replay needs the egress tap capture (PCAP or --egress-pcap)")
+    result, human = replay(egress, a.ingress_pcap, period=parse_time(a.period, "--period"),
+                           realtime=a.realtime, rtt_tap=a.rtt_tap, **_telemetry_prefixes(a))
+    emit(result, a.json, human)
+    return 0
+
+
+def cmd_telemetry_capture(a: argparse.Namespace) -> int:
+    from ..telemetry.run import capture
+    from ..units import parse_time
+
+    duration = parse_time(a.duration, "--duration") if a.duration else None
+    result, human = capture(a.egress, a.ingress, period=parse_time(a.period, "--period"), duration=duration,
+                            rtt_tap=a.rtt_tap, **_telemetry_prefixes(a))
+    emit(result, a.json, human)
+    return 0
