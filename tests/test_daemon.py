@@ -27,7 +27,7 @@ import pytest
 
 from scidmz.actuators.base import ActuatorError
 from scidmz.daemon.client import ControlClient
-from scidmz.daemon.loop import ControlDaemon, _trim
+from scidmz.daemon.loop import ControlDaemon
 from scidmz.daemon.tokenfile import parse_api_address
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
@@ -368,18 +368,6 @@ def test_daemon_runs_the_mlc_policy(start: Callable[..., Running]) -> None:
     wait_until(lambda: r.d.k >= k1 + 4, 10, "periods at the new target")
     later = [p["u"] for p in r.periods() if p["k"] > k1 + 1]
     assert np.mean(later) > np.mean(us)  # a lower DTN target gives the campus more
-
-
-def test_history_is_trimmed_without_changing_what_the_policy_sees() -> None:
-    rng = np.random.default_rng(0)
-    h = History(rng.random((1, 7)))
-    for _ in range(50):
-        h.append(rng.random(1), rng.random((1, 7)), rng.random(1))
-    t = _trim(h, 8)
-    assert len(t) == 8
-    for lag in (1, 2, 3):
-        np.testing.assert_array_equal(t.last_y(lag), h.last_y(lag))
-    np.testing.assert_array_equal(t.last_u(0.0), h.last_u(0.0))
 
 
 # -- the CLI, as an admin runs it ------------------------------------------------------------------------

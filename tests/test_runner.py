@@ -129,6 +129,43 @@ def test_episode_stepwise_matches_batched_run():
     np.testing.assert_allclose(stepped.df["rate_dtn"], batched.df["rate_dtn"])
 
 
+class _LagPolicy:
+    """Records what it saw: y(t - T), y(t - 3T) and u(t - T) at every decision."""
+
+    name = "lag"
+
+    def __init__(self):
+        self.seen = []
+
+    def reset(self, scenario, batch):
+        self.sc = scenario
+
+    def decide(self, history, target):
+        self.seen.append((history.last_y(1).copy(), history.last_y(3).copy(), history.last_u(0.0).copy()))
+        return np.full(len(target), 20e6 + 1e5 * (len(self.seen) % 7))
+
+
+def test_bounded_episode_keeps_memory_flat_and_the_policy_sees_the_same_past():
+    sc = load_scenario("small-cubic")
+    full, bounded = _LagPolicy(), _LagPolicy()
+    a, b = Episode(EchoPlant(sc), full), Episode(EchoPlant(sc), bounded, keep=8)
+    a.reset(1)
+    b.reset(1)
+    for k in range(100):
+        a.step(50e6 + 1e5 * k)
+        b.step(50e6 + 1e5 * k)
+        assert len(b.history) < 4 * 8  # a daemon's history cannot grow for months
+    assert len(a.history) == 100
+    for (y1a, y3a, ua), (y1b, y3b, ub) in zip(full.seen, bounded.seen, strict=True):
+        np.testing.assert_array_equal(y1a, y1b)
+        np.testing.assert_array_equal(y3a, y3b)
+        np.testing.assert_array_equal(ua, ub)
+    with pytest.raises(RuntimeError, match="records no traces"):
+        b.traces()
+    with pytest.raises(ValueError, match="at least 4"):
+        Episode(EchoPlant(sc), TrivialPolicy(), keep=2)
+
+
 def test_episode_step_before_reset_is_an_error():
     with pytest.raises(RuntimeError, match="before reset"):
         Episode(EchoPlant(load_scenario("small-cubic")), TrivialPolicy()).step(50e6)

@@ -35,11 +35,17 @@ __all__ = ["Episode", "run_episode"]
 class Episode:
     """One episode of ``policy`` on ``plant``, advanced one control period at a time."""
 
-    def __init__(self, plant: Plant, policy: Policy | QueuePolicy, steps_hint: int = 0) -> None:
+    def __init__(self, plant: Plant, policy: Policy | QueuePolicy, steps_hint: int = 0,
+                 keep: int | None = None) -> None:
+        """``keep``: bound the history to the last ``keep`` periods and record no trace (a daemon
+        runs for months); None keeps everything for ``traces()``."""
         self.plant = plant
         self.policy = policy
         self.batch = int(plant.batch)
         self._hint = int(steps_hint)
+        if keep is not None and keep < 4:
+            raise ValueError(f"Episode keep must be at least 4 periods (the regressors look 3 back), got {keep}")
+        self.keep = keep
         self.history: History | None = None
         self.times: list[float] = []
         self._extras: dict[str, list[np.ndarray]] = {}
@@ -52,20 +58,51 @@ class Episode:
         self.seed = seed
         state0 = self.plant.reset(seed)
         self.policy.reset(self.plant.scenario, self.batch)
-        self.history = History(state0.y, capacity_hint=self._hint)
+        self.history = History(state0.y, capacity_hint=self.keep * 4 if self.keep else self._hint)
         self.times = []
         self._extras = {}
         return state0
 
-    def _decide(self, target: np.ndarray) -> np.ndarray:
-        assert self.history is not None
+    def propose(self, target: np.ndarray) -> np.ndarray:
+        """The policy's raw decision for the next period, unchecked (B,).
+
+        A queue policy's configuration is applied to the plant here and the
+        shaper stays open (u_max): the queues share the uplink. ``decide``
+        checks and bounds the proposal; the daemon calls ``propose`` itself so
+        that it can fall back on a non-finite output instead of stopping.
+        """
+        if self.history is None:
+            raise RuntimeError("Episode.propose() before reset()")
         sc = self.plant.scenario
         if getattr(self.policy, "kind", "rate") == "queue":
             cfg = self.policy.decide(self.history, target, self.plant.flows())  # type: ignore[call-arg]
             self.plant.apply_queues(cfg)  # type: ignore[attr-defined]
-            # The shaper stays open; the queues share the uplink.
             return np.full(self.batch, sc.u_max)
-        return check_rates(self.policy.decide(self.history, target), self.batch, sc.u_min, sc.u_max, f"policy '{self.policy.name}'")
+        return np.asarray(self.policy.decide(self.history, target), dtype=np.float64)
+
+    def decide(self, target: np.ndarray) -> np.ndarray:
+        """The next period's u (B,): the policy's proposal, checked (one line on NaN) and clipped."""
+        sc = self.plant.scenario
+        return check_rates(self.propose(target), self.batch, sc.u_min, sc.u_max, f"policy '{self.policy.name}'")
+
+    def observe(self, u: np.ndarray, state: StateBatch, target: np.ndarray) -> None:
+        """Record one period: u applied over it, the state measured at its end, the target it had."""
+        if self.history is None:
+            raise RuntimeError("Episode.observe() before reset()")
+        self.history.append(u, state.y, target)
+        if self.keep is not None:
+            if len(self.history) >= self.keep * 4:
+                self.history = _trim(self.history, self.keep)
+            return
+        k = len(self.times)
+        self.times.append(state.t)
+        for key, val in self.plant.info.items():
+            arr = np.asarray(val)
+            if arr.shape == (self.batch,) and arr.dtype.kind in "fiub":
+                self._extras.setdefault(key, [np.full(self.batch, np.nan)] * k).append(arr.astype(np.float64))
+        for col in self._extras.values():
+            if len(col) < k + 1:  # a key the plant stopped reporting
+                col.append(np.full(self.batch, np.nan))
 
     def step(self, target: np.ndarray | float) -> tuple[StateBatch, np.ndarray]:
         """Decide u for the next period from the history and ``target`` (shape (B,) or scalar), apply it.
@@ -75,24 +112,17 @@ class Episode:
         if self.history is None:
             raise RuntimeError("Episode.step() before reset()")
         tg = np.broadcast_to(np.asarray(target, dtype=np.float64), (self.batch,))
-        u = self._decide(tg)
+        u = self.decide(tg)
         st = self.plant.step(u)
-        self.history.append(u, st.y, tg)
-        k = len(self.times)
-        self.times.append(st.t)
-        for key, val in self.plant.info.items():
-            arr = np.asarray(val)
-            if arr.shape == (self.batch,) and arr.dtype.kind in "fiub":
-                self._extras.setdefault(key, [np.full(self.batch, np.nan)] * k).append(arr.astype(np.float64))
-        for col in self._extras.values():
-            if len(col) < k + 1:  # a key the plant stopped reporting
-                col.append(np.full(self.batch, np.nan))
+        self.observe(u, st, tg)
         return st, u
 
     def traces(self, meta: dict[str, Any] | None = None) -> list[Trace]:
         """One ``Trace`` per instance, with the plant's per-period ground truth as extra columns."""
         if self.history is None:
             raise RuntimeError("Episode.traces() before reset()")
+        if self.keep is not None:
+            raise RuntimeError("a bounded Episode (keep=...) records no traces")
         n = len(self.times)
         ex = {key: np.vstack(v[:n]) if n else np.empty((0, self.batch)) for key, v in self._extras.items()}
         base = {
@@ -160,3 +190,12 @@ def run_episode(
         if bar is not None:
             bar.close()
     return ep.traces(meta)
+
+
+def _trim(hist: History, keep: int) -> History:
+    """The last ``keep`` periods of ``hist`` as a new History (bounded memory, same last_y/last_u)."""
+    n = len(hist)
+    out = History(hist.y[n - keep - 1], capacity_hint=keep * 4)
+    for j in range(n - keep, n):
+        out.append(hist.u[j], hist.y[j], hist.target[j])
+    return out

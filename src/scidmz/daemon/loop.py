@@ -48,7 +48,8 @@ import numpy as np
 from ..actuators.base import ActuatorError
 from ..plant.base import Plant
 from ..policies.base import Policy
-from ..state import STATE_FIELDS, History
+from ..runner import Episode
+from ..state import STATE_FIELDS
 from ..units import format_rate, parse_rate
 from .tokenfile import DEFAULT_API, TokenFile, parse_api_address, parse_listen_address
 
@@ -307,11 +308,11 @@ class ControlDaemon:
         return summary
 
     # -- the loop -------------------------------------------------------------------------------------------
-    def _decide(self, hist: History, target: float) -> tuple[float | None, str | None, str | None]:
+    def _decide(self, episode: Episode, target: float) -> tuple[float | None, str | None, str | None]:
         """(u_policy, fallback reason, cause) of one policy call."""
         before = getattr(self.policy, "fallbacks", None)
         try:
-            raw = np.asarray(self.policy.decide(hist, np.array([target])), dtype=np.float64).reshape(-1)
+            raw = episode.propose(np.array([target])).reshape(-1)
             u_policy = float(raw[0])
         except Exception as exc:
             return None, f"policy error: {_one_line(exc)}", "policy"
@@ -326,9 +327,10 @@ class ControlDaemon:
 
     def _loop(self) -> None:
         sc = self.scenario
-        state0 = self.plant.reset(self.seed)
-        self.policy.reset(sc, 1)
-        hist = History(state0.y, capacity_hint=256)
+        # The one runner (runner.Episode), stepped by hand: the daemon puts fallbacks between
+        # the policy's proposal and the plant, and a timeout around the plant's step.
+        episode = Episode(self.plant, self.policy, keep=_HISTORY_KEEP)
+        state0 = episode.reset(self.seed)
         with self._lock:
             self.last = _Sample(float(state0.t), np.asarray(state0.y[0], dtype=np.float64))
             self._last_sample_wall = time.monotonic()
@@ -343,7 +345,7 @@ class ControlDaemon:
             target = self.target
             u_policy: float | None = None
             if failure is None:
-                u_policy, reason, cause = self._decide(hist, target)
+                u_policy, reason, cause = self._decide(episode, target)
                 if cause is not None:
                     self._count(cause)
             else:
@@ -408,9 +410,7 @@ class ControlDaemon:
                     self._set_fallback(*failure, u)
                     self._record(None, u, u_policy, *failure)
                 else:
-                    hist.append(np.array([u]), y[None, :], np.array([target]))
-                    if len(hist) >= _HISTORY_KEEP * 4:
-                        hist = _trim(hist, _HISTORY_KEEP)
+                    episode.observe(np.array([u]), st, np.array([target]))
                     with self._lock:
                         self.last = _Sample(float(st.t), y)
                         self._last_sample_wall = now
@@ -500,15 +500,6 @@ class ControlDaemon:
                 self._log.flush()
             except (OSError, ValueError):  # a full disk must not stop the control loop
                 pass
-
-
-def _trim(hist: History, keep: int) -> History:
-    """The last ``keep`` periods of ``hist`` as a new History (bounded memory, same last_y/last_u)."""
-    n = len(hist)
-    out = History(hist.y[n - keep - 1], capacity_hint=keep * 4)
-    for j in range(n - keep, n):
-        out.append(hist.u[j], hist.y[j], hist.target[j])
-    return out
 
 
 def _step_into(plant: Plant, u: float, box: dict[str, Any], done: threading.Event) -> None:
