@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["STATE_FIELDS", "NetworkState", "History", "Trace", "TRACE_COLUMNS", "json_default"]
+__all__ = ["STATE_FIELDS", "NetworkState", "History", "Trace", "TRACE_COLUMNS", "json_default",
+           "json_default_lenient"]
 
 STATE_FIELDS: tuple[str, ...] = (
     "rate_dtn",
@@ -248,3 +249,12 @@ def json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def json_default_lenient(o: Any) -> Any:
+    """``json_default`` that never fails: an unknown object becomes its ``str`` (a log, API or
+    ``--json`` line must not break on an odd value)."""
+    try:
+        return json_default(o)
+    except TypeError:
+        return str(o)

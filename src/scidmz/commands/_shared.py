@@ -16,18 +16,11 @@ def emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> Non
     if human and not as_json:
         print(human)
     if as_json:
+        from ..state import json_default_lenient  # numpy: only when there is JSON to write
+
         if human:
             print(human, file=sys.stderr)
-        print(json_line(result, default=_json_default))
-
-
-def _json_default(o: Any) -> Any:
-    from ..state import json_default
-
-    try:
-        return json_default(o)
-    except TypeError:
-        return str(o)  # a log/API line must never fail on an odd value
+        print(json_line(result, default=json_default_lenient))
 
 
 def add_scenario_args(p: argparse.ArgumentParser) -> None:

@@ -64,9 +64,9 @@ def _clean(o: Any) -> Any:
 def _json(code: int, obj: Any) -> Any:
     from starlette.responses import Response
 
-    from .loop import json_default
+    from ..state import json_default_lenient
 
-    body = json.dumps(_clean(obj), default=json_default, allow_nan=False) + "\n"
+    body = json.dumps(_clean(obj), default=json_default_lenient, allow_nan=False) + "\n"
     return Response(body, status_code=code, media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 

@@ -49,7 +49,7 @@ from ..actuators.base import ActuatorError
 from ..plant.base import Plant
 from ..policies.base import Policy
 from ..runner import Episode
-from ..state import STATE_FIELDS
+from ..state import STATE_FIELDS, json_default_lenient
 from ..units import format_rate, parse_rate
 from .tokenfile import DEFAULT_API, TokenFile, parse_api_address, parse_listen_address
 
@@ -493,7 +493,7 @@ class ControlDaemon:
     def _write(self, obj: dict[str, Any]) -> None:
         if self._log is None:
             return
-        line = json.dumps(obj, default=json_default)
+        line = json.dumps(obj, default=json_default_lenient)
         with self._log_lock:
             try:
                 self._log.write(line + "\n")
@@ -524,13 +524,3 @@ def _is_actuator_error(exc: BaseException | None) -> bool:
 def _one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
-
-
-def json_default(o: Any) -> Any:
-    """JSON for numpy values; never fails (a log/API line must not break on an odd value)."""
-    from ..state import json_default as _jd
-
-    try:
-        return _jd(o)
-    except TypeError:
-        return str(o)
