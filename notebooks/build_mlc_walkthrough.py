@@ -28,7 +28,6 @@ on scidmz's fluid plant:
 Every size here is tiny so the notebook runs in CI; `scidmz reproduce mlc` runs the
 paper's sizes. Units are SI throughout (bit/s, s, bytes)."""),
     ("code", """import time
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -43,15 +42,14 @@ print(scenario.name, "| B_max =", scenario.capacity / 1e6, "Mbit/s | T =", scena
 A dataset is a `Trace` saved as Parquet: one row per control period T with the seven
 network variables of Table 3 (`rate_dtn`, `rate_campus`, `rtt_dtn`, `rtt_campus`,
 `qdelay_dtn`, `qdelay_campus`, `active_flows`), the campus rate `u` and the `episode`
-it belongs to. The repository ships a small one under `datasets/`; if it is missing
+it belongs to. scidmz ships a small one inside the package (`scidmz.data`); if it is missing
 we record a short one on the fluid plant (`scidmz identify` does the same from a shell)."""),
-    ("code", """from scidmz.identification.excitation import identify, load_dataset
+    ("code", """from scidmz.data import dataset_names, dataset_path
+from scidmz.identification.excitation import identify, load_dataset
 
-candidates = [Path(p) / "datasets" for p in (".", "..", "../..")]
-shipped = sorted(f for d in candidates if d.is_dir() for f in d.glob("*cubic*.parquet"))
-if shipped:
-    dataset = load_dataset(shipped[0])
-    print("loaded", shipped[0], len(dataset), "rows")
+if "small-cubic-400s" in dataset_names():
+    dataset = load_dataset(dataset_path("small-cubic-400s"))
+    print("loaded the shipped small-cubic-400s dataset:", len(dataset), "rows")
 else:
     dataset = identify(scenario, duration=1200, seed=0, batch=8)
     print("recorded", len(dataset), "rows on the fluid plant")
