@@ -214,7 +214,8 @@ def test_tbf_rejects_bad_construction() -> None:
 
 # -- OVS (userspace datapath) ---------------------------------------------------------------
 
-from scidmz.actuators.ovs import OvsQosActuator, OvsUserspace, kernel_has_police  # noqa: E402
+from scidmz.actuators.ovs import OvsQosActuator, kernel_has_police  # noqa: E402
+from scidmz.plant.netns.ovsd import OvsUserspace  # noqa: E402
 
 
 @dataclass

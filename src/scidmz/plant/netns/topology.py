@@ -411,10 +411,10 @@ class Testbed:
     def _ovs_s1(self, ipr: dict[str, Any], campus_hosts: list[Host]) -> None:
         """S1 as Open vSwitch in userspace (datapath_type=netdev) inside S1's namespace.
 
-        Uses the actuators' ``OvsUserspace`` (private ovsdb-server/ovs-vswitchd,
+        Uses ``ovsd.OvsUserspace`` (private ovsdb-server/ovs-vswitchd,
         TX checksum offload off on both ends of every attached veth, MACHINE.md).
         """
-        from ...actuators.ovs import OvsUserspace
+        from .ovsd import OvsUserspace
 
         for i, h in enumerate(campus_hosts, 1):
             self._veth(ipr, h.name, "eth0", "sw1", f"p{i}")
