@@ -14,8 +14,11 @@ so the controller daemon can apply its fallback rate directly when the
 telemetry stops answering. ``close`` removes the shaper (restoring the
 interface or port) and disconnects from the switch.
 
-Nothing is simulated here: without a switch address (or view) or without an
-actuator target the constructor fails with a one-line error.
+Composition (ARCHITECTURE.md): ``HardwarePlant`` receives its actuator and its
+telemetry view as objects; ``build_hardware_plant`` (what ``make_plant("hardware",
+...)`` calls) makes them from command-line options. Nothing is simulated here:
+without a switch address (or view) or without an actuator target it fails with
+a one-line error.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..scenario import Scenario
 from ..units import check_rates
 from .base import StateBatch, register_plant
 
-__all__ = ["HardwarePlant", "DEFAULT_OVS_DB"]
+__all__ = ["HardwarePlant", "build_hardware_plant", "DEFAULT_OVS_DB"]
 
 DEFAULT_OVS_DB = "unix:/var/run/openvswitch/db.sock"
 
@@ -40,72 +43,30 @@ class HardwarePlant:
 
     realtime = True
 
-    def __init__(
-        self,
-        scenario: Scenario,
-        dev: str | None = None,
-        ovs_port: str | None = None,
-        telemetry: Any = None,
-        *,
-        netns: str | None = None,
-        ovs_db: str | None = None,
-        ovs_mode: str = "htb",
-        ovs_bridge: str | None = None,
-        dtn_prefixes: list[str] | None = None,
-        remote_prefixes: list[str] | None = None,
-        install: bool = True,
-        p4info: str | None = None,
-        view_options: dict[str, Any] | None = None,
-    ) -> None:
-        if telemetry is None or telemetry == "":
-            raise ValueError(
-                "the hardware plant needs its telemetry switch: give the P4Runtime address "
-                "(--telemetry HOST:PORT) of the switch running telemetry_p4/"
-            )
-        if (dev is None) == (ovs_port is None):
-            raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT")
-        if isinstance(telemetry, str):
-            host, sep, port = telemetry.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ValueError(f"telemetry address {telemetry!r}: expected HOST:PORT, e.g. 10.0.0.5:9559")
+    def __init__(self, scenario: Scenario, actuator: Any, view: Any, *, owns_view: bool = False) -> None:
+        """``actuator``: a ``RateActuator`` (``set_rate``, ``current_rate``, ``close``); ``view``: a
+        ``DataPlaneView`` (``clock``, ``read_class_counters``, ``read_register``, ``drain_digests``).
+        ``owns_view``: close the view with the plant. ``build_hardware_plant`` makes both from
+        command-line options (the ``hardware`` entry of ``make_plant``)."""
+        for attr in ("set_rate", "current_rate", "close"):
+            if not callable(getattr(actuator, attr, None)):
+                raise ValueError(f"actuator {type(actuator).__name__} is not a RateActuator (no {attr}())")
+        for attr in ("clock", "read_class_counters", "read_register", "drain_digests"):
+            if not callable(getattr(view, attr, None)):
+                raise ValueError(f"telemetry object {type(view).__name__} is not a DataPlaneView (no {attr}())")
         self.scenario = scenario
         self.batch = 1
+        self.actuator = actuator
+        self._view = view
+        self._own_view = owns_view
         self._closed = False
         self._info: dict[str, Any] = {}
-        self._view: Any = None
-        self._own_view = False
         self.collector: Any = None
         self._t0 = 0.0
         self._next = 0.0
 
-        # The actuator first: it validates the local side without touching the network.
-        if dev is not None:
-            from ..actuators.tbf import TbfActuator
-
-            self.actuator: Any = TbfActuator(dev, netns=netns, burst=scenario.shaper.burst,
-                                             latency=scenario.shaper.latency)
-        else:
-            from ..actuators.ovs import OvsQosActuator
-
-            self.actuator = OvsQosActuator(ovs_db or DEFAULT_OVS_DB, str(ovs_port), mode=ovs_mode,
-                                           bridge=ovs_bridge, netns=netns)
-        try:
-            if isinstance(telemetry, str):
-                self._view = self._connect(telemetry, dtn_prefixes, remote_prefixes, install, p4info,
-                                           view_options or {})
-                self._own_view = True
-            else:
-                for attr in ("clock", "read_class_counters", "read_register", "drain_digests"):
-                    if not callable(getattr(telemetry, attr, None)):
-                        raise ValueError(f"telemetry object {type(telemetry).__name__} is not a DataPlaneView "
-                                         f"(no {attr}())")
-                self._view = telemetry
-        except BaseException:
-            self.actuator.close()
-            raise
-
     @staticmethod
-    def _connect(address: str, dtn: list[str] | None, remote: list[str] | None, install: bool,
+    def connect(address: str, dtn: list[str] | None, remote: list[str] | None, install: bool,
                  p4info: str | None, options: dict[str, Any]) -> Any:
         try:
             from ..telemetry import constants as C
@@ -207,4 +168,60 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
 
 
-register_plant("hardware", HardwarePlant, max_batch=1)
+def build_hardware_plant(
+    scenario: Scenario,
+    dev: str | None = None,
+    ovs_port: str | None = None,
+    telemetry: Any = None,
+    *,
+    netns: str | None = None,
+    ovs_db: str | None = None,
+    ovs_mode: str = "htb",
+    ovs_bridge: str | None = None,
+    dtn_prefixes: list[str] | None = None,
+    remote_prefixes: list[str] | None = None,
+    install: bool = True,
+    p4info: str | None = None,
+    view_options: dict[str, Any] | None = None,
+) -> HardwarePlant:
+    """A ``HardwarePlant`` from command-line options: the actuator (``TbfActuator`` on ``dev`` or
+    ``OvsQosActuator`` on ``ovs_port``) and the telemetry view (``P4RuntimeView`` at
+    ``telemetry="HOST:PORT"``, or a ``DataPlaneView`` object used as given). One-line errors for a
+    missing or doubled actuator target and a malformed address; nothing is left open on failure."""
+    if telemetry is None or telemetry == "":
+        raise ValueError(
+            "the hardware plant needs its telemetry switch: give the P4Runtime address "
+            "(--telemetry HOST:PORT) of the switch running telemetry_p4/"
+        )
+    if (dev is None) == (ovs_port is None):
+        raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT")
+    if isinstance(telemetry, str):
+        host, sep, port = telemetry.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"telemetry address {telemetry!r}: expected HOST:PORT, e.g. 10.0.0.5:9559")
+    # The actuator first: it validates the local side without touching the network.
+    actuator: Any
+    if dev is not None:
+        from ..actuators.tbf import TbfActuator
+
+        actuator = TbfActuator(dev, netns=netns, burst=scenario.shaper.burst, latency=scenario.shaper.latency)
+    else:
+        from ..actuators.ovs import OvsQosActuator
+
+        actuator = OvsQosActuator(ovs_db or DEFAULT_OVS_DB, str(ovs_port), mode=ovs_mode, bridge=ovs_bridge,
+                                  netns=netns)
+    view = None
+    try:
+        if isinstance(telemetry, str):
+            view = HardwarePlant.connect(telemetry, dtn_prefixes, remote_prefixes, install, p4info,
+                                         view_options or {})
+            return HardwarePlant(scenario, actuator, view, owns_view=True)
+        return HardwarePlant(scenario, actuator, telemetry)
+    except BaseException:
+        actuator.close()
+        if view is not None:
+            view.close()
+        raise
+
+
+register_plant("hardware", build_hardware_plant, max_batch=1)

@@ -1,0 +1,57 @@
+"""Backends receive their actuator and telemetry objects (ARCHITECTURE.md: composition, not strings)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scidmz.plant.base import make_plant
+from scidmz.plant.hardware import HardwarePlant
+from scidmz.scenario import load_scenario
+from scidmz.telemetry.dataplane import SoftwareDataPlane
+
+
+class RecordingActuator:
+    """A RateActuator that remembers what it was told (the plant must go through it)."""
+
+    def __init__(self) -> None:
+        self.rates: list[float] = []
+        self.closed = False
+
+    def set_rate(self, rate: float) -> None:
+        self.rates.append(float(rate))
+
+    def current_rate(self) -> float:
+        return self.rates[-1]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_hardware_plant_composes_given_actuator_and_view():
+    sc = load_scenario("testbed").replace(period=0.02)
+    act = RecordingActuator()
+    with HardwarePlant(sc, act, SoftwareDataPlane()) as plant:
+        plant.reset(seed=0)
+        st = plant.step(30e6)
+        assert st.y.shape == (1, 7) and np.all(np.isfinite(st.y))
+        assert act.rates[-1] == 30e6 and plant.info["u_applied"][0] == 30e6
+    assert act.closed  # closing the plant releases the actuator it was given
+
+
+def test_hardware_plant_refuses_objects_that_are_not_an_actuator_or_a_view():
+    sc = load_scenario("testbed")
+    with pytest.raises(ValueError, match="is not a RateActuator .no set_rate"):
+        HardwarePlant(sc, object(), SoftwareDataPlane())
+    with pytest.raises(ValueError, match="is not a DataPlaneView"):
+        HardwarePlant(sc, RecordingActuator(), object())
+
+
+def test_make_plant_hardware_builds_from_options_with_one_line_errors():
+    sc = load_scenario("testbed")
+    with pytest.raises(ValueError, match="exactly one actuator target"):
+        make_plant("hardware", sc, telemetry="127.0.0.1:9559")
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        make_plant("hardware", sc, dev="eth0", telemetry="nowhere")
+    with pytest.raises(ValueError, match="has no option 'bogus'"):
+        make_plant("hardware", sc, bogus=1)
