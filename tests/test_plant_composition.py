@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -55,3 +57,28 @@ def test_make_plant_hardware_builds_from_options_with_one_line_errors():
         make_plant("hardware", sc, dev="eth0", telemetry="nowhere")
     with pytest.raises(ValueError, match="has no option 'bogus'"):
         make_plant("hardware", sc, bogus=1)
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+def test_netns_plant_takes_telemetry_and_actuator_factories():
+    from scidmz.actuators.tbf import TbfActuator
+    from scidmz.plant.netns.kernel_telemetry import KernelCounterTelemetry
+    from scidmz.plant.netns.plant import NetnsPlant
+
+    made = []
+
+    def actuator(dev, **kw):
+        made.append(dev)
+        return TbfActuator(dev, **kw)
+
+    sc = load_scenario("testbed").replace(campus={"hosts": 1}, dtn={"streams": 2},
+                                          link={"capacity": 20e6, "buffer_bdp": 1.0})
+    with NetnsPlant(sc, prefix="tcmp", telemetry=KernelCounterTelemetry, actuator=actuator) as plant:
+        plant.reset(seed=0)
+        y = plant.step(5e6).y[0]
+        assert type(plant.telemetry) is KernelCounterTelemetry
+        assert made == [plant.testbed.uplink[0]] and plant.actuator.current_rate() == pytest.approx(5e6, rel=0.02)
+        assert np.all(np.isfinite(y))
+    with pytest.raises(ValueError, match="unknown telemetry 'bogus'"):
+        NetnsPlant(sc, telemetry="bogus")

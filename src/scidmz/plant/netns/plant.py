@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -55,14 +56,27 @@ class NetnsPlant:
         scenario: Scenario,
         prefix: str | None = None,
         switch: str = "bridge",
-        telemetry: str = "auto",
+        telemetry: str | Callable[[Testbed], Any] = "auto",
         rtts: dict[str, float] | None = None,
         drain: float | None = None,
+        actuator: Callable[..., Any] | None = None,
     ) -> None:
-        if telemetry not in TELEMETRY_KINDS:
-            raise ValueError(f"unknown telemetry '{telemetry}' (choose {', '.join(TELEMETRY_KINDS)})")
+        """``telemetry``: a factory ``(testbed) -> telemetry source`` (e.g. ``taps.DataplaneTelemetry``,
+        ``kernel_telemetry.KernelCounterTelemetry``), or one of ``TELEMETRY_KINDS`` from the command
+        line. ``actuator``: a factory ``(dev, netns=, burst=, latency=) -> RateActuator`` for the
+        campus uplink (default ``TbfActuator``). Composition, as Mininet passes link classes."""
+        if isinstance(telemetry, str):
+            if telemetry not in TELEMETRY_KINDS:
+                raise ValueError(f"unknown telemetry '{telemetry}' (choose {', '.join(TELEMETRY_KINDS)})")
+            self._tel_factory: Callable[[Testbed], Any] = _telemetry_factory(telemetry)
+        elif callable(telemetry):
+            self._tel_factory = telemetry
+        else:
+            raise ValueError(f"telemetry must be one of {', '.join(TELEMETRY_KINDS)} or a factory, got {telemetry!r}")
+        if actuator is not None and not callable(actuator):
+            raise ValueError(f"actuator must be a factory (dev, netns=, burst=, latency=), got {actuator!r}")
+        self._act_factory = actuator
         self.scenario = scenario
-        self.telemetry_kind = telemetry
         self._tb = Testbed(scenario, prefix=prefix, switch=switch, rtts=rtts)
         self._traffic: Any = None
         self._tel: Any = None
@@ -104,29 +118,18 @@ class NetnsPlant:
             raise RuntimeError("NetnsPlant is closed")
         if self._act is not None:
             return
-        from ...actuators.tbf import TbfActuator
         from .traffic import Traffic
 
+        if self._act_factory is None:
+            from ...actuators.tbf import TbfActuator
+
+            self._act_factory = TbfActuator
         self._tb.up()
         dev, ns = self._tb.uplink
-        self._act = TbfActuator(dev, netns=ns, burst=self.scenario.shaper.burst, latency=self.scenario.shaper.latency)
+        self._act = self._act_factory(dev, netns=ns, burst=self.scenario.shaper.burst,
+                                      latency=self.scenario.shaper.latency)
         self._traffic = Traffic(self._tb, self.scenario.seed)
         self._traffic.start_servers()
-
-    def _open_telemetry(self) -> Any:
-        kind = self.telemetry_kind
-        if kind in ("auto", "dataplane"):
-            try:
-                from .taps import DataplaneTelemetry
-
-                return DataplaneTelemetry(self._tb)
-            except Exception as exc:  # noqa: BLE001 - auto falls back, explicit re-raises
-                if kind == "dataplane":
-                    raise RuntimeError(f"data-plane telemetry unavailable: {exc}") from exc
-                log.warning("data-plane telemetry unavailable (%s); using kernel counters", exc)
-        from .kernel_telemetry import KernelCounterTelemetry
-
-        return KernelCounterTelemetry(self._tb)
 
     @property
     def actuator(self) -> Any:
@@ -144,7 +147,7 @@ class NetnsPlant:
         self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None else sc.u_max)
         time.sleep(self._drain)
         self._traffic.start_campus()
-        self._tel = self._open_telemetry()
+        self._tel = self._tel_factory(self._tb)
         if sc.campus.traffic == "udp":
             self._tel.udp_sources = len(self._tb.campus)
         self._dtn_started = False
@@ -259,6 +262,41 @@ class NetnsPlant:
             self._tel = None
             self._act = None
             self._tb.down()
+
+
+
+
+def _auto_telemetry(testbed: Testbed) -> Any:
+    """The data plane on mirrored packets when it can run here, else the kernel counters (logged)."""
+    try:
+        from .taps import DataplaneTelemetry
+
+        return DataplaneTelemetry(testbed)
+    except Exception as exc:  # noqa: BLE001 - auto falls back; an explicit "dataplane" re-raises
+        log.warning("data-plane telemetry unavailable (%s); using kernel counters", exc)
+    from .kernel_telemetry import KernelCounterTelemetry
+
+    return KernelCounterTelemetry(testbed)
+
+
+def _dataplane_telemetry(testbed: Testbed) -> Any:
+    from .taps import DataplaneTelemetry
+
+    try:
+        return DataplaneTelemetry(testbed)
+    except Exception as exc:
+        raise RuntimeError(f"data-plane telemetry unavailable: {exc}") from exc
+
+
+def _kernel_telemetry(testbed: Testbed) -> Any:
+    from .kernel_telemetry import KernelCounterTelemetry
+
+    return KernelCounterTelemetry(testbed)
+
+
+def _telemetry_factory(kind: str) -> Callable[[Testbed], Any]:
+    """The command line's telemetry names, mapped at the edge to factories."""
+    return {"auto": _auto_telemetry, "dataplane": _dataplane_telemetry, "kernel": _kernel_telemetry}[kind]
 
 
 register_plant("netns", NetnsPlant, max_batch=1)
