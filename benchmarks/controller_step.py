@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from scidmz.controller.mlc import Gains, MLCPolicy
-from scidmz.models.inverse import NumpyPredictor, load_predictor
+from scidmz.models.predictor import NumpyPredictor, load_predictor
 from scidmz.scenario import load_scenario
 from scidmz.state import History
 

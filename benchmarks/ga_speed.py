@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from scidmz.models.inverse import load_predictor
+from scidmz.models.predictor import load_predictor
 from scidmz.scenario import load_scenario
 from scidmz.tuning.ga import tune
 

@@ -157,7 +157,7 @@ def test_every_fallback_cause_is_in_status_and_metrics(start: Callable[..., Runn
     """Actuator failure and an MLC whose model returns NaN (which the MLC itself replaces by the
     trivial rate: before issue 10 /status said fallback=false, errors {})."""
     from scidmz.controller.mlc import Gains
-    from scidmz.models.inverse import NumpyPredictor
+    from scidmz.models.predictor import NumpyPredictor
     from scidmz.policies import make_policy
 
     w = np.zeros((22, 1))

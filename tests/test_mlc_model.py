@@ -28,7 +28,7 @@ def model(data) -> InverseModel:
 
 
 def test_architecture_matches_fig8(model: InverseModel) -> None:
-    dims = [layer.get_weights()[0].shape for layer in model._model.layers]
+    dims = [layer.get_weights()[0].shape for layer in model.model_.layers]
     assert dims == [(22, 64 * 22), (64 * 22, 22), (22, 1)]
 
 
@@ -84,7 +84,9 @@ def test_bad_training_data(data) -> None:
         InverseModel(epochs=1).fit(Xn, y)
     with pytest.raises(ValueError, match="rows"):
         InverseModel(epochs=1).fit(X, y[:-1])
-    with pytest.raises(RuntimeError, match="not trained"):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError, match="not trained"):
         InverseModel().predict(X)
 
 
@@ -119,4 +121,22 @@ def test_ensemble_is_mean_of_seeded_members(data, tmp_path) -> None:
     # A single-net directory (no m1_* arrays) still loads as one net.
     assert load_predictor(d / "member_1").members == []
     with pytest.raises(ValueError, match="ensemble"):
-        InverseModel(ensemble=0)
+        InverseModel(ensemble=0).fit(X, y)
+
+
+def test_scikit_learn_estimator_contract(data) -> None:
+    """__init__ stores parameters; clone/get_params/set_params work; fitted state ends in '_'."""
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    X, y = data
+    m = InverseModel(hidden_factor=2, epochs=1, batch_size=64, seed=5)
+    assert m.get_params()["hidden_factor"] == 2 and clone(m).get_params() == m.get_params()
+    assert not [k for k in vars(m) if k.endswith("_")]  # nothing fitted before fit()
+    with pytest.raises(NotFittedError):
+        m.predict(X[:3])
+    m.fit(X, y)
+    assert {"model_", "x_scaler_", "y_scaler_", "members_", "history_"} <= set(vars(m))
+    c = clone(m).set_params(seed=6)
+    assert not hasattr(c, "model_") and c.seed == 6
+    assert m.score(X[:50], y[:50]) <= 1.0  # RegressorMixin's R^2

@@ -31,7 +31,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     result, human = evaluate(
         scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
         out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
-        progress=not a.json and sys.stderr.isatty(),
+        progress=sys.stderr.isatty(),
     )
     emit(result, a.json, human)
     return 0

@@ -57,7 +57,7 @@ def cmd_identify(a: argparse.Namespace) -> int:
 
     result, human = record_dataset(
         scenario=a.scenario, duration=a.duration, out=a.out, overrides=a.set, seed=a.seed, batch=a.batch,
-        plant=a.plant, tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
+        plant=a.plant, tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
     )
     emit(result, a.json, human)
     return 0
@@ -68,7 +68,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 
     result, human = train_model(
         dataset=a.dataset, out=a.out, epochs=a.epochs, folds=a.folds, seed=a.seed,
-        tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
+        tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
     )
     emit(result, a.json, human)
     return 0
@@ -81,7 +81,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
         scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, generations=a.generations,
         population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
         executor=a.executor, delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
-        tracking_uri=a.tracking_uri, progress=not a.json and sys.stderr.isatty(),
+        tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
     )
     emit(result, a.json, human)
     return 0

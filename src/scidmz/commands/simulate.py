@@ -31,7 +31,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     result, human = simulate(
         scenario=a.scenario, overrides=a.set, policy=a.policy, plant=a.plant, target=a.target,
         duration=a.duration, seed=a.seed, model=a.model, gains=a.gains, out=a.out, plot=a.plot,
-        progress=not a.json and sys.stderr.isatty(),
+        progress=sys.stderr.isatty(),
     )
     emit(result, a.json, human)
     return 0

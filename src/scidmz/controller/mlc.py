@@ -267,7 +267,7 @@ class MLCPolicy:
     @classmethod
     def from_paths(cls, model: str | os.PathLike[str], gains: str | os.PathLike[str]) -> MLCPolicy:
         """Load a saved model directory (its NumPy weights; no TensorFlow) and a gains JSON."""
-        from ..models.inverse import load_predictor
+        from ..models.predictor import load_predictor
 
         if isinstance(model, str | os.PathLike):
             model = load_predictor(model)

@@ -12,7 +12,7 @@ mean |u_hat - u| / mean |u| over k held-out folds.
 
 A saved model directory holds ``model.keras`` (Keras), ``scalers.joblib``
 (sklearn), ``weights.npz`` (the same network as NumPy arrays, for the
-control loop, which does not need TensorFlow) and ``meta.json`` (feature
+control loop, read by ``models.predictor`` without TensorFlow or scikit-learn) and ``meta.json`` (feature
 order, per-unit scaling, scenario/CCA, dataset hash, training settings).
 TensorFlow is imported only when a Keras model is built, trained or loaded.
 
@@ -42,10 +42,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 
 from ..identification.regressors import FEATURE_NAMES, N_FEATURES, RATE_FEATURES
+from .predictor import NumpyPredictor, load_predictor, read_model_meta, relative_error
 
-__all__ = ["InverseModel", "NumpyPredictor", "load_predictor", "relative_error"]
+__all__ = ["InverseModel", "NumpyPredictor", "load_predictor", "relative_error"]  # the last three: .predictor
 
 FORMAT_VERSION = 1
 
@@ -90,14 +92,6 @@ def _keras() -> Any:
     return keras
 
 
-def relative_error(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """mean |u_hat - u| / mean |u| (the paper's relative validation error, as a fraction)."""
-    yt = np.asarray(y_true, dtype=np.float64).ravel()
-    yp = np.asarray(y_pred, dtype=np.float64).ravel()
-    denom = float(np.mean(np.abs(yt)))
-    return float(np.mean(np.abs(yp - yt)) / denom) if denom > 0 else float("nan")
-
-
 def _check_xy(X: Any, y: Any | None, n_features: int) -> tuple[np.ndarray, np.ndarray | None]:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 1:
@@ -116,78 +110,16 @@ def _check_xy(X: Any, y: Any | None, n_features: int) -> tuple[np.ndarray, np.nd
     return X, yy
 
 
-class NumpyPredictor:
-    """The trained network as NumPy arrays: X (n, 22) in model units -> u (n,).
+class InverseModel(RegressorMixin, BaseEstimator):
+    """u(t) = f(y(t), y(t-T), y(t-2T), u(t-T)); a scikit-learn regressor (section 3.5, Fig. 8).
 
-    Picklable (a GA can ship it to worker processes) and TensorFlow-free.
-    ``per_unit``: the model works in units of B_max for the rate features
-    and for u; the controller scales inputs/outputs with the scenario's B_max.
+    The estimator contract: ``__init__`` only stores its parameters (checked in
+    ``fit``), fitted state ends in ``_`` (``model_``, ``x_scaler_``, ``y_scaler_``,
+    ``members_``, ``history_``, ``meta_``), and ``sklearn.base.clone`` and
+    ``sklearn.model_selection`` work on it. ``meta`` is ``meta_`` (the training
+    run's description: dataset hash, scenario fingerprint, CV error), which a
+    caller may extend before ``save``.
     """
-
-    def __init__(self, arrays: dict[str, np.ndarray], per_unit: bool, meta: dict[str, Any] | None = None) -> None:
-        self.x_mean = np.asarray(arrays["x_mean"], dtype=np.float64)
-        self.x_scale = np.asarray(arrays["x_scale"], dtype=np.float64)
-        self.y_mean = float(np.asarray(arrays["y_mean"]).ravel()[0])
-        self.y_scale = float(np.asarray(arrays["y_scale"]).ravel()[0])
-        self.layers = []
-        i = 0
-        while f"w{i}" in arrays:
-            self.layers.append((np.asarray(arrays[f"w{i}"], dtype=np.float64), np.asarray(arrays[f"b{i}"], dtype=np.float64)))
-            i += 1
-        if not self.layers:
-            raise ValueError("predictor arrays hold no layers")
-        self.n_features = self.layers[0][0].shape[0]
-        self.per_unit = bool(per_unit)
-        self.meta = dict(meta or {})
-        # Ensemble members 1..n-1 (their arrays prefixed "m<k>_"); member 0 is this net.
-        self.members: list[NumpyPredictor] = []
-        k = 1
-        while f"m{k}_w0" in arrays:
-            pre = f"m{k}_"
-            sub = {key[len(pre):]: v for key, v in arrays.items() if key.startswith(pre)}
-            member = NumpyPredictor(sub, per_unit=per_unit)
-            if member.n_features != self.n_features:
-                raise ValueError(f"ensemble member {k} takes {member.n_features} inputs, member 0 {self.n_features}")
-            self.members.append(member)
-            k += 1
-
-    def __call__(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features:
-            raise ValueError(f"inverse model expects {self.n_features} input features, got shape {X.shape}")
-        out = self._net(X)
-        if self.members:
-            for m in self.members:
-                out += m._net(X)
-            out /= 1 + len(self.members)
-        return out
-
-    def _net(self, X: np.ndarray) -> np.ndarray:
-        h = (X - self.x_mean) / self.x_scale
-        last = len(self.layers) - 1
-        for j, (w, b) in enumerate(self.layers):
-            h = h @ w + b
-            if j < last:
-                np.maximum(h, 0.0, out=h)
-        return h[:, 0] * self.y_scale + self.y_mean
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {
-            "x_mean": self.x_mean,
-            "x_scale": self.x_scale,
-            "y_mean": np.array([self.y_mean]),
-            "y_scale": np.array([self.y_scale]),
-        }
-        for j, (w, b) in enumerate(self.layers):
-            out[f"w{j}"] = w
-            out[f"b{j}"] = b
-        for k, m in enumerate(self.members, start=1):
-            out.update({f"m{k}_{key}": v for key, v in m.arrays().items()})
-        return out
-
-
-class InverseModel:
-    """u(t) = f(y(t), y(t-T), y(t-2T), u(t-T)); scikit-learn style fit/predict (section 3.5, Fig. 8)."""
 
     def __init__(
         self,
@@ -202,35 +134,42 @@ class InverseModel:
         progress: bool = False,
         ensemble: int = 1,
     ) -> None:
-        if hidden_factor < 1 or epochs < 1 or batch_size < 1:
-            raise ValueError("hidden_factor, epochs and batch_size must be >= 1")
-        if isinstance(ensemble, bool) or int(ensemble) != ensemble or ensemble < 1:
-            raise ValueError(f"ensemble (number of averaged networks) must be a whole number >= 1, got {ensemble!r}")
-        self.ensemble = int(ensemble)
-        self._members: list[InverseModel] = []
-        self.hidden_factor = int(hidden_factor)
-        self.epochs = int(epochs)
-        self.batch_size = int(batch_size)
-        self.learning_rate = float(learning_rate)
-        self.seed = int(seed)
-        self.n_features = int(n_features)
-        self.per_unit = bool(per_unit)
-        self.verbose = int(verbose)
-        self.progress = bool(progress)
-        self.meta: dict[str, Any] = {}
-        self.history: dict[str, list[float]] = {}
-        self._model: Any = None
-        self._x_scaler: Any = None
-        self._y_scaler: Any = None
+        self.hidden_factor = hidden_factor
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.seed = seed
+        self.n_features = n_features
+        self.per_unit = per_unit
+        self.verbose = verbose
+        self.progress = progress
+        self.ensemble = ensemble
+
+    def _check_params(self) -> None:
+        for name in ("hidden_factor", "epochs", "batch_size", "ensemble"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or int(v) != v or v < 1:
+                what = "ensemble (number of averaged networks)" if name == "ensemble" else name
+                raise ValueError(f"{what} must be a whole number >= 1, got {v!r}")
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if not hasattr(self, "meta_"):
+            self.meta_: dict[str, Any] = {}
+        return self.meta_
+
+    @meta.setter
+    def meta(self, value: dict[str, Any]) -> None:
+        self.meta_ = dict(value)
 
     # -- network -----------------------------------------------------------
     def _build(self) -> Any:
         keras = _keras()
-        n = self.n_features
+        n = int(self.n_features)
         return keras.Sequential(
             [
                 keras.Input(shape=(n,)),
-                keras.layers.Dense(self.hidden_factor * n, activation="relu", name="hidden"),
+                keras.layers.Dense(int(self.hidden_factor) * n, activation="relu", name="hidden"),
                 keras.layers.Dense(n, activation="relu", name="pre_output"),
                 keras.layers.Dense(1, activation="linear", name="output"),
             ]
@@ -238,7 +177,7 @@ class InverseModel:
 
     def _seed(self) -> None:
         keras = _keras()
-        keras.utils.set_random_seed(self.seed)
+        keras.utils.set_random_seed(int(self.seed))
         try:
             import tensorflow as tf
 
@@ -250,28 +189,32 @@ class InverseModel:
     def fit(self, X: Any, y: Any) -> InverseModel:
         from sklearn.preprocessing import StandardScaler
 
+        self._check_params()
         X, yy = _check_xy(X, y, self.n_features)
         assert yy is not None
         self._seed()
         keras = _keras()
-        self._x_scaler = StandardScaler().fit(X)
-        self._y_scaler = StandardScaler().fit(yy.reshape(-1, 1))
-        xs = self._x_scaler.transform(X).astype(np.float32)
-        ys = self._y_scaler.transform(yy.reshape(-1, 1)).astype(np.float32)
-        self._model = self._build()
-        self._model.compile(optimizer=keras.optimizers.Adam(self.learning_rate), loss="mse")
+        self.x_scaler_ = StandardScaler().fit(X)
+        self.y_scaler_ = StandardScaler().fit(yy.reshape(-1, 1))
+        xs = self.x_scaler_.transform(X).astype(np.float32)
+        ys = self.y_scaler_.transform(yy.reshape(-1, 1)).astype(np.float32)
+        self.model_ = self._build()
+        self.model_.compile(optimizer=keras.optimizers.Adam(float(self.learning_rate)), loss="mse")
         t0 = time.perf_counter()
-        callbacks = [_tqdm_epochs(keras, self.epochs)] if self.progress else []
+        callbacks = [_tqdm_epochs(keras, int(self.epochs))] if self.progress else []
         try:
-            hist = self._model.fit(
-                xs, ys, epochs=self.epochs, batch_size=self.batch_size, shuffle=True,
+            hist = self.model_.fit(
+                xs, ys, epochs=int(self.epochs), batch_size=int(self.batch_size), shuffle=True,
                 verbose=self.verbose, callbacks=callbacks,
             )
         finally:
             for cb in callbacks:
                 cb.close()
-        self.history = {k: [float(v) for v in vals] for k, vals in hist.history.items()}
-        self._members = [self._clone(seed=self.seed + k, ensemble=1).fit(X, yy) for k in range(1, self.ensemble)]
+        self.history_ = {k: [float(v) for v in vals] for k, vals in hist.history.items()}
+        self.members_ = [
+            clone(self).set_params(seed=int(self.seed) + k, ensemble=1, progress=False).fit(X, yy)
+            for k in range(1, int(self.ensemble))
+        ]
         self.meta.update(
             {
                 "n_samples": int(X.shape[0]),
@@ -282,71 +225,65 @@ class InverseModel:
         return self
 
     def _need(self) -> None:
-        if self._model is None:
-            raise RuntimeError("inverse model is not trained: call fit() or InverseModel.load()")
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "model_", msg="inverse model is not trained: call fit() or InverseModel.load()")
 
     def predict(self, X: Any) -> np.ndarray:
         """Keras inference (batch); the control loop uses ``numpy_predictor()`` instead."""
         self._need()
         X, _ = _check_xy(X, None, self.n_features)
-        xs = self._x_scaler.transform(X).astype(np.float32)
-        out = self._model.predict(xs, verbose=0, batch_size=4096)
-        u = self._y_scaler.inverse_transform(np.asarray(out, dtype=np.float64).reshape(-1, 1))[:, 0]
-        if self._members:
-            u = (u + sum(m.predict(X) for m in self._members)) / (1 + len(self._members))
+        xs = self.x_scaler_.transform(X).astype(np.float32)
+        out = self.model_.predict(xs, verbose=0, batch_size=4096)
+        u = self.y_scaler_.inverse_transform(np.asarray(out, dtype=np.float64).reshape(-1, 1))[:, 0]
+        if self.members_:
+            u = (u + sum(m.predict(X) for m in self.members_)) / (1 + len(self.members_))
         return u
 
     def cross_validate(self, X: Any, y: Any, k: int = 5) -> dict[str, Any]:
-        """k-fold CV (scikit-learn KFold, shuffled with ``seed``): relative validation error per fold."""
-        from sklearn.model_selection import KFold
+        """k-fold CV with scikit-learn (``KFold`` shuffled with ``seed``; ``cross_validate`` with the
+        paper's relative error as a scorer): a fresh clone of this estimator per fold."""
+        from sklearn.metrics import make_scorer
+        from sklearn.model_selection import KFold, cross_validate
 
+        self._check_params()
         X, yy = _check_xy(X, y, self.n_features)
         assert yy is not None
         if k < 2 or k > X.shape[0]:
             raise ValueError(f"cross-validation needs 2 <= k <= {X.shape[0]} folds, got {k}")
-        errs: list[float] = []
-        rmse_range: list[float] = []
         span = float(np.ptp(yy)) or 1.0
-        for i, (tr, va) in enumerate(KFold(n_splits=k, shuffle=True, random_state=self.seed).split(X)):
-            m = self._clone(seed=self.seed + i * self.ensemble, ensemble=self.ensemble)
-            m.fit(X[tr], yy[tr])
-            pred = m.predict(X[va])
-            errs.append(relative_error(yy[va], pred))
-            rmse_range.append(float(np.sqrt(np.mean((pred - yy[va]) ** 2)) / span))
+
+        def nrmse_range(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+            return float(np.sqrt(np.mean((y_pred - y_true) ** 2)) / span)
+
+        cv = cross_validate(
+            clone(self).set_params(progress=False), X, yy,
+            cv=KFold(n_splits=k, shuffle=True, random_state=int(self.seed)),
+            scoring={"rel": make_scorer(relative_error), "nrmse": make_scorer(nrmse_range)},
+        )
+        errs = [float(v) for v in cv["test_rel"]]
         return {
             "folds": k,
             "relative_error": float(np.mean(errs)),
             "relative_error_folds": errs,
-            "nrmse_range": float(np.mean(rmse_range)),
+            "nrmse_range": float(np.mean(cv["test_nrmse"])),
         }
-
-    def _clone(self, seed: int, ensemble: int = 1) -> InverseModel:
-        return InverseModel(
-            ensemble=ensemble,
-            hidden_factor=self.hidden_factor,
-            epochs=self.epochs,
-            batch_size=self.batch_size,
-            learning_rate=self.learning_rate,
-            seed=seed,
-            n_features=self.n_features,
-            per_unit=self.per_unit,
-        )
 
     # -- fast path --------------------------------------------------------------
     def numpy_predictor(self) -> NumpyPredictor:
         """The same network as NumPy matrix products (no TensorFlow), for the control loop."""
         self._need()
         arrays: dict[str, np.ndarray] = {
-            "x_mean": np.asarray(self._x_scaler.mean_, dtype=np.float64),
-            "x_scale": np.asarray(self._x_scaler.scale_, dtype=np.float64),
-            "y_mean": np.asarray(self._y_scaler.mean_, dtype=np.float64),
-            "y_scale": np.asarray(self._y_scaler.scale_, dtype=np.float64),
+            "x_mean": np.asarray(self.x_scaler_.mean_, dtype=np.float64),
+            "x_scale": np.asarray(self.x_scaler_.scale_, dtype=np.float64),
+            "y_mean": np.asarray(self.y_scaler_.mean_, dtype=np.float64),
+            "y_scale": np.asarray(self.y_scaler_.scale_, dtype=np.float64),
         }
-        for j, layer in enumerate(self._model.layers):
+        for j, layer in enumerate(self.model_.layers):
             w, b = layer.get_weights()
             arrays[f"w{j}"] = np.asarray(w, dtype=np.float64)
             arrays[f"b{j}"] = np.asarray(b, dtype=np.float64)
-        for k, m in enumerate(self._members, start=1):
+        for k, m in enumerate(self.members_, start=1):
             arrays.update({f"m{k}_{key}": v for key, v in m.numpy_predictor().arrays().items()})
         return NumpyPredictor(arrays, per_unit=self.per_unit, meta=self.meta)
 
@@ -355,16 +292,16 @@ class InverseModel:
         return {
             "format": FORMAT_VERSION,
             "architecture": "Dense(64|I|, relu) -> Dense(|I|, relu) -> Dense(1) (MLC Fig. 8)",
-            "n_features": self.n_features,
+            "n_features": int(self.n_features),
             "feature_names": list(FEATURE_NAMES) if self.n_features == N_FEATURES else None,
             "rate_features": list(RATE_FEATURES),
-            "per_unit": self.per_unit,
-            "hidden_factor": self.hidden_factor,
-            "epochs": self.epochs,
-            "batch_size": self.batch_size,
-            "learning_rate": self.learning_rate,
-            "seed": self.seed,
-            "ensemble": self.ensemble,
+            "per_unit": bool(self.per_unit),
+            "hidden_factor": int(self.hidden_factor),
+            "epochs": int(self.epochs),
+            "batch_size": int(self.batch_size),
+            "learning_rate": float(self.learning_rate),
+            "seed": int(self.seed),
+            "ensemble": int(self.ensemble),
             **self.meta,
         }
 
@@ -379,9 +316,9 @@ class InverseModel:
         tmp = Path(tempfile.mkdtemp(prefix=directory.name + ".", suffix=".tmp", dir=directory.parent))
         try:
             tmp.chmod(0o755)  # mkdtemp makes 0700; a model directory is meant to be shared
-            self._model.save(tmp / "model.keras")
-            joblib.dump({"x": self._x_scaler, "y": self._y_scaler}, tmp / "scalers.joblib")
-            for k, m in enumerate(self._members, start=1):
+            self.model_.save(tmp / "model.keras")
+            joblib.dump({"x": self.x_scaler_, "y": self.y_scaler_}, tmp / "scalers.joblib")
+            for k, m in enumerate(self.members_, start=1):
                 m.save(tmp / f"member_{k}")
             np.savez(tmp / "weights.npz", **self.numpy_predictor().arrays())
             (tmp / "meta.json").write_text(json.dumps(self._meta_doc(), indent=2, default=str))
@@ -396,7 +333,7 @@ class InverseModel:
         import joblib
 
         directory = Path(directory)
-        meta = _read_meta(directory)
+        meta = read_model_meta(directory)
         m = cls(
             hidden_factor=int(meta.get("hidden_factor", 64)),
             epochs=int(meta.get("epochs", 30)),
@@ -410,10 +347,11 @@ class InverseModel:
         known = set(m._meta_doc())
         m.meta = {k: v for k, v in meta.items() if k not in known or k in ("n_samples", "train_seconds", "train_relative_error")}
         keras = _keras()
-        m._model = keras.models.load_model(directory / "model.keras", compile=False)
+        m.model_ = keras.models.load_model(directory / "model.keras", compile=False)
         sc = joblib.load(directory / "scalers.joblib")
-        m._x_scaler, m._y_scaler = sc["x"], sc["y"]
-        m._members = [cls.load(directory / f"member_{k}") for k in range(1, m.ensemble)]
+        m.x_scaler_, m.y_scaler_ = sc["x"], sc["y"]
+        m.members_ = [cls.load(directory / f"member_{k}") for k in range(1, m.ensemble)]
+        m.history_ = {}
         return m
 
 
@@ -437,37 +375,3 @@ def _tqdm_epochs(keras: Any, epochs: int) -> Any:
     return _Cb()
 
 
-def _read_meta(directory: Path) -> dict[str, Any]:
-    if not directory.is_dir():
-        raise FileNotFoundError(f"model directory not found: {directory}")
-    mf = directory / "meta.json"
-    if not mf.exists():
-        raise ValueError(f"{directory}: not an inverse-model directory (no meta.json)")
-    try:
-        meta = json.loads(mf.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{mf}: invalid JSON ({exc})") from None
-    if "n_features" not in meta:
-        raise ValueError(f"{mf}: missing 'n_features'")
-    return meta
-
-
-def load_predictor(directory: str | os.PathLike[str]) -> NumpyPredictor:
-    """Load only the NumPy network of a saved model (fast, TensorFlow-free)."""
-    directory = Path(directory)
-    meta = _read_meta(directory)
-    from ..fileio import load_npz
-
-    wf = directory / "weights.npz"
-    if not wf.exists():
-        raise ValueError(f"{directory}: missing weights.npz")
-    arrays = load_npz(wf, "weights file")
-    try:
-        pred = NumpyPredictor(arrays, per_unit=bool(meta.get("per_unit", False)), meta=meta)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"weights file {wf}: not an inverse model's weights ({exc})") from None
-    if pred.n_features != int(meta["n_features"]):
-        raise ValueError(
-            f"{directory}: weights take {pred.n_features} inputs but meta.json says {meta['n_features']}"
-        )
-    return pred

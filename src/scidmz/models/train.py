@@ -76,7 +76,7 @@ def train_model(
                 "cv_relative_error": cv.get("relative_error"), "cv_nrmse_range": cv.get("nrmse_range"),
                 "seconds": wall,
             })
-            run.log_metric_series("loss", model.history.get("loss", []))
+            run.log_metric_series("loss", model.history_.get("loss", []))
             run.log_artifact(path, artifact_path="model")
             res["mlflow_run_id"] = run.run_id
         return res

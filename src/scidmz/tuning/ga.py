@@ -186,7 +186,7 @@ def _chunks(n: int, k: int) -> list[slice]:
 
 def _as_predictor(model: Any) -> Any:
     if isinstance(model, str | os.PathLike):
-        from ..models.inverse import load_predictor
+        from ..models.predictor import load_predictor
 
         return load_predictor(model)
     if hasattr(model, "numpy_predictor"):

@@ -40,7 +40,7 @@ def tune_from_paths(
     """
     from ..controller.mlc import DEFAULT_DELTA_U, LIMITERS
     from ..executors import ExecutorSpec, open_executor, parse_executor
-    from ..models.inverse import load_predictor
+    from ..models.predictor import load_predictor
     from ..scenario import resolve_scenario
     from ..tracking import tracked_run
     from ..units import parse_time
