@@ -8,7 +8,7 @@ import pytest
 
 from scidmz.telemetry import constants as C
 from scidmz.telemetry.collector import Collector
-from scidmz.telemetry.dataplane import SoftwareDataPlane
+from scidmz.telemetry.dataplane import SoftwareDataPlane, merge_taps
 from scidmz.telemetry.pcap import read_capture
 from scidmz.telemetry.synth import Taps, frame
 
@@ -165,3 +165,31 @@ def test_expired_entries_give_no_sample(tmp_path):
     dp, rtt, _ = run(taps, tmp_path)
     assert rtt.size == 0
     assert dp.stats_dict()["rtt_rejected_expired"] == 1
+
+
+@pytest.mark.parametrize("isn", [1_000, 3_000_000_000])
+def test_ingress_rtt_tap_samples_flows_whose_sequence_numbers_are_in_the_upper_half(tmp_path, isn):
+    """The netns testbed's setup: RTT matched at the ingress tap, flow table kept at the egress tap.
+
+    The egress tap creates the flow slot with no eACK seen yet. The eACK check used to compare
+    against 0 there, so a flow whose ISN was >= 2^31 (half of all flows) looked like one long
+    retransmission and never gave an RTT sample (3 campus flows all in the upper half: the
+    intermittent all-zero campus RTT of tests/test_netns_testbed.py).
+    """
+    taps = Taps()
+    seq = isn
+    for k in range(30):
+        t = T0 + k * 2 * MS
+        seg = frame(SND, RMT, 40001, 5201, seq=seq, ack=1, flags="PA", payload=MSS)
+        taps.add(C.TAP_INGRESS, t, seg)
+        taps.add(C.TAP_EGRESS, t + 1 * MS, seg)  # after a 1 ms queue
+        seq = (seq + MSS) & 0xFFFFFFFF
+        taps.add(C.TAP_INGRESS, t + 10 * MS, frame(RMT, SND, 5201, 40001, seq=1, ack=seq, flags="A"))
+    eg, ing = taps.write(tmp_path, "up")
+    dp = SoftwareDataPlane(rtt_tap=C.TAP_INGRESS)
+    col = Collector(dp)
+    dp.process(merge_taps(read_capture(ing, tap=C.TAP_INGRESS).packets, read_capture(eg, tap=C.TAP_EGRESS).packets))
+    col.sample()
+    r = col.last_rtt_digests["rtt"] * 1e-6
+    assert dp.stats_dict()["rtt_retx_flow"] == 0
+    assert r.size == 30 and np.allclose(r, 0.010, rtol=0.01)

@@ -272,7 +272,8 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     RegisterAction<bit<32>, af_index_t, bit<32>>(af_max_eack) af_max_eack_advance = {
         void apply(inout bit<32> v, out bit<32> old) {
             old = v;
-            if (meta.af_new == 1 || (int<32>)(meta.key.eack - v) > 0) {
+            // v == 0: no eACK seen yet (the slot may come from the other tap)
+            if (meta.af_new == 1 || v == 0 || (int<32>)(meta.key.eack - v) > 0) {
                 v = meta.key.eack;
             }
         }

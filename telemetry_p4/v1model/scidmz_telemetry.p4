@@ -447,9 +447,10 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                             meta.key.eack = hdr.tcp.seq_no + meta.seg_len;
                             bit<8> retx = 0;
                             if (slot_ok == 1) {
-                                // serial arithmetic: eACK beyond the highest seen is new data
+                                // serial arithmetic: eACK beyond the highest seen is new data;
+                                // 0 = none seen yet (the slot may come from the other tap)
                                 bit<32> ahead = meta.key.eack - max_eack;
-                                if (is_new == 1 || (ahead != 0 && ahead < SCIDMZ_SIG_POISON)) {
+                                if (is_new == 1 || max_eack == 0 || (ahead != 0 && ahead < SCIDMZ_SIG_POISON)) {
                                     max_eack = meta.key.eack;
                                 } else {
                                     // retransmission (Karn): ACKs up to the highest eACK

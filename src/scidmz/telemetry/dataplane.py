@@ -343,7 +343,10 @@ def _process_py(start, ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dp
                     eack = (np.int64(seq[i]) + seglen) & mask
                     retx = False
                     if slot_ok:
-                        if is_new or _sgt(eack, af_max_eack[fidx]):
+                        # 0: no eACK seen yet in this slot (the egress tap may create it before the
+                        # RTT tap's first segment); comparing with 0 would call every segment of a
+                        # flow whose ISN is >= 2^31 a retransmission, for ever.
+                        if is_new or af_max_eack[fidx] == 0 or _sgt(eack, af_max_eack[fidx]):
                             af_max_eack[fidx] = eack
                         else:
                             retx = True
