@@ -31,9 +31,15 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
             assert isinstance(h[key], float) and math.isfinite(h[key]) and h[key] > 0, (cca, key, h)
         assert h["fct_mlc"] < 120.0 and h["fct_trivial"] < 120.0  # quick bound: every transfer finished
         assert set(doc["stages"]) >= {f"{cca}/{s}" for s in ("identify", "train", "tune", "evaluate")}
-        assert (out / cca / "model").is_dir() and (out / cca / "gains.json").is_file()
+        # One copy of each artefact, written by the same functions `scidmz train|tune` call.
+        assert (out / cca / "model").is_dir() and (out / cca / "tune" / "gains.json").is_file()
+        assert not (out / cca / "gains.json").exists() and not (out / cca / "convergence.png").exists()
         for f in ("mrae.csv", "fct.csv", "sweep.csv", "short.csv", "mrae_cdf.png", "fct_cdf.png"):
             assert (out / cca / f).stat().st_size > 0
+    # The quick chain on paper-cubic: the MLC ahead of the trivial TBF on MRAE (+10 to +24 % over
+    # seeds 0-2 when this was written; seed 0 here). BBRv2 is not asserted: there it is behind
+    # (reports/mlc/report.md says so).
+    assert doc["headline"]["cubic"]["mrae_reduction_pct"] > 0, doc["headline"]["cubic"]
     report = (out / "report.md").read_text()
     assert "scidmz reproduce mlc --quick" in report and "| 21.72 % |" in report
     assert "](cubic/mrae_cdf.png)" in report
