@@ -10,11 +10,12 @@ from ._shared import emit
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="rerun a paper's whole chain and write a report")
-    p.add_argument("paper", choices=["mlc", "abc", "ffs"],
-                   help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); abc, ffs: bottleneck disciplines")
+    p.add_argument("paper", choices=["mlc", "jenks", "abc", "ffs"],
+                   help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); jenks: RTT-based queue "
+                        "separation (the Jenks papers' tests); abc, ffs: bottleneck disciplines")
     p.add_argument("--netns", action="store_true", help="abc: also run on the netns testbed (root)")
     p.add_argument("--quick", action="store_true", help="tiny sizes on small scenarios (CI, < 2 min)")
-    p.add_argument("--out", default=None, help="report directory (default reports/mlc, or reports/mlc-quick)")
+    p.add_argument("--out", default=None, help="report directory (default reports/PAPER, or reports/PAPER-quick)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
     p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
@@ -39,6 +40,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
+    if a.paper == "jenks":
+        from ..evaluation.jenks_repro import reproduce_jenks
+
+        out = a.out or ("reports/jenks-quick" if a.quick else "reports/jenks")
+        cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
+        result, human = reproduce_jenks(out, a.quick, command=cmd)
+        emit(result, a.json, human)
+        return 0
     if a.paper in ("abc", "ffs"):
         from ..disciplines.reproduce import reproduce_discipline
 

@@ -462,28 +462,36 @@ def _report(res: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def reproduce_jenks(out: str = "reports/jenks", quick: bool = False,
+                    command: str | None = None) -> tuple[dict[str, Any], str]:
+    """Run the reproduction, write ``out/report.md`` (+ ``exp5.png``); returns (results, human line)."""
+    from pathlib import Path
+
+    from ..fileio import atomic_write_text
+
+    res = reproduce(quick)
+    cmd = command or ("scidmz reproduce jenks" + (" --quick" if quick else ""))
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _plot_exp5(res, out_dir / "exp5.png")
+    for r in res["exp5"]:
+        r.pop("rate_series")
+    atomic_write_text(out_dir / "report.md", _report(res, cmd))
+    return {**res, "out": str(out_dir), "report": str(out_dir / "report.md")}, f"report written to {out_dir}/report.md"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m scidmz.evaluation.jenks_repro [--quick] [--json] [--out DIR]`` (until ``reproduce jenks`` is wired)."""
+    """``python -m scidmz.evaluation.jenks_repro [--quick] [--json] [--out DIR]`` (same as ``scidmz reproduce jenks``)."""
     import argparse
     import json
-    from pathlib import Path
 
     ap = argparse.ArgumentParser(prog="python -m scidmz.evaluation.jenks_repro", description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="short runs, fewer RTT gaps (CI)")
     ap.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     ap.add_argument("--out", default="reports/jenks", help="report directory (default reports/jenks)")
     a = ap.parse_args(argv)
-    res = reproduce(a.quick)
-    cmd = "PYTHONPATH=src python3 -m scidmz.evaluation.jenks_repro" + (" --quick" if a.quick else "")
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    _plot_exp5(res, out / "exp5.png")
-    for r in res["exp5"]:
-        r.pop("rate_series")
-    tmp = out / "report.md.tmp"
-    tmp.write_text(_report(res, cmd))
-    tmp.replace(out / "report.md")
-    print(json.dumps(res) if a.json else _report(res, cmd))
+    res, human = reproduce_jenks(a.out, a.quick)
+    print(json.dumps(res) if a.json else human)
     return 0
 
 
