@@ -149,3 +149,11 @@ def test_single_instance_plants_run_trials_in_turn(sc, monkeypatch) -> None:
     monkeypatch.setitem(ex.MAX_BATCH, "fluid", 1)
     res = short_flow_experiment(sc, {"trivial": TrivialPolicy()}, short)
     assert set(res.table["instance"]) <= {0, 1} and len(res.table) > 0
+
+
+def test_ci95_is_students_t_not_the_normal_limit():
+    from scidmz.evaluation.experiments import _stats
+
+    s = _stats([1.0, 2.0, 3.0, 4.0])  # n = 4: t_{0.975, 3} = 3.182, s = 1.291
+    assert s["ci95"] == pytest.approx(3.182446 * 1.2909944 / 2.0, rel=1e-5)
+    assert math.isnan(_stats([5.0])["ci95"]) and _stats([])["n"] == 0

@@ -213,9 +213,13 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
     v = v[np.isfinite(v)]
     if v.size == 0:
         return {"n": 0, "mean": math.nan, "std": math.nan, "median": math.nan, "ci95": math.nan}
+    from scipy import stats
+
     std = float(v.std(ddof=1)) if v.size > 1 else 0.0
-    return {"n": int(v.size), "mean": float(v.mean()), "std": std, "median": float(np.median(v)),
-            "ci95": 1.96 * std / math.sqrt(v.size)}
+    # Half-width of the 95 % interval of the mean from Student's t (n - 1 degrees of freedom):
+    # 1.96 s/sqrt(n) is the normal limit and is 35 % too narrow at n = 4 (t = 3.18).
+    half = float(stats.t.ppf(0.975, v.size - 1) * std / math.sqrt(v.size)) if v.size > 1 else math.nan
+    return {"n": int(v.size), "mean": float(v.mean()), "std": std, "median": float(np.median(v)), "ci95": half}
 
 
 def _compare(summary: dict[str, Any], key: str, out: str) -> None:
