@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrackedRun", "tracked_run", "resolve_tracking_uri", "file_sha256"]
+__all__ = ["TrackedRun", "tracked_run", "resolve_tracking_uri", "file_sha256", "is_model_uri", "register_model",
+           "attach_gains", "resolve_model"]
 
 DEFAULT_STORE = "mlruns"
 
@@ -118,3 +119,117 @@ def _short(v: Any) -> str:
     # mlflow limits a param value to a few KB; keep long values readable but bounded.
     s = str(v)
     return s if len(s) <= 500 else s[:497] + "..."
+
+
+# -- the mlflow model registry -----------------------------------------------------------------
+
+MODEL_URI_PREFIX = "models:/"
+#: Model-version tag naming the run artifact that holds the version's gains.json (set by `tune`).
+GAINS_TAG = "scidmz.gains"
+
+
+def is_model_uri(spec: str | os.PathLike[str] | None) -> bool:
+    """``models:/NAME/VERSION`` or ``models:/NAME@ALIAS`` (a registry reference, not a path)."""
+    return isinstance(spec, str) and spec.startswith(MODEL_URI_PREFIX)
+
+
+def _client(tracking_uri: str | None) -> tuple[Any, Any, str]:
+    uri = resolve_tracking_uri(tracking_uri)
+    if uri.startswith("file:"):
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    import logging
+
+    import mlflow
+
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    return mlflow, mlflow.MlflowClient(tracking_uri=uri, registry_uri=uri), uri
+
+
+def _model_version(client: Any, spec: str) -> Any:
+    from mlflow.exceptions import MlflowException
+
+    ref = spec[len(MODEL_URI_PREFIX):]
+    name, alias, version = ref, None, None
+    if "@" in ref:
+        name, alias = ref.split("@", 1)
+    elif "/" in ref:
+        name, version = ref.rsplit("/", 1)
+    if not name or not (alias or version) or "/" in name:
+        raise ValueError(f"model reference {spec!r}: expected models:/NAME/VERSION or models:/NAME@ALIAS")
+    try:
+        if alias:
+            return client.get_model_version_by_alias(name, alias)
+        if not version.isdigit():
+            raise ValueError(f"model reference {spec!r}: version must be a number (or use @ALIAS)")
+        return client.get_model_version(name, version)
+    except MlflowException as exc:
+        what = f"alias '{alias}' of model '{name}'" if alias else f"version {version} of model '{name}'"
+        raise ValueError(f"{spec}: no {what} in the registry ({str(exc).splitlines()[0][:120]})") from None
+
+
+def register_model(run_id: str, name: str, tracking_uri: str | None = None,
+                   tags: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Register the ``model`` artifact directory of run ``run_id`` (``scidmz train``'s) as a new
+    version of ``name``; ``tags`` (CV error, scenario fingerprint, ...) go on the version."""
+    from mlflow.exceptions import MlflowException
+
+    if not name or not all(c.isalnum() or c in "-_." for c in name):
+        raise ValueError(f"registered model name must be letters, digits, '-', '_' or '.', got {name!r}")
+    _, client, _ = _client(tracking_uri)
+    try:
+        client.get_registered_model(name)
+    except MlflowException:
+        client.create_registered_model(name, description="scidmz inverse model (MLC section 3.5)")
+    source = f"{client.get_run(run_id).info.artifact_uri}/model"
+    mv = client.create_model_version(name, source=source, run_id=run_id,
+                                     tags={k: _short(v) for k, v in (tags or {}).items() if v is not None})
+    return {"name": name, "version": int(mv.version), "uri": f"{MODEL_URI_PREFIX}{name}/{mv.version}",
+            "source": source}
+
+
+def attach_gains(spec: str, gains_file: str | os.PathLike[str], tracking_uri: str | None = None) -> dict[str, Any]:
+    """Store ``gains_file`` with the model version ``spec`` (in its run, under ``gains/``) and tag it."""
+    _, client, _ = _client(tracking_uri)
+    mv = _model_version(client, spec)
+    client.log_artifact(mv.run_id, str(gains_file), artifact_path="gains")
+    path = f"gains/{Path(gains_file).name}"
+    client.set_model_version_tag(mv.name, mv.version, GAINS_TAG, path)
+    return {"model": f"{MODEL_URI_PREFIX}{mv.name}/{mv.version}", "gains_artifact": path}
+
+
+def resolve_model(spec: str, tracking_uri: str | None = None,
+                  cache: str | os.PathLike[str] | None = None) -> tuple[str, str | None]:
+    """A registry reference -> (local model directory, local gains.json or None).
+
+    Downloads once into ``cache`` (default ``~/.cache/scidmz/models/NAME/VERSION``); a path
+    that is not a ``models:/`` reference is returned unchanged. Unknown names, versions and
+    aliases are a one-line ``ValueError`` naming them.
+    """
+    if not is_model_uri(spec):
+        return spec, None
+    mlflow, client, _ = _client(tracking_uri)
+    mv = _model_version(client, spec)
+    root = Path(cache) if cache else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "scidmz" / "models"
+    dest = root / mv.name / str(mv.version)
+    model_dir = dest / "model"
+    if not (model_dir / "meta.json").is_file():
+        import shutil
+        import tempfile
+
+        dest.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=dest, prefix=".dl-"))
+        try:
+            got = Path(mlflow.artifacts.download_artifacts(artifact_uri=mv.source, dst_path=str(tmp)))
+            shutil.rmtree(model_dir, ignore_errors=True)
+            got.replace(model_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    gains = None
+    tag = (mv.tags or {}).get(GAINS_TAG)
+    if tag:
+        # Always fetched (a few hundred bytes): `tune` may have attached newer gains since.
+        gains_path = dest / Path(tag).name
+        got = mlflow.artifacts.download_artifacts(run_id=mv.run_id, artifact_path=tag, dst_path=str(dest / ".gains"))
+        Path(got).replace(gains_path)
+        gains = str(gains_path)
+    return str(model_dir), gains

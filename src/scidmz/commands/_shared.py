@@ -8,7 +8,11 @@ from typing import Any
 
 from ..cli_guard import json_line
 
-__all__ = ["add_scenario_args", "emit"]
+__all__ = ["add_scenario_args", "emit", "resolve_model_args", "MODEL_HELP"]
+
+#: --model help: a directory or a registry reference.
+MODEL_HELP = ("inverse-model directory (from `scidmz train`) or a registry reference models:/NAME/VERSION "
+              "or models:/NAME@ALIAS (then --gains defaults to the gains `tune` attached to it)")
 
 
 def emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> None:
@@ -28,3 +32,20 @@ def add_scenario_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="built-in scenario name (see `scidmz scenarios`) or a .toml file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key, e.g. --set dtn.cca=bbr2 --set link.capacity=100M")
+
+
+def resolve_model_args(a: argparse.Namespace) -> str | None:
+    """Turn a ``models:/...`` ``--model`` into a local directory (and ``--gains`` when not given).
+
+    Returns the registry reference (None for a plain path). Every command taking ``--model``
+    calls this one function, so the registry works the same everywhere, the daemon included.
+    """
+    from ..tracking import is_model_uri, resolve_model
+
+    ref = getattr(a, "model", None)
+    if not is_model_uri(ref):
+        return None
+    a.model, gains = resolve_model(ref, getattr(a, "tracking_uri", None))
+    if getattr(a, "gains", "absent") is None and gains:
+        a.gains = gains
+    return ref

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._shared import emit
+from ._shared import MODEL_HELP, emit, resolve_model_args
 
 __all__ = ["add_parser", "cmd_run", "cmd_set_target", "cmd_status"]
 
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--plant", default="fluid", help="fluid (real-time paced simulator) | netns | hardware")
     r.add_argument("--policy", default="trivial", help="trivial | mlc (default trivial)")
     r.add_argument("--target", required=True, help="initial DTN target, e.g. 60M (at most the scenario's B_max)")
-    r.add_argument("--model", default=None, help="inverse-model directory (policy mlc)")
+    r.add_argument("--model", default=None, help=MODEL_HELP + " (policy mlc)")
     r.add_argument("--gains", default=None, help="gains JSON file (policy mlc)")
     r.add_argument("--api", default="127.0.0.1:8642", help="loopback HOST:PORT of the HTTP API (default 127.0.0.1:8642)")
     r.add_argument("--no-api", action="store_true", help="run without the HTTP API (and dashboard)")
@@ -68,6 +68,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    resolve_model_args(a)  # a registry model is fetched once, before the daemon starts
     import logging
     import signal
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import add_scenario_args, emit
+from ._shared import MODEL_HELP, add_scenario_args, emit, resolve_model_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="the MLC paper's section 4 experiments: MLC vs trivial TBF")
     add_scenario_args(p)
-    p.add_argument("--model", required=True, help="inverse-model directory (from `scidmz train`)")
-    p.add_argument("--gains", required=True, help="gains JSON file (from `scidmz tune`)")
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--gains", default=None, help="gains JSON file (from `scidmz tune`); required unless --model is a registry reference with gains")
     p.add_argument("--trials", type=int, default=100, help="trials per experiment and policy (default 100)")
     p.add_argument("--experiments", default="all",
                    help="comma list of mrae,fct,utilization,sweep,short (default all)")
@@ -26,6 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
+    resolve_model_args(a)
+    if a.gains is None:
+        raise ValueError("evaluate needs --gains FILE (or a --model models:/... version that `tune` attached gains to)")
     from ..evaluation.experiments import evaluate
 
     result, human = evaluate(

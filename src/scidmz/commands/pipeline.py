@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import add_scenario_args, emit
+from ._shared import MODEL_HELP, add_scenario_args, emit, resolve_model_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,13 +26,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
     p.add_argument("--folds", type=int, default=5, help="k of k-fold cross-validation, 0 to skip (default 5)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--register", default=None, metavar="NAME",
+                   help="also register the model as a new version of NAME in the mlflow model registry")
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2)")
     add_scenario_args(p)
-    p.add_argument("--model", required=True, help="inverse-model directory (from `scidmz train`)")
+    p.add_argument("--model", required=True, help=MODEL_HELP + "; with a registry reference the gains are attached to that version")
     p.add_argument("--out", required=True, help="gains .json file, or a directory for gains + convergence")
     p.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
     p.add_argument("--population", type=int, default=30, help="population / mating pool (default 30)")
@@ -70,6 +72,21 @@ def cmd_train(a: argparse.Namespace) -> int:
         dataset=a.dataset, out=a.out, epochs=a.epochs, folds=a.folds, seed=a.seed,
         tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
     )
+    if a.register:
+        import json
+
+        from ..models.predictor import read_model_meta
+        from ..tracking import register_model
+
+        meta = read_model_meta(result["model"])
+        reg = register_model(result["mlflow_run_id"], a.register, a.tracking_uri, tags={
+            "scenario_fingerprint": json.dumps(meta.get("scenario_fingerprint"), sort_keys=True, default=str),
+            "cv_relative_error": result.get("cv_relative_error"), "scenario": result.get("scenario"),
+            "dtn_cca": result.get("dtn_cca"), "dataset_sha256": result.get("dataset_sha256"),
+            "train_relative_error": result.get("train_relative_error"),
+        })
+        result["registered"] = reg
+        human += f"; registered as {reg['uri']}"
     emit(result, a.json, human)
     return 0
 
@@ -77,11 +94,18 @@ def cmd_train(a: argparse.Namespace) -> int:
 def cmd_tune(a: argparse.Namespace) -> int:
     from ..tuning.run import tune_from_paths
 
+    ref = resolve_model_args(a)
+
     result, human = tune_from_paths(
         scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, generations=a.generations,
         population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
         executor=a.executor, delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
         tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
     )
+    if ref is not None:  # the gains travel with the model version they were tuned for
+        from ..tracking import attach_gains
+
+        result["attached"] = attach_gains(ref, result["gains_file"], a.tracking_uri)
+        human += f"; gains attached to {result['attached']['model']}"
     emit(result, a.json, human)
     return 0

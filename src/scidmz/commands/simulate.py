@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import add_scenario_args, emit
+from ._shared import MODEL_HELP, add_scenario_args, emit, resolve_model_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="DTN target rate R*_DTN, e.g. 600M (default: half the scenario's B_max)")
     p.add_argument("--duration", default=None, help="episode length, e.g. 120 or 120s (default: scenario's)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: scenario's)")
-    p.add_argument("--model", default=None, help="inverse-model directory (policy mlc)")
+    p.add_argument("--model", default=None, help=MODEL_HELP + " (policy mlc)")
     p.add_argument("--gains", default=None, help="gains JSON file (policy mlc)")
     p.add_argument("--out", default=None, help="write the Trace as Parquet here")
     p.add_argument("--plot", default=None, help="draw y(t), u(t) and the target to this PNG")
@@ -26,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_simulate(a: argparse.Namespace) -> int:
+    resolve_model_args(a)
     from ..evaluation.simulate import simulate
 
     result, human = simulate(

@@ -96,7 +96,9 @@ class NumpyPredictor:
         return out
 
 
-def read_model_meta(directory: Path) -> dict[str, Any]:
+def read_model_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """``meta.json`` of a saved model directory; one-line errors for a missing or broken one."""
+    directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"model directory not found: {directory}")
     mf = directory / "meta.json"
