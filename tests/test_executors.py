@@ -91,3 +91,47 @@ def test_tune_cli_bad_executor_is_one_line(tmp_path):
     lines = err.getvalue().strip().splitlines()
     assert len(lines) == 1 and "--executor" in lines[0]
     assert not (tmp_path / "g").exists()
+
+
+def test_evaluate_on_a_dask_cluster_equals_the_local_run():
+    """`evaluate --executor dask://...`: the same trials (seed per trial) give the same numbers."""
+    import dataclasses
+
+    distributed = pytest.importorskip("distributed")
+    from scidmz.evaluation.experiments import ExperimentPlan, run_experiments
+    from scidmz.policies import NoShapingPolicy, TrivialPolicy
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("small-cubic")
+    plan = dataclasses.replace(ExperimentPlan.quick(5), trials=4, duration=10.0, target_hold=5.0,
+                               transfer=20e6, fct_max_time=40.0)
+    pols = {"trivial": TrivialPolicy(), "none": NoShapingPolicy()}
+    local = run_experiments(sc, pols, plan, ["mrae", "fct"])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        with open_executor(f"dask://{cluster.scheduler_address.removeprefix('tcp://')}") as ex:
+            remote = run_experiments(sc, pols, plan, ["mrae", "fct"], executor=ex)
+    for exp in ("mrae", "fct"):
+        a = local[exp].table.sort_values(["policy", "trial"]).reset_index(drop=True)
+        b = remote[exp].table.sort_values(["policy", "trial"]).reset_index(drop=True)
+        assert a.equals(b), exp
+
+
+def test_evaluate_bad_or_unusable_executor_is_one_line(tmp_path):
+    import contextlib
+    import io
+
+    from scidmz.cli import main
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "g.json").write_text('{"kp": 1, "ki": 1, "kw": 1}')
+    for argv, needle in ((["--executor", "ray://x:1"], "--executor"),
+                         (["--executor", "processes:2", "--plant", "netns"], "fluid-plant trials only")):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            rc = main(["evaluate", "small-cubic", "--model", str(tmp_path / "m"), "--gains", str(tmp_path / "g.json"),
+                       "--out", str(tmp_path / "o"), *argv])
+        assert rc == 2, err.getvalue()
+        lines = err.getvalue().strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], lines
+    assert not (tmp_path / "o").exists()

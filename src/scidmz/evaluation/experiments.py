@@ -31,6 +31,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,11 @@ class ExperimentResult:
 MAX_BATCH: dict[str, int] = {"netns": 1, "hardware": 1}
 
 
+#: Where ``run_trials`` sends its trial chunks (``run_experiments(executor=...)`` sets it for the
+#: experiments it runs); None: in this process.
+_TRIAL_EXECUTOR: ContextVar[Any] = ContextVar("scidmz_trial_executor", default=None)
+
+
 def run_trials(
     scenario: Scenario,
     policy: Policy,
@@ -169,14 +175,26 @@ def run_trials(
     for v in (float(tg.min()), float(tg.max())):
         scenario.check_target(v)
     limit = MAX_BATCH.get(plant, tg.shape[1])
+    executor = _TRIAL_EXECUTOR.get()
+    if executor is not None:
+        from ..executors import executor_width
+
+        # Trial i keeps seed + i whichever chunk runs it, so the results equal the local run's.
+        limit = min(limit, -(-tg.shape[1] // executor_width(executor)))
     if tg.shape[1] <= limit:
         return _run_batch(scenario, policy, tg, seed, plant, until_done, want_flows, progress)
     import pandas as pd
 
+    starts = list(range(0, tg.shape[1], limit))
+    args = [(scenario, policy, tg[:, j : j + limit], seed + j, plant, until_done, want_flows, False) for j in starts]
+    if executor is not None:
+        futures = [executor.submit(_run_batch, *a) for a in args]
+        chunks = [f.result() for f in futures]
+    else:
+        chunks = [_run_batch(*a[:-1], progress) for a in args]
     traces: list[Trace] = []
     frames = []
-    for j in range(0, tg.shape[1], limit):
-        trs, fl = _run_batch(scenario, policy, tg[:, j : j + limit], seed + j, plant, until_done, want_flows, progress)
+    for j, (trs, fl) in zip(starts, chunks, strict=True):
         for i, tr in enumerate(trs):
             tr.meta.update({"instance": j + i, "seed": seed})
         traces.extend(trs)
@@ -522,8 +540,30 @@ def run_experiments(
     plant: str = "fluid",
     progress: bool = False,
     log: Callable[[str], None] | None = None,
+    executor: Any = None,
 ) -> dict[str, ExperimentResult]:
-    """Run the chosen experiments; with ``out_dir`` write CSV per experiment, results.json and PNGs."""
+    """Run the chosen experiments; with ``out_dir`` write CSV per experiment, results.json and PNGs.
+
+    ``executor`` (a ``concurrent.futures.Executor``, e.g. from ``executors.open_executor``): the
+    trials of every experiment are cut into chunks run there, with the same seeds per trial.
+    """
+    token = _TRIAL_EXECUTOR.set(executor)
+    try:
+        return _run_experiments(scenario, policies, plan, experiments, out_dir, plant, progress, log)
+    finally:
+        _TRIAL_EXECUTOR.reset(token)
+
+
+def _run_experiments(
+    scenario: Scenario,
+    policies: Mapping[str, Policy],
+    plan: ExperimentPlan,
+    experiments: Sequence[str],
+    out_dir: str | os.PathLike[str] | None,
+    plant: str,
+    progress: bool,
+    log: Callable[[str], None] | None,
+) -> dict[str, ExperimentResult]:
     exps = parse_experiments(list(experiments))
     say = log or (lambda _m: None)
     results: dict[str, ExperimentResult] = {}
@@ -675,8 +715,12 @@ def evaluate(
     progress: bool = False,
     tracking_uri: str | None = None,
     track: bool = True,
+    executor: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The library side of ``scidmz evaluate``: MLC vs trivial on the chosen experiments.
+
+    ``executor``: ``local`` (default), ``processes[:N]`` or ``dask://HOST:PORT``; the same
+    trials with the same seeds, so the same numbers.
 
     The run is tracked with mlflow (experiment ``scidmz-evaluate``): parameters, the
     per-policy metrics, and the CSV/JSON/PNG files when ``out`` is given.
@@ -686,6 +730,12 @@ def evaluate(
 
     if int(trials) < 1:
         raise ValueError(f"--trials must be >= 1, got {trials}")
+    from ..executors import open_executor, parse_executor
+
+    spec = parse_executor(executor)  # a bad spec is one line before any work
+    if spec.kind != "local" and plant != "fluid":
+        raise ValueError(f"--executor {executor} runs fluid-plant trials only; the {plant} plant runs in real "
+                         "time, one testbed at a time")
     exps = parse_experiments(experiments)
     sc = resolve_scenario(scenario, overrides)
     mlc = load_mlc_policy(model, gains)
@@ -696,14 +746,14 @@ def evaluate(
 
     from ..tracking import file_sha256, tracked_run
 
-    params = {"scenario": sc.name, "model": str(model), "gains": str(gains), "plant": plant,
+    params = {"scenario": sc.name, "model": str(model), "gains": str(gains), "plant": plant, "executor": spec.kind,
               "experiments": ",".join(exps), **plan.to_dict()}
     gp = Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains)
     t0 = time.perf_counter()
     ctx = tracked_run("scidmz-evaluate", f"{sc.name}-evaluate", params, tracking_uri) if track else nullcontext()
-    with ctx as run:
+    with ctx as run, open_executor(spec) as ex:
         results = run_experiments(sc, {"mlc": mlc, BASELINE: TrivialPolicy()}, plan, exps, out_dir=out,
-                                  plant=plant, progress=progress)
+                                  plant=plant, progress=progress and ex is None, executor=ex)
         if run is not None:
             run.set_tags({"gains_sha256": file_sha256(gp)})
             run.log_metrics(_tracked_metrics(results))
