@@ -34,7 +34,7 @@ __all__ = [
     "Scenario",
     "builtin_names",
     "load_scenario",
-]
+ "parse_override"]
 
 CCAS = ("reno", "cubic", "bbr", "bbr2")
 TRAFFIC_KINDS = ("long", "weibull", "udp")
@@ -226,6 +226,16 @@ _PARSERS = {
     "size_min": parse_size,
     "size_max": parse_size,
 }
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """``"KEY=VALUE"`` -> (KEY, VALUE as bool/None/int/float/str), as ``--set`` reads it."""
+    if "=" not in item:
+        raise ValueError(f"override {item!r}: expected KEY=VALUE, e.g. dtn.cca=bbr2")
+    key, value = item.split("=", 1)
+    if not key.strip():
+        raise ValueError(f"override {item!r}: empty key")
+    return key.strip(), _coerce_literal(value.strip())
 
 
 def _coerce_literal(text: str) -> Any:

@@ -73,7 +73,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     import signal
 
     from ..daemon.build import run_daemon
-    from ..scenario import _coerce_literal
+    from ..scenario import parse_override
 
     logging.basicConfig(level=logging.WARNING, format="scidmz control: %(message)s", stream=sys.stderr)
     kwargs: dict[str, Any] = {}
@@ -85,8 +85,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     for item in a.plant_opt:
         if "=" not in item:
             raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
-        key, value = item.split("=", 1)
-        kwargs[key.strip()] = _coerce_literal(value.strip())
+        key, value = parse_override(item)
+        kwargs[key] = value
     previous: dict[int, Any] = {}
 
     def install(daemon: Any) -> None:

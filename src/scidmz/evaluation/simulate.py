@@ -38,7 +38,12 @@ def simulate(
     from ..policies import make_policy
     from ..runner import run_episode
 
-    sc = resolve_scenario(scenario, overrides, duration, seed)
+    # `--set policy.KEY=VALUE` configures the policy (e.g. policy.queues=4 for jenks), the rest the scenario.
+    from ..scenario import parse_override
+
+    scen_over = [o for o in overrides or [] if not o.strip().startswith("policy.")]
+    pol_opts = dict(parse_override(o.strip()[len("policy."):]) for o in overrides or [] if o.strip().startswith("policy."))
+    sc = resolve_scenario(scenario, scen_over, duration, seed)
     # Ours: without --target, half of B_max, a target every scenario can reach.
     tgt = sc.check_target(DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target"))
     kwargs: dict[str, Any] = {}
@@ -46,6 +51,9 @@ def simulate(
         if not model or not gains:
             raise ValueError("policy 'mlc' needs --model DIR and --gains FILE")
         kwargs = {"model": model, "gains": gains}
+    if pol_opts and policy != "jenks":
+        raise ValueError(f"policy '{policy}' takes no policy.* options (got {', '.join(sorted(pol_opts))})")
+    kwargs.update(pol_opts)
     pol = make_policy(policy, **kwargs)
     # Validate output paths before spending time on the run.
     for path in (out, plot):

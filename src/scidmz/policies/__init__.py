@@ -9,7 +9,7 @@ from .trivial import NoShapingPolicy, TrivialPolicy
 
 __all__ = ["Policy", "TrivialPolicy", "NoShapingPolicy", "make_policy", "POLICY_NAMES"]
 
-POLICY_NAMES = ("trivial", "none", "mlc")
+POLICY_NAMES = ("trivial", "none", "mlc", "jenks")
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
@@ -22,4 +22,13 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
         from ..controller.mlc import MLCPolicy
 
         return MLCPolicy.from_paths(**kwargs)
+    if name == "jenks":
+        from .jenks import JenksParams, JenksPolicy
+
+        try:
+            params = JenksParams(**kwargs)
+        except TypeError:
+            known = ", ".join(JenksParams.__dataclass_fields__)
+            raise ValueError(f"policy jenks: unknown option among {sorted(kwargs)} (options: {known})") from None
+        return JenksPolicy(params)
     raise ValueError(f"unknown policy '{name}' (choose from {', '.join(POLICY_NAMES)})")

@@ -447,11 +447,57 @@ class JenksPolicy:
         self.separators: list[JenksSeparator] = [JenksSeparator(self.params)]
 
     def reset(self, scenario: Any = None, batch: int = 1) -> None:
-        del scenario  # the policy needs only the flow table and C, both given per decision
+        self.capacity = None if scenario is None else float(scenario.capacity)
         self.separators = [JenksSeparator(self.params) for _ in range(batch)]
+
+    def decide(self, history: Any, target: np.ndarray, flows: Sequence[Any]) -> list[QueueConfig]:
+        """The runner's queue-policy call: one configuration per instance from its flow table.
+
+        Where the admin gives the DTN a target (the Science DMZ setting), the queues holding
+        the DTN's flows (``role == "dtn"``) get that rate in total, rate = ceil, and the other
+        queues share the rest by their Jenks shares, borrowing up to C (ours: the papers size
+        queues by flow count only; this is what serving the DTN at the border router means).
+        """
+        del history  # Jenks decides on the flow table alone
+        if self.capacity is None:
+            raise RuntimeError("JenksPolicy.decide() before reset(scenario, batch)")
+        cfgs = self.decide_queues(flows, self.capacity)
+        tg = np.broadcast_to(np.asarray(target, dtype=np.float64), (len(cfgs),))
+        return [serve_target(c, f, float(t)) for c, f, t in zip(cfgs, flows, tg, strict=True)]
 
     def decide_queues(self, flows: Sequence[Any], capacity: float | Sequence[float]) -> list[QueueConfig]:
         if len(flows) != len(self.separators):
             raise ValueError(f"got {len(flows)} flow tables for a batch of {len(self.separators)}")
         caps = [float(capacity)] * len(flows) if isinstance(capacity, int | float) else [float(c) for c in capacity]
         return [s.decide(f, c) for s, f, c in zip(self.separators, flows, caps, strict=True)]
+
+
+def serve_target(cfg: QueueConfig, flows: Any, target: float) -> QueueConfig:
+    """Give the queues holding the DTN's flows ``target`` bit/s in total (see ``JenksPolicy.decide``).
+
+    Unchanged when the table marks no DTN flow, when a DTN queue also holds other flows
+    (separation failed: a guaranteed rate would serve them too), or without a positive target.
+    """
+    from dataclasses import replace
+
+    roles = _column(flows, "role", 0)
+    src = _column(flows, "src", 0)
+    if roles is None or src is None or not (target > 0) or target >= cfg.capacity:
+        return cfg
+    queue_of = {r.match.src: r.queue for r in cfg.rules}
+    where: dict[int, set[str]] = {}
+    for s_, role in zip(src.tolist(), roles.tolist(), strict=True):
+        where.setdefault(queue_of.get(s_, cfg.default), set()).add(str(role))
+    dtn_q = {q for q, rs in where.items() if "dtn" in rs}
+    if not dtn_q or any(where[q] != {"dtn"} for q in dtn_q):
+        return cfg
+    dtn_share = sum(cfg.queue(q).rate for q in dtn_q) or 1.0
+    rest_share = sum(q.rate for q in cfg.queues if q.qid not in dtn_q) or 1.0
+    queues = []
+    for q in cfg.queues:
+        if q.qid in dtn_q:
+            r = target * q.rate / dtn_share if dtn_share > 1.0 else target / len(dtn_q)
+            queues.append(replace(q, rate=r, ceil=r))
+        else:
+            queues.append(replace(q, rate=(cfg.capacity - target) * q.rate / rest_share, ceil=cfg.capacity))
+    return replace(cfg, queues=tuple(queues)).validate()

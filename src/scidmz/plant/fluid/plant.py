@@ -483,6 +483,67 @@ class FluidPlant:
             "flow_id": S[:, L.S_FID].astype(np.int64),
         }
 
+    # -- queue policies (runner.Episode: plant.flows() -> policy -> plant.apply_queues) -----------
+    _ROLES = ("dtn", "campus", "short")
+
+    @staticmethod
+    def flow_address(i: int) -> str:
+        """The synthetic source address of flow ``i`` (snapshot order) in ``flows()`` tables."""
+        return f"10.{100 + (i >> 16)}.{(i >> 8) & 255}.{i & 255}"
+
+    def flows(self) -> list[dict[str, Any]]:
+        """Per instance, the active flows as the table a queue policy reads (the data plane's view).
+
+        Columns: src (``flow_address``), dst, sport, dport, proto (17 for UDP campus senders),
+        rtt (now, incl. queues), min_rtt (the base RTT: the fluid plant has no per-packet samples
+        whose windowed minimum would approach it; ours), rate, long_flow (short flows are not),
+        role (dtn | campus | short).
+        """
+        snap = self.snapshot()
+        udp = self.scenario.campus.traffic == "udp"
+        out = []
+        for b in range(self.batch):
+            idx = np.flatnonzero(snap["active"][b] > 0)
+            cls = snap["cls"][b, idx]
+            out.append({
+                "src": [self.flow_address(int(i)) for i in idx],
+                "dst": ["10.9.0.1"] * idx.size,
+                "sport": (40000 + idx % 20000).tolist(),
+                "dport": [5201] * idx.size,
+                "proto": [17 if (udp and c == 1) else 6 for c in cls.tolist()],
+                "rtt": snap["rtt"][b, idx],
+                "min_rtt": snap["base_rtt"][b, idx],
+                "rate": snap["rate"][b, idx],
+                "long_flow": (cls != 2).tolist(),
+                "role": [self._ROLES[int(c)] for c in cls.tolist()],
+            })
+        return out
+
+    def apply_queues(self, configs: Any) -> None:
+        """Load one ``QueueConfig`` per instance (or one for all): queues with their rate as the
+        service weight, ``ceil`` as the ceiling, ``buffer`` bytes; flows by their ``src`` rule."""
+        cfgs = list(configs) if isinstance(configs, list | tuple) else [configs] * self.batch
+        if len(cfgs) != self.batch:
+            raise ValueError(f"got {len(cfgs)} queue configurations for a batch of {self.batch}")
+        k = max(len(c.queues) for c in cfgs)
+        n = self.shape.n_flows
+        buffers = np.full((self.batch, k), float(self.scenario.buffer_bytes))
+        weights = np.full((self.batch, k), 1e-9)  # padding queues hold no flow
+        ceils = np.full((self.batch, k), np.inf)
+        fq = np.zeros((self.batch, n), dtype=np.int64)
+        index = {self.flow_address(i): i for i in range(n)}
+        for b, cfg in enumerate(cfgs):
+            order = [q.qid for q in cfg.queues]
+            for j, q in enumerate(cfg.queues):
+                buffers[b, j], weights[b, j], ceils[b, j] = float(q.buffer), float(q.rate), float(q.ceil)
+            fq[b, :] = order.index(cfg.default)
+            for r in cfg.rules:
+                i = index.get(r.match.src or "")
+                if i is None:
+                    raise ValueError(f"queue rule for {r.match.src}: no such flow in this plant")
+                fq[b, i] = order.index(r.queue)
+        self.set_queues(buffers, weights, fq, ceils)
+
     def __repr__(self) -> str:
         dt = "adaptive" if self._dt_override is None else f"{self._dt_override:g}s"
         return f"FluidPlant({self.scenario.name!r}, batch={self.batch}, flows={self.shape.n_flows}, dt={dt})"
