@@ -47,3 +47,17 @@ def test_simulate_policy_jenks_cli_and_its_one_line_errors(capsys):
         assert main(["simulate", "small-cubic", "--duration", "5", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and "\n" not in err, err
+
+
+def test_evaluate_runs_jenks_beside_trivial_on_the_same_paired_trials(tmp_path, capsys):
+    assert main(["evaluate", "small-cubic", "--policies", "jenks", "--quick", "--trials", "2",
+                 "--experiments", "mrae,utilization", "--tracking-uri", str(tmp_path / "mlruns"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    for exp in ("mrae", "utilization"):
+        s = doc["results"][exp]
+        assert set(s) >= {"jenks", "trivial"} and s["jenks"]["n"] == s["trivial"]["n"] == 2
+    assert "paired_p" in doc["results"]["mrae"]["jenks"] or "reduction_pct" in doc["results"]["mrae"]["jenks"]
+    assert main(["evaluate", "small-cubic", "--policies", "mlc", "--quick"]) == 2
+    assert "needs --model" in capsys.readouterr().err
+    assert main(["evaluate", "small-cubic", "--policies", "abc"]) == 2
+    assert "unknown policy 'abc'" in capsys.readouterr().err

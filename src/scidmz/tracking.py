@@ -95,6 +95,9 @@ def tracked_run(
     logging.getLogger("mlflow").setLevel(logging.WARNING)
 
     prev_uri = mlflow.get_tracking_uri() if mlflow.is_tracking_uri_set() else None
+    # mlflow.set_tracking_uri also writes $MLFLOW_TRACKING_URI: restore it exactly, or a later
+    # call in the same process (a notebook, the registry resolver) would read another store.
+    prev_env = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
     try:
         mlflow.set_experiment(experiment)
@@ -105,6 +108,10 @@ def tracked_run(
     finally:
         if prev_uri is not None:
             mlflow.set_tracking_uri(prev_uri)
+        if prev_env is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = prev_env
 
 
 def _finite(v: Any) -> bool:
@@ -207,7 +214,7 @@ def resolve_model(spec: str, tracking_uri: str | None = None,
     """
     if not is_model_uri(spec):
         return spec, None
-    mlflow, client, _ = _client(tracking_uri)
+    mlflow, client, uri = _client(tracking_uri)
     mv = _model_version(client, spec)
     root = Path(cache) if cache else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "scidmz" / "models"
     dest = root / mv.name / str(mv.version)
@@ -229,7 +236,10 @@ def resolve_model(spec: str, tracking_uri: str | None = None,
     if tag:
         # Always fetched (a few hundred bytes): `tune` may have attached newer gains since.
         gains_path = dest / Path(tag).name
-        got = mlflow.artifacts.download_artifacts(run_id=mv.run_id, artifact_path=tag, dst_path=str(dest / ".gains"))
+        # Through the run's artifact URI (this client's store), not run_id: mlflow resolves a
+        # run_id against its process-wide tracking URI.
+        art = f"{client.get_run(mv.run_id).info.artifact_uri}/{tag}"
+        got = mlflow.artifacts.download_artifacts(artifact_uri=art, dst_path=str(dest / ".gains"))
         Path(got).replace(gains_path)
         gains = str(gains_path)
     return str(model_dir), gains

@@ -11,7 +11,7 @@ from ._shared import MODEL_HELP, add_scenario_args, emit, resolve_model_args
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="the MLC paper's section 4 experiments: MLC vs trivial TBF")
     add_scenario_args(p)
-    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--model", default=None, help=MODEL_HELP + " (policy mlc)")
     p.add_argument("--gains", default=None, help="gains JSON file (from `scidmz tune`); required unless --model is a registry reference with gains")
     p.add_argument("--trials", type=int, default=100, help="trials per experiment and policy (default 100)")
     p.add_argument("--experiments", default="all",
@@ -20,6 +20,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the trials (default 0)")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
+    p.add_argument("--policies", default="mlc",
+                   help="comma list of mlc, jenks, none, each against the trivial TBF on the same paired "
+                        "trials (default mlc)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where the trials run: local (default) | processes[:N] | dask://HOST:PORT (fluid plant)")
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
@@ -29,13 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
     resolve_model_args(a)
-    if a.gains is None:
-        raise ValueError("evaluate needs --gains FILE (or a --model models:/... version that `tune` attached gains to)")
     from ..evaluation.experiments import evaluate
 
     result, human = evaluate(
         scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
-        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri, executor=a.executor,
+        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri, executor=a.executor, policies=a.policies,
         progress=sys.stderr.isatty(),
     )
     emit(result, a.json, human)

@@ -703,8 +703,8 @@ def _tracked_metrics(results: Mapping[str, ExperimentResult]) -> dict[str, float
 
 def evaluate(
     scenario: str | Scenario,
-    model: str,
-    gains: str,
+    model: str | None,
+    gains: str | None,
     trials: int = 100,
     experiments: str | Sequence[str] | None = None,
     out: str | None = None,
@@ -716,8 +716,13 @@ def evaluate(
     tracking_uri: str | None = None,
     track: bool = True,
     executor: str | None = None,
+    policies: str | Sequence[str] = ("mlc",),
 ) -> tuple[dict[str, Any], str]:
-    """The library side of ``scidmz evaluate``: MLC vs trivial on the chosen experiments.
+    """The library side of ``scidmz evaluate``: the chosen policies vs trivial on the chosen experiments.
+
+    ``policies``: any of ``mlc`` (needs ``model`` and ``gains``), ``jenks`` (RTT queue
+    separation at the border router, the DTN's queue given the target), ``none``; the
+    trivial TBF is always run as the paired baseline.
 
     ``executor``: ``local`` (default), ``processes[:N]`` or ``dask://HOST:PORT``; the same
     trials with the same seeds, so the same numbers.
@@ -737,8 +742,23 @@ def evaluate(
         raise ValueError(f"--executor {executor} runs fluid-plant trials only; the {plant} plant runs in real "
                          "time, one testbed at a time")
     exps = parse_experiments(experiments)
+    names = [n.strip() for n in (policies.split(",") if isinstance(policies, str) else policies) if n.strip()]
+    unknown = [n for n in names if n not in ("mlc", "jenks", "none", BASELINE)]
+    if unknown or not names:
+        raise ValueError(f"--policies: unknown policy {unknown[0]!r} (choose from mlc, jenks, none)" if unknown
+                         else "--policies needs at least one policy")
     sc = resolve_scenario(scenario, overrides)
-    mlc = load_mlc_policy(model, gains)
+    from ..policies import make_policy
+
+    pols: dict[str, Policy] = {}
+    for n in names:
+        if n == "mlc":
+            if not model or not gains:
+                raise ValueError("evaluating the MLC needs --model and --gains (or a models:/ version with gains)")
+            pols["mlc"] = load_mlc_policy(model, gains)
+        elif n != BASELINE:
+            pols[n] = make_policy(n)
+    pols[BASELINE] = TrivialPolicy()
     base = ExperimentPlan.quick(seed) if quick else ExperimentPlan(seed=seed)
     plan = replace(base, trials=int(trials), ns_trials=min(base.ns_trials, int(trials)),
                    short_trials=min(base.short_trials, int(trials)))
@@ -747,15 +767,17 @@ def evaluate(
     from ..tracking import file_sha256, tracked_run
 
     params = {"scenario": sc.name, "model": str(model), "gains": str(gains), "plant": plant, "executor": spec.kind,
+              "policies": ",".join(pols),
               "experiments": ",".join(exps), **plan.to_dict()}
-    gp = Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains)
+    gp = None if gains is None else (Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains))
     t0 = time.perf_counter()
     ctx = tracked_run("scidmz-evaluate", f"{sc.name}-evaluate", params, tracking_uri) if track else nullcontext()
     with ctx as run, open_executor(spec) as ex:
-        results = run_experiments(sc, {"mlc": mlc, BASELINE: TrivialPolicy()}, plan, exps, out_dir=out,
+        results = run_experiments(sc, pols, plan, exps, out_dir=out,
                                   plant=plant, progress=progress and ex is None, executor=ex)
         if run is not None:
-            run.set_tags({"gains_sha256": file_sha256(gp)})
+            if gp is not None:
+                run.set_tags({"gains_sha256": file_sha256(gp)})
             run.log_metrics(_tracked_metrics(results))
             if out:
                 run.log_artifact(out, artifact_path="results")

@@ -125,9 +125,10 @@ def headline_lines(name: str, results: Mapping[str, Any]) -> list[str]:
         key = "median" if exp == "short" else "mean"
         parts = [f"{p} {_f(v.get(key), '{:.4g}')}" for p, v in summ.items() if isinstance(v, Mapping)]
         red_key = {"utilization": "decrease_pct", "short": "median_reduction_pct"}.get(exp, "reduction_pct")
-        red = _s(summ, "mlc", red_key)
+        reds = [f"{'MLC' if p == 'mlc' else p} {_pct(_s(summ, p, red_key))}" for p, v in summ.items()
+                if isinstance(v, Mapping) and _s(summ, p, red_key) is not None]
         lines.append(f"  {exp:<12} {key} " + ", ".join(parts)
-                     + (f"  (MLC {_pct(red)} vs trivial)" if red is not None else ""))
+                     + (f"  ({', '.join(reds)} vs trivial)" if reds else ""))
     return lines
 
 
