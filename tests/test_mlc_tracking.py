@@ -72,6 +72,7 @@ def test_cli_identify_train_tune_are_tracked_runs(tmp_path, capsys) -> None:
                  "--tracking-uri", uri, "--json"]) == 0
     tr = _json_tail(capsys)
     assert tr["dataset_sha256"] == ident["sha256"] and (model / "weights.npz").exists()
+    assert (model / "training.png").stat().st_size > 10_000  # loss curve + predicted vs actual
 
     gains = tmp_path / "gains.json"
     assert main(["tune", "small-cubic", "--model", str(model), "--out", str(gains), "--generations", "1",

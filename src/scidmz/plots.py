@@ -106,6 +106,29 @@ def plot_convergence(curves: Mapping[str, Sequence[float]], ax: Any = None) -> A
     return fig
 
 
+def plot_training(loss: Sequence[float], u_true: Sequence[float], u_pred: Sequence[float],
+                  ax: Sequence[Any] | None = None) -> Any:
+    """The inverse ANN's training: loss per epoch, and predicted vs actual u (MLC Fig. 8's net)."""
+    if ax is None:
+        fig, axes = pyplot().subplots(1, 2, figsize=(10, 4))
+    else:
+        fig, axes = ax[0].figure, ax
+    axes[0].plot(np.arange(1, len(loss) + 1), loss)
+    axes[0].set_xlabel("epoch")
+    axes[0].set_ylabel("training loss (MSE, standardised)")
+    axes[0].set_yscale("log")
+    axes[0].grid(alpha=0.3)
+    t = np.asarray(u_true, dtype=np.float64) / 1e6
+    pr = np.asarray(u_pred, dtype=np.float64) / 1e6
+    axes[1].scatter(t, pr, s=3, alpha=0.3)
+    lo, hi = float(min(t.min(initial=0), pr.min(initial=0))), float(max(t.max(initial=1), pr.max(initial=1)))
+    axes[1].plot([lo, hi], [lo, hi], color="k", lw=0.8)
+    axes[1].set_xlabel("u actual [Mbit/s]")
+    axes[1].set_ylabel("u predicted [Mbit/s]")
+    axes[1].grid(alpha=0.3)
+    return fig
+
+
 def plot_sweep(rows: Sequence[Mapping[str, Any]], title: str = "", ax: Any = None) -> Any:
     """Mean DTN FCT per N_s and policy (Fig. 13 / Table 5), error bars = 95% CI.
 

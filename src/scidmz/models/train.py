@@ -64,6 +64,14 @@ def train_model(
         })
         model.fit(X, y)
         path = model.save(out)
+        # The loss curve and predicted vs actual u, next to the model (training data; the CV
+        # error above is the held-out figure).
+        from ..plots import plot_training, save_figure
+
+        n = min(len(y), 20_000)
+        pred = model.predict(X[:n])
+        scale = capacity if per_unit and capacity else 1.0
+        save_figure(plot_training(model.history_.get("loss", []), y[:n] * scale, pred * scale), path / "training.png")
         wall = time.perf_counter() - t0
         res = {
             "model": str(path), "samples": int(len(y)), "seconds": round(wall, 2),
