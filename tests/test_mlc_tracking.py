@@ -63,9 +63,10 @@ def test_cli_identify_train_tune_are_tracked_runs(tmp_path, capsys) -> None:
     uri = (tmp_path / "mlruns").as_uri()
     ds = tmp_path / "ds.parquet"
     assert main(["identify", "small-cubic", "--duration", "30", "--batch", "3", "--out", str(ds),
-                 "--tracking-uri", uri, "--json"]) == 0
+                 "--plot", str(tmp_path / "fig7.png"), "--tracking-uri", uri, "--json"]) == 0
     ident = _json_tail(capsys)
     assert ident["rows"] == 30 and ident["episodes"] == 3 and ds.exists()
+    assert (tmp_path / "fig7.png").stat().st_size > 10_000 and ident["plot"] == str(tmp_path / "fig7.png")
 
     model = tmp_path / "model"
     assert main(["train", str(ds), "--out", str(model), "--epochs", "2", "--folds", "0",

@@ -42,7 +42,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 # Destinations per command: attribute -> kind ("file", "dir", "model", "file_or_dir", "log").
 OUTPUTS: dict[str, dict[str, str]] = {
     "simulate": {"out": "file", "plot": "file"},
-    "identify": {"out": "file"},
+    "identify": {"out": "file", "plot": "file"},
     "train": {"out": "model"},
     "tune": {"out": "file_or_dir"},
     "evaluate": {"out": "dir"},

@@ -16,6 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="excitation and plant seed (default 0)")
     p.add_argument("--batch", type=int, default=32, help="episodes run side by side in one batched plant (default 32)")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    p.add_argument("--plot", default=None, help="draw the excitation and the response (Fig. 7) to this PNG")
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     p.set_defaults(func=cmd_identify)
@@ -59,7 +60,7 @@ def cmd_identify(a: argparse.Namespace) -> int:
 
     result, human = record_dataset(
         scenario=a.scenario, duration=a.duration, out=a.out, overrides=a.set, seed=a.seed, batch=a.batch,
-        plant=a.plant, tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
+        plant=a.plant, tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), plot=a.plot,
     )
     emit(result, a.json, human)
     return 0

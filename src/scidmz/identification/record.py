@@ -22,6 +22,7 @@ def record_dataset(
     tracking_uri: str | None = None,
     track: bool = True,
     progress: bool = False,
+    plot: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Run the section 3.5 excitation, write the dataset (Parquet) and log the run.
 
@@ -47,6 +48,15 @@ def record_dataset(
         sha = file_sha256(path)
         summary = dataset_summary(trace)
         res = {"dataset": str(path), "sha256": sha, "seconds": round(wall, 2), **summary, **params}
+        if plot:
+            from ..plots import plot_trace, save_figure
+            from ..state import Trace
+
+            # The paper's Fig. 7: the first 300 periods of the first episode, excitation and response.
+            df = trace.df[trace.df["episode"] == trace.df["episode"].iloc[0]].head(300).copy()
+            df["target"] = float("nan")  # no target during identification
+            first = Trace(df, {**trace.meta, "policy": "excitation (MLC section 3.5)"})
+            res["plot"] = str(save_figure(plot_trace(first, capacity=sc.capacity), plot))
         if run is not None:
             run.set_tags({"dataset_sha256": sha, "dataset": str(path)})
             run.log_metrics({"rows": summary["rows"], "episodes": summary["episodes"], "seconds": wall})
