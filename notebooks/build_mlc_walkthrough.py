@@ -1,4 +1,4 @@
-"""Write ``mlc_walkthrough.ipynb`` (run: ``python notebooks/build_mlc_walkthrough.py``).
+"""Write ``mlc_walkthrough.ipynb``, executed (run: ``python notebooks/build_mlc_walkthrough.py [--no-execute]``).
 
 The notebook is generated so its cells stay small, reviewed Python; CI executes
 the .ipynb with ``pytest --nbmake notebooks/``. Sizes are tiny on purpose (the
@@ -155,6 +155,18 @@ def build() -> nbformat.NotebookNode:
 
 
 if __name__ == "__main__":
+    import os
+    import sys
+
     out = Path(__file__).with_name("mlc_walkthrough.ipynb")
-    nbformat.write(build(), out)
+    nb = build()
+    if "--no-execute" not in sys.argv:
+        # Committed executed, so a reader sees the figures on GitHub without running anything;
+        # CI executes it again (pytest --nbmake).
+        from nbclient import NotebookClient
+
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(out.parent)}}).execute()
+    nbformat.write(nb, out)
     print(f"wrote {out}")
