@@ -14,6 +14,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); jenks: RTT-based queue "
                         "separation (the Jenks papers' tests); abc, ffs: bottleneck disciplines")
     p.add_argument("--netns", action="store_true", help="abc: also run on the netns testbed (root)")
+    p.add_argument("--plant", default="fluid", choices=("fluid", "netns"),
+                   help="mlc: where the paired MLC-vs-trivial trials run; netns = real kernel CUBIC on the "
+                        "testbed scenario (root, real time: ~1 h at the default sizes), identification and "
+                        "tuning on the fluid plant (default fluid)")
     p.add_argument("--quick", action="store_true", help="tiny sizes on small scenarios (CI, < 2 min)")
     p.add_argument("--out", default=None, help="report directory (default reports/PAPER, or reports/PAPER-quick)")
     p.add_argument("--seed", type=int, default=0)
@@ -56,11 +60,15 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         return 0
     from ..evaluation.reproduce import reproduce_mlc
 
-    out = a.out or ("reports/mlc-quick" if a.quick else "reports/mlc")
+    name = "mlc-netns" if a.plant == "netns" else "mlc"
+    out = a.out or (f"reports/{name}-quick" if a.quick else f"reports/{name}")
     cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
     from ..evaluation.reproduce import ReproducePlan
 
-    base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)
+    if a.plant == "netns":
+        base = ReproducePlan.netns(a.seed, quick=a.quick)
+    else:
+        base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)
     plan = base.scaled(
         identify_duration=a.identify_duration, epochs=a.epochs, cv_folds=a.cv_folds, generations=a.generations,
         population=a.population, episode=a.episode, trials=a.trials, fct_trials=a.fct_trials, ns_values=a.ns,

@@ -55,6 +55,9 @@ class ReproducePlan:
     experiments: ExperimentPlan = field(default_factory=ExperimentPlan)
     which: tuple[str, ...] = EXPERIMENTS
     seed: int = 0
+    #: Where the paired MLC-vs-trivial trials run; identification and tuning always run on the
+    #: fluid plant (ours: cheapest, and the testbed scenario is the same network).
+    eval_plant: str = "fluid"
 
     @classmethod
     def quick(cls, seed: int = 0) -> ReproducePlan:
@@ -75,6 +78,25 @@ class ReproducePlan:
             identify_duration=7_200.0, identify_batch=8, cv_folds=0,
             train_kwargs={"epochs": 15}, generations=6, population=10, parents=5, episode=60.0,
             experiments=exp, seed=seed,
+        )
+
+    @classmethod
+    def netns(cls, seed: int = 0, quick: bool = False) -> ReproducePlan:
+        """The MLC on real kernel TCP (issue 9, item 5): identify and tune on the fluid plant's
+        ``testbed`` scenario, then paired MRAE and FCT trials on the netns testbed (kernel CUBIC;
+        this kernel has no BBRv2). Real time: ~2 x trials x (duration + FCT) seconds."""
+        from dataclasses import replace
+
+        exp = replace(ExperimentPlan(seed=seed), trials=2 if quick else 10, duration=20.0 if quick else 120.0,
+                      target_hold=10.0 if quick else 30.0, transfer=25e6 if quick else 300e6,
+                      fct_target=0.5, fct_max_time=60.0 if quick else 180.0)
+        return cls(
+            mode="netns (quick)" if quick else "netns",
+            scenarios={"cubic": "testbed"},
+            identify_duration=1_200.0 if quick else 14_400.0, identify_batch=8, cv_folds=0 if quick else 3,
+            train_kwargs={"epochs": 5 if quick else 30}, generations=2 if quick else 40,
+            population=6 if quick else 20, parents=3 if quick else 10, episode=30.0 if quick else 120.0,
+            experiments=exp, which=("mrae", "fct", "utilization"), seed=seed, eval_plant="netns",
         )
 
     def scaled(self, **sizes: Any) -> ReproducePlan:
@@ -252,7 +274,8 @@ def _one_cca(
     with _stage(stages, f"{cca}/evaluate", say), tracked_run(
         TRACKING_EXPERIMENT, f"{cca}-evaluate", {**tag, **plan.experiments.to_dict()}, tracking_uri,
     ) as run:
-        results = run_experiments(sc, policies, plan.experiments, plan.which, progress=progress, log=say)
+        results = run_experiments(sc, policies, plan.experiments, plan.which, plant=plan.eval_plant,
+                                  progress=progress, log=say)
         files = write_results(results, d, sc, plan.experiments)
         sec["files"].update(files)
         if "mrae" in results and results["mrae"].traces.get("mlc"):
@@ -340,7 +363,9 @@ def reproduce_mlc(
     meta = {
         "command": command or f"scidmz reproduce mlc{' --quick' if quick else ''} --out {out}",
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "git_commit": _git_commit(), "plant": "fluid", "mode": p.mode,
+        "git_commit": _git_commit(),
+        "plant": p.eval_plant if p.eval_plant == "fluid" else f"{p.eval_plant} (identification and tuning: fluid)",
+        "mode": p.mode,
         "cpus": f"{os.cpu_count()} ({platform.machine()})", "wall_s": wall,
         "sizes": p.sizes(), "deviations": p.deviations(), "stages": stages,
     }
