@@ -77,3 +77,33 @@ def test_plan_scaling() -> None:
         full.scaled(which="mrae,nope")
     with pytest.raises(ValueError, match="population"):
         full.scaled(population=1)
+
+
+def test_netns_plan_tunes_on_fluid_and_evaluates_on_the_testbed() -> None:
+    from scidmz.evaluation.reproduce import ReproducePlan
+
+    full, quick = ReproducePlan.netns(), ReproducePlan.netns(quick=True)
+    for p in (full, quick):
+        assert p.eval_plant == "netns" and p.scenarios == {"cubic": "testbed"}
+        assert p.which == ("mrae", "fct", "utilization")  # no N_s sweep or short flows in real time
+    assert full.experiments.trials >= 10 and full.experiments.duration == 120.0  # issue 9, item 5
+    assert quick.experiments.trials * 2 * quick.experiments.duration <= 120  # quick: minutes, not an hour
+    assert full.scaled(trials=5).eval_plant == "netns"
+
+
+@pytest.mark.root
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+def test_reproduce_mlc_netns_quick_end_to_end(tmp_path: Path) -> None:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "MPLBACKEND": "Agg"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "scidmz.cli", "reproduce", "mlc", "--plant", "netns", "--quick", "--json",
+         "--out", str(tmp_path / "r"), "--tracking-uri", str(tmp_path / "mlruns")],
+        capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    h = doc["headline"]["cubic"]
+    for key in ("mrae_mlc", "mrae_trivial", "fct_mlc", "fct_trivial"):
+        assert isinstance(h[key], float) and math.isfinite(h[key]) and h[key] > 0, (key, h)
+    assert "netns" in (tmp_path / "r" / "report.md").read_text()
