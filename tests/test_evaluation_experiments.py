@@ -157,3 +157,12 @@ def test_ci95_is_students_t_not_the_normal_limit():
     s = _stats([1.0, 2.0, 3.0, 4.0])  # n = 4: t_{0.975, 3} = 3.182, s = 1.291
     assert s["ci95"] == pytest.approx(3.182446 * 1.2909944 / 2.0, rel=1e-5)
     assert math.isnan(_stats([5.0])["ci95"]) and _stats([])["n"] == 0
+
+
+def test_starved_periods_are_counted_where_the_plant_reports_them():
+    import pandas as pd
+
+    from scidmz.evaluation.experiments import _starved
+
+    assert _starved(pd.DataFrame({"rate_dtn": [1.0, 2.0]})) == {}  # the fluid plant: nothing to count
+    assert _starved(pd.DataFrame({"starved": [0.0, 1.0, 1.0, np.nan]})) == {"starved_periods": 2}

@@ -318,12 +318,13 @@ def mrae_experiment(
                 "policy": name, "trial": i, "mrae": mrae(df["target"].to_numpy(), rd),
                 "utilization": float(np.mean(utilization(rd, rc, sc.capacity))),
                 "mean_target": float(df["target"].mean()), "mean_rate_dtn": float(rd.mean()),
-                "mean_rate_campus": float(rc.mean()), "mean_u": float(df["u"].mean()),
+                "mean_rate_campus": float(rc.mean()), "mean_u": float(df["u"].mean()), **_starved(df),
             })
     table = pd.DataFrame(rows)
     summary: dict[str, Any] = {
         name: {**_stats(g["mrae"]), "utilization": float(g["utilization"].mean()),
-               "mean_rate_dtn": float(g["mean_rate_dtn"].mean()), "mean_target": float(g["mean_target"].mean())}
+               "mean_rate_dtn": float(g["mean_rate_dtn"].mean()), "mean_target": float(g["mean_target"].mean()),
+               **({"starved_periods": int(g["starved_periods"].sum())} if "starved_periods" in g else {})}
         for name, g in table.groupby("policy", sort=False)
     }
     _compare(summary, "mean", "reduction_pct")
@@ -358,9 +359,17 @@ def _fct_rows(
             rows.append({
                 "policy": name, "trial": i, **(extra or {}), "fct": f, "finished": bool(math.isfinite(f)),
                 "utilization": float(np.mean(rho)), "mean_rate_dtn": float(df["rate_dtn"].mean()),
-                "mean_u": float(df["u"].mean()),
+                "mean_u": float(df["u"].mean()), **_starved(df),
             })
     return rows, traces
+
+
+def _starved(df: Any) -> dict[str, int]:
+    """Periods in which the testbed's CPU, not TCP, limited the result (netns ``info["starved"]``);
+    nothing for plants that do not report it. Reports count them; a benchmark refuses them."""
+    if "starved" not in df.columns:
+        return {}
+    return {"starved_periods": int(np.nansum(df["starved"].to_numpy(dtype=np.float64)))}
 
 
 def fct_experiment(
