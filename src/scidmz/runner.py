@@ -13,7 +13,10 @@ Policy kinds (``policies/base.py``): a rate policy returns u; a queue policy
 (``QueuePolicy``) returns a ``QueueConfig`` from the history, the target and
 ``plant.flows()``, which the plant's ``QueueActuator`` applies before the
 period (``plant.apply_queues``). A plant without queues rejects a queue policy
-with one clear line.
+with one clear line. A bottleneck discipline (``BottleneckDiscipline``) is
+loaded into the plant before its reset and given the per-aggregate weights
+the target implies every period (``plant.set_discipline_weights``); the
+shaper stays open, as for a queue policy.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from .state import History, Trace
 from .units import check_rates
 
 if TYPE_CHECKING:  # the runner sits below policies/ (ARCHITECTURE.md layers); types only
-    from .policies.base import Policy, QueuePolicy
+    from .policies.base import BottleneckDiscipline, Policy, QueuePolicy
 
 __all__ = ["Episode", "run_episode"]
 
@@ -35,7 +38,7 @@ __all__ = ["Episode", "run_episode"]
 class Episode:
     """One episode of ``policy`` on ``plant``, advanced one control period at a time."""
 
-    def __init__(self, plant: Plant, policy: Policy | QueuePolicy, steps_hint: int = 0,
+    def __init__(self, plant: Plant, policy: Policy | QueuePolicy | BottleneckDiscipline, steps_hint: int = 0,
                  keep: int | None = None) -> None:
         """``keep``: bound the history to the last ``keep`` periods and record no trace (a daemon
         runs for months); None keeps everything for ``traces()``."""
@@ -50,12 +53,19 @@ class Episode:
         self.times: list[float] = []
         self._extras: dict[str, list[np.ndarray]] = {}
         self.seed: int | None = None
-        if getattr(policy, "kind", "rate") == "queue" and not hasattr(plant, "apply_queues"):
+        self._kind = getattr(policy, "kind", "rate")
+        if self._kind == "queue" and not hasattr(plant, "apply_queues"):
             raise ValueError(f"plant '{type(plant).__name__}' has no queues; queue policy '{policy.name}' needs one")
+        if self._kind == "discipline" and not hasattr(plant, "set_discipline"):
+            raise ValueError(f"plant '{type(plant).__name__}' runs no bottleneck discipline; "
+                             f"'{policy.name}' needs one (the fluid plant has ABC and FFS)")
 
     def reset(self, seed: int | None = None) -> StateBatch:
         """Reset plant and policy; returns the reset state (y_{-1})."""
         self.seed = seed
+        if self._kind == "discipline":
+            # loaded before the reset: the plant builds its discipline state there
+            self.plant.set_discipline(self.policy.configure(self.plant.scenario))  # type: ignore[attr-defined]
         state0 = self.plant.reset(seed)
         self.policy.reset(self.plant.scenario, self.batch)
         self.history = History(state0.y, capacity_hint=self.keep * 4 if self.keep else self._hint)
@@ -74,9 +84,13 @@ class Episode:
         if self.history is None:
             raise RuntimeError("Episode.propose() before reset()")
         sc = self.plant.scenario
-        if getattr(self.policy, "kind", "rate") == "queue":
+        if self._kind == "queue":
             cfg = self.policy.decide(self.history, target, self.plant.flows())  # type: ignore[call-arg]
             self.plant.apply_queues(cfg)  # type: ignore[attr-defined]
+            return np.full(self.batch, sc.u_max)
+        if self._kind == "discipline":
+            w = self.policy.weights(sc, np.broadcast_to(target, (self.batch,)))  # type: ignore[union-attr]
+            self.plant.set_discipline_weights(w)  # type: ignore[attr-defined]
             return np.full(self.batch, sc.u_max)
         return np.asarray(self.policy.decide(self.history, target), dtype=np.float64)
 
@@ -144,7 +158,7 @@ class Episode:
 
 def run_episode(
     plant: Plant,
-    policy: Policy | QueuePolicy,
+    policy: Policy | QueuePolicy | BottleneckDiscipline,
     targets: np.ndarray,
     seed: int | None = None,
     until_done: bool = False,

@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
     p.add_argument("--policies", default="mlc",
-                   help="comma list of mlc, jenks, none, each against the trivial TBF on the same paired "
+                   help="comma list of mlc, jenks, abc, ffs, none, each against the trivial TBF on the same paired "
                         "trials (default mlc)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where the trials run: local (default) | processes[:N] | dask://HOST:PORT (fluid plant)")

@@ -11,7 +11,7 @@ from ._shared import MODEL_HELP, add_scenario_args, emit, resolve_model_args
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run one episode of a policy on a plant and summarise it")
     add_scenario_args(p)
-    p.add_argument("--policy", default="trivial", help="trivial | none | mlc (default trivial)")
+    p.add_argument("--policy", default="trivial", help="trivial | none | mlc | jenks | abc | ffs (default trivial)")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--target", default=None,
                    help="DTN target rate R*_DTN, e.g. 600M (default: half the scenario's B_max)")

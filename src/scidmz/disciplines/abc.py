@@ -54,8 +54,11 @@ from scidmz.disciplines.base import BottleneckDiscipline, check_at_least, check_
 # Layout of the parameter vector the core reads (one float64 array: numba-friendly).
 P_MEM_METER, P_REF_RATE, P_MEM_AVG, P_QMIN, P_QBASE, P_GAMMA, P_BUFFER, P_T0 = range(8)
 N_PARAMS = 8
-# Meter state per aggregate: decayed byte sum, time of its last packet.
-M_S, M_TLAST = 0, 1
+# Meter state per aggregate: decayed byte sum, time of its last packet, and the
+# aggregate's own reference rate (0: the configuration's R_r). Section 3.2:
+# "Reference rates R_r specific to aggregates may be used to differentiate
+# their achievable throughput in case of congestion."
+M_S, M_TLAST, M_REF = 0, 1, 2
 # Averager state: decayed activity sum, decayed count, time of last accepted packet.
 A_S, A_N, A_TLAST = 0, 1, 2
 
@@ -74,9 +77,12 @@ class ABCConfig(BottleneckDiscipline):
     q_base_pkts: float = 20.0
     gamma_pkts: float = 16.0
     buffer_pkts: float = 24.0
+    ref_rates_bps: tuple[float, ...] = ()  # per aggregate (section 3.2); empty: R_r for all
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        refs = tuple(check_positive(f"ref_rates_bps[{i}] (R_r)", r) for i, r in enumerate(self.ref_rates_bps))
+        object.__setattr__(self, "ref_rates_bps", refs)
         object.__setattr__(self, "memory_meter_s", check_positive("memory_meter_s", self.memory_meter_s))
         object.__setattr__(self, "memory_avg_s", check_positive("memory_avg_s", self.memory_avg_s))
         object.__setattr__(self, "ref_rate_bps", check_positive("ref_rate_bps (R_r)", self.ref_rate_bps))
@@ -97,12 +103,19 @@ class ABCConfig(BottleneckDiscipline):
         return p
 
 
-def new_state(n_aggregates: int, t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh (meter, averager) state for ``n_aggregates`` aggregates."""
+def new_state(
+    n_aggregates: int, t0: float = 0.0, ref_rates_bps: tuple[float, ...] | np.ndarray = ()
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fresh (meter, averager) state for ``n_aggregates`` aggregates (optional per-aggregate R_r)."""
     if n_aggregates < 1:
         raise ValueError(f"n_aggregates must be >= 1, got {n_aggregates}")
-    meter = np.zeros((n_aggregates, 2))
+    meter = np.zeros((n_aggregates, 3))
     meter[:, M_TLAST] = t0
+    refs = np.asarray(ref_rates_bps, dtype=np.float64)
+    if refs.size:
+        if refs.shape != (n_aggregates,):
+            raise ValueError(f"ref_rates_bps needs one rate per aggregate ({n_aggregates}), got {refs.size}")
+        meter[:, M_REF] = refs
     avg = np.zeros(3)
     avg[A_TLAST] = t0
     return meter, avg
@@ -121,7 +134,10 @@ def meter_activity(meter: np.ndarray, p: np.ndarray, agg: int, t: float, nbytes:
     if tt < _T_FLOOR_S:
         tt = _T_FLOOR_S
     rate = 8.0 * meter[agg, M_S] / tt
-    return math.log2(rate / p[P_REF_RATE])
+    ref = p[P_REF_RATE]
+    if meter.shape[1] > M_REF and meter[agg, M_REF] > 0.0:
+        ref = meter[agg, M_REF]
+    return math.log2(rate / ref)
 
 
 @njit(cache=True, inline="always")
@@ -137,17 +153,29 @@ def abc_packet(
 ) -> bool:
     """THE ABC decision for one packet: meter, threshold test, averager. True = accept."""
     a = meter_activity(meter, p, agg, t, nbytes)
-    a_avg = avg[A_S] / avg[A_N] if avg[A_N] > 0.0 else a
+    a_avg = average_activity(avg, a)
     accept = q_pkts < p[P_BUFFER] and q_pkts <= drop_threshold(p, a, a_avg)
     if accept:
-        dt = t - avg[A_TLAST]
-        if dt < 0.0:
-            dt = 0.0
-        d = math.exp(-dt / p[P_MEM_AVG])
-        avg[A_S] = d * avg[A_S] + a
-        avg[A_N] = d * avg[A_N] + 1.0
-        avg[A_TLAST] = t
+        average_accepted(avg, p, t, a, 1.0)
     return accept
+
+
+@njit(cache=True, inline="always")
+def average_accepted(avg: np.ndarray, p: np.ndarray, t: float, activity: float, n_pkts: float) -> None:
+    """UTEMA activity averager (memory M_AA) fed ``n_pkts`` accepted packets of one activity."""
+    dt = t - avg[A_TLAST]
+    if dt < 0.0:
+        dt = 0.0
+    d = math.exp(-dt / p[P_MEM_AVG])
+    avg[A_S] = d * avg[A_S] + activity * n_pkts
+    avg[A_N] = d * avg[A_N] + n_pkts
+    avg[A_TLAST] = t
+
+
+@njit(cache=True, inline="always")
+def average_activity(avg: np.ndarray, fallback: float) -> float:
+    """A_avg, or ``fallback`` before the first accepted packet (see the module docstring)."""
+    return avg[A_S] / avg[A_N] if avg[A_N] > 0.0 else fallback
 
 
 @njit(cache=True)
@@ -221,3 +249,96 @@ def abc_run_fifo(
     for k in range(ts.shape[0]):
         accept[k] = abc_fifo_packet(meter, avg, p, vq, aggs[k], ts[k], sizes[k], link_bps)
     return vq[V_Q]
+
+
+@njit(cache=True)
+def fluid_accept(q0: float, arrivals: np.ndarray, thresholds: np.ndarray, cap_rate: float, dt: float,
+                 accepted: np.ndarray, band: float = 0.0) -> float:
+    """The activity AQM over one fluid time step (ours: the fluid limit of :func:`abc_packet`'s test).
+
+    Aggregate ``g`` offers ``arrivals[g]`` bytes spread evenly over ``dt``; a
+    byte is accepted iff the queue is at most ``thresholds[g]`` bytes when it
+    arrives (``T_drop(A_g)`` capped by the buffer); the FIFO drains at
+    ``cap_rate`` bytes/s. With constant arrival rates the queue is piecewise
+    linear, so the step is solved exactly event by event: the queue rises
+    until the aggregates still accepted no longer exceed the link, and then
+    either sits at a threshold -- the aggregate whose threshold it is accepted
+    at exactly the rate that keeps it there (what per-packet drops at
+    ``Q > T_drop`` average to) -- or falls. Writes the accepted bytes of every
+    aggregate to ``accepted`` and returns the backlog at the end of the step.
+
+    ``band`` (bytes; ours): while the queue is held, aggregates whose thresholds
+    lie within ``band`` above it share what is left in proportion to their
+    arrivals instead of the higher one taking strict priority. A real queue
+    moves in whole packets and jitters by several around a threshold, so two
+    thresholds a fraction of a packet apart (two equal senders whose meters
+    differ by a rounding) are one threshold to it; without the band the fluid
+    limit would hand one of them everything. The plant uses one packet.
+    """
+    n = arrivals.shape[0]
+    for g in range(n):
+        accepted[g] = 0.0
+    if dt <= 0.0:
+        return q0
+    tol = 1e-9
+    q = q0
+    left = dt
+    for _ in range(4 * n + 4):
+        if left <= 0.0:
+            break
+        above = 0.0
+        at = 0.0
+        for g in range(n):
+            lam = arrivals[g] / dt
+            if thresholds[g] > q + tol:
+                above += lam
+            elif thresholds[g] >= q - tol:
+                at += lam
+        if above > cap_rate:  # rising to the next threshold above q
+            tn = math.inf
+            for g in range(n):
+                if thresholds[g] > q + tol and thresholds[g] < tn:
+                    tn = thresholds[g]
+            step = min((tn - q) / (above - cap_rate), left)
+            for g in range(n):
+                if thresholds[g] > q + tol:
+                    accepted[g] += arrivals[g] / dt * step
+            q = tn if step < left else q + (above - cap_rate) * step
+            left -= step
+            continue
+        if at > 0.0 and above + at >= cap_rate and q > tol:  # held at a threshold
+            above_b = 0.0
+            at_b = 0.0
+            for g in range(n):
+                lam = arrivals[g] / dt
+                if thresholds[g] > q + band + tol:
+                    above_b += lam
+                elif thresholds[g] >= q - tol:
+                    at_b += lam
+            share = (cap_rate - above_b) / at_b
+            for g in range(n):
+                lam = arrivals[g] / dt
+                if thresholds[g] > q + band + tol:
+                    accepted[g] += lam * left
+                elif thresholds[g] >= q - tol:
+                    accepted[g] += lam * share * left
+            left = 0.0
+            break
+        inflow = above + at  # falling (or empty): everyone at or above q is accepted
+        tl = 0.0
+        for g in range(n):
+            if thresholds[g] < q - tol and thresholds[g] > tl:
+                tl = thresholds[g]
+        step = left if inflow >= cap_rate or q <= tol else min((q - tl) / (cap_rate - inflow), left)
+        for g in range(n):
+            if thresholds[g] >= q - tol:
+                accepted[g] += arrivals[g] / dt * step
+        if q > tol:
+            q = tl if step < left else max(q - (cap_rate - inflow) * step, 0.0)
+        left -= step
+    total = 0.0
+    for g in range(n):
+        total += accepted[g]
+    # the path above ends at q; the FIFO's own account of the step must agree with it
+    served = min(q0 + total, cap_rate * dt)
+    return q0 + total - served

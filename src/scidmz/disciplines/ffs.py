@@ -122,7 +122,7 @@ class FFSConfig(BottleneckDiscipline):
 
 
 @njit(cache=True, inline="always")
-def _ewma_rate(rate: float, bits: float, dt: float, k: float) -> float:
+def ewma_rate(rate: float, bits: float, dt: float, k: float) -> float:
     """Exponential averaging of section XII (CSFQ); dt = 0 is its limit."""
     if dt <= 0.0:
         return rate + bits / k
@@ -135,21 +135,35 @@ def _ewma_rate(rate: float, bits: float, dt: float, k: float) -> float:
 def _measure_and_tau(st: np.ndarray, ing: np.ndarray, p: np.ndarray, i: int, t: float, bits: float, wf: float) -> bool:
     """Arrival-side estimators (R_*, R_i, F_i with weight ``wf``), Appendix A tau; returns congested."""
     k = p[P_K]
-    st[S_RSTAR] = _ewma_rate(st[S_RSTAR], bits, t - st[S_TLAST], k)
-    ing[i, I_R] = _ewma_rate(ing[i, I_R], bits, t - ing[i, I_TLAST], k)
-    ing[i, I_F] = _ewma_rate(ing[i, I_F], bits * wf, t - ing[i, I_TLAST], k)
+    st[S_RSTAR] = ewma_rate(st[S_RSTAR], bits, t - st[S_TLAST], k)
+    ing[i, I_R] = ewma_rate(ing[i, I_R], bits, t - ing[i, I_TLAST], k)
+    ing[i, I_F] = ewma_rate(ing[i, I_F], bits * wf, t - ing[i, I_TLAST], k)
     ing[i, I_TLAST] = t
     if t - st[S_TTAU] >= p[P_TAU_PERIOD]:
-        tau = st[S_TAU] * (p[P_CAP] + p[P_DELTA]) / (st[S_A] + p[P_DELTA])
-        st[S_TAU] = min(max(tau, p[P_TAU_MIN]), p[P_TAU_MAX])
+        tau_update(st, p)
         st[S_TTAU] = t
     return st[S_RSTAR] > p[P_CAP]
 
 
 @njit(cache=True, inline="always")
+def tau_update(st: np.ndarray, p: np.ndarray) -> None:
+    """Appendix A, one timer tick: ``tau <- tau * (C + delta) / (A + delta)``, clamped (ours)."""
+    tau = st[S_TAU] * (p[P_CAP] + p[P_DELTA]) / (st[S_A] + p[P_DELTA])
+    st[S_TAU] = min(max(tau, p[P_TAU_MIN]), p[P_TAU_MAX])
+
+
+@njit(cache=True, inline="always")
+def forwarding_probability(f: float, r: float, tau: float, congested: bool) -> float:
+    """Algorithm 1 line 2: ``gamma = min(1, f / r * tau)`` under congestion, else 1."""
+    if not congested:
+        return 1.0
+    return min(1.0, f / r * tau)
+
+
+@njit(cache=True, inline="always")
 def _account_accepted(st: np.ndarray, p: np.ndarray, t: float, bits: float, gamma: float) -> None:
     # A_j from the expected forwarded bytes (section VII-A), on the arrival clock.
-    st[S_A] = _ewma_rate(st[S_A], bits * gamma, t - st[S_TLAST], p[P_K])
+    st[S_A] = ewma_rate(st[S_A], bits * gamma, t - st[S_TLAST], p[P_K])
     st[S_TLAST] = t
 
 
@@ -176,9 +190,7 @@ def ffs_packet(
     congested = _measure_and_tau(st, ing, p, i, t, bits, f / r)
     tau = st[S_TAU]
     f2 = f / ing[i, I_F] * m[i]  # Alg. 1 line 1 (F_i > 0: it includes this packet)
-    gamma = 1.0
-    if congested:
-        gamma = min(1.0, f2 / r * tau)  # line 2
+    gamma = forwarding_probability(f2, r, tau, congested)  # line 2
     r2 = r * gamma  # line 3
     ri2 = ri
     if ri == ri:  # Algorithm 2 (line 4), skipped for NaN
@@ -245,7 +257,7 @@ def ffs_first_node_packet(
     the same estimator as the egress (ours: the paper does not say how the first
     node measures it). Returns (forward, gamma).
     """
-    r = _ewma_rate(streams[sidx, 0], 8.0 * nbytes, t - streams[sidx, 1], p[P_K])
+    r = ewma_rate(streams[sidx, 0], 8.0 * nbytes, t - streams[sidx, 1], p[P_K])
     streams[sidx, 0] = r
     streams[sidx, 1] = t
     ok, _r, _f, _ri, gamma = ffs_packet(st, ing, p, m, i, t, nbytes, r, r, math.nan, u)
@@ -349,3 +361,117 @@ def run_sequence(
     tau = np.zeros(ts.shape[0])
     ffs_run(st, ing, cfg.params(), cfg.matrix, ingress, np.asarray(ts, float), np.asarray(sizes, float), r, f, ri, u, acc, tau)
     return {"accept": acc, "r": r, "f": f, "ri": ri, "tau": tau}
+
+
+# -- the fluid plant's realisation (ours: the same estimators and Algorithm 1 per time step) ---------
+@njit(cache=True)
+def fluid_gammas(
+    st: np.ndarray,
+    ing: np.ndarray,
+    p: np.ndarray,
+    m: np.ndarray,
+    ingress: np.ndarray,
+    bits: np.ndarray,
+    r: np.ndarray,
+    f: np.ndarray,
+    t: float,
+    dt: float,
+    gamma: np.ndarray,
+) -> None:
+    """FFS over one fluid time step ending at ``t``: forwarding fraction of every stream.
+
+    Stream ``s`` offers ``bits[s]`` over ``dt`` from ingress ``ingress[s]`` with
+    labels ``r[s]`` and ``f[s]`` (bit/s, before the node). The section XII
+    estimators see each ingress's bits of the step as one arrival (R_i, F_i with
+    the ``f/r`` weight, R_*), Appendix A ticks once per elapsed ``tau`` period
+    (a timer, as in the DPDK node), Algorithm 1 lines 1-2 give gamma, and A is
+    fed the expected forwarded bits (section VII-A). Streams offering nothing
+    get gamma = 1. Same functions as :func:`ffs_packet`, so the two cannot drift.
+    """
+    k = p[P_K]
+    n_ing = ing.shape[0]
+    tot = 0.0
+    rin = np.zeros(n_ing)
+    fin = np.zeros(n_ing)
+    for s in range(bits.shape[0]):
+        if bits[s] > 0.0:
+            i = ingress[s]
+            rin[i] += bits[s]
+            fin[i] += bits[s] * f[s] / r[s]
+            tot += bits[s]
+    st[S_RSTAR] = ewma_rate(st[S_RSTAR], tot, dt, k)
+    for i in range(n_ing):
+        ing[i, I_R] = ewma_rate(ing[i, I_R], rin[i], dt, k)
+        ing[i, I_F] = ewma_rate(ing[i, I_F], fin[i], dt, k)
+        ing[i, I_TLAST] = t
+    while t - st[S_TTAU] >= p[P_TAU_PERIOD]:
+        tau_update(st, p)
+        st[S_TTAU] += p[P_TAU_PERIOD]
+    congested = st[S_RSTAR] > p[P_CAP]
+    fwd = 0.0
+    for s in range(bits.shape[0]):
+        g = 1.0
+        if bits[s] > 0.0:
+            i = ingress[s]
+            f2 = f[s] / ing[i, I_F] * m[i]
+            g = forwarding_probability(f2, r[s], st[S_TAU], congested)
+            fwd += bits[s] * g
+        gamma[s] = g
+    st[S_A] = ewma_rate(st[S_A], fwd, dt, k)
+    st[S_TLAST] = t
+
+
+@njit(cache=True)
+def fluid_gammas_exact(
+    m: np.ndarray, capacity: float, ingress: np.ndarray, rate: np.ndarray, f_pre: np.ndarray, gamma: np.ndarray
+) -> float:
+    """Equations (1) and (2) solved exactly for the offered rates; returns tau (inf: uncongested).
+
+    ``gamma[s] = min(1, f_s * tau / r_s)`` -- the forwarding fraction that gives
+    every stream its FFS allocation (the exact mode of the fluid plant, checked
+    against Table II).
+    """
+    n = rate.shape[0]
+    fsum = np.zeros(m.shape[0])
+    for s in range(n):
+        if rate[s] > 0.0:
+            fsum[ingress[s]] += f_pre[s]
+    w = np.zeros(n)
+    for s in range(n):
+        if rate[s] > 0.0 and fsum[ingress[s]] > 0.0:
+            w[s] = f_pre[s] / fsum[ingress[s]] * m[ingress[s]]
+    tau = maxmin_tau(rate, w, capacity)
+    for s in range(n):
+        gamma[s] = 1.0 if rate[s] <= 0.0 else min(1.0, w[s] * tau / rate[s])
+    return tau
+
+
+@njit(cache=True)
+def maxmin_tau(demand: np.ndarray, weight: np.ndarray, capacity: float) -> float:
+    """The tau of exact weighted max-min (``x_s = min(d_s, w_s tau)``, ``sum x = C``); inf if it all fits.
+
+    Water-filling: ``g(tau)`` is piecewise linear and increasing, so the streams
+    sorted by ``d/w`` locate the segment that holds the root.
+    """
+    total = 0.0
+    for s in range(demand.shape[0]):
+        total += demand[s]
+    if total <= capacity:
+        return math.inf
+    ratio = np.full(demand.shape[0], math.inf)
+    w_left = 0.0
+    for s in range(demand.shape[0]):
+        if weight[s] > 0.0:
+            ratio[s] = demand[s] / weight[s]
+            w_left += weight[s]
+    order = np.argsort(ratio, kind="mergesort")
+    satisfied = 0.0
+    for s in order:
+        if weight[s] <= 0.0:
+            break
+        tau = (capacity - satisfied) / w_left
+        if ratio[s] >= tau:
+            return tau
+        satisfied += demand[s]
+        w_left -= weight[s]
+    return math.inf

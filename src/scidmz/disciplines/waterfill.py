@@ -38,22 +38,14 @@ def weighted_maxmin(demands: np.ndarray, weights: np.ndarray, capacity: float) -
     cap = check_positive("capacity", capacity)
     if d.sum() <= cap:
         return d.copy(), math.inf
-    pos = w > 0
-    ratio = np.full(d.shape, math.inf)
-    ratio[pos] = d[pos] / w[pos]
-    order = np.argsort(ratio, kind="stable")
-    satisfied = 0.0  # demand of streams already capped by their own rate
-    w_left = float(w[pos].sum())
-    for s in order:
-        if not pos[s]:
-            break
-        tau = (cap - satisfied) / w_left
-        if ratio[s] >= tau:
-            return np.minimum(d, w * tau), tau
-        satisfied += d[s]
-        w_left -= w[s]
-    # Only weight-0 streams are left unsatisfied: they get nothing (tau = inf).
-    return np.where(pos, d, 0.0), math.inf
+    from scidmz.disciplines.ffs import maxmin_tau
+
+    # one water-filling for the reports, the fluid plant's exact mode and this function
+    tau = float(maxmin_tau(d, w, cap))
+    if math.isinf(tau):
+        # only weight-0 streams are left unsatisfied: they get nothing
+        return np.where(w > 0, d, 0.0), math.inf
+    return np.minimum(d, w * tau), tau
 
 
 def normalize_ffs(f_pre: np.ndarray, ingress: np.ndarray, matrix_col: np.ndarray) -> np.ndarray:

@@ -730,7 +730,8 @@ def evaluate(
     """The library side of ``scidmz evaluate``: the chosen policies vs trivial on the chosen experiments.
 
     ``policies``: any of ``mlc`` (needs ``model`` and ``gains``), ``jenks`` (RTT queue
-    separation at the border router, the DTN's queue given the target), ``none``; the
+    separation at the border router, the DTN's queue given the target), ``abc`` / ``ffs``
+    (bottleneck disciplines weighted by the target, fluid plant), ``none``; the
     trivial TBF is always run as the paired baseline.
 
     ``executor``: ``local`` (default), ``processes[:N]`` or ``dask://HOST:PORT``; the same
@@ -752,9 +753,10 @@ def evaluate(
                          "time, one testbed at a time")
     exps = parse_experiments(experiments)
     names = [n.strip() for n in (policies.split(",") if isinstance(policies, str) else policies) if n.strip()]
-    unknown = [n for n in names if n not in ("mlc", "jenks", "none", BASELINE)]
+    unknown = [n for n in names if n not in ("mlc", "jenks", "abc", "ffs", "none", BASELINE)]
     if unknown or not names:
-        raise ValueError(f"--policies: unknown policy {unknown[0]!r} (choose from mlc, jenks, none)" if unknown
+        raise ValueError(f"--policies: unknown policy {unknown[0]!r} (choose from mlc, jenks, abc, ffs, none)"
+                         if unknown
                          else "--policies needs at least one policy")
     sc = resolve_scenario(scenario, overrides)
     from ..policies import make_policy

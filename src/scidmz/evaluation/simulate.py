@@ -51,7 +51,7 @@ def simulate(
         if not model or not gains:
             raise ValueError("policy 'mlc' needs --model DIR and --gains FILE")
         kwargs = {"model": model, "gains": gains}
-    if pol_opts and policy != "jenks":
+    if pol_opts and policy not in ("jenks", "abc", "ffs"):
         raise ValueError(f"policy '{policy}' takes no policy.* options (got {', '.join(sorted(pol_opts))})")
     kwargs.update(pol_opts)
     pol = make_policy(policy, **kwargs)

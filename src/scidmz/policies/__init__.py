@@ -9,7 +9,7 @@ from .trivial import NoShapingPolicy, TrivialPolicy
 
 __all__ = ["Policy", "TrivialPolicy", "NoShapingPolicy", "make_policy", "POLICY_NAMES"]
 
-POLICY_NAMES = ("trivial", "none", "mlc", "jenks")
+POLICY_NAMES = ("trivial", "none", "mlc", "jenks", "abc", "ffs")
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
@@ -31,4 +31,12 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
             known = ", ".join(JenksParams.__dataclass_fields__)
             raise ValueError(f"policy jenks: unknown option among {sorted(kwargs)} (options: {known})") from None
         return JenksPolicy(params)
+    if name in ("abc", "ffs"):
+        from .discipline import ABCPolicy, FFSPolicy
+
+        cls = ABCPolicy if name == "abc" else FFSPolicy
+        try:
+            return cls(**kwargs)
+        except TypeError:
+            raise ValueError(f"policy {name}: unknown option among {sorted(kwargs)}") from None
     raise ValueError(f"unknown policy '{name}' (choose from {', '.join(POLICY_NAMES)})")

@@ -63,10 +63,25 @@ class QueuePolicy(Protocol):
 
 @runtime_checkable
 class BottleneckDiscipline(Protocol):
-    """A per-packet decision inside the bottleneck, configured from the scenario and the target."""
+    """A per-packet decision inside the bottleneck, configured from the scenario and the target.
+
+    The runner loads ``configure(scenario)`` into the plant before its reset
+    (``plant.set_discipline``) and, every period, the per-aggregate weights the
+    admin's target implies (``plant.set_discipline_weights``); the shaper stays
+    open (u_max).
+    """
 
     name: str
+    kind: Literal["discipline"]
 
-    def configure(self, scenario: Scenario, target: float) -> dict[str, Any]:
-        """Return the discipline's parameters (SI units) for the plant to load."""
+    def reset(self, scenario: Scenario, batch: int = 1) -> None:
+        """Forget any internal state before a new episode of ``batch`` instances."""
+        ...
+
+    def configure(self, scenario: Scenario) -> Any:
+        """The discipline configuration the plant loads (``ABCConfig`` / ``FFSConfig``)."""
+        ...
+
+    def weights(self, scenario: Scenario, target: np.ndarray) -> np.ndarray:
+        """(B, aggregates) bit/s for the next period: ABC reference rates / FFS matrix column."""
         ...

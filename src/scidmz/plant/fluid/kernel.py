@@ -29,6 +29,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ...disciplines import abc as _abc
+from ...disciplines import ffs as _ffs
 from .constants import (
     ACTIVE_BYTES,
     BBR2_BETA,
@@ -78,6 +80,8 @@ from .constants import (
     MAX_CWND,
     MIN_CWND,
     MSS,
+    QDISC_ABC,
+    QDISC_FFS_EXACT,
     RENO_BETA,
     RTT_CAMPUS_ALPHA,
     SS_ACK_GAIN,
@@ -135,9 +139,11 @@ from .layout import (
     O_TBF_DELAY,
     O_TBF_L,
     O_TBF_OUT,
+    P_AGG,
     P_BASE,
     P_CCA,
     P_CLASS,
+    P_FLAB,
     P_QID,
     P_RMAX,
     P_SHAPED,
@@ -166,6 +172,7 @@ from .layout import (
     S_CWND,
     S_DELIV,
     S_EPOCH,
+    S_FFS_R,
     S_FID,
     S_FSTART,
     S_FULLBW,
@@ -648,26 +655,103 @@ def _droptail(backlog, buffer):
     return backlog - buffer if backlog > buffer else 0.0
 
 
+# -- bottleneck disciplines (ABC, FFS): the decision cores of scidmz.disciplines, per sub-step ------
+@njit(cache=True, error_model="numpy", fastmath=_FM)
+def _discipline_step(qdisc, p, s, ain, dp, dm, ds, t, dt, cap_rate, q0, buffer, gbuf, fbuf, ibuf, rej):
+    """Fraction of each flow's arrivals ``ain`` (bytes, this sub-step) the discipline rejects -> ``rej``.
+
+    Returns the rejected bytes. ABC: every aggregate's meter sees its bytes of
+    the step at its end, ``T_drop`` (packets of MSS bytes, capped by the buffer)
+    is solved exactly over the step (``abc.fluid_accept``), and the averager is
+    fed the accepted packets. FFS: ``ffs.fluid_gammas`` (estimators, Appendix A
+    tau) or ``ffs.fluid_gammas_exact`` (equation 2 solved each step); a stream's
+    r label is the rate its first node measures (``ffs.ewma_rate``, constant K).
+    """
+    F = ain.shape[0]
+    n_agg = dm.shape[0]
+    t_end = t + dt
+    rejected = 0.0
+    if qdisc == QDISC_ABC:
+        meter = ds[:n_agg, :3]
+        avg = ds[n_agg, :3]
+        arr = gbuf[0]
+        th = gbuf[1]
+        acc = gbuf[2]
+        act = gbuf[3]
+        for g in range(n_agg):
+            arr[g] = 0.0
+        for f in range(F):
+            if ain[f] > 0.0:
+                arr[int(p[P_AGG, f])] += ain[f]
+        for g in range(n_agg):
+            th[g] = buffer
+            act[g] = 0.0
+            if arr[g] > 0.0:
+                a = _abc.meter_activity(meter, dp, g, t_end, arr[g])
+                act[g] = a
+                th[g] = min(_abc.drop_threshold(dp, a, _abc.average_activity(avg, a)) * MSS, buffer)
+        _abc.fluid_accept(q0, arr, th, cap_rate, dt, acc, MSS)
+        for g in range(n_agg):
+            if acc[g] > 0.0:
+                _abc.average_accepted(avg, dp, t_end, act[g], acc[g] / MSS)
+            gbuf[1, g] = 1.0 - acc[g] / arr[g] if arr[g] > 0.0 else 0.0
+        for f in range(F):
+            rej[f] = 0.0
+            if ain[f] > 0.0:
+                rej[f] = gbuf[1, int(p[P_AGG, f])]
+                rejected += ain[f] * rej[f]
+        return rejected
+    bits = fbuf[0]
+    rlab = fbuf[1]
+    flab = fbuf[2]
+    gam = fbuf[3]
+    for f in range(F):
+        ibuf[f] = int(p[P_AGG, f])
+        bits[f] = 8.0 * ain[f] if s[S_ON, f] > 0.0 else 0.0
+        if qdisc == QDISC_FFS_EXACT:
+            rlab[f] = bits[f] / dt
+        else:
+            if s[S_ON, f] > 0.0:
+                s[S_FFS_R, f] = _ffs.ewma_rate(s[S_FFS_R, f], bits[f], dt, dp[_ffs.P_K])
+            rlab[f] = s[S_FFS_R, f]
+            if rlab[f] <= 0.0:
+                bits[f] = 0.0
+        flab[f] = p[P_FLAB, f] if p[P_FLAB, f] > 0.0 else rlab[f]
+    if qdisc == QDISC_FFS_EXACT:
+        tau = _ffs.fluid_gammas_exact(dm, dp[_ffs.P_CAP], ibuf, rlab, flab, gam)
+        if tau < math.inf:
+            ds[n_agg, _ffs.S_TAU] = tau
+    else:
+        _ffs.fluid_gammas(ds[n_agg, :], ds[:n_agg, :3], dp, dm, ibuf, bits, rlab, flab, t_end, dt, gam)
+    for f in range(F):
+        rej[f] = 1.0 - gam[f] if ain[f] > 0.0 else 0.0
+        rejected += ain[f] * rej[f]
+    return rejected
+
+
 # -- the period kernel --------------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
-def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots):
+def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots,
+                          DP, DM, DS):
     """Same as ``advance_period`` without threads (B = 1, or when threads do not pay)."""
     for b in range(S.shape[0]):
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots)
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b])
 
 
 @njit(cache=True, parallel=True, error_model="numpy", fastmath=_FM)
-def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots):
+def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots,
+                   DP, DM, DS):
     """Advance every instance by one control period; results go to OUT/REC/NREC."""
     B = S.shape[0]
     for b in prange(B):
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots)
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b])
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FM)
-def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn, short_off, n_send, slots):
+def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn, short_off, n_send, slots,
+                 dp, dm, ds):
     F = s.shape[1]
     K = q.shape[0]
     fixed_dt = ip[IP_DT]
@@ -705,6 +789,13 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     weight = np.empty(K)
     ceil = np.empty(K)
     qdc = np.empty(K)
+    # discipline scratch (per aggregate / per flow) and each flow's rejected fraction
+    n_agg = dm.shape[0]
+    gbuf = np.empty((4, n_agg))
+    fbuf = np.empty((4, F))
+    ibuf = np.empty(F, dtype=np.int64)
+    rej = np.zeros(F)
+    ain_f = np.zeros(F)
     wtot = 0.0
     for k in range(K):
         weight[k] = qp[k, QP_WEIGHT]
@@ -836,6 +927,17 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         # ---- 4. bottleneck: weighted service, drop-tail per queue ----
         for k in range(K):
             qa[k] += tbd[k] * out_frac
+        if qdisc != 0:
+            # K = 1 (FluidPlant.set_discipline): the discipline decides in front of the FIFO
+            for f in range(F):
+                ain_f[f] = 0.0
+                if s[S_ON, f] > 0.0:
+                    ain_f[f] = (s[S_TB, f] + a[f]) * out_frac if p[P_SHAPED, f] > 0.0 else a[f]
+            qa[0] -= _discipline_step(qdisc, p, s, ain_f, dp, dm, ds, t, dt, ip[IP_CAP], q[0, QS_BYTES],
+                                      qp[0, QP_BUFFER], gbuf, fbuf, ibuf, rej)
+            if qa[0] < 0.0:
+                qa[0] = 0.0
+        for k in range(K):
             qd[k] = q[k, QS_BYTES] + qa[k]
             # A ceiling caps what the queue may send this sub-step (no borrowing).
             qdc[k] = min(qd[k], ceil[k] * dt)
@@ -903,8 +1005,15 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 else:
                     ain = af
                 qb = s[S_QB, f]
+                rj = 0.0
+                if qdisc != 0:
+                    rj = ain * rej[f]  # the discipline's rejections are this flow's losses
+                    ain -= rj
                 dem = qb + ain
                 o = 0.0
+                if rj > 0.0:
+                    lost += rj
+                    r_l += rj
                 if dem > 0.0:
                     o = dem * sfrac[k]
                     d = ain * dfrac[k]

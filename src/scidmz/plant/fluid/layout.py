@@ -9,6 +9,10 @@ instances x F flows through a whole control period:
 - ``IP`` (B, NIP)   per-instance parameters (capacity, dt, shaper, Weibull, ...)
 - ``Q`` (B, K, NQS) bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight/ceiling
 - ``G`` (B, NSEND, 2) Weibull senders: next arrival time, flows waiting for a slot
+- ``DP`` (B, NDP) a bottleneck discipline's parameter vector (the decision core's own layout),
+  ``DM`` (B, NAGG) its per-aggregate vector (FFS: the fairness-matrix column, bit/s),
+  ``DS`` (B, NAGG + 1, NDS) its state (ABC: meters in rows 0..NAGG-1, the averager in row
+  NAGG; FFS: per-ingress estimators in rows 0..NAGG-1, the egress state in row NAGG)
 - ``OUT`` (B, NOUT) per-period results; ``REC`` (B, cap, NREC) finished flows
 
 Field indices are module constants, which numba freezes into the kernel.
@@ -19,8 +23,10 @@ from __future__ import annotations
 # -- P: per-flow parameters ---------------------------------------------------------
 # P_RMAX: the flow's own sending-rate limit in bytes/s (inf: none), for flows
 # limited outside the bottleneck (the Jenks papers' "degraded" flows, Exp 4/Test 2).
-P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER, P_RMAX = range(10)
-NP = 10
+# P_AGG: the flow's aggregate (ABC) / ingress (FFS) at a bottleneck discipline;
+# P_FLAB: its FFS fair-share label f before the node, bit/s (0: f = r, the first node's default).
+P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER, P_RMAX, P_AGG, P_FLAB = range(12)
+NP = 12
 
 # -- S: per-flow state ----------------------------------------------------------------
 (
@@ -70,7 +76,8 @@ NP = 10
     S_RSINCE,  # BBRv2 rounds since the last probe
     S_SLOT0,  # BBRv1 bandwidth samples of the last 10 rounds (S_SLOT0 .. S_SLOT0 + 9)
 ) = range(45)
-NS = S_SLOT0 + 10
+S_FFS_R = S_SLOT0 + 10  # FFS: the stream's rate label r as its first node measures it, bit/s
+NS = S_FFS_R + 1
 
 # -- I: per-instance state ---------------------------------------------------------------
 (
@@ -117,6 +124,10 @@ NI = 17
     IP_QDISC,
 ) = range(19)
 NIP = 19
+
+# -- bottleneck disciplines --------------------------------------------------------------
+NDP = 8  # >= the longest core parameter vector (ABC 8, FFS 6)
+NDS = 5  # >= the widest core state row (FFS egress state 5)
 
 # QP_CEIL: the queue's rate ceiling in bytes/s (inf: none, work-conserving), for
 # queue policies whose queues do not borrow (HTB ceil = rate).

@@ -124,6 +124,8 @@ class FluidPlant:
         self._kernel: Any = None
         self._parallel = False
         self._queues: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._discipline: tuple[Any, np.ndarray, np.ndarray, bool, bool] | None = None
+        self._udp_rates: np.ndarray | None = None
         self._alloc()
         self.reset()
 
@@ -143,6 +145,9 @@ class FluidPlant:
         self.G = np.zeros((B, max(self.shape.n_send, 1), 2))
         self.RNG = np.zeros(B, dtype=np.uint64)
         self.OUT = np.zeros((B, L.NOUT))
+        self.DP = np.zeros((B, L.NDP))
+        self.DM = np.zeros((B, 1))
+        self.DS = np.zeros((B, 2, L.NDS))
         sh = self.shape
         per = self.scenario.period
         gap_min = min(sc.campus.weibull.gap_min for sc in self.scenarios)
@@ -230,6 +235,11 @@ class FluidPlant:
         inst[L.I_RTTMIN] = min_base_rtt(sc)
         inst[L.I_DTN_LEFT] = d if sc.dtn.transfer is not None and d else math.inf
         self.RNG[i] = np.uint64(_seed_words(int(rng.integers(0, 2**62))))
+        if self._udp_rates is not None:
+            udp = P[L.P_CCA] == cca["udp"]
+            P[L.P_UDP, udp] = self._udp_rates[i, udp]
+        if self._discipline is not None:
+            self._fill_discipline(i)
 
     # -- Plant protocol ---------------------------------------------------------------
     def reset(self, seed: int | None = None) -> StateBatch:
@@ -275,7 +285,8 @@ class FluidPlant:
             self._kernel = advance_period if self._parallel else advance_period_serial
         sh = self.shape
         args = (self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
-                self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots)
+                self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots,
+                self.DP, self.DM, self.DS)
         if self._parallel:
             with _PARALLEL_LOCK:
                 self._kernel(*args)
@@ -364,6 +375,8 @@ class FluidPlant:
         self._check_open()
         B, F = self.batch, self.shape.n_flows
         buf = np.asarray(buffers, dtype=np.float64)
+        if self._discipline is not None and buf.shape[-1:] != (1,):
+            raise ValueError("this plant runs a bottleneck discipline in front of one FIFO: no queue separation")
         if buf.ndim not in (1, 2) or buf.shape[-1] < 1:
             raise ValueError(f"buffers must have shape (K,) or ({B}, K), got {buf.shape}")
         K = buf.shape[-1]
@@ -408,6 +421,155 @@ class FluidPlant:
         self.Q, self.QP = new_q, qp
         self.P[:, L.P_QID] = fq
         self._queues = (buf, w, fq.copy(), ce)
+
+    # -- a bottleneck discipline (ABC, FFS) in front of the FIFO -----------------------------
+    def set_discipline(
+        self,
+        config: Any,
+        groups: np.ndarray | list[int] | None = None,
+        labels: np.ndarray | list[float] | None = None,
+        exact: bool = False,
+        shaped: bool = False,
+    ) -> None:
+        """Run a bottleneck discipline (``ABCConfig`` / ``FFSConfig``) at the bottleneck; None removes it.
+
+        ``groups``: each flow's aggregate (ABC) or ingress (FFS), ints, shape
+        (F,) or (B, F); default: the DTN streams are 0, every other flow 1 (the
+        Science DMZ's two aggregates). ABC needs ``len(ref_rates_bps)`` (or 2)
+        aggregates, FFS one matrix entry per ingress. ``labels``: FFS fair-share
+        labels f before the node, bit/s (default: f = r, the first node's own
+        rate). ``exact``: FFS with tau solved exactly every sub-step (equation 2)
+        instead of the estimators and Appendix A. ``shaped``: keep the campus
+        behind the token-bucket shaper (default: no shaper -- the discipline
+        is the way the admin serves the DTN). The bottleneck must be one FIFO;
+        the buffer is the scenario's. Takes effect at the next ``reset``.
+        """
+        self._check_open()
+        if config is None:
+            self._discipline = None
+            return
+        kind = getattr(config, "kind", None)
+        if kind not in ("abc", "ffs"):
+            raise ValueError(f"unknown bottleneck discipline {config!r}: give an ABCConfig or FFSConfig")
+        if self._queues is not None and self._queues[0].shape[1] != 1:
+            raise ValueError("a bottleneck discipline runs in front of one FIFO; this plant has several queues")
+        B, F = self.batch, self.shape.n_flows
+        if groups is None:
+            grp = np.ones((B, F), dtype=np.int64)
+            grp[:, : self.shape.n_dtn] = 0
+        else:
+            grp = np.asarray(groups)
+            if grp.shape not in ((F,), (B, F)) or (grp.size and not np.issubdtype(grp.dtype, np.integer)):
+                raise ValueError(f"groups must be integers of shape ({F},) or ({B}, {F})")
+            grp = np.broadcast_to(grp, (B, F)).astype(np.int64)
+        n_agg = len(config.matrix_col_bps) if kind == "ffs" else max(len(config.ref_rates_bps), 2)
+        if kind == "abc" and config.ref_rates_bps and len(config.ref_rates_bps) != n_agg:
+            raise ValueError("ref_rates_bps must give one rate per aggregate")
+        if grp.size and (grp.min() < 0 or grp.max() >= n_agg):
+            raise ValueError(f"groups must be in [0, {n_agg}) for this {kind} configuration")
+        lab = np.zeros((B, F)) if labels is None else np.asarray(labels, dtype=np.float64)
+        if lab.shape not in ((F,), (B, F)):
+            raise ValueError(f"labels must have shape ({F},) or ({B}, {F})")
+        if labels is not None:
+            from ...disciplines.base import check_labels
+
+            check_labels("f", lab)
+        if exact and kind != "ffs":
+            raise ValueError("exact=True is FFS's water-filling mode; ABC has none")
+        self._discipline = (config, grp.copy(), np.broadcast_to(lab, (B, F)).copy(), bool(exact), bool(shaped))
+        if self.DM.shape[1] != n_agg:
+            self.DM = np.zeros((B, n_agg))
+            self.DS = np.zeros((B, n_agg + 1, L.NDS))
+
+    def set_discipline_weights(self, weights: np.ndarray | list[float]) -> None:
+        """Change the discipline's per-aggregate weights now, shape (A,) or (B, A), bit/s.
+
+        ABC: the aggregates' reference rates R_r (section 3.2); FFS: the
+        fairness-matrix column, rescaled to sum to the discipline's capacity.
+        Meters, averages and tau keep running (an admin's change, not a restart).
+        """
+        self._check_open()
+        if self._discipline is None:
+            raise ValueError("set_discipline_weights: this plant runs no bottleneck discipline")
+        n = self.DM.shape[1]
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape not in ((n,), (self.batch, n)):
+            raise ValueError(f"discipline weights must have shape ({n},) or ({self.batch}, {n}), got {w.shape}")
+        w = np.broadcast_to(w, (self.batch, n))
+        if not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError("discipline weights must be finite and > 0 bit/s")
+        config = self._discipline[0]
+        if config.kind == "abc":
+            from ...disciplines import abc
+
+            self.DS[:, :n, abc.M_REF] = w
+        else:
+            self.DM[:] = w / w.sum(axis=1, keepdims=True) * config.capacity_bps
+
+    def _fill_discipline(self, i: int) -> None:
+        config, grp, lab, exact, shaped = self._discipline
+        sc = self.scenarios[i]
+        P = self.P[i]
+        P[L.P_AGG] = grp[i]
+        P[L.P_FLAB] = lab[i]
+        if not shaped:
+            P[L.P_SHAPED] = 0.0
+        n_agg = self.DM.shape[1]
+        self.DP[i] = 0.0
+        self.DS[i] = 0.0
+        if config.kind == "abc":
+            from ...disciplines import abc
+
+            if config.buffer_pkts * c.MSS > sc.buffer_bytes * (1 + 1e-9):
+                raise ValueError(
+                    f"ABC buffer {config.buffer_pkts:g} packets exceeds the scenario's bottleneck buffer "
+                    f"({sc.buffer_bytes / c.MSS:.1f} packets); set link.buffer to match"
+                )
+            self.DP[i, : abc.N_PARAMS] = config.params(0.0)
+            meter, avg = abc.new_state(n_agg, 0.0, config.ref_rates_bps)
+            self.DS[i, :n_agg, : meter.shape[1]] = meter
+            self.DS[i, n_agg, : avg.shape[0]] = avg
+            self.IP[i, L.IP_QDISC] = c.QDISC_ABC
+        else:
+            from ...disciplines import ffs
+
+            self.DP[i, : ffs.N_PARAMS] = config.params()
+            self.DM[i] = config.matrix
+            st, ing = config.new_state(0.0)
+            self.DS[i, n_agg, : st.shape[0]] = st
+            self.DS[i, :n_agg, : ing.shape[1]] = ing
+            self.IP[i, L.IP_QDISC] = c.QDISC_FFS_EXACT if exact else c.QDISC_FFS
+
+    def discipline_state(self) -> dict[str, np.ndarray]:
+        """The discipline's state now: ABC ``activity_avg`` (B,); FFS ``tau``, ``accepted_rate`` (bit/s) (B,)."""
+        if self._discipline is None:
+            return {}
+        n = self.DM.shape[1]
+        if self._discipline[0].kind == "abc":
+            from ...disciplines import abc
+
+            a = self.DS[:, n]
+            return {"activity_avg": np.where(a[:, abc.A_N] > 0, a[:, abc.A_S] / np.maximum(a[:, abc.A_N], 1e-300), np.nan)}
+        from ...disciplines import ffs
+
+        st = self.DS[:, n]
+        return {"tau": st[:, ffs.S_TAU].copy(), "accepted_rate": st[:, ffs.S_A].copy()}
+
+    def set_udp_rates(self, rates: np.ndarray | list[float] | None) -> None:
+        """Give every UDP sender its own constant rate (bit/s, shape (F,) or (B, F); entries of
+        non-UDP flows are ignored); None: the scenario's ``campus.udp_rate``. Takes effect at the
+        next ``reset`` and survives it (the papers' per-host CBR rates)."""
+        self._check_open()
+        if rates is None:
+            self._udp_rates = None
+            return
+        B, F = self.batch, self.shape.n_flows
+        r = np.asarray(rates, dtype=np.float64)
+        if r.shape not in ((F,), (B, F)):
+            raise ValueError(f"UDP rates must have shape ({F},) or ({B}, {F}), got {r.shape}")
+        if not np.all(np.isfinite(r)) or np.any(r < 0):
+            raise ValueError("UDP rates must be finite and >= 0 bit/s")
+        self._udp_rates = np.broadcast_to(r, (B, F)).copy()
 
     def set_rate_limits(self, limits: np.ndarray | list[float]) -> None:
         """Limit flows' sending rates (bit/s, shape (F,) or (B, F); inf = none) from the next period on.
