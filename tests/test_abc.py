@@ -119,3 +119,12 @@ def test_reproduce_abc_cli_quick(tmp_path: pathlib.Path) -> None:
     assert heavy["abc_goodput0_bps"] < heavy["abc_goodput1_bps"]  # heavier sender falls below the lighter
     assert heavy["fifo_goodput0_bps"] > heavy["fifo_goodput1_bps"]  # drop-tail rewards it
     assert (out / "cbr_vs_cbr.png").stat().st_size > 0
+    # Fig. 5 on the fluid plant: 4 TCP connections vs 1 -- proportional without ABC, ~25/25 with it
+    res = json.loads((out / "results.json").read_text())
+    four = {r["n_flows"]: r for r in res["fluid_tcp_rows"]}[4]
+    assert four["fifo_goodput0_bps"] > 2.5 * four["fifo_goodput1_bps"]
+    assert four["abc_goodput0_bps"] == pytest.approx(four["abc_goodput1_bps"], rel=0.15)
+    # Fig. 6: a CBR above the link starves TCP without ABC, not with it
+    cbr = {r["r0_bps"]: r for r in res["fluid_cbr_tcp_rows"]}[60e6]
+    assert cbr["fifo_goodput1_bps"] < 5e6 < 20e6 < cbr["abc_goodput1_bps"]
+    assert (out / "tcp_flows.png").stat().st_size > 0 and (out / "cbr_vs_tcp.png").stat().st_size > 0

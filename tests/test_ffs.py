@@ -165,3 +165,8 @@ def test_reproduce_ffs_cli_quick(tmp_path: pathlib.Path) -> None:
     res = json.loads((out / "results.json").read_text())
     np.testing.assert_allclose(np.array(res["exact_ffs_bps"]) / G, [3, 4 / 3, 32 / 3], rtol=1e-12)
     assert "Table II" in (out / "report.md").read_text()
+    # Table III on the fluid plant: FFS makes CCA pairs fairer than FIFO; FFS-C85 keeps the queue short
+    t3 = doc["table3"]
+    assert t3["ffs100"]["F"] > t3["fifo"]["F"] + 20
+    assert t3["ffs85"]["L2"] == 100.0 and t3["fifo"]["L2"] < 50.0
+    assert t3["ffs85"]["U"] < t3["ffs100"]["U"]

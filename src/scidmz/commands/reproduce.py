@@ -53,7 +53,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         emit(result, a.json, human)
         return 0
     if a.paper in ("abc", "ffs"):
-        from ..disciplines.reproduce import reproduce_discipline
+        from ..evaluation.disciplines_repro import reproduce_discipline
 
         result = reproduce_discipline(a.paper, a.out, a.quick, a.seed, a.netns)
         emit(result, a.json, f"report written to {result['out']}/report.md")

@@ -126,6 +126,7 @@ class FluidPlant:
         self._queues: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._discipline: tuple[Any, np.ndarray, np.ndarray, bool, bool] | None = None
         self._udp_rates: np.ndarray | None = None
+        self._shaper = True
         self._alloc()
         self.reset()
 
@@ -235,6 +236,8 @@ class FluidPlant:
         inst[L.I_RTTMIN] = min_base_rtt(sc)
         inst[L.I_DTN_LEFT] = d if sc.dtn.transfer is not None and d else math.inf
         self.RNG[i] = np.uint64(_seed_words(int(rng.integers(0, 2**62))))
+        if not self._shaper:
+            P[L.P_SHAPED] = 0.0
         if self._udp_rates is not None:
             udp = P[L.P_CCA] == cca["udp"]
             P[L.P_UDP, udp] = self._udp_rates[i, udp]
@@ -554,6 +557,13 @@ class FluidPlant:
 
         st = self.DS[:, n]
         return {"tau": st[:, ffs.S_TAU].copy(), "accepted_rate": st[:, ffs.S_A].copy()}
+
+    def set_shaper(self, enabled: bool) -> None:
+        """Without the shaper (``False``) the campus goes straight to the bottleneck and u is ignored:
+        a plain FIFO (or a discipline) between all senders, as in the ABC and FFS papers. Takes effect
+        at the next ``reset`` and survives it."""
+        self._check_open()
+        self._shaper = bool(enabled)
 
     def set_udp_rates(self, rates: np.ndarray | list[float] | None) -> None:
         """Give every UDP sender its own constant rate (bit/s, shape (F,) or (B, F); entries of
