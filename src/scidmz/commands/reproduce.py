@@ -13,7 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paper", choices=["mlc", "jenks", "abc", "ffs"],
                    help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); jenks: RTT-based queue "
                         "separation (the Jenks papers' tests); abc, ffs: bottleneck disciplines")
-    p.add_argument("--netns", action="store_true", help="abc: also run on the netns testbed (root)")
+    p.add_argument("--netns", action="store_true", help="abc, ffs: also run the TCP experiments on the kernel through the NFQUEUE stage (root)")
     p.add_argument("--plant", default="fluid", choices=("fluid", "netns"),
                    help="mlc: where the paired MLC-vs-trivial trials run; netns = real kernel CUBIC on the "
                         "testbed scenario (root, real time: ~1 h at the default sizes), identification and "

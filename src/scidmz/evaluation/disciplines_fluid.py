@@ -114,6 +114,23 @@ def _pair_scenario(a: str, b: str, duration: float, seed: int) -> Scenario:
         campus=CampusConfig(hosts=1, rtt=T3_RTT, cca=b, traffic="long"), duration=duration, seed=seed)
 
 
+def table3_metrics(pairs: list[tuple[str, str]], tput: np.ndarray, rtts: list[np.ndarray], link_bps: float,
+                   base_rtt: float) -> dict[str, Any]:
+    """Table III's metrics (section VII-A) from per-pair throughputs (P, 2) and per-second RTT samples."""
+    lat_ms = np.array([(np.mean(r) - base_rtt) * 1e3 if len(r) else np.nan for r in rtts])
+    jit_ms = np.array([np.abs(np.diff(r)).mean() * 1e3 if len(r) > 1 else np.nan for r in rtts])
+    fair = tput.min(axis=1) / np.maximum(tput.max(axis=1), 1e-9)
+    util = tput.sum(axis=1) / link_bps
+    return {
+        "F": float(fair.mean() * 100), "U": float(util.mean() * 100),
+        "L2": float((lat_ms < 2).mean() * 100), "L50": float((lat_ms < 50).mean() * 100),
+        "J2": float((jit_ms < 2).mean() * 100), "J50": float((jit_ms < 50).mean() * 100),
+        "pairs": [{"cca0": a, "cca1": b, "tput0_bps": float(tput[i, 0]), "tput1_bps": float(tput[i, 1]),
+                   "latency_increase_ms": float(lat_ms[i]), "jitter_ms": float(jit_ms[i])}
+                  for i, (a, b) in enumerate(pairs)],
+    }
+
+
 def ffs_table3(ccas: tuple[str, ...], duration: float, seed: int, exact: bool = False) -> dict[str, Any]:
     """Table III on the fluid plant: per scheme the paper's six metrics and the per-pair numbers."""
     pairs = list(itertools.combinations(ccas, 2))
@@ -137,19 +154,7 @@ def ffs_table3(ccas: tuple[str, ...], duration: float, seed: int, exact: bool = 
             # a ping once a second sees the base RTT plus the bottleneck queue at that moment
             rtt[k] = T3_RTT + p.queue_state()["bytes"][:, 0] / (T3_LINK / 8.0)
         tput /= steps - warm
-        r = rtt[warm:]
-        lat_ms = (r.mean(axis=0) - T3_RTT) * 1e3
-        jit_ms = np.abs(np.diff(r, axis=0)).mean(axis=0) * 1e3
-        fair = tput.min(axis=1) / np.maximum(tput.max(axis=1), 1e-9)
-        util = tput.sum(axis=1) / T3_LINK
-        schemes[name] = {
-            "F": float(fair.mean() * 100), "U": float(util.mean() * 100),
-            "L2": float((lat_ms < 2).mean() * 100), "L50": float((lat_ms < 50).mean() * 100),
-            "J2": float((jit_ms < 2).mean() * 100), "J50": float((jit_ms < 50).mean() * 100),
-            "pairs": [{"cca0": a, "cca1": b, "tput0_bps": float(tput[i, 0]), "tput1_bps": float(tput[i, 1]),
-                       "latency_increase_ms": float(lat_ms[i]), "jitter_ms": float(jit_ms[i])}
-                      for i, (a, b) in enumerate(pairs)],
-        }
+        schemes[name] = table3_metrics(pairs, tput, [rtt[warm:, i] for i in range(len(pairs))], T3_LINK, T3_RTT)
     return {"ccas": list(ccas), "pairs": [list(p) for p in pairs], "duration_s": duration, "seed": seed,
             "link_bps": T3_LINK, "buffer_pkts": T3_BUFFER_PKTS, "rtt_s": T3_RTT, "exact_tau": exact,
             "schemes": schemes, "paper": {k: list(v) for k, v in PAPER_TABLE_III.items()}}

@@ -137,6 +137,13 @@ def reproduce_abc(out: Path, quick: bool, seed: int = 1, netns: bool = False) ->
 
         res["netns_rows"] = abc_cbr_netns([20e6, 60e6] if quick else [20e6, 40e6, 60e6, 100e6],
                                           8.0 if quick else 20.0, f"dqr{os.getpid() % 10000}")
+        from scidmz.evaluation import disciplines_kernel as kern
+
+        ksec = 20.0 if quick else 60.0
+        res["netns_seconds"] = ksec
+        res["netns_tcp_rows"] = kern.abc_tcp_flows([4] if quick else [1, 2, 4, 8], ksec, f"dqk{os.getpid() % 10000}")
+        res["netns_cbr_tcp_rows"] = kern.abc_cbr_vs_tcp([60e6] if quick else [20e6, 40e6, 60e6, 100e6], ksec,
+                                                        f"dqc{os.getpid() % 10000}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(res, indent=1))
     _plot_abc(rows, out / "cbr_vs_cbr.png")
@@ -175,6 +182,7 @@ def reproduce_abc(out: Path, quick: bool, seed: int = 1, netns: bool = False) ->
             lines.append(f"| {r['r0_bps'] / 1e6:g} | {r['fifo_goodput0_bps'] / 1e6:.1f} | {r['fifo_goodput1_bps'] / 1e6:.1f} | "
                          f"{r['abc_goodput0_bps'] / 1e6:.1f} | {r['abc_goodput1_bps'] / 1e6:.1f} | "
                          f"{r['fifo_stage_drops'] + r['abc_stage_drops']} |")
+        lines += _kernel_tcp_lines(res)
     lines += [
         "",
         "![CBR vs CBR](cbr_vs_cbr.png)",
@@ -225,6 +233,58 @@ def reproduce_abc(out: Path, quick: bool, seed: int = 1, netns: bool = False) ->
     return res
 
 
+def _kernel_tcp_lines(res: dict) -> list[str]:
+    sec = res["netns_seconds"]
+    lines = [
+        "",
+        f"### Fig. 5 and Fig. 6 on the kernel (netns lab, NFQUEUE stage + tbf 50 Mbit/s, 24 x 1500 B, 20 ms RTT "
+        f"by the user-space delay stage; kernel CUBIC; one {sec:g} s run per point, goodput over the whole run)",
+        "",
+        "| N connections of client 0 | FIFO client 0 | FIFO client 1 | ABC client 0 | ABC client 1 | stage drops |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in res["netns_tcp_rows"]:
+        lines.append(f"| {r['n_flows']} | {r['fifo_goodput0_bps'] / 1e6:.1f} | {r['fifo_goodput1_bps'] / 1e6:.1f} | "
+                     f"{r['abc_goodput0_bps'] / 1e6:.1f} | {r['abc_goodput1_bps'] / 1e6:.1f} | "
+                     f"{r['fifo_stage_drops'] + r['abc_stage_drops']} |")
+    lines += ["", "| R_0 CBR (Mbit/s) | FIFO CBR | FIFO TCP | ABC CBR | ABC TCP | stage drops |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    for r in res["netns_cbr_tcp_rows"]:
+        lines.append(f"| {r['r0_bps'] / 1e6:g} | {r['fifo_goodput0_bps'] / 1e6:.1f} | {r['fifo_goodput1_bps'] / 1e6:.1f} | "
+                     f"{r['abc_goodput0_bps'] / 1e6:.1f} | {r['abc_goodput1_bps'] / 1e6:.1f} | "
+                     f"{r['fifo_stage_drops'] + r['abc_stage_drops']} |")
+    return lines
+
+
+def _table3_lines(t3: dict, where: str) -> list[str]:
+    lines = [
+        "",
+        f"## Table III on {where} ({len(t3['pairs'])} CCA pairs of {', '.join(t3['ccas'])}; "
+        f"{t3['link_bps'] / 1e6:g} Mbit/s, {t3['buffer_pkts']} packets, {t3['rtt_s'] * 1e3:g} ms RTT, "
+        f"{t3['duration_s']:g} s)",
+        "",
+        "| scheme | F | U | L(2) | L(50) | J(2) | J(50) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    labels = {"fifo": "FIFO", "ffs100": "FFS-C100", "ffs85": "FFS-C85"}
+    paper = fluid.PAPER_TABLE_III
+    for k, v in t3["schemes"].items():
+        cells = [f"{v[m]:.1f} ({paper[k][j]:g})" for j, m in enumerate(("F", "U", "L2", "L50", "J2", "J50"))]
+        lines.append(f"| {labels[k]} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Each cell: ours (paper), in %. Per pair (throughputs Mbit/s, latency increase and jitter ms):",
+        "",
+        "| scheme | pair | t_0 | t_1 | latency + | jitter |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for k, v in t3["schemes"].items():
+        for pr in v["pairs"]:
+            lines.append(f"| {labels[k]} | {pr['cca0']} vs {pr['cca1']} | {pr['tput0_bps'] / 1e6:.1f} | "
+                         f"{pr['tput1_bps'] / 1e6:.1f} | {pr['latency_increase_ms']:.1f} | {pr['jitter_ms']:.2f} |")
+    return lines
+
+
 def _plot_pairs(rows: list[dict], xkey: str, xlabel: str, path: Path, names: tuple[str, str],
                 scale: float = 1.0) -> None:
     import matplotlib
@@ -268,7 +328,7 @@ def _plot_abc(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def reproduce_ffs(out: Path, quick: bool, seed: int = 1) -> dict:
+def reproduce_ffs(out: Path, quick: bool, seed: int = 1, netns: bool = False) -> dict:
     g = 1e9
     rates = np.array([3 * g, 4 * g, 16 * g])
     fair = np.array([6 * g, 1 * g, 8 * g])
@@ -317,34 +377,21 @@ def reproduce_ffs(out: Path, quick: bool, seed: int = 1) -> dict:
     t3 = fluid.ffs_table3(fluid.FLUID_CCAS, 30.0 if quick else 60.0, seed)
     res["fluid_table3"] = t3
     (out / "results.json").write_text(json.dumps(res, indent=1))
-    lines += [
-        "",
-        f"## Table III on the fluid plant ({len(t3['pairs'])} CCA pairs of {', '.join(t3['ccas'])}; "
-        f"{t3['link_bps'] / 1e6:g} Mbit/s, {t3['buffer_pkts']} packets, {t3['rtt_s'] * 1e3:g} ms RTT, "
-        f"{t3['duration_s']:g} s)",
-        "",
-        "Paper: 15 Linux CCAs in Mininet through a Python FFS node (NetfilterQueue); ours: the fluid plant's CCAs "
-        "(bottleneck rate, buffer and the jitter definition are our choices, see `scidmz.evaluation.disciplines_fluid`).",
-        "",
-        "| scheme | F | U | L(2) | L(50) | J(2) | J(50) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    labels = {"fifo": "FIFO", "ffs100": "FFS-C100", "ffs85": "FFS-C85"}
-    for k, v in t3["schemes"].items():
-        paper = t3["paper"][k]
-        cells = [f"{v[m]:.1f} ({paper[j]:g})" for j, m in enumerate(("F", "U", "L2", "L50", "J2", "J50"))]
-        lines.append(f"| {labels[k]} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "Each cell: ours (paper), in %. Per pair (throughputs Mbit/s, latency increase and jitter ms):",
-        "",
-        "| scheme | pair | t_0 | t_1 | latency + | jitter |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for k, v in t3["schemes"].items():
-        for pr in v["pairs"]:
-            lines.append(f"| {labels[k]} | {pr['cca0']} vs {pr['cca1']} | {pr['tput0_bps'] / 1e6:.1f} | "
-                         f"{pr['tput1_bps'] / 1e6:.1f} | {pr['latency_increase_ms']:.1f} | {pr['jitter_ms']:.2f} |")
+    lines += _table3_lines(t3, "the fluid plant")
+    lines += ["", "Paper: 15 Linux CCAs in Mininet through a Python FFS node (NetfilterQueue); ours: the plant's "
+              "CCAs (bottleneck rate, buffer and the jitter definition are our choices, see "
+              "`scidmz.evaluation.disciplines_fluid`)."]
+    if netns:
+        import os
+
+        from scidmz.evaluation import disciplines_kernel as kern
+
+        k3 = kern.ffs_table3(kern.KERNEL_CCAS, 20.0 if quick else 60.0, f"dqf{os.getpid() % 10000}")
+        res["netns_table3"] = k3
+        (out / "results.json").write_text(json.dumps(res, indent=1))
+        lines += _table3_lines(k3, "the kernel (netns lab, NFQUEUE stage running the FFS core, iperf3, "
+                                   "RTT probed once a second)")
+        lines.append(f"\nStage drops (queue full or socket overrun): {k3['stage_drops']}.")
     lines += [
         "",
         "## Not reproduced here",
@@ -364,7 +411,7 @@ def reproduce_discipline(paper: str, out: str | None, quick: bool, seed: int, ne
         res = reproduce_abc(d, quick, seed, netns=netns)
         summary = {"points": len(res["rows"]), "netns": netns}
     else:
-        res = reproduce_ffs(d, quick, seed)
+        res = reproduce_ffs(d, quick, seed, netns=netns)
         summary = {"exact_tau": res["exact_tau"], "packet_core_tau": res["packet_core_tau_mean"],
                    "table3": {k: {m: v[m] for m in ("F", "U", "L2", "L50", "J2", "J50")}
                               for k, v in res["fluid_table3"]["schemes"].items()}}
