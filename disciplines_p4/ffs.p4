@@ -9,7 +9,8 @@
  *     d = e^{-T/K} and c = K (1 - e^{-T/K}) / T from one range table on T  (decay_e, decay_i)
  *   - log2 of F_i and of A + delta by a ternary top-bit match plus an 8-bit
  *     mantissa table (Q8)                                                     (log2_top_*, log2_mant_*)
- *   - tau kept as log2 tau (Q8); Appendix A: log tau += log2(C + delta) - log2(A + delta), clamped
+ *   - tau kept as log2 tau (Q8); Appendix A while congested: log tau += log2(C + delta) - log2(A + delta),
+ *     clamped; while not: the largest log(r/f') since the uncongested interval began (ffs.tau_uncongested)
  *   - Algorithm 1: log f' = log f - log F_i + log M_i; log gamma = min(0, log f' - log r + log tau)
  *   - forward iff u < gamma: u is a 16-bit random number, gamma's threshold
  *     is 2^(frac/256) (table exp2_frac, Q16) shifted by gamma's integer part
@@ -62,6 +63,7 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
     register<bit<32>>(1) t_last;           // last arrival at the egress (us)
     register<bit<32>>(1) tau_reg;          // log2 tau, Q8 two's complement
     register<bit<32>>(1) t_tau;            // last tau update (us)
+    register<bit<8>>(1) cong_reg;          // 1 while congested
     register<bit<64>>(FFS_N_ING) rk_ing;   // R_i K
     register<bit<64>>(FFS_N_ING) fk_ing;   // F_i K (lengths weighted by f/r)
     register<bit<32>>(FFS_N_ING) t_ing;
@@ -144,11 +146,13 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
         fk_ing.write(i, fk);
         t_ing.write(i, h.ffs.t_us);
         // ---- Appendix A: one tau tick when the period has passed (uses A before this packet) ----
-        bit<32> tt; bit<32> tau_u;
+        bit<32> tt; bit<32> tau_u; bit<8> cong;
         t_tau.read(tt, 0);
         tau_reg.read(tau_u, 0);
+        cong_reg.read(cong, 0);
         int<32> tau = (int<32>)tau_u;
-        if (h.ffs.t_us - tt >= FFS_TAU_PERIOD_US) {
+        bool congested = rs > FFS_CK_Q8;                        // R_* > C
+        if (congested && h.ffs.t_us - tt >= FFS_TAU_PERIOD_US) {
             ax = a + FFS_DK_Q8;
             log2_top_a.apply();
             mant_a_key = (bit<8>)((ax >> m.sh_a) << m.lsh_a);
@@ -168,9 +172,17 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
         int<32> log_f_i = (int<32>)(((bit<32>)m.top_f << 8) + m.mant_f) + FFS_OFF_Q8;
         int<32> f2 = f_log - log_f_i + (int<32>)m.m_log;       // line 1
         int<32> g = 0;
-        if (rs > FFS_CK_Q8) {                                   // congested: R_* > C
+        if (congested) {
             g = f2 - r_log + tau;                               // line 2, log domain
             if (g > 0) { g = 0; }
+            cong_reg.write(0, 1);
+        } else {
+            int<32> x = r_log - f2;                             // log(r / f'): tau limiting nobody
+            if (cong == 1 || x > tau) { tau = x; }
+            if (tau < FFS_TAU_MIN_Q8) { tau = FFS_TAU_MIN_Q8; }
+            if (tau > FFS_TAU_MAX_Q8) { tau = FFS_TAU_MAX_Q8; }
+            tau_reg.write(0, (bit<32>)tau);
+            cong_reg.write(0, 0);
         }
         frac_g = (bit<8>)(bit<32>)g;
         exp2_g.apply();

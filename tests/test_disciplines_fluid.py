@@ -189,3 +189,24 @@ def test_evaluate_runs_abc_and_ffs_on_the_paired_trials(tmp_path, capsys) -> Non
     assert main(["simulate", "small-cubic", "--policy", "ffs", "--set", "policy.capacity_frac=2",
                  "--duration", "5"]) == 2
     assert "capacity_frac" in capsys.readouterr().err
+
+
+def test_ffs_rate_feedback_minloss_loses_almost_nothing() -> None:
+    # FFS section IX: a sender pacing at the RI loses nothing alone and ~0.05-1 % with a second stream;
+    # Cubic 0.58-3.32 % (10 MB transfers through FFS-C85)
+    from scidmz.evaluation.disciplines_fluid import ffs_rate_feedback
+
+    rows = {(r["cca"], r["streams"]): r for r in ffs_rate_feedback(("minloss", "cubic"), (10e6,))}
+    assert rows[("minloss", 1)]["loss_pct"] == 0.0
+    assert rows[("minloss", 2)]["loss_pct"] < 1.5
+    assert rows[("cubic", 2)]["loss_pct"] > 5 * rows[("minloss", 2)]["loss_pct"]
+    # both transfers finish, the two-stream one in about twice the time (equal shares of 42.5 Mbit/s)
+    assert rows[("minloss", 2)]["fct_s"] == pytest.approx(2 * 10e6 * 8 * 1.046 / 42.5e6, rel=0.15)
+
+
+def test_set_ccas_bad_input() -> None:
+    p = FluidPlant(_abc_scenario(2))
+    with pytest.raises(ValueError, match="one entry per flow"):
+        p.set_ccas(["minloss"])
+    with pytest.raises(ValueError, match="unknown congestion control 'vegas'"):
+        p.set_ccas(["vegas", None, None])

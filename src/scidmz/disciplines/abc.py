@@ -200,6 +200,7 @@ def abc_run(
 
 # Virtual FIFO state: backlog (bytes), time of the last packet.
 V_Q, V_T = 0, 1
+QUEUE_PKT_BYTES = 1500.0  # the virtual FIFO counts its backlog in packets of this size
 
 
 def new_fifo(t0: float = 0.0) -> np.ndarray:
@@ -213,8 +214,11 @@ def abc_fifo_packet(
 ) -> bool:
     """ABC in front of a FIFO drained at ``link_bps`` whose backlog is tracked here.
 
-    The queue is tracked in bytes and converted to packets by the packet's own
-    size (ours: the paper counts packets; with equal-size packets these agree).
+    The queue is tracked in bytes and counted in full-size packets of
+    ``QUEUE_PKT_BYTES`` (ours: the paper counts packets and its packets are all
+    full-size; dividing by the arriving packet's own size would make a 60 B SYN
+    behind 60 kB see a 1000-packet queue and be dropped -- seen on the netns
+    testbed as DTN connections that took 12 s to open).
     The NFQUEUE stage uses this too (ours): the kernel's qdisc backlog cannot be
     read per packet cheaply, and a FIFO served at the bottleneck rate behind the
     stage has exactly this backlog.
@@ -225,7 +229,7 @@ def abc_fifo_packet(
         if vq[V_Q] < 0.0:
             vq[V_Q] = 0.0
         vq[V_T] = t
-    ok = abc_packet(meter, avg, p, agg, t, nbytes, vq[V_Q] / nbytes)
+    ok = abc_packet(meter, avg, p, agg, t, nbytes, vq[V_Q] / QUEUE_PKT_BYTES)
     if ok:
         vq[V_Q] += nbytes
     return ok

@@ -27,9 +27,12 @@ Our choices where the paper is silent (labelled, with reasons):
   about ``(C - A)/(C + delta)`` per update, i.e. a loop gain of ~0.1 per ms; times
   the 10 ms lag that is ~1, the fastest setting that does not ring.
 - tau starts at 1 (the worst-case allocation: every stream exactly its FFS,
-  which sums to C) and is clamped to [1e-3, 4 * C / min_i M_i] so it cannot
-  wind up without bound while the egress is uncongested (paper: tau = inf
-  then; we treat "uncongested" as gamma = 1 and keep the clamped tau warm).
+  which sums to C) and is clamped to [1e-3, 4 * C / min_i M_i]. Appendix A
+  runs only while the egress is congested; while it is not (paper: tau = inf,
+  gamma = 1), tau is the largest ``r/f`` seen since the uncongested interval
+  began -- (H)CSFQ's way of starting its fair share -- so congestion starts
+  from the smallest tau that limits nobody instead of a wound-up one, and the
+  RI (``f tau``) never jumps (:func:`tau_uncongested`).
 - Congested means ``R_* > C`` (section IV's definition, estimated).
 - An inter-arrival of 0 uses the limit ``R <- R + len/K`` of the estimator.
 - FFS-C85 reads as ``C = sum_i M_(i,j) = 0.85 * link`` (the column must sum to
@@ -59,8 +62,8 @@ from scidmz.disciplines.base import (
 P_CAP, P_K, P_TAU_PERIOD, P_DELTA, P_TAU_MIN, P_TAU_MAX = range(6)
 N_PARAMS = 6
 # Egress state: R_*, A, time of last arrival, tau, time of last tau update.
-S_RSTAR, S_A, S_TLAST, S_TAU, S_TTAU = range(5)
-N_STATE = 5
+S_RSTAR, S_A, S_TLAST, S_TAU, S_TTAU, S_CONG = range(6)  # S_CONG: 1 while congested
+N_STATE = 6
 # Per-ingress state: R_(i,j), F^pre_(i,j), time of last arrival on that ingress.
 I_R, I_F, I_TLAST = range(3)
 
@@ -139,10 +142,30 @@ def _measure_and_tau(st: np.ndarray, ing: np.ndarray, p: np.ndarray, i: int, t: 
     ing[i, I_R] = ewma_rate(ing[i, I_R], bits, t - ing[i, I_TLAST], k)
     ing[i, I_F] = ewma_rate(ing[i, I_F], bits * wf, t - ing[i, I_TLAST], k)
     ing[i, I_TLAST] = t
-    if t - st[S_TTAU] >= p[P_TAU_PERIOD]:
+    congested = st[S_RSTAR] > p[P_CAP]
+    if congested and t - st[S_TTAU] >= p[P_TAU_PERIOD]:
         tau_update(st, p)
         st[S_TTAU] = t
-    return st[S_RSTAR] > p[P_CAP]
+    return congested
+
+
+@njit(cache=True, inline="always")
+def tau_uncongested(st: np.ndarray, p: np.ndarray, ratio: float) -> None:
+    """While the egress is uncongested, tau is the largest ``r / f`` seen since it last was (ours).
+
+    Equation (2) has tau = inf without congestion; a node must still start from
+    something when congestion begins. As (H)CSFQ does with its fair share
+    (alpha = the largest flow rate seen in an uncongested interval), tau
+    restarts at each uncongested interval and tracks the largest ``r/f`` -- the
+    smallest tau that limits nobody -- so Appendix A begins from there, and the
+    RI of Algorithm 2 (``f tau``) never jumps to a wound-up tau.
+    """
+    if st[S_CONG] > 0.0:
+        st[S_TAU] = ratio
+        st[S_CONG] = 0.0
+    elif ratio > st[S_TAU]:
+        st[S_TAU] = ratio
+    st[S_TAU] = min(max(st[S_TAU], p[P_TAU_MIN]), p[P_TAU_MAX])
 
 
 @njit(cache=True, inline="always")
@@ -150,6 +173,14 @@ def tau_update(st: np.ndarray, p: np.ndarray) -> None:
     """Appendix A, one timer tick: ``tau <- tau * (C + delta) / (A + delta)``, clamped (ours)."""
     tau = st[S_TAU] * (p[P_CAP] + p[P_DELTA]) / (st[S_A] + p[P_DELTA])
     st[S_TAU] = min(max(tau, p[P_TAU_MIN]), p[P_TAU_MAX])
+
+
+@njit(cache=True, inline="always")
+def rate_indicator(ri: float, f: float, tau: float, r: float, cap: float, rstar: float, congested: bool) -> float:
+    """Algorithm 2: the RI label after this node (``f``: normalised FFS, ``r``: rate after gamma)."""
+    if congested:
+        return min(ri, f * tau)
+    return min(ri, cap, max(r * cap / rstar, f))
 
 
 @njit(cache=True, inline="always")
@@ -190,16 +221,15 @@ def ffs_packet(
     congested = _measure_and_tau(st, ing, p, i, t, bits, f / r)
     tau = st[S_TAU]
     f2 = f / ing[i, I_F] * m[i]  # Alg. 1 line 1 (F_i > 0: it includes this packet)
+    if congested:
+        st[S_CONG] = 1.0
+    else:
+        tau_uncongested(st, p, r / f2)
     gamma = forwarding_probability(f2, r, tau, congested)  # line 2
     r2 = r * gamma  # line 3
     ri2 = ri
     if ri == ri:  # Algorithm 2 (line 4), skipped for NaN
-        if congested:
-            ri2 = min(ri, f2 * tau)
-        else:
-            cap = p[P_CAP]
-            rin = max(r2 * cap / st[S_RSTAR], f2)
-            ri2 = min(ri, cap, rin)
+        ri2 = rate_indicator(ri, f2, tau, r2, p[P_CAP], st[S_RSTAR], congested)
     _account_accepted(st, p, t, bits, gamma)
     return u < gamma, r2, f2, ri2, gamma  # line 5
 
@@ -222,6 +252,10 @@ def ffs_compact_packet(
     congested = _measure_and_tau(st, ing, p, i, t, bits, 1.0 / rf)
     tau = st[S_TAU]
     rf1 = rf * ing[i, I_F] / m[i]  # Alg. 3 line 1
+    if congested:
+        st[S_CONG] = 1.0
+    else:
+        tau_uncongested(st, p, rf1)
     gamma = 1.0
     if congested:
         gamma = min(1.0, tau / rf1)  # line 2
@@ -377,6 +411,7 @@ def fluid_gammas(
     t: float,
     dt: float,
     gamma: np.ndarray,
+    ri: np.ndarray,
 ) -> None:
     """FFS over one fluid time step ending at ``t``: forwarding fraction of every stream.
 
@@ -386,7 +421,9 @@ def fluid_gammas(
     the ``f/r`` weight, R_*), Appendix A ticks once per elapsed ``tau`` period
     (a timer, as in the DPDK node), Algorithm 1 lines 1-2 give gamma, and A is
     fed the expected forwarded bits (section VII-A). Streams offering nothing
-    get gamma = 1. Same functions as :func:`ffs_packet`, so the two cannot drift.
+    get gamma = 1; ``ri`` gets each stream's Algorithm 2 rate indicator (the
+    source set none: inf in). Same functions as :func:`ffs_packet`, so the two
+    cannot drift.
     """
     k = p[P_K]
     n_ing = ing.shape[0]
@@ -404,10 +441,17 @@ def fluid_gammas(
         ing[i, I_R] = ewma_rate(ing[i, I_R], rin[i], dt, k)
         ing[i, I_F] = ewma_rate(ing[i, I_F], fin[i], dt, k)
         ing[i, I_TLAST] = t
-    while t - st[S_TTAU] >= p[P_TAU_PERIOD]:
-        tau_update(st, p)
-        st[S_TTAU] += p[P_TAU_PERIOD]
     congested = st[S_RSTAR] > p[P_CAP]
+    if congested:
+        while t - st[S_TTAU] >= p[P_TAU_PERIOD]:
+            tau_update(st, p)
+            st[S_TTAU] += p[P_TAU_PERIOD]
+        st[S_CONG] = 1.0
+    else:
+        st[S_TTAU] = t
+        for s in range(bits.shape[0]):
+            if bits[s] > 0.0:
+                tau_uncongested(st, p, r[s] / (f[s] / ing[ingress[s], I_F] * m[ingress[s]]))
     fwd = 0.0
     for s in range(bits.shape[0]):
         g = 1.0
@@ -416,6 +460,7 @@ def fluid_gammas(
             f2 = f[s] / ing[i, I_F] * m[i]
             g = forwarding_probability(f2, r[s], st[S_TAU], congested)
             fwd += bits[s] * g
+            ri[s] = rate_indicator(math.inf, f2, st[S_TAU], r[s] * g, p[P_CAP], st[S_RSTAR], congested)
         gamma[s] = g
     st[S_A] = ewma_rate(st[S_A], fwd, dt, k)
     st[S_TLAST] = t

@@ -158,3 +158,47 @@ def ffs_table3(ccas: tuple[str, ...], duration: float, seed: int, exact: bool = 
     return {"ccas": list(ccas), "pairs": [list(p) for p in pairs], "duration_s": duration, "seed": seed,
             "link_bps": T3_LINK, "buffer_pkts": T3_BUFFER_PKTS, "rtt_s": T3_RTT, "exact_tau": exact,
             "schemes": schemes, "paper": {k: list(v) for k, v in PAPER_TABLE_III.items()}}
+
+
+#: Section IX as printed: loss at the FFS-C85 node, % (MinLoss 1 stream, 2 streams; Cubic).
+PAPER_RATE_FEEDBACK = {"minloss_1": (0.0, 0.0), "minloss_2": (0.05, 1.01), "cubic": (0.58, 3.32)}
+
+
+def ffs_rate_feedback(ccas: tuple[str, ...] = ("minloss", "cubic", "bbr"), sizes: tuple[float, ...] = (1e6, 10e6),
+                      seed: int = 0, max_s: float = 60.0) -> list[dict[str, Any]]:
+    """FFS section IX on the fluid plant: 1 or 2 concurrent transfers of ``size`` bytes through an
+    FFS-C85 node (Table III's link), each stream from its own ingress; loss at the node and FCT.
+
+    ``minloss`` paces at the rate indicator (Algorithm 2) the node gave it one RTT before
+    (``FluidPlant.set_ccas``); the others are the plant's CCAs, which ignore the RI.
+    """
+    rows = []
+    period = 0.05
+    for cca in ccas:
+        for n in (1, 2):
+            for size in sizes:
+                sc = Scenario(name=f"rf-{cca}-{n}", link=LinkConfig(capacity=T3_LINK, buffer=T3_BUFFER_PKTS * c.MSS),
+                              dtn=DtnConfig(streams=n, rtt=T3_RTT, cca="cubic" if cca == "minloss" else cca,
+                                            transfer=n * size),
+                              campus=CampusConfig(hosts=0, rtt=T3_RTT), duration=max_s, period=period, seed=seed)
+                p = FluidPlant(sc)
+                p.set_shaper(False)
+                if cca == "minloss":
+                    p.set_ccas(["minloss"] * n)
+                cap = 0.85 * T3_LINK
+                p.set_discipline(FFSConfig(capacity_bps=cap, matrix_col_bps=(cap / 2, cap / 2)),
+                                 groups=list(range(n)))
+                p.reset(seed)
+                sent = lost = 0.0
+                fct = float("nan")
+                for _ in range(int(max_s / period)):
+                    p.step(T3_LINK)
+                    info = p.info
+                    sent += float(info["dtn_sent_bytes"][0])
+                    lost += float(info["dtn_lost_bytes"][0])
+                    if np.isfinite(info["dtn_fct"][0]):
+                        fct = float(info["dtn_fct"][0])
+                        break
+                rows.append({"cca": cca, "streams": n, "size_bytes": size, "loss_pct": 100.0 * lost / max(sent, 1.0),
+                             "fct_s": fct})
+    return rows

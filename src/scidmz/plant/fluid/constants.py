@@ -137,7 +137,9 @@ ACTIVE_BYTES = 10.0 * MSS
 RTT_CAMPUS_ALPHA = 0.5
 
 # -- codes shared by the builder and the kernel -------------------------------------
-CCA_CODES = {"reno": 0, "cubic": 1, "bbr": 2, "bbr2": 3, "udp": 4}
+# minloss: FFS's rate-feedback sender (Wyss et al. section IX): paces at the rate indicator the
+# FFS node wrote into its packets, learned one RTT later; fluid plant only (FluidPlant.set_ccas).
+CCA_CODES = {"reno": 0, "cubic": 1, "bbr": 2, "bbr2": 3, "udp": 4, "minloss": 5}
 CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
 CLASS_NAMES = ("dtn", "campus", "short")
 QDISC_DROPTAIL = 0

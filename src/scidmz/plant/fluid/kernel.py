@@ -197,6 +197,8 @@ from .layout import (
     S_RATE,
     S_RDELIV,
     S_RECOV_END,
+    S_RI,
+    S_RIHOLD,
     S_RLOST,
     S_ROUNDS,
     S_RSINCE,
@@ -274,7 +276,7 @@ _PROBE_GAINS = np.array(BBR_PROBE_GAINS)
 _NSLOTS = BBR_BW_WINDOW_ROUNDS
 _RENO_FRIENDLY_SLOPE = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA)  # RFC 8312 eq. 4
 # CCA codes (constants.CCA_CODES)
-RENO, CUBIC, BBR, BBR2, UDP = 0, 1, 2, 3, 4
+RENO, CUBIC, BBR, BBR2, UDP, MINLOSS = 0, 1, 2, 3, 4, 5
 # BBR modes and BBRv2 ProbeBW phases
 STARTUP, DRAIN, PROBE_BW, PROBE_RTT = 0, 1, 2, 3
 DOWN, CRUISE, REFILL, UP = 0, 1, 2, 3
@@ -329,6 +331,10 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
     s[S_RLOST, f] = 0.0
     s[S_ROUNDS, f] = 0.0
     cca = int(p[P_CCA, f])
+    s[S_RI, f] = 0.0
+    s[S_RIHOLD, f] = 0.0
+    if cca == MINLOSS:
+        s[S_PACE, f] = INIT_CWND / base  # "starting at a low rate" (section IX): one initial window per RTT
     if cca == BBR or cca == BBR2:
         s[S_MODE, f] = STARTUP
         gain = BBR_HIGH_GAIN if cca == BBR else BBR2_STARTUP_GAIN
@@ -655,6 +661,23 @@ def _droptail(backlog, buffer):
     return backlog - buffer if backlog > buffer else 0.0
 
 
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _minloss_update(s, f, t, rtt):
+    """MinLoss (FFS section IX): once a round (one RTT), send at the RI learned a round ago.
+
+    The paper's source takes the median of its 21 latest RIs and paces with a
+    leaky bucket; ours: the lowest RI the node gave the flow's packets in a
+    round, applied a round later (the feedback's one-RTT path).
+    Without an FFS node there is no RI and the rate stays at its start.
+    """
+    if t >= s[S_RSTART, f] + rtt:
+        if s[S_RIHOLD, f] > 0.0:
+            s[S_PACE, f] = s[S_RIHOLD, f]
+        s[S_RIHOLD, f] = s[S_RI, f]
+        s[S_RI, f] = 0.0
+        s[S_RSTART, f] = t
+
+
 # -- bottleneck disciplines (ABC, FFS): the decision cores of scidmz.disciplines, per sub-step ------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def _discipline_step(qdisc, p, s, ain, dp, dm, ds, t, dt, cap_rate, q0, buffer, gbuf, fbuf, ibuf, rej):
@@ -722,7 +745,14 @@ def _discipline_step(qdisc, p, s, ain, dp, dm, ds, t, dt, cap_rate, q0, buffer, 
         if tau < math.inf:
             ds[n_agg, _ffs.S_TAU] = tau
     else:
-        _ffs.fluid_gammas(ds[n_agg, :], ds[:n_agg, :3], dp, dm, ibuf, bits, rlab, flab, t_end, dt, gam)
+        ri = np.empty(F)
+        _ffs.fluid_gammas(ds[n_agg, :], ds[:n_agg, :3], dp, dm, ibuf, bits, rlab, flab, t_end, dt, gam, ri)
+        for f in range(F):
+            if bits[f] > 0.0:
+                # the lowest RI of the round: during congestion the RI is the stream's minimum CFR
+                v = ri[f] * 0.125
+                if s[S_RI, f] <= 0.0 or v < s[S_RI, f]:
+                    s[S_RI, f] = v
     for f in range(F):
         rej[f] = 1.0 - gam[f] if ain[f] > 0.0 else 0.0
         rejected += ain[f] * rej[f]
@@ -889,6 +919,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                     rtt_min = rtt
                 if cca == UDP:
                     x = p[P_UDP, f] * 0.125
+                elif cca == MINLOSS:
+                    x = s[S_PACE, f]  # a leaky bucket at the learned rate: exact pacing in a fluid
                 elif cca <= CUBIC:
                     x = s[S_CWND, f] / rtt
                 else:
@@ -1052,6 +1084,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                         _window_loss(s, f, cca, t, rtt)
                     elif o > 0.0:
                         s[S_CWND, f] = _window_grow(cca, t, o, rtt, s[S_CWND, f], s[S_SSTH, f], minrtt, s, f)
+                elif cca == MINLOSS:
+                    _minloss_update(s, f, t, rtt)
                 elif cca != UDP:
                     infl = af * inv_dt * base + qb + tb
                     _bbr_update(s, f, cca, t, dt, o, lost, rtt, infl, rng, b)

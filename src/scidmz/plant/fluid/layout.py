@@ -77,7 +77,9 @@ NP = 12
     S_SLOT0,  # BBRv1 bandwidth samples of the last 10 rounds (S_SLOT0 .. S_SLOT0 + 9)
 ) = range(45)
 S_FFS_R = S_SLOT0 + 10  # FFS: the stream's rate label r as its first node measures it, bit/s
-NS = S_FFS_R + 1
+S_RI = S_FFS_R + 1  # FFS: the rate indicator (Algorithm 2) of the flow's latest packets, bytes/s (0: none)
+S_RIHOLD = S_RI + 1  # minloss: the RI sampled one round ago, applied at the next round
+NS = S_RIHOLD + 1
 
 # -- I: per-instance state ---------------------------------------------------------------
 (
@@ -127,7 +129,7 @@ NIP = 19
 
 # -- bottleneck disciplines --------------------------------------------------------------
 NDP = 8  # >= the longest core parameter vector (ABC 8, FFS 6)
-NDS = 5  # >= the widest core state row (FFS egress state 5)
+NDS = 6  # >= the widest core state row (FFS egress state 6)
 
 # QP_CEIL: the queue's rate ceiling in bytes/s (inf: none, work-conserving), for
 # queue policies whose queues do not borrow (HTB ceil = rate).

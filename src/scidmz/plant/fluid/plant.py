@@ -126,6 +126,7 @@ class FluidPlant:
         self._queues: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._discipline: tuple[Any, np.ndarray, np.ndarray, bool, bool] | None = None
         self._udp_rates: np.ndarray | None = None
+        self._ccas: np.ndarray | None = None
         self._shaper = True
         self._alloc()
         self.reset()
@@ -238,6 +239,8 @@ class FluidPlant:
         self.RNG[i] = np.uint64(_seed_words(int(rng.integers(0, 2**62))))
         if not self._shaper:
             P[L.P_SHAPED] = 0.0
+        if self._ccas is not None:
+            P[L.P_CCA] = self._ccas[i]
         if self._udp_rates is not None:
             udp = P[L.P_CCA] == cca["udp"]
             P[L.P_UDP, udp] = self._udp_rates[i, udp]
@@ -564,6 +567,32 @@ class FluidPlant:
         at the next ``reset`` and survives it."""
         self._check_open()
         self._shaper = bool(enabled)
+
+    def set_ccas(self, ccas: list[str | None] | None) -> None:
+        """Give flows their own congestion control (one name or None per flow, snapshot order), incl.
+        ``minloss`` (FFS's rate-feedback sender, fluid plant only); None: the scenario's. Takes effect
+        at the next ``reset`` and survives it."""
+        self._check_open()
+        if ccas is None:
+            self._ccas = None
+            return
+        F = self.shape.n_flows
+        if len(ccas) != F:
+            raise ValueError(f"set_ccas needs one entry per flow ({F}), got {len(ccas)}")
+        bad = [x for x in ccas if x is not None and x not in c.CCA_CODES]
+        if bad:
+            raise ValueError(f"unknown congestion control {bad[0]!r} (choose from {', '.join(c.CCA_CODES)})")
+        codes = np.empty((self.batch, F))
+        for i in range(self.batch):
+            sc = self.scenarios[i]
+            codes[i, : self.shape.n_dtn] = c.CCA_CODES[sc.dtn.cca]
+            codes[i, self.shape.n_dtn:] = c.CCA_CODES[sc.campus.cca]
+            if self.shape.campus_kind == "udp":
+                codes[i, self.shape.n_dtn: self.shape.short_off] = c.CCA_CODES["udp"]
+        for f, name in enumerate(ccas):
+            if name is not None:
+                codes[:, f] = c.CCA_CODES[name]
+        self._ccas = codes
 
     def set_udp_rates(self, rates: np.ndarray | list[float] | None) -> None:
         """Give every UDP sender its own constant rate (bit/s, shape (F,) or (B, F); entries of

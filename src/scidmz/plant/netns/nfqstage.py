@@ -11,7 +11,11 @@ same decision core the fluid plant uses (:mod:`scidmz.disciplines.abc`,
   field.
 - Aggregates (ABC) and streams (FFS) are source IPv4 addresses; FFS ingresses
   come from a source-address map (each mapped source is its own local
-  interface, as the paper's Mininet node with equal matrix entries).
+  interface, as the paper's Mininet node with equal matrix entries). Given a
+  map, ABC's aggregates come from it too (unmapped sources: the last one).
+- ``--weights-file``: re-read every second; a JSON list of per-aggregate
+  weights in bit/s (ABC: the reference rates R_r; FFS: the matrix column,
+  rescaled to the capacity) -- how the admin's target reaches a running stage.
 - ABC's queue Q is a virtual FIFO drained at ``link_bps`` (see
   :func:`scidmz.disciplines.abc.abc_fifo_packet` for why).
 - Time is the kernel's arrival stamp of each packet (``SO_TIMESTAMPNS`` held
@@ -84,11 +88,15 @@ class Stage:
         self.max_sources = max_sources
         self.slots: dict[int, int] = {}
         self.rng = random.Random(seed)
+        self._agg_of = {int.from_bytes(socket.inet_aton(k), "big"): int(v) for k, v in ingress_of.items()}
         if discipline == "abc":
             from scidmz.disciplines import abc
 
             cfg = abc.ABCConfig(**config)
-            self._meter, self._avg = abc.new_state(max_sources, 0.0)
+            n_agg = max(self._agg_of.values()) + 1 if self._agg_of else max_sources
+            if self._agg_of and cfg.ref_rates_bps and len(cfg.ref_rates_bps) != n_agg:
+                raise ValueError(f"ref_rates_bps needs {n_agg} rates (one per aggregate of --ingress-of)")
+            self._meter, self._avg = abc.new_state(n_agg, 0.0, cfg.ref_rates_bps if self._agg_of else ())
             self._p = cfg.params(0.0)
             self._vq = abc.new_fifo(0.0)
             self._link = float(link_bps)
@@ -97,6 +105,7 @@ class Stage:
             from scidmz.disciplines import ffs
 
             cfg = ffs.FFSConfig(**config)
+            self._cap = cfg.capacity_bps
             self._st, self._ing = cfg.new_state(0.0)
             self._p, self._m = cfg.params(), cfg.matrix
             self._streams = np.zeros((max_sources, 2))
@@ -107,7 +116,25 @@ class Stage:
         elif discipline != "pass":
             raise ValueError(f"discipline must be abc, ffs or pass, got {discipline!r}")
 
+    def set_weights(self, weights: list[float]) -> None:
+        """Per-aggregate weights (bit/s): ABC reference rates, FFS matrix column (rescaled to C)."""
+        w = np.asarray(weights, dtype=np.float64)
+        if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError("weights must be a list of finite rates > 0")
+        if self.kind == "abc":
+            from scidmz.disciplines import abc
+
+            if w.size > self._meter.shape[0]:
+                raise ValueError(f"{w.size} weights for {self._meter.shape[0]} aggregates")
+            self._meter[: w.size, abc.M_REF] = w
+        elif self.kind == "ffs":
+            if w.size != self._m.size:
+                raise ValueError(f"{w.size} weights for a matrix column of {self._m.size}")
+            self._m[:] = w / w.sum() * self._cap
+
     def _slot(self, src: int) -> int:
+        if self.kind == "abc" and self._agg_of:
+            return self._agg_of.get(src, self._meter.shape[0] - 1)
         s = self.slots.get(src)
         if s is None:
             # Ours: beyond max_sources, new sources share the last slot (bounded state).
@@ -179,6 +206,18 @@ def _write_stats(path: str, stage: Stage, queue: int, cpu0: float) -> None:
     os.replace(tmp, path)
 
 
+def _load_weights(stage: Stage, path: str) -> None:
+    # the writer replaces the file atomically; a missing or bad file keeps the last weights (counted)
+    try:
+        with open(path) as fh:
+            w = json.load(fh)
+        stage.set_weights(w)
+    except FileNotFoundError:
+        return
+    except (ValueError, TypeError, OSError):
+        stage.counts["bad_weights"] = stage.counts.get("bad_weights", 0) + 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="NFQUEUE bottleneck-discipline stage")
     ap.add_argument("--queue", type=int, required=True)
@@ -189,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--maxlen", type=int, default=DEFAULT_MAXLEN)
     ap.add_argument("--stats", required=True)
+    ap.add_argument("--weights-file", default=None, help="JSON list of per-aggregate weights, re-read every second")
     a = ap.parse_args(argv)
     try:
         cfg = json.loads(a.config)
@@ -229,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
                 nfq.run(block=False)
             now = time.monotonic()
             if now >= next_stats:
+                if a.weights_file:
+                    _load_weights(stage, a.weights_file)
                 _write_stats(a.stats, stage, a.queue, cpu0)
                 next_stats = now + 1.0
     except OSError as e:

@@ -25,8 +25,11 @@ periods.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -89,6 +92,8 @@ class NetnsPlant:
         self._fct_reported = False
         self._monitor: Any = None
         self._tap_drops_prev = 0.0
+        self._discipline: Any = None
+        self._stage: Any = None
         # Time for the previous episode's packets to leave: the longest RTT plus a full buffer.
         self._drain = drain if drain is not None else (
             2 * max(h.rtt for h in self._tb.senders) + scenario.buffer_bytes * 8 / scenario.capacity + 0.2
@@ -136,6 +141,73 @@ class NetnsPlant:
         """The campus TBF actuator (None before ``reset``): the daemon applies fallbacks through it."""
         return self._act
 
+    # -- a bottleneck discipline on BR1's WAN egress (the NFQUEUE stage) ------------------------
+    def set_discipline(self, config: Any, **kwargs: Any) -> None:
+        """Run ABC or FFS (an ``ABCConfig`` / ``FFSConfig``) on BR1's WAN egress from the next ``reset``.
+
+        The NFQUEUE stage (``nfqstage``, the same numba core as the fluid plant) sits
+        on BR1's forwarded traffic towards ``wan``, in front of the bottleneck's TBF;
+        the DTN host is aggregate/ingress 0, every campus host 1. Weights follow
+        ``set_discipline_weights`` (a file the stage re-reads every second). The
+        campus shaper stays at whatever rate the policy gives (B_max for the
+        discipline policies). ``None`` removes it at the next reset.
+        """
+        if kwargs.get("groups") is not None or kwargs.get("labels") is not None or kwargs.get("exact"):
+            raise ValueError("the netns plant's discipline takes no groups, labels or exact mode "
+                             "(DTN vs campus, first-node labels)")
+        kind = getattr(config, "kind", None)
+        if config is not None and kind not in ("abc", "ffs"):
+            raise ValueError(f"unknown bottleneck discipline {config!r}: give an ABCConfig or FFSConfig")
+        self._discipline = config
+
+    def set_discipline_weights(self, weights: np.ndarray | list[float]) -> None:
+        """Per-aggregate weights (bit/s, (2,) or (1, 2)): the stage picks them up within a second."""
+        if self._discipline is None or self._stage is None:
+            raise ValueError("set_discipline_weights: this plant runs no bottleneck discipline")
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.shape != (2,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError("discipline weights must be two finite rates > 0 bit/s (DTN, campus)")
+        path = self._stage["weights"]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(w.tolist()))
+        os.replace(tmp, path)
+
+    def _start_stage(self) -> None:
+        import dataclasses
+        import subprocess
+
+        tb, cfg = self._tb, self._discipline
+        ns = tb.ns("br1")
+        stats = tb.logdir / "nfqstage.json"
+        weights = tb.logdir / "nfqstage-weights.json"
+        stats.unlink(missing_ok=True)
+        weights.unlink(missing_ok=True)
+        ingress = {h.ip: (0 if h.kind == "dtn" else 1) for h in tb.senders}
+        conf = {k: v for k, v in dataclasses.asdict(cfg).items()}
+        argv = [sys.executable, "-m", "scidmz.plant.netns.nfqstage", "--queue", "0", "--discipline", cfg.kind,
+                "--config", json.dumps(conf), "--link-bps", str(self.scenario.capacity),
+                "--ingress-of", json.dumps(ingress), "--stats", str(stats), "--weights-file", str(weights)]
+        proc = tb.spawn(ns, argv, log_name="nfqstage.log")
+        deadline = time.monotonic() + 60
+        while not stats.exists():
+            if proc.poll() is not None:
+                raise RuntimeError(f"nfqstage exited at start: {(tb.logdir / 'nfqstage.log').read_text()[-300:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("nfqstage did not start within 60 s")
+            time.sleep(0.1)
+        subprocess.run(["ip", "netns", "exec", ns, "iptables", "-A", "FORWARD", "-o", tb.bottleneck[0], "-j",
+                        "NFQUEUE", "--queue-num", "0"], check=True, capture_output=True)
+        self._stage = {"proc": proc, "stats": stats, "weights": weights, "kind": cfg.kind}
+
+    def discipline_stats(self) -> dict[str, Any]:
+        """The stage's counters (received, accepted, dropped, stage drops, CPU per packet), {} without one."""
+        if self._stage is None:
+            return {}
+        try:
+            return json.loads(self._stage["stats"].read_text())
+        except (OSError, ValueError):
+            return {}
+
     def reset(self, seed: int | None = None) -> StateBatch:
         self._ensure_up()
         sc = self.scenario
@@ -145,6 +217,10 @@ class NetnsPlant:
         self._traffic.stop_clients()
         self._traffic.seed = sc.seed if seed is None else int(seed)
         self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None else sc.u_max)
+        if self._discipline is not None and self._stage is None:
+            self._start_stage()
+        elif self._discipline is None and self._stage is not None:
+            raise ValueError("the netns plant cannot drop its discipline between episodes; build a new plant")
         time.sleep(self._drain)
         self._traffic.start_campus()
         self._tel = self._tel_factory(self._tb)
@@ -234,6 +310,11 @@ class NetnsPlant:
         if "kernel_y" in ti:
             # Kernel truth for the same period when y came from the data plane.
             self._info["kernel_y"] = np.asarray(ti["kernel_y"], dtype=np.float64)
+        if self._stage is not None:
+            ds_ = self.discipline_stats()
+            self._info["discipline_dropped"] = np.array([float(ds_.get("dropped", 0))])
+            self._info["discipline_stage_drops"] = np.array(
+                [float(ds_.get("queue_dropped", 0) + ds_.get("user_dropped", 0))])
         if self._tb.cca_mapped:
             self._info["cca_mapped"] = {k: f"{a}->{b}" for k, (a, b) in self._tb.cca_mapped.items()}
         y = st.as_vector()
