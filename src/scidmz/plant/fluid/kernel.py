@@ -712,7 +712,8 @@ def _discipline_step(qdisc, p, s, ain, dp, dm, ds, t, dt, cap_rate, q0, buffer, 
             if arr[g] > 0.0:
                 a = _abc.meter_activity(meter, dp, g, t_end, arr[g])
                 act[g] = a
-                th[g] = min(_abc.drop_threshold(dp, a, _abc.average_activity(avg, a)) * MSS, buffer)
+                th[g] = min(_abc.drop_threshold(dp, a, _abc.average_activity(avg, a)), dp[_abc.P_BUFFER]) * MSS
+                th[g] = min(th[g], buffer)
         _abc.fluid_accept(q0, arr, th, cap_rate, dt, acc, MSS)
         for g in range(n_agg):
             if acc[g] > 0.0:
@@ -745,7 +746,7 @@ def _discipline_step(qdisc, p, s, ain, dp, dm, ds, t, dt, cap_rate, q0, buffer, 
         if tau < math.inf:
             ds[n_agg, _ffs.S_TAU] = tau
     else:
-        ri = np.empty(F)
+        ri = fbuf[4]
         _ffs.fluid_gammas(ds[n_agg, :], ds[:n_agg, :3], dp, dm, ibuf, bits, rlab, flab, t_end, dt, gam, ri)
         for f in range(F):
             if bits[f] > 0.0:
@@ -822,7 +823,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     # discipline scratch (per aggregate / per flow) and each flow's rejected fraction
     n_agg = dm.shape[0]
     gbuf = np.empty((4, n_agg))
-    fbuf = np.empty((4, F))
+    fbuf = np.empty((5, F))
     ibuf = np.empty(F, dtype=np.int64)
     rej = np.zeros(F)
     ain_f = np.zeros(F)
