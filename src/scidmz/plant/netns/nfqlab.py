@@ -110,6 +110,7 @@ class NfqLab:
             time.sleep(0.2)
             pinger = subprocess.Popen(["ip", "netns", "exec", self.snd, sys.executable, "-c", _PROBE, str(int(seconds))],
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.procs.append(pinger)  # torn down with the lab if iperf3 fails first
         docs = []
         for p in procs:
             out, err = p.communicate(timeout=seconds + 60)
