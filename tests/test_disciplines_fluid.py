@@ -210,3 +210,20 @@ def test_set_ccas_bad_input() -> None:
         p.set_ccas(["minloss"])
     with pytest.raises(ValueError, match="unknown congestion control 'vegas'"):
         p.set_ccas(["vegas", None, None])
+
+
+def test_scenario_without_a_shaper_ignores_u() -> None:
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("small-cubic").with_overrides(["shaper.enabled=false", "duration=20s"])
+    assert sc.shaper.enabled is False
+    shaped = FluidPlant(load_scenario("small-cubic"))
+    open_ = FluidPlant(sc)
+    out = []
+    for p in (shaped, open_):
+        p.reset(0)
+        ys = np.array([p.step(5e6).y[0] for _ in range(20)])
+        out.append(ys[10:, 1].mean())
+    assert out[0] < 6e6 < 30e6 < out[1]  # u = 5 Mbit/s caps the shaped campus only
+    with pytest.raises(ValueError, match="shaper.enabled: expected true or false"):
+        load_scenario("small-cubic").with_overrides(["shaper.enabled=3"])

@@ -102,6 +102,10 @@ class ShaperConfig:
     latency: float = 0.050  # s of queue at the current rate before TBF drops
     min_rate: float = 0.0
     max_rate: float | None = None  # None -> B_max
+    # False: no shaper -- campus hosts go straight to the bottleneck and u is ignored (the ABC and
+    # FFS papers' senders; an admin serving the DTN with queues or a bottleneck discipline). The
+    # netns plant then holds its campus TBF at B_max, the uplink's line rate.
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -288,6 +292,8 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
                 value = float(value)
             elif key in ("name", "description", "cca", "traffic") and not isinstance(value, str):
                 raise ValueError(f"{dotted}: expected a string, got {value!r}")
+            elif key == "enabled" and not isinstance(value, bool):
+                raise ValueError(f"{dotted}: expected true or false, got {value!r}")
         except ValueError as exc:
             raise ValueError(f"{source}: {exc}") from None
         kwargs[key] = value

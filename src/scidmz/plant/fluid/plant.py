@@ -237,7 +237,7 @@ class FluidPlant:
         inst[L.I_RTTMIN] = min_base_rtt(sc)
         inst[L.I_DTN_LEFT] = d if sc.dtn.transfer is not None and d else math.inf
         self.RNG[i] = np.uint64(_seed_words(int(rng.integers(0, 2**62))))
-        if not self._shaper:
+        if not self._shaper or not sc.shaper.enabled:
             P[L.P_SHAPED] = 0.0
         if self._ccas is not None:
             P[L.P_CCA] = self._ccas[i]

@@ -216,7 +216,7 @@ class NetnsPlant:
             self._tel = None
         self._traffic.stop_clients()
         self._traffic.seed = sc.seed if seed is None else int(seed)
-        self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None else sc.u_max)
+        self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None and sc.shaper.enabled else sc.u_max)
         if self._discipline is not None and self._stage is None:
             self._start_stage()
         elif self._discipline is None and self._stage is not None:
@@ -256,7 +256,8 @@ class NetnsPlant:
         if self._act is None or self._tel is None:
             raise RuntimeError("call reset() before step()")
         arr = check_rates(u, 1, 0.0, self.scenario.u_max, "netns plant", clip=False)
-        self._act.set_rate(float(arr[0]))
+        # shaper.enabled = false: the campus TBF stays at B_max whatever u says
+        self._act.set_rate(float(arr[0]) if self.scenario.shaper.enabled else self.scenario.u_max)
         self._k += 1
         T = self.period
         t = self._k * T
