@@ -215,12 +215,14 @@ from .layout import (
 
 
 def _install_cache_locator() -> None:
-    """Make numba's on-disk cache of this module depend on constants.py and layout.py too.
+    """Make numba's on-disk cache of this module depend on the files it compiles in.
 
-    The kernel freezes their values at compile time, but numba's cache stamp
-    only hashes this file, so an edited constant would silently keep the old
-    compiled kernel. This locator (used for this file only) adds both files'
-    SHA-256 to the stamp; any change recompiles on the next use.
+    The kernel freezes the values of constants.py and layout.py at compile time
+    and links in the discipline cores of ``scidmz.disciplines.abc``/``ffs``, but
+    numba's cache stamp only hashes this file, so an edited constant or core
+    would silently keep the old compiled kernel. This locator (used for this
+    file only) adds those files' SHA-256 to the stamp; any change recompiles on
+    the next use.
     """
     import hashlib
     import os
@@ -228,7 +230,10 @@ def _install_cache_locator() -> None:
     from numba.core import caching
 
     here = os.path.abspath(__file__)
-    deps = [os.path.join(os.path.dirname(here), n) for n in ("constants.py", "layout.py")]
+    fluid_dir = os.path.dirname(here)
+    disc_dir = os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), "disciplines")
+    deps = [os.path.join(fluid_dir, n) for n in ("constants.py", "layout.py")]
+    deps += [os.path.join(disc_dir, n) for n in ("abc.py", "ffs.py")]
 
     def deps_hash() -> bytes:
         h = hashlib.sha256()
