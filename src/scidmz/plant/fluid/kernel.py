@@ -16,7 +16,9 @@ constants.DT_RTT_DIVISOR). Each sub-step:
    weighted queues, each with its own drop-tail buffer; K = 1 is the plain
    FIFO of the MLC testbed). Within a queue, service and drops are shared
    in proportion to each flow's backlog/arrivals (fluid FIFO).
-5. Each flow's controller reacts to what was delivered (ACK clock) and lost.
+5. Each flow's controller reacts to what was delivered (ACK clock) and lost
+   (the controllers are in ``cca.py``; codes, the RNG and the cache locator
+   shared by both modules in ``common.py``).
 
 Loss feedback: a flow that lost d bytes in a sub-step sees a loss event with
 probability 1 - exp(-d / MSS) and reacts one RTT later (constants.py).
@@ -31,60 +33,35 @@ from numba import njit, prange
 
 from ...disciplines import abc as _abc
 from ...disciplines import ffs as _ffs
+from .cca import _bbr_update, _minloss_update, _window_grow, _window_loss
+from .common import (
+    _FM,
+    _NSLOTS,
+    BBR,
+    BBR2,
+    CLASS_DTN,
+    CLASS_SHORT,
+    CUBIC,
+    INF,
+    MINLOSS,
+    STARTUP,
+    UDP,
+    _rand,
+)
 from .constants import (
     ACTIVE_BYTES,
-    BBR2_BETA,
-    BBR2_CWND_GAIN,
-    BBR2_DOWN_GAIN,
-    BBR2_DRAIN_GAIN,
-    BBR2_HEADROOM,
-    BBR2_LOSS_THRESH,
-    BBR2_MIN_RTT_WINDOW,
-    BBR2_PACING_MARGIN,
-    BBR2_PROBE_MAX_ROUNDS,
-    BBR2_PROBE_RTT_CWND_GAIN,
-    BBR2_PROBE_RTT_TIME,
-    BBR2_PROBE_WAIT_BASE,
-    BBR2_PROBE_WAIT_RAND,
-    BBR2_STARTUP_FULL_LOSS_MIN,
     BBR2_STARTUP_GAIN,
-    BBR2_UP_CNT_MAX,
-    BBR2_UP_GAIN,
-    BBR_BW_WINDOW_ROUNDS,
-    BBR_CWND_GAIN,
-    BBR_DRAIN_GAIN,
-    BBR_FULL_BW_ROUNDS,
-    BBR_FULL_BW_THRESH,
     BBR_HIGH_GAIN,
-    BBR_MIN_CWND,
-    BBR_MIN_RTT_WINDOW,
-    BBR_PROBE_GAINS,
-    BBR_PROBE_RTT_CWND,
-    BBR_PROBE_RTT_TIME,
-    BBR_PROBE_UP_MAX_RTTS,
-    CUBIC_BETA,
-    CUBIC_C,
-    CUBIC_FAST_CONVERGENCE,
-    CUBIC_MAX_INCREASE_PER_ACK,
-    CUBIC_TARGET_FLOOR_INCREASE,
     DT_MAX,
     DT_MIN,
     DT_RTT_DIVISOR,
     FCT_ONE_WAY_FRACTION,
-    HYSTART_DELAY_DIVISOR,
-    HYSTART_DELAY_MAX,
-    HYSTART_DELAY_MIN,
-    HYSTART_LOW_WINDOW,
     INIT_CWND,
     LOSS_FEEDBACK_RTTS,
-    MAX_CWND,
-    MIN_CWND,
     MSS,
     QDISC_ABC,
     QDISC_FFS_EXACT,
-    RENO_BETA,
     RTT_CAMPUS_ALPHA,
-    SS_ACK_GAIN,
     TBF_BURST_TIME,
     TBF_MIN_BURST_PKTS,
 )
@@ -190,7 +167,6 @@ from .layout import (
     S_PACE,
     S_PBYTES,
     S_PLOST,
-    S_PRIOR_MODE,
     S_PRTT_DONE,
     S_PWAIT,
     S_QB,
@@ -212,92 +188,6 @@ from .layout import (
     S_UPCNT,
     S_WMAX,
 )
-
-
-def _install_cache_locator() -> None:
-    """Make numba's on-disk cache of this module depend on the files it compiles in.
-
-    The kernel freezes the values of constants.py and layout.py at compile time
-    and links in the discipline cores of ``scidmz.disciplines.abc``/``ffs``, but
-    numba's cache stamp only hashes this file, so an edited constant or core
-    would silently keep the old compiled kernel. This locator (used for this
-    file only) adds those files' SHA-256 to the stamp; any change recompiles on
-    the next use.
-    """
-    import hashlib
-    import os
-
-    from numba.core import caching
-
-    here = os.path.abspath(__file__)
-    fluid_dir = os.path.dirname(here)
-    disc_dir = os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), "disciplines")
-    deps = [os.path.join(fluid_dir, n) for n in ("constants.py", "layout.py")]
-    deps += [os.path.join(disc_dir, n) for n in ("abc.py", "ffs.py")]
-
-    def deps_hash() -> bytes:
-        h = hashlib.sha256()
-        for path in deps:
-            with open(path, "rb") as fh:
-                h.update(fh.read())
-        return h.digest()
-
-    def make(base: type) -> type:
-        class _FluidKernelLocator(base):  # type: ignore[misc, valid-type]
-            _scidmz_fluid = True
-
-            @classmethod
-            def from_function(cls, py_func, py_file):  # noqa: ANN001, ANN206
-                if os.path.abspath(py_file) != here:
-                    return None
-                return super().from_function(py_func, py_file)
-
-            def get_source_stamp(self):  # noqa: ANN202
-                return (super().get_source_stamp(), deps_hash())
-
-        return _FluidKernelLocator
-
-    classes = getattr(getattr(caching, "CacheImpl", None), "_locator_classes", None)
-    if not isinstance(classes, list):
-        # numba reorganised its cache internals: keep its own stamp (edits of
-        # constants.py then need `rm -r src/scidmz/plant/fluid/__pycache__`)
-        return
-    if not any(getattr(k, "_scidmz_fluid", False) for k in classes):
-        # numba's own order: NUMBA_CACHE_DIR, in-tree __pycache__, user-wide cache dir
-        classes[0:0] = [
-            make(caching.UserProvidedCacheLocator),
-            make(caching.InTreeCacheLocator),
-            make(caching.UserWideCacheLocator),
-        ]
-
-
-_install_cache_locator()
-
-INF = np.inf
-# Fast-math without 'nnan'/'ninf': the kernel compares against inf on purpose.
-# error_model="numpy" drops Python's zero-division checks (every divisor is guarded).
-_FM = {"nsz", "arcp", "contract", "afn", "reassoc"}
-_PROBE_GAINS = np.array(BBR_PROBE_GAINS)
-_NSLOTS = BBR_BW_WINDOW_ROUNDS
-_RENO_FRIENDLY_SLOPE = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA)  # RFC 8312 eq. 4
-# CCA codes (constants.CCA_CODES)
-RENO, CUBIC, BBR, BBR2, UDP, MINLOSS = 0, 1, 2, 3, 4, 5
-# BBR modes and BBRv2 ProbeBW phases
-STARTUP, DRAIN, PROBE_BW, PROBE_RTT = 0, 1, 2, 3
-DOWN, CRUISE, REFILL, UP = 0, 1, 2, 3
-CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
-
-
-# -- random numbers: one xorshift64* stream per instance (deterministic under prange) ------
-@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _rand(rng, b):
-    x = rng[b]
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    rng[b] = x
-    y = (x * np.uint64(2685821657736338717)) >> np.uint64(11)
-    return (np.float64(y) + 0.5) * (1.0 / 9007199254740992.0)
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
@@ -364,261 +254,6 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
             s[S_SLOT0 + j, f] = 0.0
 
 
-# -- window-based controllers (Reno, CUBIC) ----------------------------------------------------
-@njit(cache=True, error_model="numpy", fastmath=_FM)
-def _window_loss(s, f, cca, t, rtt):
-    """Multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with fast convergence)."""
-    cwnd = s[S_CWND, f]
-    s[S_LOSS_AT, f] = INF
-    s[S_RECOV_END, f] = t + rtt
-    if cca == CUBIC:
-        w = cwnd / MSS
-        if CUBIC_FAST_CONVERGENCE and w < s[S_WMAX, f]:
-            s[S_WMAX, f] = w * (1.0 + CUBIC_BETA) / 2.0
-        else:
-            s[S_WMAX, f] = w
-        cwnd = max(cwnd * CUBIC_BETA, MIN_CWND)
-        s[S_EPOCH, f] = t
-        s[S_K, f] = (max(s[S_WMAX, f] - cwnd / MSS, 0.0) / CUBIC_C) ** (1.0 / 3.0)
-    else:
-        cwnd = max(cwnd * RENO_BETA, MIN_CWND)
-    s[S_SSTH, f] = cwnd
-    s[S_CWND, f] = cwnd
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
-    """ACK-clocked growth: slow start (with HyStart for CUBIC), then CUBIC or Reno avoidance."""
-    if cwnd < ssth:
-        cwnd += SS_ACK_GAIN * acked
-        # HyStart: leave slow start when the RTT has grown by clamp(minRTT/8, 4, 16 ms)
-        if cca == CUBIC and cwnd >= HYSTART_LOW_WINDOW:
-            thr = min(max(minrtt / HYSTART_DELAY_DIVISOR, HYSTART_DELAY_MIN), HYSTART_DELAY_MAX)
-            if rtt >= minrtt + thr:
-                s[S_SSTH, f] = cwnd
-                s[S_WMAX, f] = cwnd / MSS
-                s[S_EPOCH, f] = t
-                s[S_K, f] = 0.0
-    elif cca == CUBIC:
-        el = t - s[S_EPOCH, f]
-        wmax = s[S_WMAX, f]
-        tt = el + minrtt - s[S_K, f]
-        target = (CUBIC_C * tt * tt * tt + wmax) * MSS
-        inv = 1.0 / (cwnd * minrtt)  # one division serves 1/cwnd and 1/minrtt
-        # TCP-friendly region: what Reno with the same beta would have reached
-        west = (wmax * CUBIC_BETA + _RENO_FRIENDLY_SLOPE * el * cwnd * inv) * MSS
-        if west > target:
-            target = west
-        if target > cwnd:
-            cwnd += acked * min((target - cwnd) * minrtt * inv, CUBIC_MAX_INCREASE_PER_ACK)
-        else:
-            cwnd += acked * CUBIC_TARGET_FLOOR_INCREASE * MSS * minrtt * inv
-    else:
-        cwnd += MSS * acked / cwnd
-    return min(cwnd, MAX_CWND)
-
-
-# -- BBR (v1 and v2) ------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy", fastmath=_FM)
-def _bbr_enter_probe_bw(s, f, cca, t, rng, b):
-    s[S_MODE, f] = PROBE_BW
-    s[S_CSTART, f] = t
-    if cca == BBR:
-        # random start phase, never the draining 0.75 phase (tcp_bbr.c)
-        idx = int(_rand(rng, b) * 7.0)
-        s[S_CIDX, f] = idx + 1 if idx >= 1 else 0
-    else:
-        s[S_CIDX, f] = DOWN
-        s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
-        s[S_RSINCE, f] = 0.0
-
-
-@njit(cache=True, error_model="numpy", fastmath=_FM)
-def _bbr_update(s, f, cca, t, dt, acked, lost, rtt, inflight, rng, b):
-    """BBR's model and state machine, per sub-step (v1: tcp_bbr.c; v2: draft-cardwell-02).
-
-    Bandwidth samples are taken once per round (one RTT) as delivered/elapsed,
-    the fluid counterpart of BBR's per-ACK delivery-rate samples.
-    """
-    s[S_RDELIV, f] += acked
-    s[S_RLOST, f] += lost
-    prt_win = BBR_MIN_RTT_WINDOW if cca == BBR else BBR2_MIN_RTT_WINDOW
-    # min RTT filter and ProbeRTT entry
-    if rtt <= s[S_MINRTT, f]:
-        s[S_MINRTT, f] = rtt
-        s[S_MINRTT_STAMP, f] = t
-    elif t - s[S_MINRTT_STAMP, f] > prt_win and s[S_MODE, f] != PROBE_RTT:
-        s[S_MINRTT, f] = rtt
-        s[S_MINRTT_STAMP, f] = t
-        s[S_PRIOR_MODE, f] = s[S_MODE, f]
-        s[S_MODE, f] = PROBE_RTT
-        s[S_PRTT_DONE, f] = t + (BBR_PROBE_RTT_TIME if cca == BBR else BBR2_PROBE_RTT_TIME) + rtt
-    minrtt = s[S_MINRTT, f]
-    mode = int(s[S_MODE, f])
-
-    # ---- round end: bandwidth sample, startup exit, BBRv2 loss response ----
-    el = t - s[S_RSTART, f]
-    if el >= rtt and el > 0.0:
-        sample = s[S_RDELIV, f] / el
-        rl = s[S_RLOST, f]
-        rd = s[S_RDELIV, f]
-        loss_rate = rl / (rl + rd) if rl + rd > 0.0 else 0.0
-        s[S_ROUNDS, f] += 1.0
-        s[S_RSINCE, f] += 1.0
-        if cca == BBR:
-            slot = int(s[S_ROUNDS, f]) % _NSLOTS
-            s[S_SLOT0 + slot, f] = sample
-            bw = 0.0
-            for j in range(_NSLOTS):
-                bw = max(bw, s[S_SLOT0 + j, f])
-            s[S_BW, f] = max(bw, MSS / minrtt)
-        else:
-            s[S_BWHI_CUR, f] = max(s[S_BWHI_CUR, f], sample)
-            s[S_BW, f] = max(max(s[S_BWHI_CUR, f], s[S_BWHI_PREV, f]), MSS / minrtt)
-        bw = s[S_BW, f]
-        bdp = bw * minrtt
-        if mode == STARTUP:
-            if bw >= s[S_FULLBW, f] * BBR_FULL_BW_THRESH:
-                s[S_FULLBW, f] = bw
-                s[S_FULLCNT, f] = 0.0
-            else:
-                s[S_FULLCNT, f] += 1.0
-            full = s[S_FULLCNT, f] >= BBR_FULL_BW_ROUNDS
-            if cca == BBR2 and loss_rate > BBR2_LOSS_THRESH and rl >= BBR2_STARTUP_FULL_LOSS_MIN:
-                s[S_IHI, f] = max(bdp, inflight)
-                full = True
-            if full:
-                s[S_FULLPIPE, f] = 1.0
-                s[S_MODE, f] = DRAIN
-                s[S_GAIN, f] = BBR_DRAIN_GAIN if cca == BBR else BBR2_DRAIN_GAIN
-                mode = DRAIN
-        elif cca == BBR2 and mode == PROBE_BW:
-            ph = int(s[S_CIDX, f])
-            if loss_rate > BBR2_LOSS_THRESH and ph == UP:
-                # inflight too high while probing: remember a safe upper bound, back off
-                s[S_IHI, f] = max(inflight * BBR2_BETA, bdp * BBR2_BETA)
-                s[S_CIDX, f] = DOWN
-                s[S_CSTART, f] = t
-                s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
-                s[S_RSINCE, f] = 0.0
-            elif rl > 0.0 and ph != UP and ph != REFILL:
-                # short-term model: any loss in a round cuts bw_lo / inflight_lo by beta
-                if s[S_BWLO, f] == INF:
-                    s[S_BWLO, f] = bw
-                if s[S_ILO, f] == INF:
-                    s[S_ILO, f] = s[S_CWND, f]
-                s[S_BWLO, f] = max(sample, BBR2_BETA * s[S_BWLO, f])
-                s[S_ILO, f] = max(rd, BBR2_BETA * s[S_ILO, f])
-            if ph == REFILL:
-                s[S_CIDX, f] = UP
-                s[S_CSTART, f] = t
-                s[S_UPCNT, f] = 1.0
-            elif ph == UP:
-                if s[S_IHI, f] < INF and inflight >= s[S_IHI, f] * (1.0 - 1e-3):
-                    # cwnd-limited by inflight_hi: grow it 1, 2, 4, ... packets per round
-                    s[S_IHI, f] += s[S_UPCNT, f] * MSS
-                    s[S_UPCNT, f] = min(s[S_UPCNT, f] * 2.0, BBR2_UP_CNT_MAX)
-                if t - s[S_CSTART, f] >= minrtt and inflight >= BBR2_UP_GAIN * bdp:
-                    s[S_CIDX, f] = DOWN
-                    s[S_CSTART, f] = t
-                    s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
-                    s[S_RSINCE, f] = 0.0
-        s[S_RSTART, f] = t
-        s[S_RDELIV, f] = 0.0
-        s[S_RLOST, f] = 0.0
-
-    bw = s[S_BW, f]
-    bdp = bw * minrtt
-    # ---- per-step mode logic ----
-    if mode == DRAIN:
-        if inflight <= bdp:
-            _bbr_enter_probe_bw(s, f, cca, t, rng, b)
-    elif mode == PROBE_RTT:
-        if t >= s[S_PRTT_DONE, f]:
-            s[S_MINRTT_STAMP, f] = t
-            if s[S_FULLPIPE, f] > 0.0:
-                _bbr_enter_probe_bw(s, f, cca, t, rng, b)
-            else:
-                s[S_MODE, f] = STARTUP
-    elif mode == PROBE_BW:
-        if cca == BBR:
-            idx = int(s[S_CIDX, f])
-            el = t - s[S_CSTART, f]
-            adv = el >= minrtt
-            if idx == 0 and adv and lost <= 0.0 and inflight < _PROBE_GAINS[0] * bdp:
-                adv = False  # keep probing until inflight reaches 1.25 BDP or a loss
-            if idx == 0 and el >= BBR_PROBE_UP_MAX_RTTS * minrtt:
-                adv = True
-            if idx == 1 and inflight <= bdp:
-                adv = True
-            if adv:
-                s[S_CIDX, f] = (idx + 1) % 8
-                s[S_CSTART, f] = t
-        else:
-            ph = int(s[S_CIDX, f])
-            if ph == DOWN:
-                if inflight <= min(bdp, (1.0 - BBR2_HEADROOM) * s[S_IHI, f]):
-                    s[S_CIDX, f] = CRUISE
-                    s[S_CSTART, f] = t
-            if int(s[S_CIDX, f]) == CRUISE or int(s[S_CIDX, f]) == DOWN:
-                rounds_cap = min(BBR2_PROBE_MAX_ROUNDS, bdp / MSS)
-                if t >= s[S_PWAIT, f] or s[S_RSINCE, f] >= rounds_cap:
-                    # start a new probe cycle: forget the short-term bounds, age bw_hi
-                    s[S_CIDX, f] = REFILL
-                    s[S_CSTART, f] = t
-                    s[S_BWLO, f] = INF
-                    s[S_ILO, f] = INF
-                    s[S_BWHI_PREV, f] = s[S_BWHI_CUR, f]
-                    s[S_BWHI_CUR, f] = 0.0
-                    s[S_RSTART, f] = t
-                    s[S_RDELIV, f] = 0.0
-                    s[S_RLOST, f] = 0.0
-
-    # ---- outputs: pacing rate and inflight cap ----
-    mode = int(s[S_MODE, f])
-    if cca == BBR:
-        if mode == STARTUP:
-            gain, cg = BBR_HIGH_GAIN, BBR_HIGH_GAIN
-        elif mode == DRAIN:
-            gain, cg = BBR_DRAIN_GAIN, BBR_HIGH_GAIN
-        elif mode == PROBE_RTT:
-            gain, cg = 1.0, BBR_CWND_GAIN
-        else:
-            gain, cg = _PROBE_GAINS[int(s[S_CIDX, f])], BBR_CWND_GAIN
-        s[S_GAIN, f] = gain
-        s[S_PACE, f] = gain * bw
-        cw = max(cg * bdp, BBR_MIN_CWND)
-        if mode == PROBE_RTT:
-            cw = BBR_PROBE_RTT_CWND
-        s[S_CWND, f] = cw
-    else:
-        bwe = min(bw, s[S_BWLO, f])
-        ph = int(s[S_CIDX, f])
-        if mode == STARTUP:
-            gain = BBR2_STARTUP_GAIN
-        elif mode == DRAIN:
-            gain = BBR2_DRAIN_GAIN
-        elif mode == PROBE_RTT:
-            gain = 1.0
-        elif ph == UP:
-            gain = BBR2_UP_GAIN
-        elif ph == DOWN:
-            gain = BBR2_DOWN_GAIN
-        else:
-            gain = 1.0
-        s[S_GAIN, f] = gain
-        s[S_PACE, f] = gain * bwe * (1.0 - BBR2_PACING_MARGIN)
-        cw = BBR2_CWND_GAIN * bwe * minrtt
-        if mode == PROBE_BW and (ph == CRUISE or ph == DOWN):
-            cw = min(cw, (1.0 - BBR2_HEADROOM) * s[S_IHI, f])
-        else:
-            cw = min(cw, s[S_IHI, f])
-        cw = min(cw, s[S_ILO, f])
-        if mode == PROBE_RTT:
-            cw = min(cw, BBR2_PROBE_RTT_CWND_GAIN * bdp)
-        s[S_CWND, f] = max(cw, BBR_MIN_CWND)
-
-
 # -- the bottleneck queue discipline -------------------------------------------------------------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def _serve_queues(qdisc, demand, weight, cap, served):
@@ -664,23 +299,6 @@ def _queue_rate(q, k, capacity, weight, wtot, ceil):
 def _droptail(backlog, buffer):
     """Bytes a drop-tail queue must drop to stay within its buffer."""
     return backlog - buffer if backlog > buffer else 0.0
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _minloss_update(s, f, t, rtt):
-    """MinLoss (FFS section IX): once a round (one RTT), send at the RI learned a round ago.
-
-    The paper's source takes the median of its 21 latest RIs and paces with a
-    leaky bucket; ours: the lowest RI the node gave the flow's packets in a
-    round, applied a round later (the feedback's one-RTT path).
-    Without an FFS node there is no RI and the rate stays at its start.
-    """
-    if t >= s[S_RSTART, f] + rtt:
-        if s[S_RIHOLD, f] > 0.0:
-            s[S_PACE, f] = s[S_RIHOLD, f]
-        s[S_RIHOLD, f] = s[S_RI, f]
-        s[S_RI, f] = 0.0
-        s[S_RSTART, f] = t
 
 
 # -- bottleneck disciplines (ABC, FFS): the decision cores of scidmz.disciplines, per sub-step ------
