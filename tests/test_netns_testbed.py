@@ -325,3 +325,15 @@ def test_a_failure_mid_build_leaves_nothing(monkeypatch):
         tb.up()
     _assert_clean(before, "tfl")
     assert not (RUN_DIR / "tfl.json").exists()
+
+
+def test_testbed_check_reports_progress_on_stderr_and_json_on_stdout():
+    p = subprocess.run(
+        [sys.executable, "-m", "scidmz.cli", "testbed", "check", "--prefix", "tck", "--json",
+         "--set", "campus.hosts=2", "--set", "link.capacity=20M"],
+        capture_output=True, text=True, timeout=300,
+    )
+    doc = json.loads(p.stdout.strip().splitlines()[-1])  # stdout stays machine-readable
+    assert set(doc["ok"]) >= {"rtt_within_1ms", "rate_within_5pct"}
+    assert "testbed tck" in p.stderr and "testbed check" in p.stderr  # the build's and the checks' bars
+    assert not any(n.startswith("tck-") for n in _namespaces())

@@ -49,7 +49,7 @@ def cmd_testbed_up(a: argparse.Namespace) -> int:
         emit(summary, a.json, human)
         sys.stdout.flush()
 
-    testbed_up(_testbed_scenario(a), switch=a.switch, prefix=a.prefix, ready=ready)
+    testbed_up(_testbed_scenario(a), switch=a.switch, prefix=a.prefix, ready=ready, progress=True)
     return 0
 
 
@@ -57,7 +57,7 @@ def cmd_testbed_check(a: argparse.Namespace) -> int:
     from ..plant.netns.check import human
     from ..plant.netns.manage import testbed_check
 
-    res = testbed_check(_testbed_scenario(a), switch=a.switch, prefix=a.prefix)
+    res = testbed_check(_testbed_scenario(a), switch=a.switch, prefix=a.prefix, progress=True)
     emit(res, a.json, human(res))
     return 0 if all(res["ok"].values()) else 1
 

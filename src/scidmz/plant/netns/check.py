@@ -143,11 +143,28 @@ def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, send
     }
 
 
-def check_testbed(tb: Testbed, senders: list[str] | None = None, rate_seconds: float = 4.0) -> dict[str, Any]:
-    """All checks on an up testbed; ``ok`` says whether every requirement holds."""
+def check_testbed(tb: Testbed, senders: list[str] | None = None, rate_seconds: float = 4.0,
+                  progress: bool = False) -> dict[str, Any]:
+    """All checks on an up testbed; ``ok`` says whether every requirement holds (``progress``: a bar on stderr)."""
     names = senders or [h.name for h in tb.campus[:2]] + ["dtns"]
-    rtts = {n: measure_rtt(tb, n) for n in names}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(names) + 1, desc="testbed check", unit="check", leave=False)
+    rtts = {}
+    for n in names:
+        if bar is not None:
+            bar.set_postfix_str(f"RTT of {n}")
+        rtts[n] = measure_rtt(tb, n)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.set_postfix_str(f"bottleneck rate ({rate_seconds:g} s)")
     bn = measure_bottleneck(tb, seconds=rate_seconds, sender=tb.campus[0].name if tb.campus else "dtns")
+    if bar is not None:
+        bar.update(1)
+        bar.close()
     st = bn["delay_stage"]
     ok_rtt = all(abs(v["error"]) <= 1e-3 for v in rtts.values())
     ok_stage = st["kernel_drops"] == 0 and st["tx_errors"] == 0 and st["reordered"] == 0

@@ -29,13 +29,13 @@ def _require_root() -> None:
 
 
 def testbed_up(sc: Scenario, switch: str = "bridge", prefix: str = "sdz", servers: bool = True,
-               ready: Any = None) -> dict[str, Any]:
+               ready: Any = None, progress: bool = False) -> dict[str, Any]:
     """Build the testbed and keep it up until SIGINT/SIGTERM; teardown on every exit path."""
     from .topology import Testbed
     from .traffic import Traffic
 
     _require_root()
-    with Testbed(sc, prefix=prefix, switch=switch) as tb:
+    with Testbed(sc, prefix=prefix, switch=switch, progress=progress) as tb:
         if servers:
             Traffic(tb, sc.seed).start_servers()
         summary = tb.summary()
@@ -105,14 +105,14 @@ def human_status(res: dict[str, Any]) -> str:
 
 
 def testbed_check(sc: Scenario, switch: str = "bridge", prefix: str | None = None,
-                  rate_seconds: float = 4.0) -> dict[str, Any]:
+                  rate_seconds: float = 4.0, progress: bool = False) -> dict[str, Any]:
     """Build a testbed, measure RTTs, delay-stage accuracy and bottleneck rate, tear it down."""
     from .check import check_testbed
     from .topology import Testbed
 
     _require_root()
-    with Testbed(sc, prefix=prefix or f"chk{os.getpid() % 10000}", switch=switch) as tb:
-        return check_testbed(tb, rate_seconds=rate_seconds)
+    with Testbed(sc, prefix=prefix or f"chk{os.getpid() % 10000}", switch=switch, progress=progress) as tb:
+        return check_testbed(tb, rate_seconds=rate_seconds, progress=progress)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -114,10 +114,12 @@ class Testbed:
         rtts: dict[str, float] | None = None,
         sender_offloads: bool = False,
         calibrate: bool = True,
+        progress: bool = False,
     ) -> None:
         if switch not in _SWITCHES:
             raise ValueError(f"unknown switch '{switch}' (choose bridge or ovs)")
         self.scenario = scenario
+        self.progress = bool(progress)  # a build progress bar on stderr (testbed up/check)
         # Default: unique per process and instance, so plants built one after
         # another (or side by side) in one process never collide.
         self.prefix = check_prefix(prefix or f"n{os.getpid() % 100000:05d}{next(_AUTO) % 100:02d}")
@@ -324,9 +326,22 @@ class Testbed:
                 f"'{self.prefix}' (run `scidmz testbed down --prefix {self.prefix}` if it is a leftover)"
             )
         assert self.record is not None
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(roles) + 7 + int(self.calibrate), desc=f"testbed {self.prefix}", unit="step",
+                       leave=False)
+
+        def done(what: str) -> None:
+            if bar is not None:
+                bar.set_postfix_str(what)
+                bar.update(1)
+
         ipr: dict[str, Any] = {}
         try:
             for r in roles:
+                done(f"namespace {r}")
                 self.record.add("namespaces", self.ns(r))
                 netns.create(self.ns(r))
                 # No IPv6: router solicitations and MLD would only add noise to the taps.
@@ -336,17 +351,29 @@ class Testbed:
                 })
                 ipr[r] = IPRoute(netns=self.ns(r))
             self._links(ipr)
+            done("links")
             self._addresses_routes(ipr)
+            done("addresses and routes")
             self._bottleneck(ipr["br1"])
+            done("bottleneck")
             self._delay_path(ipr["dly"])
+            done("delay path")
         finally:
             for sock in ipr.values():
                 sock.close()
+            if bar is not None and bar.n < len(roles) + 4:
+                bar.close()  # a failed build: the error line, not a half bar, is what stays
         self._sysctls()
+        done("sysctls")
         self._offloads()
+        done("offloads")
         self._start_delay_stage()
+        done("delay stage")
         if self.calibrate:
             self.calibrate_delay()
+            done("delay calibration")
+        if bar is not None:
+            bar.close()
         self.record.data["info"] = {
             "scenario": self.scenario.name, "switch": self.switch,
             "hosts": {h.name: {"ip": h.ip, "ns": h.ns, "rtt": h.rtt, "kind": h.kind} for h in self.hosts.values()},
