@@ -176,6 +176,16 @@ def test_cli_replay_json(tmp_path, capsys):
     assert main(["telemetry", "replay", str(eg), "--egress-pcap", str(ing)]) == 2
     assert main(["telemetry", "replay", "--ingress-pcap", str(ing)]) == 2
     assert main(["telemetry", "replay", str(eg), "--dtn-prefix", "10.0.3/99"]) == 2
+    assert out["warnings"] == [] and out["packets"] == 1201
+    capsys.readouterr()
+    # wrong prefixes: the data plane classifies nothing -- one warning line on stderr, not a silent zero
+    assert main(["telemetry", "replay", str(eg), "--dtn-prefix", "192.0.2.1/32", "--remote-prefix", "198.51.100.0/24",
+                 "--json"]) == 0
+    cap = capsys.readouterr()
+    out = json.loads(cap.out.strip().splitlines()[-1])
+    assert all(r["rate_dtn"] == 0 for r in out["series"])
+    assert "warning:" in cap.err and "matched neither --dtn-prefix nor --remote-prefix" in cap.err
+    assert sum("warning:" in ln for ln in cap.err.splitlines()) == 1
 
 
 def test_campus_rtt_smoothing_and_dtn_rtt_mean(tmp_path):

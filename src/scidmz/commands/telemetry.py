@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ._shared import emit
@@ -60,6 +61,8 @@ def cmd_telemetry_replay(a: argparse.Namespace) -> int:
         raise ValueError("telemetry replay needs the egress tap capture (PCAP or --egress-pcap)")
     result, human = replay(egress, a.ingress_pcap, period=parse_time(a.period, "--period"),
                            realtime=a.realtime, rtt_tap=a.rtt_tap, **_telemetry_prefixes(a))
+    for w in result["warnings"]:
+        print(f"scidmz telemetry replay: warning: {w}", file=sys.stderr)
     emit(result, a.json, human)
     return 0
 

@@ -52,9 +52,23 @@ def replay(egress: str, ingress: str | None = None, *, period: float = 1.0,
         if on_sample:
             on_sample(y)
     res = _result(series, src)
+    res["packets"] = src.packets_in
+    res["warnings"] = unclassified_warning(res["stats"].get("unclassified", 0), src.packets_in)
     drops = ", ".join(f"{k}={v}" for k, v in res["drops"].items()) or "none"
     human = "\n".join([*(format_state(y) for y in series), f"drops: {drops}"])
     return res, human
+
+
+#: Above this fraction of unclassified packets a replay's rates say more about the prefixes than the network.
+UNCLASSIFIED_WARN = 0.5
+
+
+def unclassified_warning(unclassified: int, packets: int) -> list[str]:
+    """One warning when most packets matched neither prefix (class_lpm missed): rates would read ~0."""
+    if packets <= 0 or unclassified / packets <= UNCLASSIFIED_WARN:
+        return []
+    return [f"{unclassified} of {packets} packets ({100 * unclassified / packets:.0f} %) matched neither "
+            "--dtn-prefix nor --remote-prefix: the rates count only the rest; check the prefixes"]
 
 
 def capture(egress: str, ingress: str | None = None, *, period: float = 1.0, duration: float | None = None,

@@ -58,6 +58,7 @@ class TelemetrySource:
         self.period = float(period)
         self.alpha = alpha
         self.drops: dict[str, int] = {}
+        self.packets_in = 0  # packets handed to the data plane (replay: every tap's, known up front)
         self.collector: Collector | None = None
         self._iter: Iterator[NetworkState] | None = None
 
@@ -76,7 +77,9 @@ class TelemetrySource:
             caps.append(read_capture(ingress, tap=C.TAP_INGRESS))
         for c in caps:
             _add(src.drops, c.drops)
-        src._iter = src._replay(merge_taps(*(c.packets for c in caps)), realtime)
+        merged = merge_taps(*(c.packets for c in caps))
+        src.packets_in = int(len(merged))
+        src._iter = src._replay(merged, realtime)
         return src
 
     @classmethod
