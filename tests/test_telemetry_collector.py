@@ -172,6 +172,10 @@ def test_cli_replay_json(tmp_path, capsys):
     assert mid["qdelay_dtn"] == pytest.approx(0.002, rel=0.01)
     assert mid["active_flows"] == 1
     assert out["flows"][0]["cls"] == "dtn"
+    # stale flags: no campus traffic at all, so its RTT and queue delay are held in every period
+    assert len(out["stale"]) == 5
+    assert all({"rtt_campus", "qdelay_campus"} <= set(st) for st in out["stale"])
+    assert "rtt_dtn" not in out["stale"][2] and "rate_dtn" not in out["stale"][2]
     # the egress tap given twice in different ways is an error, as is a missing one
     assert main(["telemetry", "replay", str(eg), "--egress-pcap", str(ing)]) == 2
     assert main(["telemetry", "replay", "--ingress-pcap", str(ing)]) == 2

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..state import NetworkState
+from ..state import STATE_FIELDS, NetworkState
 from . import constants as C
 from .view import DataPlaneView
 
@@ -85,6 +85,8 @@ class Collector:
         self.rtt_dtn = 0.0
         self.qdelay = [0.0] * C.N_CLASSES
         self.rtt_samples = 0
+        # ARCHITECTURE.md: a variable with no fresh sample keeps its last value; its stale flag says so
+        self.stale: dict[str, bool] = dict.fromkeys(STATE_FIELDS, False)
         self.last_rtt_digests = np.zeros(0, dtype=C.DIGEST_RTT_DTYPE)
         self.last_flow_digests = np.zeros(0, dtype=C.DIGEST_FLOW_DTYPE)
 
@@ -127,6 +129,13 @@ class Collector:
         for c in (C.CLASS_DTN, C.CLASS_CAMPUS):
             self.qdelay[c] = (dsum[c] / dcnt[c] if dcnt[c] > 0 else float(ql[c])) * self.tick_s
         self._prev_clock = now
+        self.stale = {
+            "rate_dtn": dt <= 0, "rate_campus": dt <= 0,
+            "rtt_dtn": not (rtt_d.size and bool(np.any(rtt_d["cls"] == C.CLASS_DTN))),
+            "rtt_campus": not campus.size,
+            "qdelay_dtn": not dcnt[C.CLASS_DTN] > 0, "qdelay_campus": not dcnt[C.CLASS_CAMPUS] > 0,
+            "active_flows": False,
+        }
         return NetworkState(
             t=now - self.t0,
             rate_dtn=float(rates[C.CLASS_DTN]),

@@ -46,12 +46,16 @@ def replay(egress: str, ingress: str | None = None, *, period: float = 1.0,
     src = TelemetrySource.from_pcaps(egress, ingress, period=period, dtn_prefix=dtn_prefix,
                                      remote_prefix=remote_prefix, realtime=realtime,
                                      rtt_tap=_tap(rtt_tap))
-    series = []
+    series, stale = [], []
     for y in src:
         series.append(y)
+        col = src.collector
+        stale.append(sorted(k for k, v in col.stale.items() if v) if col is not None else [])
         if on_sample:
             on_sample(y)
     res = _result(series, src)
+    # the variables each period held from an earlier one (no fresh sample), per ARCHITECTURE.md
+    res["stale"] = stale
     res["packets"] = src.packets_in
     res["warnings"] = unclassified_warning(res["stats"].get("unclassified", 0), src.packets_in)
     drops = ", ".join(f"{k}={v}" for k, v in res["drops"].items()) or "none"

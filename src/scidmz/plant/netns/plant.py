@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...scenario import Scenario
-from ...state import N_STATE
+from ...state import N_STATE, STATE_FIELDS
 from ...units import check_rates
 from ..base import StateBatch, register_plant
 from .topology import Testbed
@@ -305,6 +305,9 @@ class NetnsPlant:
             "telemetry": getattr(self._tel, "name", "kernel"),
             "u_applied": np.array([self._act.current_rate()]),
         }
+        for f in STATE_FIELDS:
+            if f"stale_{f}" in ti:  # the data plane held this variable from an earlier period
+                self._info[f"stale_{f}"] = np.array([float(ti[f"stale_{f}"])])
         if "shaper_delay" in ti:
             # Mean sojourn in the campus shaper (S1's TBF): part of the campus senders' RTT, not of y.
             self._info["shaper_delay"] = np.array([float(ti["shaper_delay"])])

@@ -174,7 +174,8 @@ class DataplaneTelemetry:
             it = iter(src)
             self._ready.set()
             for k, y in enumerate(it, 1):
-                self._q.put((k, y, dict(src.drops)))
+                col = src.collector
+                self._q.put((k, y, dict(src.drops), dict(col.stale) if col is not None else {}))
                 if self._stop.is_set():
                     break
         except BaseException as exc:  # noqa: BLE001 - reported to the plant, which falls back
@@ -216,8 +217,10 @@ class DataplaneTelemetry:
                             f"failed ({self._err})" if self._err else "sample late", t)
             self.name = "kernel-fallback"
             return ks
-        _, y, self.drops = item
+        _, y, self.drops, stale = item
         self.name = "dataplane"
+        for f, flag in stale.items():
+            self.last_info[f"stale_{f}"] = float(flag)
         # Kernel truth for the same period, next to the data plane's y (tests and checks compare them).
         self.last_info["kernel_y"] = ks.as_vector()
         self.last_info["tap_drops"] = float(self.drops.get("kernel_drops", 0))
