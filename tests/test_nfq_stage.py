@@ -66,7 +66,8 @@ def test_stage_verdicts_equal_core() -> None:
     cfg = abc.ABCConfig(capacity_bps=10e6)
     meter, avg = abc.new_state(64)
     want = np.zeros(n, np.bool_)
-    abc.abc_run_fifo(meter, avg, cfg.params(), aggs, ts, np.full(n, 1500.0), 10e6, want)
+    # the stage decides on frame bytes (IP length + the 14 B Ethernet header the qdisc counts)
+    abc.abc_run_fifo(meter, avg, cfg.params(), aggs, ts, np.full(n, 1514.0), 10e6, want)
     assert np.array_equal(np.array(got), want)
     assert 0 < st.counts["dropped"] < n
 

@@ -52,6 +52,11 @@ from typing import Any, Protocol
 import numpy as np
 
 COPY_RANGE = 64
+# The stage sees IP packets; the qdisc behind it (tbf, htb) counts frames with their 14 B Ethernet
+# header. Decisions use frame bytes, so ABC's virtual FIFO drains exactly as the real one does
+# (in IP bytes it ran ~1 % ahead of a 50 Mbit/s tbf, and a CBR held at its threshold in the
+# virtual queue overfilled the real one -- the TCP flow beside it lost to tail drops).
+FRAME_OVERHEAD = 14
 DEFAULT_MAXLEN = 16384
 SOCK_BYTES = 8 << 20
 SO_TIMESTAMPNS = 35
@@ -172,7 +177,7 @@ class Stage:
         t_abs = stamp() if stamp is not None else 0.0
         if t_abs <= 0.0:
             c["unstamped"] += 1
-        if self.decide(h[0], h[1], t_abs):
+        if self.decide(h[0], h[1] + FRAME_OVERHEAD, t_abs):
             c["accepted"] += 1
             pkt.accept()
         else:
