@@ -193,7 +193,7 @@ def json_line(result: Any, default: Callable[[Any], Any] | None = None) -> str:
 EXTRA_OF_MODULE = {
     "tensorflow": "ml", "keras": "ml", "pygad": "ml", "sklearn": "ml", "mlflow": "ml",
     "pyroute2": "testbed", "ovsdbapp": "testbed", "prometheus_client": "testbed", "fastapi": "testbed",
-    "uvicorn": "testbed", "starlette": "testbed", "netfilterqueue": "testbed",
+    "uvicorn": "testbed", "starlette": "testbed", "netfilterqueue": "datapath",
     "dpkt": "telemetry", "grpc": "telemetry", "p4": "telemetry", "google": "telemetry", "thrift": "telemetry",
     "jenkspy": "baselines", "gymnasium": "rl", "dask": "distributed", "distributed": "distributed",
 }
@@ -205,4 +205,7 @@ def missing_extra_message(exc: ModuleNotFoundError) -> str:
     extra = EXTRA_OF_MODULE.get(top)
     if extra is None:
         return f"missing Python module '{top or exc}'"
+    if extra == "datapath":
+        return (f"missing Python module '{top}': apt-get install libnetfilter-queue-dev, then "
+                f"pip install 'scidmz[{extra}]'")
     return f"missing Python module '{top}': install the '{extra}' extra (pip install 'scidmz[{extra}]')"

@@ -244,7 +244,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError) as e:
         print(f"nfqstage: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
-    from netfilterqueue import COPY_PACKET, NetfilterQueue
+    try:
+        from netfilterqueue import COPY_PACKET, NetfilterQueue
+    except ModuleNotFoundError:
+        print("nfqstage: missing Python module 'netfilterqueue': apt-get install libnetfilter-queue-dev, "
+              "then pip install 'scidmz[datapath]'", file=sys.stderr)
+        return 2
 
     stop = False
 
