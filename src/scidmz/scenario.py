@@ -34,7 +34,8 @@ __all__ = [
     "Scenario",
     "builtin_names",
     "load_scenario",
- "parse_override"]
+ "parse_override",
+    "FlowGroup"]
 
 CCAS = ("reno", "cubic", "bbr", "bbr2")
 TRAFFIC_KINDS = ("long", "weibull", "udp")
@@ -109,6 +110,32 @@ class ShaperConfig:
 
 
 @dataclass(frozen=True)
+class FlowGroup:
+    """A ``[[flows]]`` entry: ``count`` identical campus flows beside the DTN and the campus hosts.
+
+    For the experiments that need flows one by one (the Jenks papers' tests: per-flow base
+    RTT and CCA, flows that join, leave or "degrade", UDP beside TCP). ``cca`` is a TCP
+    congestion control or ``udp``; ``rate`` is a UDP flow's sending rate, or a TCP flow's cap
+    outside the bottleneck (its access link; None: none). ``schedule`` changes that rate over
+    time: ``[["30s", "5M"], ["60s", "100M"]]``. ``size`` makes it a fixed-size transfer (its
+    FCT is recorded); ``stop`` ends it (nothing more is sent from then). ``shaped``: the flow
+    passes the campus shaper, as the campus hosts do. Schedules and stops take effect at the
+    first period boundary at or after their time (ours: the plants act once per period T).
+    """
+
+    name: str = "flows"
+    count: int = 1
+    rtt: float = 0.010  # base RTT, s
+    cca: str = "cubic"
+    rate: float | None = None  # bit/s
+    start: float = 0.0  # s
+    stop: float | None = None  # s
+    size: float | None = None  # bytes
+    schedule: tuple[tuple[float, float], ...] = ()  # (time s, rate bit/s)
+    shaped: bool = True
+
+
+@dataclass(frozen=True)
 class Scenario:
     """Everything a plant needs to be built; SI floats only."""
 
@@ -117,6 +144,7 @@ class Scenario:
     dtn: DtnConfig = field(default_factory=DtnConfig)
     campus: CampusConfig = field(default_factory=CampusConfig)
     shaper: ShaperConfig = field(default_factory=ShaperConfig)
+    flows: tuple[FlowGroup, ...] = ()  # [[flows]] entries
     period: float = 1.0  # T, s
     duration: float = 120.0  # s
     seed: int = 0
@@ -226,6 +254,8 @@ _PARSERS = {
     "buffer": parse_size,
     "burst": parse_size,
     "transfer": parse_size,
+    "size": parse_size,
+    "stop": parse_time,
     "size_scale": parse_size,
     "size_min": parse_size,
     "size_max": parse_size,
@@ -273,6 +303,12 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
             raise ValueError(
                 f"{source}: unknown scenario key '{dotted}' (known: {', '.join(sorted(known))})"
             )
+        if cls is Scenario and key == "flows":
+            kwargs[key] = _build_flows(value, source)
+            continue
+        if cls is FlowGroup and key == "schedule":
+            kwargs[key] = _build_schedule(value, source, dotted)
+            continue
         default = known[key].default_factory if known[key].default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
         sub_cls = type(default()) if default is not None else None
         if sub_cls is not None and dataclasses.is_dataclass(sub_cls):
@@ -281,7 +317,7 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
         try:
             if value is not None and key in _PARSERS:
                 value = _PARSERS[key](value, what=dotted)
-            elif key in ("streams", "hosts", "flows_per_host", "short_flow_senders", "seed"):
+            elif key in ("streams", "hosts", "flows_per_host", "short_flow_senders", "seed", "count"):
                 if (isinstance(value, bool) or not isinstance(value, int | float)
                         or (isinstance(value, float) and not math.isfinite(value)) or int(value) != value):
                     raise ValueError(f"{dotted}: expected a whole number, got {value!r}")
@@ -292,7 +328,7 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
                 value = float(value)
             elif key in ("name", "description", "cca", "traffic") and not isinstance(value, str):
                 raise ValueError(f"{dotted}: expected a string, got {value!r}")
-            elif key == "enabled" and not isinstance(value, bool):
+            elif key in ("enabled", "shaped") and not isinstance(value, bool):
                 raise ValueError(f"{dotted}: expected true or false, got {value!r}")
         except ValueError as exc:
             raise ValueError(f"{source}: {exc}") from None
@@ -302,6 +338,27 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
     except ValueError as exc:
         msg = str(exc)
         raise ValueError(msg if msg.startswith(source) else f"{source}: {msg}") from None
+
+
+def _build_flows(value: Any, source: str) -> tuple[FlowGroup, ...]:
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{source}: 'flows' must be an array of tables ([[flows]] entries)")
+    return tuple(_build(FlowGroup, v, source, f"flows[{i}].") for i, v in enumerate(value))
+
+
+def _build_schedule(value: Any, source: str, dotted: str) -> tuple[tuple[float, float], ...]:
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"{source}: {dotted} must be an array of [time, rate] pairs")
+    out = []
+    for j, item in enumerate(value):
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            raise ValueError(f"{source}: {dotted}[{j}] must be a [time, rate] pair, got {item!r}")
+        try:
+            out.append((parse_time(item[0], what=f"{dotted}[{j}] time"),
+                        parse_rate(item[1], what=f"{dotted}[{j}] rate")))
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+    return tuple(out)
 
 
 MIN_PERIOD = 1e-3  # s: the control period; below it no plant or tc actuator keeps up
@@ -346,6 +403,8 @@ def _validate(s: Scenario) -> None:
                 raise ValueError(f"scenario '{s.name}': {pre}{f.name} must be a finite number, got {v!r}")
 
     walk(s, "")
+    for i, g in enumerate(s.flows):
+        walk(g, f"flows[{i}].")
     need(s.period >= MIN_PERIOD, "period", f"must be at least {MIN_PERIOD * 1e3:g} ms (got {s.period:g} s)")
     for key, value, hi in LIMITS_MAX(s):
         if value is not None and value > hi:
@@ -374,6 +433,21 @@ def _validate(s: Scenario) -> None:
     need(0 < w.size_min <= w.size_max, "campus.weibull.size_min/size_max", "must satisfy 0 < min <= max")
     need(s.duration >= s.period, "duration", "must be at least one period")
     need(s.seed >= 0, "seed", "must be >= 0")
+    need(sum(g.count for g in s.flows) <= 100_000, "flows", "must hold at most 100000 flows in all")
+    for i, g in enumerate(s.flows):
+        key = f"flows[{i}] ('{g.name}')"
+        need(g.count >= 1, key, "count must be >= 1")
+        need(0 < g.rtt <= 10.0, key, "rtt must be > 0 and at most 10 s")
+        need(g.cca in (*CCAS, "udp"), key, f"cca must be one of {', '.join((*CCAS, 'udp'))} (got {g.cca!r})")
+        need(g.cca != "udp" or g.rate is not None, key, "a udp flow needs its sending rate (rate)")
+        need(g.rate is None or 0 < g.rate <= 1e12, key, "rate must be > 0 and at most 1 Tbit/s")
+        need(g.start >= 0, key, "start must be >= 0")
+        need(g.stop is None or g.stop > g.start, key, "stop must be after start")
+        need(g.size is None or 0 < g.size <= 1e15, key, "size must be > 0 bytes")
+        need(all(0 < r <= 1e12 and t >= 0 for t, r in g.schedule), key,
+             "schedule rates must be > 0 bit/s and times >= 0")
+        need(all(a[0] < b[0] for a, b in zip(g.schedule, g.schedule[1:], strict=False)), key,
+             "schedule times must increase")
     cap = s.link.capacity
     if s.shaper.rate is not None:
         need(s.shaper.rate <= cap, "shaper.rate", f"({s.shaper.rate:.0f} bit/s) is above B_max = {cap:.0f} bit/s")

@@ -516,8 +516,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                         inst[I_NEXTFID] += 1.0
                         g[gi, 1] -= 1.0
         # ---- 2. queue delays and sending rates ----
-        # Flows come in three ranges (DTN, long campus/UDP, short-flow slots); a range
-        # shares class, CCA and shaper, so those are hoisted out of the flow loops.
+        # Flows come in three ranges (DTN, campus/UDP/[[flows]], short-flow slots); a range
+        # shares its class. CCA and shaper are per flow (set_ccas, [[flows]] entries).
         for k in range(K):
             qdel[k] = q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
             qa[k] = 0.0
@@ -530,13 +530,13 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
             lo, hi = rlo[r], rhi[r]
             if lo >= hi:
                 continue
-            cca = int(p[P_CCA, lo])
-            shaped = p[P_SHAPED, lo] > 0.0
-            extra = tbf_delay if shaped else 0.0
             for f in range(lo, hi):
                 if s[S_ON, f] == 0.0:
                     a[f] = 0.0
                     continue
+                cca = int(p[P_CCA, f])
+                shaped = p[P_SHAPED, f] > 0.0
+                extra = tbf_delay if shaped else 0.0
                 k = int(p[P_QID, f])
                 rtt = p[P_BASE, f] + qdel[k] + extra
                 if rtt < rtt_min:
@@ -630,9 +630,6 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
             if lo >= hi:
                 continue
             cls = int(p[P_CLASS, lo])
-            cca = int(p[P_CCA, lo])
-            shaped = p[P_SHAPED, lo] > 0.0
-            extra = tbf_delay if shaped else 0.0
             is_dtn = cls == CLASS_DTN
             r_b = 0.0
             r_l = 0.0
@@ -644,6 +641,9 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
             for f in range(lo, hi):
                 if s[S_ON, f] == 0.0:
                     continue
+                cca = int(p[P_CCA, f])
+                shaped = p[P_SHAPED, f] > 0.0
+                extra = tbf_delay if shaped else 0.0
                 k = int(p[P_QID, f])
                 base = p[P_BASE, f]
                 af = a[f]

@@ -34,14 +34,19 @@ class FlowShape:
     """How the flow axis of the arrays is laid out (identical for every instance of a batch)."""
 
     n_dtn: int  # DTN streams: flows [0, n_dtn)
-    n_campus: int  # long campus TCP flows or UDP hosts: [n_dtn, short_off)
+    n_campus: int  # long campus TCP flows or UDP hosts: [n_dtn, extra_off)
     campus_kind: str  # long | udp | weibull
     n_send: int  # Weibull senders; sender g owns slots [short_off + g*slots, ... + slots)
     slots: int
+    n_extra: int = 0  # the scenario's [[flows]] entries: [extra_off, short_off), campus class
+
+    @property
+    def extra_off(self) -> int:
+        return self.n_dtn + self.n_campus
 
     @property
     def short_off(self) -> int:
-        return self.n_dtn + self.n_campus
+        return self.n_dtn + self.n_campus + self.n_extra
 
     @property
     def n_flows(self) -> int:
@@ -57,7 +62,8 @@ class FlowShape:
         else:
             n_campus = 0
         n_send = sc.campus.short_flow_senders + (sc.campus.hosts if kind == "weibull" else 0)
-        return cls(sc.dtn.streams, n_campus, kind, n_send, c.SHORT_SLOTS_PER_SENDER)
+        return cls(sc.dtn.streams, n_campus, kind, n_send, c.SHORT_SLOTS_PER_SENDER,
+                   sum(g.count for g in sc.flows))
 
 
 def min_base_rtt(sc: Scenario) -> float:
@@ -65,7 +71,17 @@ def min_base_rtt(sc: Scenario) -> float:
     rtts = [sc.dtn.rtt] if sc.dtn.streams else []
     if sc.campus.hosts or sc.campus.short_flow_senders:
         rtts.append(sc.campus.rtt)
+    rtts += [g.rtt for g in sc.flows]
     return min(rtts, default=1.0)
+
+
+def _group_slices(sc: Scenario, extra_off: int) -> list[tuple[Any, slice]]:
+    """Each ``[[flows]]`` entry with the flow slots it owns."""
+    out, f = [], extra_off
+    for g in sc.flows:
+        out.append((g, slice(f, f + g.count)))
+        f += g.count
+    return out
 
 
 def _seed_words(seed: int) -> int:
@@ -164,7 +180,7 @@ class FluidPlant:
         P[:] = 0.0
         S[:] = 0.0
         inst[:] = 0.0
-        d, n0 = sh.n_dtn, sh.short_off
+        d, n0, ne = sh.n_dtn, sh.short_off, sh.extra_off
         cca = c.CCA_CODES
         # DTN streams: the transfer split evenly, start jittered after dtn.start
         P[L.P_CLASS, :d] = c.CLASS_DTN
@@ -176,10 +192,10 @@ class FluidPlant:
         P[L.P_START, :d] = sc.dtn.start + rng.uniform(0.0, c.DTN_START_JITTER, d)
         # long campus flows or UDP hosts (behind the shaper)
         P[L.P_CLASS, d:n0] = c.CLASS_CAMPUS
-        P[L.P_CCA, d:n0] = cca["udp"] if sh.campus_kind == "udp" else cca[sc.campus.cca]
-        P[L.P_UDP, d:n0] = sc.campus.udp_rate
+        P[L.P_CCA, d:ne] = cca["udp"] if sh.campus_kind == "udp" else cca[sc.campus.cca]
+        P[L.P_UDP, d:ne] = sc.campus.udp_rate
         P[L.P_SIZE, d:n0] = math.inf
-        P[L.P_START, d:n0] = rng.uniform(0.0, c.CAMPUS_START_JITTER, n0 - d)
+        P[L.P_START, d:ne] = rng.uniform(0.0, c.CAMPUS_START_JITTER, ne - d)
         # Weibull short-flow slots (behind the shaper)
         P[L.P_CLASS, n0:] = c.CLASS_SHORT
         P[L.P_CCA, n0:] = cca[sc.campus.cca]
@@ -190,6 +206,16 @@ class FluidPlant:
         P[L.P_SHAPED, d:] = 1.0
         P[L.P_QID, :] = 0.0
         P[L.P_RMAX, :] = math.inf
+        # [[flows]] entries: exactly as listed (no start jitter: the papers' flows join on cue)
+        for g, sl in _group_slices(sc, ne):
+            P[L.P_CCA, sl] = cca[g.cca]
+            P[L.P_BASE, sl] = g.rtt
+            P[L.P_START, sl] = g.start
+            P[L.P_SIZE, sl] = math.inf if g.size is None else g.size * wire
+            P[L.P_SHAPED, sl] = 1.0 if g.shaped else 0.0
+            P[L.P_UDP, sl] = g.rate if g.cca == "udp" else 0.0
+            if g.cca != "udp" and g.rate is not None:
+                P[L.P_RMAX, sl] = g.rate / 8.0
         S[L.S_FSTART, :] = -1.0
         S[L.S_RTT, :] = P[L.P_BASE, :]
         S[L.S_MINRTT, :] = P[L.P_BASE, :]
@@ -277,6 +303,29 @@ class FluidPlant:
             self._y[i, 3] = sc.campus.rtt
         return StateBatch(self._t, self._y.copy())
 
+    def _flow_events(self) -> None:
+        """``[[flows]]`` schedules and stops due by each instance's clock, at this period boundary."""
+        for i, sc in enumerate(self.scenarios):
+            t = self.I[i, L.I_T] + 1e-9
+            P, S = self.P[i], self.S[i]
+            for g, sl in _group_slices(sc, self.shape.extra_off):
+                if g.schedule:
+                    due = [r for when, r in g.schedule if when <= t]
+                    if due:
+                        if g.cca == "udp":
+                            P[L.P_UDP, sl] = due[-1]
+                        else:
+                            P[L.P_RMAX, sl] = due[-1] / 8.0
+                if g.stop is not None and g.stop <= t:
+                    # nothing more to send: the kernel completes the flow once what is in flight is out
+                    on = S[L.S_ON, sl] > 0
+                    tosend = S[L.S_TOSEND, sl]
+                    left = np.isfinite(tosend) & (tosend <= 1e-6)
+                    S[L.S_SIZE, sl] = np.where(on & ~left, S[L.S_DELIV, sl] + S[L.S_QB, sl] + S[L.S_TB, sl],
+                                               S[L.S_SIZE, sl])
+                    S[L.S_TOSEND, sl] = np.where(on, 0.0, S[L.S_TOSEND, sl])
+                    P[L.P_START, sl] = np.where(S[L.S_FSTART, sl] < 0, math.inf, P[L.P_START, sl])
+
     def step(self, u: np.ndarray | float) -> StateBatch:
         """Apply campus rate(s) u (bit/s) for one period T; return y measured at its end."""
         self._check_open()
@@ -290,6 +339,8 @@ class FluidPlant:
             self._parallel = self.batch > 1 and get_num_threads() > 1
             self._kernel = advance_period if self._parallel else advance_period_serial
         sh = self.shape
+        if sh.n_extra:
+            self._flow_events()
         args = (self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
                 self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots,
                 self.DP, self.DM, self.DS)
@@ -588,7 +639,9 @@ class FluidPlant:
             codes[i, : self.shape.n_dtn] = c.CCA_CODES[sc.dtn.cca]
             codes[i, self.shape.n_dtn:] = c.CCA_CODES[sc.campus.cca]
             if self.shape.campus_kind == "udp":
-                codes[i, self.shape.n_dtn: self.shape.short_off] = c.CCA_CODES["udp"]
+                codes[i, self.shape.n_dtn: self.shape.extra_off] = c.CCA_CODES["udp"]
+            for g, sl in _group_slices(sc, self.shape.extra_off):
+                codes[i, sl] = c.CCA_CODES[g.cca]
         for f, name in enumerate(ccas):
             if name is not None:
                 codes[:, f] = c.CCA_CODES[name]
@@ -698,25 +751,29 @@ class FluidPlant:
         Columns: src (``flow_address``), dst, sport, dport, proto (17 for UDP campus senders),
         rtt (now, incl. queues), min_rtt (the base RTT: the fluid plant has no per-packet samples
         whose windowed minimum would approach it; ours), rate, long_flow (short flows are not),
-        role (dtn | campus | short).
+        role (dtn | campus | short), name (the ``[[flows]]`` entry's, else the role).
         """
         snap = self.snapshot()
-        udp = self.scenario.campus.traffic == "udp"
+        udp = c.CCA_CODES["udp"]
         out = []
         for b in range(self.batch):
             idx = np.flatnonzero(snap["active"][b] > 0)
             cls = snap["cls"][b, idx]
+            names = [self._ROLES[int(k)] for k in snap["cls"][b]]
+            for g, sl in _group_slices(self.scenarios[b], self.shape.extra_off):
+                names[sl] = [g.name] * g.count
             out.append({
                 "src": [self.flow_address(int(i)) for i in idx],
                 "dst": ["10.9.0.1"] * idx.size,
                 "sport": (40000 + idx % 20000).tolist(),
                 "dport": [5201] * idx.size,
-                "proto": [17 if (udp and c == 1) else 6 for c in cls.tolist()],
+                "proto": [17 if k == udp else 6 for k in snap["cca"][b, idx].tolist()],
                 "rtt": snap["rtt"][b, idx],
                 "min_rtt": snap["base_rtt"][b, idx],
                 "rate": snap["rate"][b, idx],
                 "long_flow": (cls != 2).tolist(),
-                "role": [self._ROLES[int(c)] for c in cls.tolist()],
+                "role": [self._ROLES[int(k)] for k in cls.tolist()],
+                "name": [names[int(i)] for i in idx],
             })
         return out
 
