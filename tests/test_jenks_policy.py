@@ -160,6 +160,21 @@ def test_hysteresis_holds_a_flow_before_moving_it():
     assert q["10.0.0.2"] == CLASS_QID0 + 1
 
 
+def test_flows_split_before_the_others_turned_long_regroup():
+    """Seen on the netns testbed: the campus flows (10 ms) pass the 10 MB long-flow mark first and
+    Jenks splits them by microseconds; once the DTN's flows (50 ms) are long too, the campus flows
+    in the upper class must join the lower one (the margin is around the class's flows, not its
+    lower break, which is the top of the class below)."""
+    s = JenksSeparator(JenksParams(queues=2, hold=2, margin=0.10, rtt_window=1))
+    rtts = [0.0096, 0.0097, 0.0496, 0.0497]
+    q = queue_of(s.decide(table(rtts, longf=[True, True, False, False]), C))
+    assert {q["10.0.0.1"], q["10.0.0.2"]} == {CLASS_QID0, CLASS_QID0 + 1}
+    for _ in range(3):
+        q = queue_of(s.decide(table(rtts), C))
+    assert q["10.0.0.1"] == q["10.0.0.2"] == CLASS_QID0
+    assert q["10.0.0.3"] == q["10.0.0.4"] == CLASS_QID0 + 1
+
+
 def test_windowed_min_rtt_ignores_queueing_spikes():
     s = JenksSeparator(JenksParams(queues=2, rtt_window=5))
     s.decide(table([0.010, 0.100]), C)

@@ -315,7 +315,15 @@ class JenksSeparator:
         target[idx] = CLASS_QID0 + cls
         # Hysteresis (ours): keep a flow where it is while its RTT is within the
         # margin of its queue's new range, else move after `hold` confirmations.
+        # The range is that of the flows Jenks now puts in the queue, not the breaks:
+        # a class's lower break is the top of the class below, so a margin around it
+        # would hold the upper flows of that class in the wrong queue for good.
         k_eff = len(breaks) - 1
+        lo = np.full(max(k_eff, 1), np.inf)
+        hi = np.full(max(k_eff, 1), -np.inf)
+        if idx.size:
+            np.minimum.at(lo, cls, minrtt[idx])
+            np.maximum.at(hi, cls, minrtt[idx])
         for i in idx.tolist():
             m = mems[i]
             new = int(target[i])
@@ -325,7 +333,7 @@ class JenksSeparator:
             if m.queue == new or not 0 <= cur < k_eff:
                 m.pending, m.pending_n = 0, 0
                 continue
-            if breaks[cur] * (1 - p.margin) <= minrtt[i] <= breaks[cur + 1] * (1 + p.margin):
+            if lo[cur] * (1 - p.margin) <= minrtt[i] <= hi[cur] * (1 + p.margin):
                 target[i] = m.queue
                 m.pending, m.pending_n = 0, 0
                 continue
