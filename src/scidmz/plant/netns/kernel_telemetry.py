@@ -37,6 +37,7 @@ receive-window-limited shares of it (tcp_info chrono counters).
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import threading
 import time
@@ -48,11 +49,24 @@ from ...state import NetworkState
 from ..fluid.constants import RTT_CAMPUS_ALPHA
 from .topology import Testbed
 
-__all__ = ["KernelCounterTelemetry"]
+__all__ = ["KernelCounterTelemetry", "FLOW_TABLE_COLUMNS"]
 
 _ESTABLISHED = 1 << 1
 _INET_DIAG_INFO = 1 << 1  # extension bit for tcp_info
 _DATA_PORTS = (5201, 5300)
+#: Columns of ``flows()``: what a queue policy reads (``policies.jenks``), kernel truth per socket.
+FLOW_TABLE_COLUMNS: tuple[str, ...] = (
+    "src", "dst", "sport", "dport", "proto", "rtt", "min_rtt", "rate", "bytes", "long_flow", "role",
+)
+# The data plane's Count-Min threshold (telemetry constants): "long if its size is greater than 10MB".
+_LONG_FLOW_BYTES = 10_000_000
+
+
+def _ipv4(addr: Any) -> str:
+    """inet_diag's address field (a string, or the first of four 32-bit words) as dotted IPv4."""
+    if isinstance(addr, str):
+        return addr
+    return str(ipaddress.IPv4Address(int(addr[0] if isinstance(addr, list | tuple) else addr)))
 
 
 class KernelCounterTelemetry:
@@ -102,6 +116,7 @@ class KernelCounterTelemetry:
         self._sampler_backlog = 0.0
         self._prev_chrono: dict[tuple, tuple[int, int, int]] = {}  # busy us, rwnd-limited us, periods seen
         self.last_senders: dict[str, float] = {}
+        self._flow_rows: list[tuple] = []
         self._prev_t = time.monotonic()
         self._prev_acked: dict[tuple, int] = {}
         self._rtt_campus: float | None = None
@@ -163,6 +178,7 @@ class KernelCounterTelemetry:
         chrono: dict[tuple, tuple[int, int, int]] = {}
         busy: list[float] = []
         rwnd: list[float] = []
+        rows: list[tuple] = []
         for name, d in self._diag.items():
             host = self.tb.hosts[name]
             for m in d.get_sock_stats(family=socket.AF_INET, states=_ESTABLISHED, extensions=_INET_DIAG_INFO):
@@ -187,6 +203,12 @@ class KernelCounterTelemetry:
                     rwnd.append((chrono[key][1] - prev[1]) * 1e-6 / period)
                 rtt = info["tcpi_rtt"] * 1e-6
                 (rtt_dtn if host.kind == "dtn" else rtt_campus).append(rtt)
+                min_rtt = int(info.get("tcpi_min_rtt") or 0) * 1e-6
+                rows.append((host.ip, _ipv4(m["idiag_dst"]), int(m["idiag_sport"]), int(m["idiag_dport"]), 6, rtt,
+                             min_rtt if min_rtt > 0 else float("nan"), grew * 8.0 / period, acked,
+                             acked > _LONG_FLOW_BYTES, host.kind))
+        with self._lock:
+            self._flow_rows = rows
         self._prev_acked = seen
         self._prev_chrono = chrono
         self.last_senders = (
@@ -252,6 +274,20 @@ class KernelCounterTelemetry:
             qdelay_campus=qdelay,
             active_flows=float(active + self.udp_sources),
         )
+
+    def flows(self) -> dict[str, list[Any]]:
+        """The TCP flows that moved data in the last period (``FLOW_TABLE_COLUMNS``), from tcp_info.
+
+        Kernel truth per sender socket: ``rtt`` is the smoothed RTT (incl. every
+        queue on the path), ``min_rtt`` the kernel's windowed minimum, ``rate``
+        the bytes acknowledged over the period, ``long_flow`` the data plane's
+        10 MB rule on the bytes acknowledged so far, ``role`` the sender's kind
+        (dtn | campus | short). UDP senders have no socket state here and are
+        not listed (ours: the data-plane table lists them).
+        """
+        with self._lock:
+            rows = list(self._flow_rows)
+        return {c: [r[i] for r in rows] for i, c in enumerate(FLOW_TABLE_COLUMNS)}
 
     def close(self) -> None:
         self._stop.set()

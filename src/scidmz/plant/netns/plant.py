@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -94,6 +95,7 @@ class NetnsPlant:
         self._tap_drops_prev = 0.0
         self._discipline: Any = None
         self._stage: Any = None
+        self._queues: Any = None
         # Time for the previous episode's packets to leave: the longest RTT plus a full buffer.
         self._drain = drain if drain is not None else (
             2 * max(h.rtt for h in self._tb.senders) + scenario.buffer_bytes * 8 / scenario.capacity + 0.2
@@ -174,7 +176,6 @@ class NetnsPlant:
 
     def _start_stage(self) -> None:
         import dataclasses
-        import subprocess
 
         tb, cfg = self._tb, self._discipline
         ns = tb.ns("br1")
@@ -198,6 +199,41 @@ class NetnsPlant:
         subprocess.run(["ip", "netns", "exec", ns, "iptables", "-A", "FORWARD", "-o", tb.bottleneck[0], "-j",
                         "NFQUEUE", "--queue-num", "0"], check=True, capture_output=True)
         self._stage = {"proc": proc, "stats": stats, "weights": weights, "kind": cfg.kind}
+
+    # -- queue policies (runner.Episode: plant.flows() -> policy -> plant.apply_queues) -----------
+    def flows(self) -> list[dict[str, list[Any]]]:
+        """The per-flow table a queue policy reads, one per instance (this plant has one): the
+        telemetry source's (data plane, or the kernel's tcp_info per socket)."""
+        if self._tel is None:
+            raise RuntimeError("NetnsPlant.flows() before reset()")
+        return [self._tel.flows()]
+
+    def apply_queues(self, configs: Any) -> None:
+        """Load a ``QueueConfig`` (or a list of one) on BR1's WAN egress: an HTB with one leaf per
+        queue (``actuators.htb``) replaces the testbed's single TBF for the rest of this plant's life.
+
+        The HTB's rate is the scenario's capacity, as the TBF's was; rules may name only the
+        senders' and receivers' networks. A configuration the kernel refuses leaves the previous
+        one in force (ActuatorError).
+        """
+        cfgs = list(configs) if isinstance(configs, list | tuple) else [configs]
+        if len(cfgs) != 1:
+            raise ValueError(f"got {len(cfgs)} queue configurations for a batch of 1")
+        self._ensure_up()
+        if self._queues is None:
+            from ...actuators.htb import HtbQueueActuator
+
+            dev, ns = self._tb.bottleneck
+            # The testbed's own TBF (topology._bottleneck) goes; the HTB actuator refuses a foreign root.
+            subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"],
+                           capture_output=True, check=False)
+            self._queues = HtbQueueActuator(dev, netns=ns, scope=["10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"])
+        self._queues.apply(cfgs[0])
+
+    @property
+    def queue_actuator(self) -> Any:
+        """The HTB on BR1's WAN port once a queue policy ran (None before)."""
+        return self._queues
 
     def discipline_stats(self) -> dict[str, Any]:
         """The stage's counters (received, accepted, dropped, stage drops, CPU per packet), {} without one."""
@@ -338,14 +374,17 @@ class NetnsPlant:
         try:
             if self._tel is not None:
                 self._tel.close()
-            if self._act is not None:
+            for a in (self._act, self._queues):
+                if a is None:
+                    continue
                 try:
-                    self._act.close()
+                    a.close()
                 except Exception:  # noqa: BLE001 - the namespace goes away next anyway
                     pass
         finally:
             self._tel = None
             self._act = None
+            self._queues = None
             self._tb.down()
 
 

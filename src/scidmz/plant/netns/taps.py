@@ -232,6 +232,25 @@ class DataplaneTelemetry:
             vals[f] = v if math.isfinite(v) else float(getattr(ks, f))
         return NetworkState(t=float(t), **vals)
 
+    def flows(self) -> dict[str, list[Any]]:
+        """The data plane's per-flow table (the collector's, as of its last period), or the kernel's
+        while the data plane has none. Columns as ``kernel_telemetry.FLOW_TABLE_COLUMNS`` less
+        ``min_rtt`` (the data plane samples RTTs; a queue policy keeps its own windowed minimum);
+        ``role`` is the sending host's kind (dtn | campus | short), from its address."""
+        col = getattr(self._src, "collector", None)
+        if col is None or self.name != "dataplane":
+            return self.kernel.flows()
+        # The collector thread may be mid-period: the table is a snapshot of whole arrays.
+        df = col.flows()
+        kind = {h.ip: h.kind for h in self.tb.senders}
+        src = df["src"].tolist()
+        return {
+            "src": src, "dst": df["dst"].tolist(), "sport": df["sport"].tolist(), "dport": df["dport"].tolist(),
+            "proto": df["proto"].tolist(), "rtt": df["rtt"].tolist(), "rate": df["rate"].tolist(),
+            "bytes": df["bytes"].tolist(), "long_flow": df["long_flow"].tolist(),
+            "role": [kind.get(a, "campus") for a in src],
+        }
+
     def latest_drops(self) -> dict[str, int]:
         """Drain queued samples and return the newest capture/parser drop counters."""
         while True:
