@@ -181,6 +181,15 @@ def test_cli_replay_json(tmp_path, capsys):
     assert main(["telemetry", "replay", "--ingress-pcap", str(ing)]) == 2
     assert main(["telemetry", "replay", str(eg), "--dtn-prefix", "10.0.3/99"]) == 2
     assert out["warnings"] == [] and out["packets"] == 1201
+    # --plot draws y(t), stale periods hollow; an unwritable destination is one line before any work
+    png = tmp_path / "y.png"
+    assert main(["telemetry", "replay", str(eg), "--ingress-pcap", str(ing), "--period", "500ms",
+                 "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    capsys.readouterr()
+    assert main(["telemetry", "replay", str(eg), "--plot", str(tmp_path / "no" / "such" / "dir.png")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--plot" in err[0]
     capsys.readouterr()
     # wrong prefixes: the data plane classifies nothing -- one warning line on stderr, not a silent zero
     assert main(["telemetry", "replay", str(eg), "--dtn-prefix", "192.0.2.1/32", "--remote-prefix", "198.51.100.0/24",

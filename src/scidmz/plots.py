@@ -77,6 +77,35 @@ def plot_trace(trace: Any, capacity: float | None = None, ax: Sequence[Any] | No
     return fig
 
 
+def plot_states(series: Sequence[Mapping[str, float]], stale: Sequence[Sequence[str]] | None = None,
+                title: str = "", ax: Sequence[Any] | None = None) -> Any:
+    """y(t) as telemetry measured it (``telemetry replay|capture``): rates, RTTs, queuing delays,
+    active flows; a period whose value was held from an earlier one (``stale``) is drawn hollow."""
+    fig, ax = _axes(ax, 4, (9, 9))
+    t = [float(y["t"]) for y in series]
+    panels = [
+        (("rate_dtn", "rate_campus"), 1e-6, "Mbit/s"),
+        (("rtt_dtn", "rtt_campus"), 1e3, "ms"),
+        (("qdelay_dtn", "qdelay_campus"), 1e3, "ms"),
+        (("active_flows",), 1.0, "flows"),
+    ]
+    for a, (keys, scale, unit) in zip(ax, panels, strict=True):
+        for key in keys:
+            v = [float(y[key]) * scale for y in series]
+            (line,) = a.plot(t, v, label=key)
+            if stale:
+                held = [(ti, vi) for ti, vi, st in zip(t, v, stale, strict=True) if key in st]
+                if held:
+                    a.plot(*zip(*held, strict=True), "o", mfc="none", color=line.get_color(), ms=4,
+                           label=f"{key} held (no fresh sample)")
+        a.set_ylabel(unit)
+        a.legend(fontsize=8)
+    ax[-1].set_xlabel("t [s]")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
 def plot_cdfs(samples: Mapping[str, Sequence[float]], xlabel: str, title: str = "", ax: Any = None) -> Any:
     """Empirical CDFs of several sample sets on one axis (the papers' Figs. 10-12, 14)."""
     fig, ax = _axes(ax)

@@ -41,6 +41,16 @@ def _add_telemetry_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rtt-tap", default="egress", choices=("egress", "ingress"),
                    help="tap where data and ACKs are matched for RTT (default egress)")
     p.add_argument("--json", action="store_true", help="print a JSON object (series, drops) as the last line")
+    p.add_argument("--plot", default=None, metavar="PNG",
+                   help="draw y(t) to this PNG (periods whose value was held from an earlier one are hollow)")
+
+
+def _plot(a: argparse.Namespace, result: dict[str, Any], title: str) -> None:
+    if not a.plot:
+        return
+    from ..plots import plot_states, save_figure
+
+    save_figure(plot_states(result["series"], result.get("stale"), title=title), a.plot)
 
 
 def _telemetry_prefixes(a: argparse.Namespace) -> dict[str, Any]:
@@ -59,10 +69,15 @@ def cmd_telemetry_replay(a: argparse.Namespace) -> int:
         raise ValueError("give the egress tap capture once: PCAP or --egress-pcap, not both")
     if not egress:
         raise ValueError("telemetry replay needs the egress tap capture (PCAP or --egress-pcap)")
+    if a.plot:
+        from ..fileio import check_output_file
+
+        check_output_file(a.plot, "--plot")
     result, human = replay(egress, a.ingress_pcap, period=parse_time(a.period, "--period"),
                            realtime=a.realtime, rtt_tap=a.rtt_tap, **_telemetry_prefixes(a))
     for w in result["warnings"]:
         print(f"scidmz telemetry replay: warning: {w}", file=sys.stderr)
+    _plot(a, result, f"telemetry replay of {egress}")
     emit(result, a.json, human)
     return 0
 
@@ -72,7 +87,12 @@ def cmd_telemetry_capture(a: argparse.Namespace) -> int:
     from ..units import parse_time
 
     duration = parse_time(a.duration, "--duration") if a.duration else None
+    if a.plot:
+        from ..fileio import check_output_file
+
+        check_output_file(a.plot, "--plot")
     result, human = capture(a.egress, a.ingress, period=parse_time(a.period, "--period"), duration=duration,
                             rtt_tap=a.rtt_tap, **_telemetry_prefixes(a))
+    _plot(a, result, f"telemetry capture on {a.egress}")
     emit(result, a.json, human)
     return 0
