@@ -28,9 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("scenario", nargs="?", default="testbed",
                    help="built-in scenario name or .toml file (default: testbed)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key, e.g. --set period=0.2")
+                   help="override a scenario key, e.g. --set period=0.2; policy.KEY=VALUE configures "
+                        "the policy, e.g. --set policy.queues=2 for jenks")
     r.add_argument("--plant", default="fluid", help="fluid (real-time paced simulator) | netns | hardware")
-    r.add_argument("--policy", default="trivial", help="trivial | mlc (default trivial)")
+    r.add_argument("--policy", default="trivial", help="trivial | none | mlc | jenks | abc | ffs (default trivial); "
+                        "jenks needs a plant with queues, abc/ffs one with a bottleneck discipline")
     r.add_argument("--target", required=True, help="initial DTN target, e.g. 60M (at most the scenario's B_max)")
     r.add_argument("--model", default=None, help=MODEL_HELP + " (policy mlc)")
     r.add_argument("--gains", default=None, help="gains JSON file (policy mlc)")

@@ -32,14 +32,15 @@ def build_daemon(
 ) -> ControlDaemon:
     """Validate everything up front (one-line ValueError), then build the plant and the daemon."""
     from ..plant.base import PLANT_KINDS, make_plant
-    from ..policies import make_policy
+    from ..policies import make_policy, split_policy_overrides
     from ..scenario import load_scenario
     from ..units import parse_time
     from .tokenfile import TokenFile
 
+    scen_over, pol_opts = split_policy_overrides(policy, overrides)
     sc = load_scenario(scenario)
-    if overrides:
-        sc = sc.with_overrides(overrides)
+    if scen_over:
+        sc = sc.with_overrides(scen_over)
     tgt = sc.check_target(parse_rate(target, "target"))
     dur = parse_time(duration, "duration") if duration is not None else None
     if plant not in PLANT_KINDS:
@@ -49,7 +50,7 @@ def build_daemon(
             raise ValueError("policy mlc needs --model DIR and --gains FILE")
         pol = make_policy("mlc", model=model, gains=gains)
     else:
-        pol = make_policy(policy)
+        pol = make_policy(policy, **pol_opts)
     if api is not None:
         parse_api_address(api)  # fail on a bad address before building a testbed
         TokenFile(token_file, "").check_writable()  # and on a token file we could never write

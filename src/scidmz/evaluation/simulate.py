@@ -35,14 +35,10 @@ def simulate(
 ) -> tuple[dict[str, Any], str]:
     """Run one episode; return (JSON-able summary, human summary). Writes ``out``/``plot`` if given."""
     from ..plant.base import make_plant
-    from ..policies import make_policy
+    from ..policies import make_policy, split_policy_overrides
     from ..runner import run_episode
 
-    # `--set policy.KEY=VALUE` configures the policy (e.g. policy.queues=4 for jenks), the rest the scenario.
-    from ..scenario import parse_override
-
-    scen_over = [o for o in overrides or [] if not o.strip().startswith("policy.")]
-    pol_opts = dict(parse_override(o.strip()[len("policy."):]) for o in overrides or [] if o.strip().startswith("policy."))
+    scen_over, pol_opts = split_policy_overrides(policy, overrides)
     sc = resolve_scenario(scenario, scen_over, duration, seed)
     # Ours: without --target, half of B_max, a target every scenario can reach.
     tgt = sc.check_target(DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target"))
@@ -51,8 +47,6 @@ def simulate(
         if not model or not gains:
             raise ValueError("policy 'mlc' needs --model DIR and --gains FILE")
         kwargs = {"model": model, "gains": gains}
-    if pol_opts and policy not in ("jenks", "abc", "ffs"):
-        raise ValueError(f"policy '{policy}' takes no policy.* options (got {', '.join(sorted(pol_opts))})")
     kwargs.update(pol_opts)
     pol = make_policy(policy, **kwargs)
     # Validate output paths before spending time on the run.

@@ -7,9 +7,25 @@ from typing import Any
 from .base import Policy
 from .trivial import NoShapingPolicy, TrivialPolicy
 
-__all__ = ["Policy", "TrivialPolicy", "NoShapingPolicy", "make_policy", "POLICY_NAMES"]
+__all__ = ["Policy", "TrivialPolicy", "NoShapingPolicy", "make_policy", "POLICY_NAMES", "split_policy_overrides"]
 
 POLICY_NAMES = ("trivial", "none", "mlc", "jenks", "abc", "ffs")
+#: Policies configured with ``--set policy.KEY=VALUE``.
+CONFIGURABLE = ("jenks", "abc", "ffs")
+
+
+def split_policy_overrides(policy: str, overrides: list[str] | None) -> tuple[list[str], dict[str, Any]]:
+    """``--set`` items -> (the scenario's, the policy's options): ``policy.KEY=VALUE`` configures the
+    policy (e.g. ``policy.queues=4`` for jenks), everything else the scenario. One-line error when
+    the policy takes no options."""
+    from ..scenario import parse_override
+
+    items = [o.strip() for o in overrides or []]
+    scen = [o for o in items if not o.startswith("policy.")]
+    opts = dict(parse_override(o[len("policy."):]) for o in items if o.startswith("policy."))
+    if opts and policy not in CONFIGURABLE:
+        raise ValueError(f"policy '{policy}' takes no policy.* options (got {', '.join(sorted(opts))})")
+    return scen, opts
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
