@@ -41,6 +41,7 @@ import ipaddress
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -98,15 +99,24 @@ class KernelCounterTelemetry:
         self._up = self._s1_sampler.link_lookup(ifname=up_dev)[0]
         self._shaper: list[tuple[float, float]] = []  # (sojourn s, bytes sent since)
         self._shaper_prev = (0.0, self._shaper_read()[1])
-        self._diag: dict[str, Any] = {}
-        for h in tb.senders:
-            netns.pushns(h.ns)
-            try:
-                d = DiagSocket()
-                d.bind()
-            finally:
-                netns.popns()
-            self._diag[h.name] = d
+        # One thread owns the inet_diag sockets: a pyroute2 DiagSocket made in one thread answers
+        # nothing when queried from another (measured: empty socket lists), and the daemon steps
+        # the plant on a new worker thread every period.
+        self._diag_exec = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inet-diag")
+
+        def make() -> dict[str, Any]:
+            socks = {}
+            for h in tb.senders:
+                netns.pushns(h.ns)
+                try:
+                    d = DiagSocket()
+                    d.bind()
+                finally:
+                    netns.popns()
+                socks[h.name] = d
+            return socks
+
+        self._diag: dict[str, Any] = self._diag_exec.submit(make).result()
         self._lock = threading.Lock()
         self._backlog: list[tuple[float, float]] = []  # (backlog bytes, bytes sent since)
         self._stop = threading.Event()
@@ -169,6 +179,11 @@ class KernelCounterTelemetry:
                 self._backlog.append((self._sampler_backlog, float(sent - self._sampler_sent)))
                 self._sampler_backlog, self._sampler_sent = backlog, sent
 
+    def _sock_stats(self) -> dict[str, list[Any]]:
+        """Every sender's established TCP sockets with tcp_info (runs on the inet_diag thread)."""
+        return {name: list(d.get_sock_stats(family=socket.AF_INET, states=_ESTABLISHED, extensions=_INET_DIAG_INFO))
+                for name, d in self._diag.items()}
+
     def _tcp_flows(self, period: float) -> tuple[list[float], list[float], int]:
         """(DTN RTTs, campus RTTs, active flow count) over the senders' data sockets."""
         rtt_dtn: list[float] = []
@@ -179,9 +194,9 @@ class KernelCounterTelemetry:
         busy: list[float] = []
         rwnd: list[float] = []
         rows: list[tuple] = []
-        for name, d in self._diag.items():
+        for name, msgs in self._diag_exec.submit(self._sock_stats).result().items():
             host = self.tb.hosts[name]
-            for m in d.get_sock_stats(family=socket.AF_INET, states=_ESTABLISHED, extensions=_INET_DIAG_INFO):
+            for m in msgs:
                 if m["idiag_dport"] not in _DATA_PORTS:
                     continue
                 info = m.get_attr("INET_DIAG_INFO")
@@ -194,6 +209,13 @@ class KernelCounterTelemetry:
                 chrono[key] = (int(info.get("tcpi_busy_time") or 0), int(info.get("tcpi_rwnd_limited") or 0),
                                prev[2] + 1 if prev else 0)
                 grew = acked - self._prev_acked.get(key, 0)
+                min_rtt = int(info.get("tcpi_min_rtt") or 0) * 1e-6
+                if acked >= self.active_bytes:
+                    # The flow table lists every data flow (an iperf3 control connection never moves
+                    # this much), also one starved in this period: a queue policy must still see it.
+                    rows.append((host.ip, _ipv4(m["idiag_dst"]), int(m["idiag_sport"]), int(m["idiag_dport"]), 6,
+                                 info["tcpi_rtt"] * 1e-6, min_rtt if min_rtt > 0 else float("nan"),
+                                 grew * 8.0 / period, acked, acked > _LONG_FLOW_BYTES, host.kind))
                 if grew < self.active_bytes:
                     continue  # idle, or an iperf3 control connection
                 active += 1
@@ -203,10 +225,6 @@ class KernelCounterTelemetry:
                     rwnd.append((chrono[key][1] - prev[1]) * 1e-6 / period)
                 rtt = info["tcpi_rtt"] * 1e-6
                 (rtt_dtn if host.kind == "dtn" else rtt_campus).append(rtt)
-                min_rtt = int(info.get("tcpi_min_rtt") or 0) * 1e-6
-                rows.append((host.ip, _ipv4(m["idiag_dst"]), int(m["idiag_sport"]), int(m["idiag_dport"]), 6, rtt,
-                             min_rtt if min_rtt > 0 else float("nan"), grew * 8.0 / period, acked,
-                             acked > _LONG_FLOW_BYTES, host.kind))
         with self._lock:
             self._flow_rows = rows
         self._prev_acked = seen
@@ -276,7 +294,7 @@ class KernelCounterTelemetry:
         )
 
     def flows(self) -> dict[str, list[Any]]:
-        """The TCP flows that moved data in the last period (``FLOW_TABLE_COLUMNS``), from tcp_info.
+        """The TCP data flows as of the last period (``FLOW_TABLE_COLUMNS``), from tcp_info.
 
         Kernel truth per sender socket: ``rtt`` is the smoothed RTT (incl. every
         queue on the path), ``min_rtt`` the kernel's windowed minimum, ``rate``
@@ -292,9 +310,19 @@ class KernelCounterTelemetry:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
-        for s in (self._sw2, self._br1, self._br1_sampler, self._s1_sampler, *self._diag.values()):
+        for s in (self._sw2, self._br1, self._br1_sampler, self._s1_sampler):
             try:
                 s.close()
             except Exception:  # noqa: BLE001 - namespace may already be gone
                 pass
+
+        def close_diag() -> None:
+            for d in self._diag.values():
+                try:
+                    d.close()
+                except Exception:  # noqa: BLE001 - namespace may already be gone
+                    pass
+
+        self._diag_exec.submit(close_diag).result()
+        self._diag_exec.shutdown(wait=True)
         self._diag.clear()
