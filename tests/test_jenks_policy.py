@@ -142,6 +142,23 @@ def test_rebalancing_moves_unused_share_and_gives_it_back():
     assert cfg.queue(CLASS_QID0).rate == pytest.approx(cfg.queue(CLASS_QID0 + 1).rate)
 
 
+def test_rebalancing_never_squeezes_the_default_queue_while_it_holds_flows():
+    """The default queue holds the flows not classified yet: shrunk to what they use, they could
+    never grow to the 10 MB mark (the netns testbed's DTN stuck at 1 % of C)."""
+    cap = 100e6
+    s = JenksSeparator(JenksParams(queues=2, rebalance=True))
+    rtts = [0.010, 0.010, 0.050, 0.050]
+    longf = [True, True, False, False]  # the two 50 ms flows are still below the long-flow mark
+    for _ in range(5):
+        cfg = s.decide(table(rtts, rates=[45e6, 45e6, 1e6, 1e6], longf=longf), cap)
+    default = cfg.queue(DEFAULT_QID)
+    assert default.rate == pytest.approx(cap * 2 / 4, rel=0.02)  # its flow-count share, not 2 x 1.1 Mbit/s
+    # an empty default queue still keeps only the floor
+    for _ in range(3):
+        cfg = s.decide(table(rtts[:2], rates=[45e6, 45e6]), cap)
+    assert cfg.queue(DEFAULT_QID).rate == pytest.approx(0.01 * cap)
+
+
 def test_hysteresis_holds_a_flow_before_moving_it():
     p = JenksParams(queues=2, hold=2, margin=0.10, rtt_window=1)
     s = JenksSeparator(p)

@@ -429,6 +429,13 @@ class JenksSeparator:
             under: dict[int, int] = {}
             for j, q in enumerate(qids):
                 prev = self._alloc.get(q)
+                if q == DEFAULT_QID:
+                    # Never shrunk by demand (ours): it holds the flows not classified yet, which must
+                    # grow to the long-flow mark to be classified, and whatever the table does not list.
+                    # Shrunk to what they used (and its Stanford buffer with it), TCP could not grow
+                    # there and the queue spiralled down to the floor (seen on the netns testbed: a
+                    # DTN at 1 Mbit/s). Without flows it keeps the floor through its weight (0).
+                    continue
                 if prev is not None and nflows.get(q, 0) > 0 and used.get(q, 0.0) < p.saturation * prev:
                     under[q] = self._under.get(q, 0) + 1
                     if under[q] >= p.shrink_hold:
