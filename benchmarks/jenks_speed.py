@@ -1,7 +1,7 @@
 """Jenks policy speed (issue 11): prints one JSON object.
 
 1. One re-grouping of 10,000 long TCP flows with K = 8 (goal < 50 ms):
-   ``jenks_groups`` alone (jenkspy's exact Fisher-Jenks) and a whole
+   ``jenks_groups`` alone (exact Fisher-Jenks: kmeans1d at this size) and a whole
    ``JenksSeparator.decide`` epoch (grouping, hysteresis, rates, buffers,
    10,000 rules, validation).
 2. Applying 8 queues + 1,000 flow rules to the kernel (goal < 1 s):
