@@ -336,9 +336,10 @@ def _report(res: dict[str, Any], command: str) -> str:
         "HTB with ceil = rate) and Stanford buffers; epoch = T = 1 s. "
         "Flows held below their share (Exp 4, Exp 5) are limited by a per-flow sending-rate limit set "
         "between periods (`FluidPlant.set_rate_limits`), standing in for the papers' congestion elsewhere. "
-        "NOT reproduced here yet: Test 4 (MAWI-trace FCTs) and the CUBIC:BBR mixes of Exp 3 — they need "
-        "the scenario flow list (per-flow CCAs and sizes); "
-        "the netns testbed runs and `scidmz evaluate` with jenks are not done either.",
+        "NOT reproduced here yet: Test 4 (MAWI-trace FCTs) and the CUBIC:BBR mixes of Exp 3 (the scenario's "
+        "`[[flows]]` section can now express them; not run), and these tests on the netns testbed (the "
+        "netns plant runs the policy on a real HTB: `tests/test_netns_queues.py`; `scidmz evaluate "
+        "--policies jenks` runs it beside trivial on the fluid plant).",
         "",
         "Classification uses each flow's base RTT as its windowed minimum RTT (the fluid plant reports one "
         "end-of-period RTT per flow, not per-packet samples). Classifying on the end-of-period RTT instead "
