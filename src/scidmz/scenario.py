@@ -34,8 +34,9 @@ __all__ = [
     "Scenario",
     "builtin_names",
     "load_scenario",
- "parse_override",
-    "FlowGroup"]
+    "parse_override",
+    "FlowGroup",
+]
 
 CCAS = ("reno", "cubic", "bbr", "bbr2")
 TRAFFIC_KINDS = ("long", "weibull", "udp")
