@@ -13,9 +13,11 @@ import os
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
+needs_root = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")]
 
 
+@needs_root[0]
+@needs_root[1]
 def test_control_run_netns_jenks_serves_the_target_through_br1_queues(tmp_path, capsys):
     from pyroute2 import netns
 
@@ -41,6 +43,7 @@ def test_control_run_netns_jenks_serves_the_target_through_br1_queues(tmp_path, 
 
 
 def test_control_run_rejects_policy_options_for_a_policy_without_them(capsys):
+    # no root needed: the options are refused before any plant is built
     from scidmz.cli import main
 
     assert main(["control", "run", "testbed", "--plant", "fluid", "--policy", "trivial", "--target", "60M",
