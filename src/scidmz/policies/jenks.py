@@ -77,7 +77,9 @@ class JenksParams:
     - ``headroom`` (ours, 0.10): an under-using queue keeps used x (1 + h), so
       its flows can grow by h before the next epoch and so show demand.
     - ``saturation`` (ours, 0.95): a queue using >= this fraction of its
-      allocation is demanding more. Must be above 1/(1+h), or a settled
+      allocation is demanding more: without bound, or, while it is below its
+      fair share, its allocation x (1 + 2 headroom) (ours: it reclaims what it
+      lent step by step, so measurement noise cannot snap the split back). Must be above 1/(1+h), or a settled
       under-using queue would look saturated and oscillate.
     - ``min_share`` (ours, 0.01): floor of every queue's rate as a fraction of
       C, so an idle queue still carries a packet and can show demand.
@@ -421,7 +423,13 @@ class JenksSeparator:
         if p.rebalance and self._alloc:
             # 4. Rebalancing: a queue that used less than `saturation` of its
             # last allocation demands what it used plus headroom; a saturated
-            # or new queue demands without bound (at least its fair share).
+            # queue at or above its fair share, or a new one, demands without
+            # bound; a saturated queue below its fair share (it lent, and now
+            # wants its share back) demands its allocation plus twice the headroom,
+            # reclaiming by at most 2h per epoch (ours: reclaimed at once, one
+            # noisy reading of a flow held near its allocation -- measured on the
+            # kernel: a 20 Mbit/s-capped flow read 19-20.1 in a 21 Mbit/s queue --
+            # snapped every queue back to its fair share for an epoch).
             # Shrinking waits for `shrink_hold` epochs of under-use in a row (ours):
             # a one-epoch dip (BBR's ProbeRTT, a loss burst) must not cost a
             # queue its share, or the queue oscillates.
@@ -434,9 +442,15 @@ class JenksSeparator:
                     # grow to the long-flow mark to be classified, and whatever the table does not list.
                     # Shrunk to what they used (and its Stanford buffer with it), TCP could not grow
                     # there and the queue spiralled down to the floor (seen on the netns testbed: a
-                    # DTN at 1 Mbit/s). Without flows it keeps the floor through its weight (0).
+                    # DTN at 1 Mbit/s). Without flows it demands the floor: unbounded, it took all
+                    # that the bounded queues left (seen on the netns testbed: 28 Mbit/s idle).
+                    if nflows.get(q, 0) == 0:
+                        demand[j] = floor
                     continue
-                if prev is not None and nflows.get(q, 0) > 0 and used.get(q, 0.0) < p.saturation * prev:
+                if prev is not None and nflows.get(q, 0) > 0 and used.get(q, 0.0) >= p.saturation * prev:
+                    if prev < base[j]:
+                        demand[j] = max(prev * (1 + 2 * p.headroom), floor)
+                elif prev is not None and nflows.get(q, 0) > 0 and used.get(q, 0.0) < p.saturation * prev:
                     under[q] = self._under.get(q, 0) + 1
                     if under[q] >= p.shrink_hold:
                         demand[j] = max(used[q] * (1 + p.headroom), floor)
