@@ -17,9 +17,10 @@ delay stage late       mean (release - kernel arrival - hold) of the   > ``STAGE
 delay stage loss       socket drops + send errors in the stage         > 0
 forwarding backlog     /proc/net/softnet_stat "dropped" (input queue   > 0
                        full: softirqs did not keep up)
-bottleneck starved     BR1's TBF never went idle in the period (min    sent < ``BOTTLENECK_SERVICE``
-                       sampled backlog > 2 frames) yet sent less than  x B_max x period
-                       B_max x period: its dequeue timer ran late
+bottleneck starved     BR1's TBF (not an HTB of queues) never went     sent < ``BOTTLENECK_SERVICE``
+                       idle (min sampled backlog > 2 frames) yet sent  x B_max x period
+                       less than B_max x period: its dequeue timer
+                       ran late
 senders app-limited    DTN sockets with an empty send queue for part   busy < ``SENDER_BUSY_MIN``
                        of the period (tcp_info busy_time) although      of the period
                        the transfer is unfinished
@@ -210,7 +211,9 @@ class StarvationMonitor:
             bmin = float(bottleneck.get("backlog_min", 0.0))
             ev["bottleneck_service"] = sent * 8.0 / (self.capacity * iv) if iv > 0 else float("nan")
             ev["bottleneck_backlog_min"] = bmin
-            if bmin > 2 * 1514 and ev["bottleneck_service"] < BOTTLENECK_SERVICE:
+            # An HTB whose leaves may not borrow (a queue policy's rate = ceil) is backlogged in one
+            # leaf while another idles: "never idle, sent < B_max" is then the policy, not the machine.
+            if bmin > 2 * 1514 and ev["bottleneck_service"] < BOTTLENECK_SERVICE and bottleneck.get("kind", "tbf") == "tbf":
                 reasons.append(f"bottleneck always backlogged but served {ev['bottleneck_service']:.0%} of B_max")
         if senders:
             busy = senders.get("dtn_busy")
