@@ -131,8 +131,24 @@ def test_batch_of_scenarios_with_the_same_flow_counts() -> None:
         FluidPlant(a, scenarios=[a, _scenario([{"rtt": "10ms"}])])
 
 
-def test_netns_plant_refuses_flow_entries_it_cannot_build() -> None:
+def test_netns_testbed_lays_out_one_host_per_flow() -> None:
+    """Built without root (hosts only): shaped flows beside the campus on S1, unshaped ones beside the DTN
+    on S3, one receiver each, per-flow RTT and CCA, bbr2 mapped to bbr and recorded."""
     from scidmz.plant.netns.topology import Testbed
 
-    with pytest.raises(ValueError, match=r"\[\[flows\]\]"):
-        Testbed(_scenario([{"rtt": "10ms"}]), prefix="tfz")
+    sc = _scenario([{"name": "a", "count": 2, "rtt": "10ms"},
+                    {"name": "b", "rtt": "60ms", "cca": "bbr2", "shaped": False},
+                    {"name": "u", "cca": "udp", "rate": "5M", "shaped": False}], hosts=1, streams=2)
+    tb = Testbed(sc, prefix="tfz")
+    fh = tb.flow_hosts
+    assert [h.name for h in fh] == ["s2", "s3", "s4", "s5"]
+    assert [h.flow.name for h in fh] == ["a", "a", "b", "u"]
+    assert [h.shaped for h in fh] == [True, True, False, False]
+    assert all(h.ip.startswith("10.1.") for h in fh[:2]) and all(h.ip.startswith("10.3.") for h in fh[2:])
+    assert len({h.ip for h in tb.hosts.values()}) == len(tb.hosts)  # no address used twice
+    assert [h.rtt for h in fh] == pytest.approx([0.01, 0.01, 0.06, 0.01])
+    assert [h.cca for h in fh] == ["cubic", "cubic", "bbr", "udp"]
+    assert tb.cca_mapped["flows.b"] == ("bbr2", "bbr")
+    assert {h.role for h in fh} == {"campus"} and tb.campus[0].role == "campus"
+    assert [tb.hosts[h.peer].kind for h in fh] == ["receiver"] * 4
+    assert set(tb.delay_table()) == {tb.hosts[h.peer].ip for h in tb.senders}

@@ -132,6 +132,9 @@ class KernelCounterTelemetry:
         self._rtt_campus: float | None = None
         self._rtt_dtn: float | None = None
         self.udp_sources = 0
+        # [[flows]] UDP senders sending now (set by the plant): listed in flows() from S2's counters.
+        self.udp_hosts: list[Any] = []
+        self._udp_bytes: dict[str, float] = {}
         self.last_info: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._sampler, name="kernel-telemetry", daemon=True)
         self._thread.start()
@@ -147,6 +150,7 @@ class KernelCounterTelemetry:
         """(backlog bytes, cumulative drops, cumulative bytes sent) of the bottleneck qdisc."""
         for q in (ipr or self._br1).get_qdiscs(index=self._wan):
             if q.get_attr("TCA_KIND") in ("tbf", "htb") and q["parent"] == 0xFFFFFFFF:
+                self._root_kind = q.get_attr("TCA_KIND")
                 st2 = q.get_attr("TCA_STATS2")
                 st = st2.get_attr("TCA_STATS_QUEUE")
                 basic = st2.get_attr("TCA_STATS_BASIC")
@@ -215,7 +219,7 @@ class KernelCounterTelemetry:
                     # this much), also one starved in this period: a queue policy must still see it.
                     rows.append((host.ip, _ipv4(m["idiag_dst"]), int(m["idiag_sport"]), int(m["idiag_dport"]), 6,
                                  info["tcpi_rtt"] * 1e-6, min_rtt if min_rtt > 0 else float("nan"),
-                                 grew * 8.0 / period, acked, acked > _LONG_FLOW_BYTES, host.kind))
+                                 grew * 8.0 / period, acked, acked > _LONG_FLOW_BYTES, host.role))
                 if grew < self.active_bytes:
                     continue  # idle, or an iperf3 control connection
                 active += 1
@@ -255,6 +259,7 @@ class KernelCounterTelemetry:
         mean_backlog = float(np.average(bl, weights=w)) if w.sum() > 0 else float(bl.mean())
         qdelay = mean_backlog * 8.0 / self.capacity
         rtt_d, rtt_c, active = self._tcp_flows(dt)
+        self._udp_rows(d_bytes, dt)
         base_c = self.tb.scenario.campus.rtt
         base_d = self.tb.dtn.rtt
         if rtt_d:
@@ -276,9 +281,11 @@ class KernelCounterTelemetry:
             "bottleneck_drops": float(drops - self._prev_drops),
             "interval": dt,
             "bottleneck": {"sent_bytes": float(sent - self._prev_sent), "backlog_min": float(bl.min()),
-                           "interval": dt},
+                           "interval": dt, "kind": getattr(self, "_root_kind", "tbf")},
             "senders": dict(self.last_senders),
             "shaper_delay": shaper_delay,
+            # bytes delivered to each receiver in the period, by S2 port (qd: DTN-r, q<i>: r<i>)
+            "port_bytes": {k: float(max(v, 0)) for k, v in d_bytes.items() if k.startswith("q")},
         }
         self._prev_ports, self._prev_drops, self._prev_t, self._prev_sent = ports, drops, now, sent
         return NetworkState(
@@ -293,6 +300,31 @@ class KernelCounterTelemetry:
             active_flows=float(active + self.udp_sources),
         )
 
+    def _udp_rows(self, d_bytes: dict[str, int], period: float) -> None:
+        """Flow-table rows for the running [[flows]] UDP senders: the sender's UDP socket (its ports,
+        by udp_diag) with what their receiver's S2 port delivered; UDP has no RTT, so NaN."""
+        if not self.udp_hosts:
+            return
+        hosts = list(self.udp_hosts)
+
+        def socks() -> dict[str, list[tuple[int, int]]]:
+            return {h.name: [(int(m["idiag_sport"]), int(m["idiag_dport"]))
+                             for m in self._diag[h.name].get_sock_stats(family=socket.AF_INET, protocol=17)]
+                    for h in hosts}
+
+        ports = self._diag_exec.submit(socks).result()
+        rows = []
+        for h in hosts:
+            got = float(max(d_bytes.get(self.tb.s2_port(h.peer), 0), 0))
+            total = self._udp_bytes[h.name] = self._udp_bytes.get(h.name, 0.0) + got
+            for sport, dport in ports.get(h.name, []):
+                if dport in _DATA_PORTS:
+                    rows.append((h.ip, self.tb.hosts[h.peer].ip, sport, dport, 17, float("nan"), float("nan"),
+                                 got * 8.0 / period, total, total > _LONG_FLOW_BYTES, h.role))
+        if rows:
+            with self._lock:
+                self._flow_rows = [*self._flow_rows, *rows]
+
     def flows(self) -> dict[str, list[Any]]:
         """The TCP data flows as of the last period (``FLOW_TABLE_COLUMNS``), from tcp_info.
 
@@ -300,8 +332,10 @@ class KernelCounterTelemetry:
         queue on the path), ``min_rtt`` the kernel's windowed minimum, ``rate``
         the bytes acknowledged over the period, ``long_flow`` the data plane's
         10 MB rule on the bytes acknowledged so far, ``role`` the sender's kind
-        (dtn | campus | short). UDP senders have no socket state here and are
-        not listed (ours: the data-plane table lists them).
+        (dtn | campus | short). UDP senders have no socket state: the ``[[flows]]`` UDP
+        senders the plant names in ``udp_hosts`` are listed (ports from udp_diag) with what S2
+        delivered to their receivers and no RTT; the campus hosts' UDP CBR is not (ours: the data-plane table lists
+        every UDP flow).
         """
         with self._lock:
             rows = list(self._flow_rows)

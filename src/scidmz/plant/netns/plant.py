@@ -260,8 +260,6 @@ class NetnsPlant:
         time.sleep(self._drain)
         self._traffic.start_campus()
         self._tel = self._tel_factory(self._tb)
-        if sc.campus.traffic == "udp":
-            self._tel.udp_sources = len(self._tb.campus)
         self._dtn_started = False
         self._fct_reported = False
         self._k = 0
@@ -271,6 +269,8 @@ class NetnsPlant:
         start = getattr(self._tel, "start_mono", None)
         self._t0 = float(start) if start is not None else time.monotonic()
         self._maybe_start_dtn(0.0)
+        self._traffic.start_flows()
+        self._udp_to_telemetry()
         from .starvation import StarvationMonitor
 
         self._monitor = StarvationMonitor(
@@ -307,6 +307,8 @@ class NetnsPlant:
         woke_late = max(time.monotonic() - deadline, 0.0)
         st = self._tel.sample(t)
         self._maybe_start_dtn(t)
+        self._traffic.flow_events(t)
+        self._udp_to_telemetry()
         ti = self._tel.last_info
         sc = self.scenario
         res = self._traffic.poll_dtn()
@@ -341,6 +343,12 @@ class NetnsPlant:
             "telemetry": getattr(self._tel, "name", "kernel"),
             "u_applied": np.array([self._act.current_rate()]),
         }
+        fh = self._tb.flow_hosts
+        if fh:
+            # Delivered rate of every [[flows]] flow in the period, from its receiver's S2 port.
+            pb, dt = ti.get("port_bytes", {}), float(ti.get("interval", T))
+            self._info["flow_rate"] = np.array(
+                [[pb.get(self._tb.s2_port(h.peer), np.nan) * 8.0 / dt for h in fh]])
         for f in STATE_FIELDS:
             if f"stale_{f}" in ti:  # the data plane held this variable from an earlier period
                 self._info[f"stale_{f}"] = np.array([float(ti[f"stale_{f}"])])
@@ -366,6 +374,28 @@ class NetnsPlant:
     @property
     def info(self) -> dict[str, Any]:
         return dict(self._info)
+
+    def _udp_to_telemetry(self) -> None:
+        """Tell the kernel counters which [[flows]] UDP senders run (they list them as flows)."""
+        udp = self._traffic.running_udp_flows()
+        kernel = getattr(self._tel, "kernel", self._tel)
+        kernel.udp_hosts = udp
+        self._tel.udp_sources = (len(self._tb.campus) if self.scenario.campus.traffic == "udp" else 0) + len(udp)
+
+    @property
+    def flow_hosts(self) -> list[Any]:
+        """The testbed's ``[[flows]]`` senders (``topology.Host``), in ``info["flow_rate"]``'s order."""
+        return self._tb.flow_hosts
+
+    def flow_records(self) -> Any:
+        """The ``[[flows]]`` of this episode, one row each: host, name, src, rtt, cca, start (s),
+        bytes (None unless fixed-size), fct (s until the last byte was delivered; None while
+        running or if stopped first) and ok."""
+        import pandas as pd
+
+        cols = ["host", "name", "src", "rtt", "cca", "start", "bytes", "fct", "ok"]
+        recs = self._traffic.flow_records() if self._traffic is not None else []
+        return pd.DataFrame(recs, columns=cols)
 
     def close(self) -> None:
         if self._closed:

@@ -242,7 +242,7 @@ class DataplaneTelemetry:
             return self.kernel.flows()
         # The collector thread may be mid-period: the table is a snapshot of whole arrays.
         df = col.flows()
-        kind = {h.ip: h.kind for h in self.tb.senders}
+        kind = {h.ip: h.role for h in self.tb.senders}
         src = df["src"].tolist()
         return {
             "src": src, "dst": df["dst"].tolist(), "sport": df["sport"].tolist(), "dport": df["dport"].tolist(),

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...scenario import Scenario
+from ...scenario import FlowGroup, Scenario
 from .procs import require_tools, run_in, set_sysctls, spawn
 from .registry import RUN_DIR, Record, check_prefix, teardown_record
 
@@ -59,10 +59,22 @@ class Host:
     name: str  # s1, dtns, r1, dtnr
     ns: str
     ip: str
-    kind: str  # campus | short | dtn | receiver
+    kind: str  # campus | short | dtn | flow | receiver
     peer: str = ""  # receiver name for senders
     rtt: float = 0.0  # configured base RTT of the path to ``peer``
-    cca: str = "cubic"
+    cca: str = "cubic"  # a kernel CCA, or "udp" for a [[flows]] UDP sender
+    flow: FlowGroup | None = None  # the [[flows]] entry of a kind="flow" sender
+
+    @property
+    def role(self) -> str:
+        """The class a flow table gives this sender: dtn | campus | short ([[flows]] are campus, as on
+        the fluid plant)."""
+        return "campus" if self.kind == "flow" else self.kind
+
+    @property
+    def shaped(self) -> bool:
+        """Whether the host's traffic crosses the campus shaper (S1's uplink)."""
+        return self.kind in ("campus", "short") or (self.flow is not None and self.flow.shaped)
 
 
 def testbed_ccas() -> list[str]:
@@ -118,10 +130,6 @@ class Testbed:
     ) -> None:
         if switch not in _SWITCHES:
             raise ValueError(f"unknown switch '{switch}' (choose bridge or ovs)")
-        if scenario.flows:
-            # Not silently dropped: a run without them would answer another question.
-            raise ValueError(f"scenario '{scenario.name}': the netns testbed does not build [[flows]] entries "
-                             "yet (the fluid plant runs them); use campus/dtn hosts")
         self.scenario = scenario
         self.progress = bool(progress)  # a build progress bar on stderr (testbed up/check)
         # Default: unique per process and instance, so plants built one after
@@ -159,7 +167,7 @@ class Testbed:
 
     @property
     def senders(self) -> list[Host]:
-        return [h for h in self.hosts.values() if h.kind in ("campus", "short", "dtn")]
+        return [h for h in self.hosts.values() if h.kind in ("campus", "short", "dtn", "flow")]
 
     @property
     def campus(self) -> list[Host]:
@@ -168,6 +176,11 @@ class Testbed:
     @property
     def short(self) -> list[Host]:
         return [h for h in self.hosts.values() if h.kind == "short"]
+
+    @property
+    def flow_hosts(self) -> list[Host]:
+        """The ``[[flows]]`` senders, one host per flow, in the scenario's order."""
+        return [h for h in self.hosts.values() if h.kind == "flow"]
 
     @property
     def dtn(self) -> Host:
@@ -197,9 +210,34 @@ class Testbed:
         rtt = float(rtts.get("dtns", sc.dtn.rtt))
         self.hosts["dtns"] = Host("dtns", self.ns("dtns"), "10.3.0.2", "dtn", "dtnr", rtt, self.dtn_cca)
         self.hosts["dtnr"] = Host("dtnr", self.ns("dtnr"), "10.2.0.2", "receiver")
+        self._build_flow_hosts(n_campus + n_short)
         unknown = set(rtts) - {h.name for h in self.senders}
         if unknown:
             raise ValueError(f"per-host RTT given for unknown sender(s): {', '.join(sorted(unknown))}")
+
+    def _build_flow_hosts(self, n_before: int) -> None:
+        """One sender/receiver pair per ``[[flows]]`` flow, numbered after the campus hosts.
+
+        Shaped flows sit on S1 beside the campus hosts (10.1/16); unshaped ones on S3 beside
+        the DTN (10.3/16), the Science DMZ's path around the campus shaper -- ours: the papers'
+        flows meet only at the bottleneck, and S3 is the testbed's one switch without a shaper.
+        Each flow has its own receiver, so S2's port towards it counts exactly its bytes.
+        """
+        i, j = n_before, 0
+        for g in self.scenario.flows:
+            cca = g.cca if g.cca == "udp" else resolve_cca(g.cca, f"flows '{g.name}' cca")
+            if g.cca not in ("udp", cca):
+                self.cca_mapped[f"flows.{g.name}"] = (g.cca, cca)
+            for _ in range(g.count):
+                i += 1
+                if g.shaped:
+                    ip = _ip("10.1.0.0/16", i)
+                else:
+                    j += 1
+                    ip = _ip("10.3.0.0/16", j)  # 10.3.0.11 on; .2 is the DTN
+                s, r = f"s{i}", f"r{i}"
+                self.hosts[s] = Host(s, self.ns(s), ip, "flow", r, float(g.rtt), cca, g)
+                self.hosts[r] = Host(r, self.ns(r), _ip("10.2.0.0/16", i), "receiver")
 
     @staticmethod
     def s2_port(receiver: str) -> str:
@@ -209,7 +247,7 @@ class Testbed:
     def delay_table(self) -> dict[str, float]:
         """Reverse-path hold time per receiver address: the configured RTT minus the path's own."""
         def cls(h: Host) -> str:
-            return "dtn" if h.kind == "dtn" else "campus"
+            return "campus" if h.shaped else "dtn"  # S3's path (DTN, unshaped flows) or S1's
 
         return {self.hosts[h.peer].ip: max(h.rtt - self.path_offset[cls(h)], 0.0) for h in self.senders}
 
@@ -403,7 +441,7 @@ class Testbed:
             if r != "sw1" or self.switch == "bridge":
                 ipr[r].link("add", ifname="br0", kind="bridge")
         # Campus: s_i -- S1
-        campus_hosts = [h for h in self.senders if h.kind in ("campus", "short")]
+        campus_hosts = [h for h in self.senders if h.shaped]
         if self.switch == "ovs":
             self._ovs_s1(ipr, campus_hosts)
         else:
@@ -414,10 +452,11 @@ class Testbed:
             self._veth(ipr, "sw1", "up", "br1", "campus")
             up("sw1", "up", br)
             up("sw1", "br0")
-        # DTN-s -- S3 -- BR1
+        # DTN-s (and unshaped [[flows]] senders) -- S3 -- BR1
         br = ipr["sw3"].link_lookup(ifname="br0")[0]
-        self._veth(ipr, "dtns", "eth0", "sw3", "p1")
-        up("sw3", "p1", br)
+        for i, h in enumerate([self.dtn] + [h for h in self.flow_hosts if not h.shaped], 1):
+            self._veth(ipr, h.name, "eth0", "sw3", f"p{i}")
+            up("sw3", f"p{i}", br)
         self._veth(ipr, "sw3", "up", "br1", "dtn")
         up("sw3", "up", br)
         up("sw3", "br0")
@@ -464,20 +503,19 @@ class Testbed:
             ipr[r].addr("add", index=idx, address=ip, prefixlen=plen)
 
         addr("br1", "campus", "10.1.0.1", 16)
-        addr("br1", "dtn", "10.3.0.1", 24)
+        addr("br1", "dtn", "10.3.0.1", 16)
         addr("br1", "wan", "10.255.0.1", 30)
         addr("br2", "wan", "10.255.0.2", 30)
         addr("br2", "lan", "10.2.0.1", 16)
         ipr["br1"].route("add", dst="10.2.0.0/16", gateway="10.255.0.2")
         ipr["br2"].route("add", dst="10.1.0.0/16", gateway="10.255.0.1")
-        ipr["br2"].route("add", dst="10.3.0.0/24", gateway="10.255.0.1")
+        ipr["br2"].route("add", dst="10.3.0.0/16", gateway="10.255.0.1")
         for h in self.hosts.values():
-            if h.kind == "dtn":
-                addr(h.name, "eth0", h.ip, 24)
-                gw = "10.3.0.1"
+            addr(h.name, "eth0", h.ip, 16)
+            if h.kind == "receiver":
+                gw = "10.2.0.1"
             else:
-                addr(h.name, "eth0", h.ip, 16)
-                gw = "10.2.0.1" if h.kind == "receiver" else "10.1.0.1"
+                gw = "10.1.0.1" if h.shaped else "10.3.0.1"
             ipr[h.name].route("add", dst="0.0.0.0/0", gateway=gw)
 
     def _bottleneck(self, br1: Any) -> None:
@@ -523,7 +561,7 @@ class Testbed:
             set_sysctls(h.ns, vals)
             # The per-namespace default CCA is best effort (only "allowed" CCAs can be
             # a namespace default); every sender sets its CCA per socket anyway.
-            if h.kind != "receiver":
+            if h.kind != "receiver" and h.cca != "udp":
                 try:
                     set_sysctls(h.ns, {"net.ipv4.tcp_congestion_control": h.cca})
                 except OSError:
@@ -547,7 +585,7 @@ class Testbed:
         """
         from .check import measure_rtt
 
-        reps = {"campus": next((h for h in self.senders if h.kind != "dtn"), None), "dtn": self.dtn}
+        reps = {"campus": next((h for h in self.senders if h.shaped), None), "dtn": self.dtn}
         for c, h in reps.items():
             if h is None:
                 continue
