@@ -1,4 +1,4 @@
-"""``scidmz reproduce mlc|abc|ffs``: rerun a paper's whole chain and write its report."""
+"""``scidmz reproduce mlc|jenks|abc|ffs``: rerun a paper's whole chain and write its report."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paper", choices=["mlc", "jenks", "abc", "ffs"],
                    help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); jenks: RTT-based queue "
                         "separation (the Jenks papers' tests); abc, ffs: bottleneck disciplines")
-    p.add_argument("--netns", action="store_true", help="abc, ffs: also run the TCP experiments on the kernel through the NFQUEUE stage (root)")
+    p.add_argument("--netns", action="store_true",
+                   help="jenks: also run the tests on the netns testbed (real kernel TCP, real HTB, root, ~30 min); "
+                        "abc, ffs: also run the TCP experiments on the kernel through the NFQUEUE stage (root)")
     p.add_argument("--plant", default="fluid", choices=("fluid", "netns"),
                    help="mlc: where the paired MLC-vs-trivial trials run; netns = real kernel CUBIC on the "
                         "testbed scenario (root, real time: ~1 h at the default sizes), identification and "
@@ -49,7 +51,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
         out = a.out or ("reports/jenks-quick" if a.quick else "reports/jenks")
         cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
-        result, human = reproduce_jenks(out, a.quick, command=cmd)
+        result, human = reproduce_jenks(out, a.quick, command=cmd, netns=a.netns)
         emit(result, a.json, human)
         return 0
     if a.paper in ("abc", "ffs"):
