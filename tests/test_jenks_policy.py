@@ -307,3 +307,21 @@ def test_accepts_the_collectors_dataframe():
     })
     q = queue_of(JenksSeparator(JenksParams(queues=2)).decide(df, C))
     assert q == {"10.0.0.1": CLASS_QID0, "10.0.0.2": CLASS_QID0 + 1}
+
+
+def test_an_unused_share_nobody_takes_stays_with_the_flows():
+    """A lone CUBIC flow dips below 95 % of its queue after every loss; shrunk to its use with no other
+    queue to take the share, its queue (and Stanford buffer) spiralled down (netns Exp 5: 0.99 -> 0.17)."""
+    cap = 100e6
+    s = JenksSeparator(JenksParams(queues=2, rebalance=True))
+    cfg = s.decide(table([0.020], rates=[90e6]), cap)
+    for _ in range(10):
+        q = cfg.queue(CLASS_QID0)
+        cfg = s.decide(table([0.020], rates=[0.8 * q.rate]), cap)
+    assert cfg.queue(CLASS_QID0).rate == pytest.approx(cap * 0.99)
+    # With a second queue demanding, the share does move (the lender keeps its use + headroom).
+    for _ in range(4):
+        cfg = s.decide(table([0.020, 0.080], rates=[20e6, cfg.queue(CLASS_QID0 + 1).rate if len(cfg.queues) > 2
+                                                    else 50e6]), cap)
+    assert cfg.queue(CLASS_QID0).rate == pytest.approx(20e6 * 1.1, rel=0.02)
+    assert sum(q.rate for q in cfg.queues) == pytest.approx(cap)
