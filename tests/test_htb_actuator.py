@@ -173,15 +173,17 @@ def test_reconfigure_bad_input_failure_and_teardown(topo):
             with pytest.raises(QueueConfigError, match=msg):
                 act.apply(bad)
             assert act.current() == cur
-        # The kernel refuses a step half-way (fault injected on the 4th netlink
-        # request of the batch): the previous configuration is back in force.
+        # The kernel refuses a step half-way: the previous configuration is back in force.
+        # (a) a class change (fault injected on the 2nd tc request of the batch);
         from pyroute2.netlink.exceptions import NetlinkError
+
+        from scidmz.actuators.u32batch import BatchError
 
         real, calls = act._tc, []
 
         def failing(*a, **k):
             calls.append(a)
-            if len(calls) == 4:
+            if len(calls) == 2:
                 raise NetlinkError(22, "injected")
             return real(*a, **k)
 
@@ -189,6 +191,20 @@ def test_reconfigure_bad_input_failure_and_teardown(topo):
         with pytest.raises(ActuatorError, match="kernel refused"):
             act.apply(config())
         act._tc = real
+        assert act.current() == cur
+        filt = sh(f"ip netns exec {R} tc filter show dev rd").stdout
+        assert filt.count("flowid 5c1e:a") == 1 and "5c1e:b" not in filt
+        # (b) a rule of the u32 batch: the first ones are in the kernel when it refuses.
+        real_send = act._nlb.send
+
+        def half(requests):
+            act._nlb.send = real_send  # the restore that follows goes through
+            real_send(requests[: len(requests) // 2])
+            raise BatchError(22, len(requests) // 2)
+
+        act._nlb.send = half
+        with pytest.raises(ActuatorError, match="kernel refused"):
+            act.apply(config())
         assert act.current() == cur
         filt = sh(f"ip netns exec {R} tc filter show dev rd").stdout
         assert filt.count("flowid 5c1e:a") == 1 and "5c1e:b" not in filt

@@ -1,0 +1,130 @@
+"""Many u32 tc filters in a few netlink writes, each acknowledged (``HtbQueueActuator``'s rule sets).
+
+Hand-written on purpose (the brief allows it where speed demands): pyroute2
+encodes one u32 filter request in ~0.7 ms of Python (``IPBatch``, measured
+here: 0.76 s for 1,000 rules before a byte reaches the kernel), which alone
+spends issue 11's budget of 1 s for 1,000 rules. The requests here are
+``struct``-packed (RTM_NEWTFILTER, tcmsg, TCA_KIND "u32", TCA_OPTIONS with
+TCA_U32_CLASSID and a terminal ``tc_u32_sel``; linux/pkt_cls.h), written
+``CHUNK`` at a time to a raw rtnetlink socket opened in the target
+namespace, and every request's acknowledgement is read back by sequence
+number, so a refused rule is named (``BatchError``) and the caller can undo
+the batch. ``NETLINK_CAP_ACK`` keeps acknowledgements to their headers.
+``tests/test_u32batch.py`` checks that the encoding matches what pyroute2
+sends for the same rules, byte for byte of the packet they select.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+import socket
+import struct
+from collections.abc import Sequence
+
+__all__ = ["Key", "u32_filter_request", "BatchError", "NetlinkBatch", "CHUNK"]
+
+#: (value, mask, offset): 32 bits compared at ``offset`` bytes into the IPv4 header, network order.
+Key = tuple[int, int, int]
+
+_RTM_NEWTFILTER = 44
+_NLMSG_ERROR = 2
+_NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_EXCL, _NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+_TCA_KIND, _TCA_OPTIONS = 1, 2
+_TCA_U32_CLASSID, _TCA_U32_SEL = 1, 5
+_TC_U32_TERMINAL = 1
+_SOL_NETLINK = 270
+_NETLINK_CAP_ACK = 10
+_SO_RCVBUFFORCE = 33
+#: Requests per write: their acknowledgements (one skb each, ~1 KiB of socket memory) must fit the
+#: receive buffer before they are read.
+CHUNK = 128
+_HDR = struct.Struct("=IHHII")
+
+
+def _attr(kind: int, payload: bytes) -> bytes:
+    n = 4 + len(payload)
+    return struct.pack("=HH", n, kind) + payload + b"\0" * (-n % 4)
+
+
+def u32_filter_request(seq: int, ifindex: int, parent: int, prio: int, protocol: int, classid: int,
+                       keys: Sequence[Key]) -> bytes:
+    """One RTM_NEWTFILTER request (create, exclusive, acknowledged) adding a u32 filter that sends
+    packets matching every key to ``classid``; ``protocol`` is the ethertype (0x0800)."""
+    sel = struct.pack("=BBBxHHhhI", _TC_U32_TERMINAL, 0, len(keys), 0, 0, 0, 0, 0)
+    sel += b"".join(struct.pack(">II", mask, val) + struct.pack("=ii", off, 0) for val, mask, off in keys)
+    opts = _attr(_TCA_U32_CLASSID, struct.pack("=I", classid)) + _attr(_TCA_U32_SEL, sel)
+    body = struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, ifindex, 0, parent, (prio << 16) | socket.htons(protocol))
+    body += _attr(_TCA_KIND, b"u32\0") + _attr(_TCA_OPTIONS, opts)
+    flags = _NLM_F_REQUEST | _NLM_F_ACK | _NLM_F_EXCL | _NLM_F_CREATE
+    return _HDR.pack(_HDR.size + len(body), _RTM_NEWTFILTER, flags, seq, 0) + body
+
+
+class BatchError(OSError):
+    """The kernel refused request ``index`` of a batch (``errno`` as the kernel's)."""
+
+    def __init__(self, err: int, index: int) -> None:
+        super().__init__(err, f"request {index} of the batch refused: {os.strerror(err)}")
+        self.index = index
+
+
+class NetlinkBatch:
+    """A raw rtnetlink socket in namespace ``netns`` (None: this one) that sends request batches."""
+
+    def __init__(self, netns: str | None = None, timeout: float = 5.0) -> None:
+        if netns is not None:
+            from pyroute2 import netns as pnetns
+
+            pnetns.pushns(netns)
+        try:
+            self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        finally:
+            if netns is not None:
+                pnetns.popns()
+        try:
+            self._sock.setsockopt(_SOL_NETLINK, _NETLINK_CAP_ACK, 1)
+            try:
+                self._sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, 4 << 20)
+            except OSError:  # not root: the default buffer still holds one CHUNK's acknowledgements
+                pass
+            self._sock.settimeout(timeout)
+            self._sock.bind((0, 0))
+        except BaseException:
+            self._sock.close()
+            raise
+        self._seq = 1
+
+    def next_seq(self) -> int:
+        self._seq = (self._seq + 1) & 0x7FFFFFFF or 1
+        return self._seq
+
+    def send(self, requests: Sequence[bytes]) -> None:
+        """Send ``requests`` (each carrying its own sequence number) and wait for every acknowledgement;
+        raise ``BatchError`` naming the first refused one (the others were still all processed)."""
+        first_err: tuple[int, int] | None = None
+        for a in range(0, len(requests), CHUNK):
+            part = requests[a:a + CHUNK]
+            want = {_HDR.unpack_from(r)[3]: a + i for i, r in enumerate(part)}
+            self._sock.send(b"".join(part))
+            while want:
+                try:
+                    data = self._sock.recv(1 << 20)
+                except TimeoutError:
+                    raise OSError(_errno.ETIMEDOUT, f"{len(want)} netlink requests were not acknowledged") from None
+                off = 0
+                while off + _HDR.size <= len(data):
+                    ln, kind, _flags, _seq, _pid = _HDR.unpack_from(data, off)
+                    if ln < _HDR.size:
+                        break
+                    if kind == _NLMSG_ERROR:
+                        (err,) = struct.unpack_from("=i", data, off + _HDR.size)
+                        orig_seq = _HDR.unpack_from(data, off + _HDR.size + 4)[3]
+                        idx = want.pop(orig_seq, None)
+                        if err and idx is not None and (first_err is None or idx < first_err[1]):
+                            first_err = (-err, idx)
+                    off += (ln + 3) & ~3
+        if first_err is not None:
+            raise BatchError(*first_err)
+
+    def close(self) -> None:
+        self._sock.close()
