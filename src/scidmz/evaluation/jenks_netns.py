@@ -83,10 +83,12 @@ def run_netns(name: str, flows: list[dict[str, Any]], duration: float, params: J
             table = plant.flows()[0]
             by_src = dict(zip(table["src"], table["rtt"], strict=True))
             rtt[k] = [by_src.get(h.ip, np.nan) for h in hosts]
-            if until_done and plant.flow_records()["ok"].notna().all():
+            rec = plant.flow_records()
+            if until_done and rec.loc[rec["class"] == "campus", "ok"].notna().all():
                 rates, rtt, starved = rates[:k + 1], rtt[:k + 1], starved[:k + 1]
                 break
-        records = plant.flow_records().to_dict(orient="records")
+        rec = plant.flow_records()
+        records = rec[rec["class"] == "campus"].to_dict(orient="records")
     return {"name": name, "rtts": [h.rtt for h in hosts], "ccas": [h.cca for h in hosts],
             "rates": rates, "rtt": rtt, "starved": starved, "queues_max": max(queues, default=1),
             "records": records}

@@ -388,14 +388,31 @@ class NetnsPlant:
         return self._tb.flow_hosts
 
     def flow_records(self) -> Any:
-        """The ``[[flows]]`` of this episode, one row each: host, name, src, rtt, cca, start (s),
-        bytes (None unless fixed-size), fct (s until the last byte was delivered; None while
-        running or if stopped first) and ok."""
+        """This episode's flows, one row each, ``class`` dtn | campus | short (as the fluid plant's):
+        the fixed-size DTN transfer once done, every ``[[flows]]`` flow (campus: ``name``, ``host``,
+        ``src``, ``rtt``, ``cca``, ``start`` s; a fixed-size one with ``bytes`` and, once delivered,
+        ``fct``) and every finished Weibull short flow (``bytes``, ``fct``). ``fct`` is s until the
+        last byte was delivered, NaN while running or if stopped first; ``instance`` is 0."""
         import pandas as pd
 
-        cols = ["host", "name", "src", "rtt", "cca", "start", "bytes", "fct", "ok"]
-        recs = self._traffic.flow_records() if self._traffic is not None else []
-        return pd.DataFrame(recs, columns=cols)
+        cols = ["instance", "class", "name", "host", "src", "rtt", "cca", "start", "bytes", "fct", "ok"]
+        rows: list[dict[str, Any]] = []
+        tr = self._traffic
+        if tr is not None:
+            res = tr.poll_dtn()
+            if res is not None:
+                rows.append({"class": "dtn", "name": "dtn", "host": "dtns", "src": self._tb.dtn.ip,
+                             "rtt": self._tb.dtn.rtt, "cca": self._tb.dtn_cca, "start": self.scenario.dtn.start,
+                             "bytes": float(self.scenario.dtn.transfer or np.nan),
+                             "fct": float(res["fct"]) if res.get("ok", True) else np.nan, "ok": bool(res.get("ok", True))})
+            rows += [{**r, "class": "campus"} for r in tr.flow_records()]
+            rows += [{"class": "short", "name": "short", "bytes": float(f.get("size", np.nan)),
+                      "fct": float(f["fct"]) if f.get("ok") else np.nan, "ok": bool(f.get("ok"))}
+                     for f in tr.short_flows()]
+        df = pd.DataFrame(rows, columns=cols)
+        df["instance"] = 0
+        df["fct"] = pd.to_numeric(df["fct"], errors="coerce")
+        return df
 
     def close(self) -> None:
         if self._closed:

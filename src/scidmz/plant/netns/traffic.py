@@ -138,7 +138,6 @@ class Traffic:
         self._servers_up = False
         self._episode = 0
         self._flows: list[_FlowRun] = []
-        self._flow_t0 = 0.0
 
     # -- servers -------------------------------------------------------------------
     def start_servers(self) -> None:
@@ -250,7 +249,6 @@ class Traffic:
     def start_flows(self) -> None:
         """A new episode's ``[[flows]]``: those due at t = 0 start now, the rest at ``flow_events``."""
         self._flows = [_FlowRun(h) for h in self.tb.flow_hosts]
-        self._flow_t0 = time.monotonic()
         self.flow_events(0.0)
 
     def _flow_argv(self, fr: _FlowRun) -> list[str]:
@@ -292,13 +290,13 @@ class Traffic:
         for fr in self._flows:
             g = fr.host.flow
             assert g is not None
-            self._flow_result(fr, t)
+            self._flow_result(fr)
             if fr.stopped:
                 continue
             if g.stop is not None and g.stop <= t + eps:
                 self._end(fr.proc)
                 fr.stopped = True
-                self._flow_result(fr, t)
+                self._flow_result(fr)
                 continue
             new_rate = None
             while fr.next_sched < len(g.schedule) and g.schedule[fr.next_sched][0] <= t + eps:
@@ -316,7 +314,7 @@ class Traffic:
             if fr.proc is None and fr.started is None and g.start <= t + eps:
                 self._flow_start(fr, t)
 
-    def _flow_result(self, fr: _FlowRun, t: float) -> None:
+    def _flow_result(self, fr: _FlowRun) -> None:
         """A fixed-size flow's outcome once its process ended (``ok`` False if it was stopped early)."""
         g = fr.host.flow
         if fr.result is not None or fr.proc is None or g is None or g.size is None or fr.proc.poll() is None:
@@ -328,7 +326,7 @@ class Traffic:
         except (OSError, IndexError, ValueError, AssertionError):
             res = {"ok": False, "fct": float("nan")}
         # A flow stopped before its last byte was delivered was killed: no result line, not ok.
-        fr.result = {"ok": bool(res.get("ok", False)), "fct": float(res.get("fct", float("nan"))), "seen": t}
+        fr.result = {"ok": bool(res.get("ok", False)), "fct": float(res.get("fct", float("nan")))}
 
     def flow_records(self) -> list[dict[str, Any]]:
         """Per ``[[flows]]`` flow: host, name, rtt, cca, start (s), and for a fixed-size flow
@@ -337,7 +335,7 @@ class Traffic:
         for fr in self._flows:
             h, g = fr.host, fr.host.flow
             assert g is not None
-            self._flow_result(fr, time.monotonic() - self._flow_t0)
+            self._flow_result(fr)
             rec: dict[str, Any] = {"host": h.name, "name": g.name, "src": h.ip, "rtt": h.rtt, "cca": h.cca,
                                    "start": fr.started, "bytes": g.size, "fct": None, "ok": None}
             if fr.result is not None:
