@@ -51,7 +51,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
         out = a.out or ("reports/jenks-quick" if a.quick else "reports/jenks")
         cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
-        result, human = reproduce_jenks(out, a.quick, command=cmd, netns=a.netns)
+        result, human = reproduce_jenks(out, a.quick, command=cmd, netns=a.netns, render_only=a.render_only)
         emit(result, a.json, human)
         return 0
     if a.paper in ("abc", "ffs"):
