@@ -97,6 +97,7 @@ class KernelCounterTelemetry:
         up_dev, up_ns = tb.uplink
         self._s1_sampler = IPRoute(netns=up_ns)
         self._up = self._s1_sampler.link_lookup(ifname=up_dev)[0]
+        self._root_kind = "tbf"  # the bottleneck's root qdisc: the testbed's TBF, or a queue policy's HTB
         self._shaper: list[tuple[float, float]] = []  # (sojourn s, bytes sent since)
         self._shaper_prev = (0.0, self._shaper_read()[1])
         # One thread owns the inet_diag sockets: a pyroute2 DiagSocket made in one thread answers
@@ -281,7 +282,7 @@ class KernelCounterTelemetry:
             "bottleneck_drops": float(drops - self._prev_drops),
             "interval": dt,
             "bottleneck": {"sent_bytes": float(sent - self._prev_sent), "backlog_min": float(bl.min()),
-                           "interval": dt, "kind": getattr(self, "_root_kind", "tbf")},
+                           "interval": dt, "kind": self._root_kind},
             "senders": dict(self.last_senders),
             "shaper_delay": shaper_delay,
             # bytes delivered to each receiver in the period, by S2 port (qd: DTN-r, q<i>: r<i>)

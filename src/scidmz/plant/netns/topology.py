@@ -637,6 +637,7 @@ class Testbed:
             "buffer_bytes": sc.buffer_bytes,
             "campus_hosts": len(self.campus),
             "short_flow_senders": len(self.short),
+            "flow_hosts": len(self.flow_hosts),
             "rtt_campus": sc.campus.rtt,
             "rtt_dtn": self.dtn.rtt,
             "path_offset": dict(self.path_offset),
