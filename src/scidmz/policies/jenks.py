@@ -79,8 +79,9 @@ class JenksParams:
     - ``saturation`` (ours, 0.95): a queue using >= this fraction of its
       allocation is demanding more: without bound, or, while it is below its
       fair share, its allocation x (1 + 2 headroom) (ours: it reclaims what it
-      lent step by step, so measurement noise cannot snap the split back). Must be above 1/(1+h), or a settled
-      under-using queue would look saturated and oscillate.
+      lent step by step, so measurement noise cannot snap the split back).
+      Must be above 1/(1+h), or a settled under-using queue would look
+      saturated and oscillate.
     - ``min_share`` (ours, 0.01): floor of every queue's rate as a fraction of
       C, so an idle queue still carries a packet and can show demand.
     - ``min_buffer_pkts`` (ours, 2): floor of a queue's buffer in MTUs; the
