@@ -30,7 +30,7 @@ import numpy as np
 
 from ..policies.jenks import JenksParams, JenksSeparator
 from ..scenario import Scenario, load_scenario
-from .jenks_repro import jain
+from .jenks_repro import jain, table_test1
 
 __all__ = ["CAPACITY", "flows_scenario", "run_netns", "reproduce_netns"]
 
@@ -246,16 +246,8 @@ def report_lines(res: dict[str, Any]) -> list[str]:
         "",
         "### Test 1 / Exp 1 (netns)",
         "",
-        "| CCA | separation | Jain (ours) | Jain (paper) | shares 2/20/40/60 ms | utilisation | starved |",
-        "|---|---|---|---|---|---|---|",
+        *table_test1(res["test1"], starved=True),
     ]
-    paper = {(c, True): "≈ 0.98" for c in ("cubic", "bbr")}
-    paper[("cubic", False)] = "fluctuating, short RTTs win"
-    paper[("bbr", False)] = "60 ms flow dominates"
-    for r in res["test1"]:
-        sh = " / ".join(f"{x:.2f}" for x in r["shares"])
-        lines.append(f"| {r['cca']} | {'with' if r['separated'] else 'without'} | {r['jain']:.3f} | "
-                     f"{paper[(r['cca'], r['separated'])]} | {sh} | {r['utilisation']:.2f} | {_starved(r)} |")
     lines += [
         "",
         "### Test 3 / Exp 2 (netns)",
@@ -335,27 +327,3 @@ def report_lines(res: dict[str, Any]) -> list[str]:
                          f"{r['median_fct_s']:.1f} | {r['completed']}/{r['flows']} | {_starved(r)} |")
     lines.append("")
     return lines
-
-
-def plot_exp5(res: dict[str, Any], path: Any) -> None:
-    """Per-flow delivered rate over time of the netns Exp 5 run(s)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = res["exp5"]
-    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.2), squeeze=False)
-    for ax, r in zip(axes[0], runs, strict=True):
-        rates = np.asarray(r["rate_series"], dtype=np.float64) / 1e6
-        t = np.arange(1, rates.shape[0] + 1)
-        for i in range(rates.shape[1]):
-            ax.plot(t, rates[:, i], label=f"flow {i + 1}")
-        ax.plot(t, np.asarray(r["util_series"], dtype=np.float64) * 100, "k:", label="utilisation (%)")
-        ax.set_title(f"Exp 5 on the netns testbed, {r['cca']}")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("Mbit/s")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
