@@ -132,127 +132,6 @@ def headline_lines(name: str, results: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _img(path: str | None, alt: str, out_dir: Path) -> str:
-    if not path:
-        return ""
-    p = Path(path)
-    try:
-        rel = p.relative_to(out_dir)
-    except ValueError:
-        rel = p
-    return f"![{alt}]({rel.as_posix()})\n"
-
-
-def _section_for(cca_key: str, sec: Mapping[str, Any], out_dir: Path) -> list[str]:
-    paper = PAPER.get(cca_key, {})
-    label = paper.get("label", cca_key)
-    summ: Mapping[str, Any] = sec.get("summaries", {})
-    files: Mapping[str, str] = sec.get("files", {})
-    L: list[str] = [f"## DTN congestion control: {label} (scenario `{sec.get('scenario', '?')}`)", ""]
-
-    ident = sec.get("identify")
-    if ident:
-        L += ["### Identification and inverse model (sections 3.5, Fig. 7-8)", ""]
-        L.append(f"- excitation: {_f(ident.get('duration'), '{:,.0f}')} s of pseudo-random steps "
-                 f"(paper: 28,800 s), {ident.get('rows', 'n/a')} samples")
-    train = sec.get("train")
-    if train:
-        cv = train.get("cv_relative_error")
-        L.append(f"- inverse ANN: {train.get('samples', 'n/a')} training rows, "
-                 f"k-fold relative validation error {_f(cv, '{:.2%}')} (paper: about 1 %)")
-        L.append("")
-    tune = sec.get("tune")
-    if tune:
-        g = tune.get("gains", {})
-        pg = paper.get("gains", {})
-        L += ["### GA tuning (section 3.3, Table 2, Table 4, Fig. 9)", "",
-              "| | K_p | K_i | K_w | best IAE | generations x population |",
-              "|---|---|---|---|---|---|",
-              f"| ours | {_f(g.get('kp'))} | {_f(g.get('ki'))} | {_f(g.get('kw'))} | "
-              f"{_f(tune.get('best_iae'), '{:.4g}')} bit | {tune.get('generations', '?')} x {tune.get('population', '?')} |",
-              f"| paper | {_f(pg.get('kp'))} | {_f(pg.get('ki'))} | {_f(pg.get('kw'))} | (Fig. 9) | 100 x 30 |", ""]
-        if files.get("convergence.png"):
-            L.append(_img(files["convergence.png"], f"GA convergence {label}", out_dir))
-
-    L += ["### Headline: MLC vs trivial TBF", "",
-          "| metric | MLC | trivial | ours: MLC better by | paired trials MLC lower / p | paper: MLC better by | MLC meets target? |",
-          "|---|---|---|---|---|---|---|"]
-    for v in verdicts(cca_key, summ):
-        paired = f"{v['wins']} / p = {_f(v.get('p'), '{:.2g}')}" if v.get("wins") else "n/a"
-        L.append(f"| {v['metric']} | {_f(v['mlc'], '{:.4g}')} | {_f(v['trivial'], '{:.4g}')} | "
-                 f"{_pct(v['ours_pct'])} | {paired} | {_f(v['paper_pct'], '{:.2f} %')} | "
-                 f"{'yes' if v['beats_trivial'] else '**no**'} |")
-    L += ["", "Positive = MLC lower (better) than trivial; for utilisation, positive = MLC lower "
-          "(the paper reports a negligible *decrease*; the target is |change| <= 1 %). Trials are paired "
-          "(trial i: same seed and target for both policies); p is the two-sided Wilcoxon signed-rank test.", ""]
-
-    m = summ.get("mrae")
-    if m:
-        L += ["### MRAE, eq. (3), Fig. 10", "", f"Target signal: {m.get('target_signal', 'n/a')}.", "",
-              "| policy | trials | mean MRAE | std | median | mean R_DTN / mean R* |", "|---|---|---|---|---|---|"]
-        for p, v in m.items():
-            if isinstance(v, Mapping):
-                ratio = (v.get("mean_rate_dtn") or math.nan) / (v.get("mean_target") or math.nan)
-                L.append(f"| {p} | {v.get('n')} | {_f(v.get('mean'), '{:.4f}')} | {_f(v.get('std'), '{:.4f}')} | "
-                         f"{_f(v.get('median'), '{:.4f}')} | {_f(ratio, '{:.3f}')} |")
-        L.append("")
-        L.append(_img(files.get("mrae_cdf.png"), f"MRAE CDF {label}", out_dir))
-    f = summ.get("fct")
-    if f:
-        L += ["### FCT of the DTN transfer, Fig. 11", "",
-              f"{_f(f.get('transfer'), '{:.3g}')} bytes at R*_DTN = {_f(f.get('target'), '{:.3g}')} bit/s, "
-              f"each run bounded at {_f(f.get('bound_s'), '{:.0f}')} s.", "",
-              "| policy | trials | mean FCT [s] | std | median | unfinished |", "|---|---|---|---|---|---|"]
-        for p, v in f.items():
-            if isinstance(v, Mapping):
-                L.append(f"| {p} | {v.get('n')} | {_f(v.get('mean'), '{:.2f}')} | {_f(v.get('std'), '{:.2f}')} | "
-                         f"{_f(v.get('median'), '{:.2f}')} | {v.get('unfinished', 0)} |")
-        pr = paper.get("fct_reduction_s")
-        red_s = (_s(f, "trivial", "mean") or math.nan) - (_s(f, "mlc", "mean") or math.nan)
-        L += ["", f"Mean FCT reduction: ours {_f(red_s, '{:.2f} s')}, paper {_f(pr, '{:.3f} s')}.", ""]
-        L += _headroom_lines(cca_key, f) + [""]
-        L.append(_img(files.get("fct_cdf.png"), f"FCT CDF {label}", out_dir))
-    u = summ.get("utilization")
-    if u:
-        L += ["### Bottleneck utilisation rho, eq. (4), Fig. 12", "",
-              "| policy | mean rho | std |", "|---|---|---|"]
-        for p, v in u.items():
-            if isinstance(v, Mapping):
-                L.append(f"| {p} | {_f(v.get('mean'), '{:.4f}')} | {_f(v.get('std'), '{:.4f}')} |")
-        L.append("")
-        L.append(_img(files.get("utilization_cdf.png"), f"utilisation CDF {label}", out_dir))
-    sw = summ.get("sweep")
-    if sw:
-        t5 = paper.get("table5", {})
-        L += ["### N_s sweep, Table 5, Fig. 13", "",
-              "| N_s | trials | ours MLC [s] | ours trivial [s] | ours reduction | paper MLC [s] | paper trivial [s] | paper reduction |",
-              "|---|---|---|---|---|---|---|---|"]
-        for row in sw.get("rows", []):
-            pm, pt, pr = t5.get(row["n_s"], (None, None, None))
-            L.append(f"| {row['n_s']} | {row.get('trials')} | {_f(_s(row, 'mlc', 'mean'), '{:.2f}')} | "
-                     f"{_f(_s(row, 'trivial', 'mean'), '{:.2f}')} | {_pct(_s(row, 'mlc', 'reduction_pct'))} | "
-                     f"{_f(pm, '{:.2f}')} | {_f(pt, '{:.2f}')} | {_f(pr, '{:.2f} %')} |")
-        L.append("")
-        L.append(_img(files.get("sweep.png"), f"N_s sweep {label}", out_dir))
-    s = summ.get("short")
-    if s:
-        L += ["### Short flows, Table 6, Fig. 14", "",
-              "| policy | flows | median FCT [ms] | mean [ms] | p90 [ms] |", "|---|---|---|---|---|"]
-        for p, v in s.items():
-            if isinstance(v, Mapping):
-                L.append(f"| {p} | {v.get('n')} | {_f(_ms(v.get('median')), '{:.1f}')} | "
-                         f"{_f(_ms(v.get('mean')), '{:.1f}')} | {_f(_ms(v.get('p90')), '{:.1f}')} |")
-        d = _s(s, "mlc", "median_delta_s")
-        L += ["", f"Median change MLC - trivial: ours {_f(_ms(d), '{:+.1f} ms')}, paper "
-              f"{_f(paper.get('short_median_delta_ms'), '{:.0f} ms')} in absolute value "
-              f"({_f(paper.get('short_median_improvement_pct'), '{:.1f} %')}; the paper calls it an improvement "
-              "but does not state the sign unambiguously).", ""]
-        L.append(_img(files.get("short_fct_cdf.png"), f"short-flow FCT CDF {label}", out_dir))
-    if files.get("example_trace.png"):
-        L += ["### One MRAE trial, MLC", "", _img(files["example_trace.png"], f"trace {label}", out_dir)]
-    return L
-
-
 def fct_headroom(fct_summary: Mapping[str, Any]) -> dict[str, float] | None:
     """How much of the trivial FCT a perfect tracker (R_DTN = R*_DTN throughout) could save, in %."""
     ideal = fct_summary.get("ideal_s")
@@ -333,39 +212,72 @@ def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return L
 
 
+def _undef(x: Any) -> Any:
+    from jinja2 import Undefined
+
+    return None if isinstance(x, Undefined) else x
+
+
+def _template_globals(out_dir: Path) -> dict[str, Any]:
+    def f(x: Any, fmt: str = "{:.3f}") -> str:
+        return _f(_undef(x), fmt)
+
+    def img(path: Any, alt: str) -> str:
+        path = _undef(path)
+        if not path:
+            return ""
+        p = Path(path)
+        try:
+            rel = p.relative_to(out_dir)
+        except ValueError:
+            rel = p
+        return f"![{alt}]({rel.as_posix()})\n"
+
+    def rate_ratio(v: Mapping[str, Any]) -> float:
+        return (v.get("mean_rate_dtn") or math.nan) / (v.get("mean_target") or math.nan)
+
+    return {"f": f, "pct": lambda x: _pct(_undef(x)), "img": img, "ms": lambda x: _ms(_undef(x)),
+            "rate_ratio": rate_ratio}
+
+
+def _section_context(cca_key: str, sec: Mapping[str, Any]) -> dict[str, Any]:
+    paper = PAPER.get(cca_key, {})
+    summ: Mapping[str, Any] = sec.get("summaries", {})
+    f = summ.get("fct")
+    return {
+        "label": paper.get("label", cca_key), "scenario": sec.get("scenario", "?"), "summ": summ,
+        "files": sec.get("files", {}), "ident": sec.get("identify"), "train": sec.get("train"),
+        "tune": sec.get("tune"), "paper": paper, "paper_gains": paper.get("gains", {}),
+        "table5": paper.get("table5", {}), "verdicts": verdicts(cca_key, summ),
+        "fct_reduction_s": ((_s(f, "trivial", "mean") or math.nan) - (_s(f, "mlc", "mean") or math.nan)) if f else None,
+        "headroom": _headroom_lines(cca_key, f) if f else [],
+    }
+
+
 def render_report(
     sections: Mapping[str, Mapping[str, Any]],
     meta: Mapping[str, Any],
     out_dir: str | os.PathLike[str] = ".",
     notes: str | None = None,
 ) -> str:
-    """Markdown for ``sections`` (CCA key -> {scenario, summaries, files, identify, train, tune})."""
-    out = Path(out_dir)
-    L: list[str] = ["# MLC reproduction: scidmz vs Vega et al. (section 4)", ""]
-    if meta.get("command"):
-        L += ["Command:", "", "```", str(meta["command"]), "```", ""]
-    if meta.get("rendered"):
-        L += ["Report re-rendered (analysis added, numbers unchanged) with:", "", "```", str(meta["rendered"]), "```", ""]
-    facts = [(k, meta[k]) for k in ("generated", "git_commit", "plant", "mode", "cpus", "wall_s") if k in meta]
-    for k, v in facts:
-        L.append(f"- {k}: {_f(v, '{:.1f} s') if k == 'wall_s' else v}")
-    if meta.get("sizes"):
-        L.append("- sizes: " + ", ".join(f"{k} = {v}" for k, v in meta["sizes"].items()))
-    if "deviations" in meta:
-        dev = meta["deviations"]
-        L.append("- sizes vs the paper: " + ("the paper's (section 3.5, Table 2, section 4)" if not dev
-                                             else "**reduced**: " + "; ".join(dev)))
-    if meta.get("stages"):
-        L.append("- stage wall times: " + ", ".join(f"{k} {v:.1f} s" for k, v in meta["stages"].items()))
-    L += ["", "The plant is scidmz's fluid simulator of the paper's testbed (Fig. 2), not the paper's "
-          "Mininet/Juniper/Tofino testbed, so absolute numbers differ; the comparison that matters is "
-          "MLC vs trivial TBF under identical, paired trials (same seeds).", ""]
-    L += ["## Summary against the issue's targets", ""] + _commentary(sections) + [""]
-    for cca, sec in sections.items():
-        L += _section_for(cca, sec, out)
-    if notes:
-        L += ["## Analysis", "", notes.strip(), ""]
-    return "\n".join(line.rstrip("\n") if line.endswith("\n\n") else line for line in L) + "\n"
+    """Markdown for ``sections`` (CCA key -> {scenario, summaries, files, identify, train, tune}).
+
+    The layout is the Jinja2 template ``templates/mlc_report.md.j2``; this
+    function only computes what the template shows (verdicts, headroom, the
+    commentary) so the numbers stay testable apart from the layout.
+    """
+    from jinja2 import Environment, PackageLoader
+
+    env = Environment(loader=PackageLoader("scidmz.evaluation", "templates"), trim_blocks=True,
+                      lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    env.globals.update(_template_globals(Path(out_dir)))
+    facts = [(k, _f(meta[k], "{:.1f} s") if k == "wall_s" else meta[k])
+             for k in ("generated", "git_commit", "plant", "mode", "cpus", "wall_s") if k in meta]
+    return env.get_template("mlc_report.md.j2").render(
+        meta=meta, facts=facts, commentary=_commentary(sections),
+        sections=[_section_context(c, s) for c, s in sections.items()],
+        notes=notes.strip() if notes else None,
+    )
 
 
 def write_report(
