@@ -69,22 +69,28 @@ def reduction_pct(baseline: float, candidate: float) -> float:
     return 100.0 * (baseline - candidate) / baseline
 
 
+def _nanmean(x: np.ndarray) -> float:
+    """Mean over the finite samples (as pandas' ``mean`` did), NaN if there are none."""
+    x = x[~np.isnan(x)]
+    return float(np.mean(x)) if x.size else float("nan")
+
+
 def summarize_trace(trace: Any, capacity: float, skip: int = 0) -> dict[str, float]:
     """The headline numbers of one episode: MRAE, IAE, rho and mean rates (after ``skip`` periods)."""
-    df = trace.df.iloc[skip:]
+    def col(name: str) -> np.ndarray:
+        return np.asarray(trace.column(name), dtype=np.float64)[skip:]
+
     period = float(trace.meta.get("scenario", {}).get("period", 1.0))
-    tg = df["target"].to_numpy()
-    rd = df["rate_dtn"].to_numpy()
-    rc = df["rate_campus"].to_numpy()
+    tg, rd, rc = col("target"), col("rate_dtn"), col("rate_campus")
     return {
         "mrae": mrae(tg, rd) if np.any(tg > 0) else float("nan"),
         "iae": float(iae(tg, rd, period)),
         "utilization": float(np.mean(utilization(rd, rc, capacity))),
         "mean_rate_dtn": float(np.mean(rd)),
         "mean_rate_campus": float(np.mean(rc)),
-        "mean_u": float(df["u"].mean()),
-        "mean_rtt_dtn": float(df["rtt_dtn"].mean()),
-        "mean_rtt_campus": float(df["rtt_campus"].mean()),
-        "mean_qdelay_dtn": float(df["qdelay_dtn"].mean()),
-        "mean_qdelay_campus": float(df["qdelay_campus"].mean()),
+        "mean_u": _nanmean(col("u")),
+        "mean_rtt_dtn": _nanmean(col("rtt_dtn")),
+        "mean_rtt_campus": _nanmean(col("rtt_campus")),
+        "mean_qdelay_dtn": _nanmean(col("qdelay_dtn")),
+        "mean_qdelay_campus": _nanmean(col("qdelay_campus")),
     }

@@ -133,15 +133,50 @@ class Trace:
     """
 
     def __init__(self, df: Any, meta: dict[str, Any] | None = None) -> None:
-        import pandas as pd
+        self.meta: dict[str, Any] = dict(meta or {})
+        self._cols: dict[str, np.ndarray] | None = None
+        self._df: Any = None
+        if isinstance(df, dict):
+            # Columns stay NumPy arrays until someone asks for ``df``: importing pandas
+            # costs ~0.8 s, more than a whole `scidmz simulate` run should take.
+            cols = {str(k): np.asarray(v) for k, v in df.items()}
+            lengths = {len(v) for v in cols.values()}
+            if len(lengths) > 1:
+                raise ValueError(f"trace columns differ in length: {sorted(lengths)}")
+            names: Any = cols
+            self._cols = cols
+        else:
+            import pandas as pd
 
-        if not isinstance(df, pd.DataFrame):
-            df = pd.DataFrame(df)
-        missing = [c for c in TRACE_COLUMNS if c not in df.columns]
+            if not isinstance(df, pd.DataFrame):
+                df = pd.DataFrame(df)
+            names = df.columns
+            self._df = df.reset_index(drop=True)
+        missing = [c for c in TRACE_COLUMNS if c not in names]
         if missing:
             raise ValueError(f"trace is missing column(s): {', '.join(missing)}")
-        self.df = df.reset_index(drop=True)
-        self.meta: dict[str, Any] = dict(meta or {})
+
+    @property
+    def df(self) -> Any:
+        """The trace as a pandas DataFrame (built on first use)."""
+        if self._df is None:
+            import pandas as pd
+
+            self._df = pd.DataFrame(self._cols)
+            self._cols = None  # one source of truth from now on: callers may change the frame
+        return self._df
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._cols) if self._cols is not None else [str(c) for c in self._df.columns]
+
+    def column(self, name: str) -> np.ndarray:
+        """One column as a NumPy array (no pandas needed for a trace built from arrays)."""
+        if self._cols is not None:
+            if name not in self._cols:
+                raise KeyError(name)
+            return self._cols[name]
+        return self._df[name].to_numpy()
 
     # -- construction -------------------------------------------------------
     @classmethod
@@ -154,8 +189,6 @@ class Trace:
         extra: dict[str, np.ndarray] | None = None,
         meta: dict[str, Any] | None = None,
     ) -> Trace:
-        import pandas as pd
-
         y = np.asarray(y, dtype=np.float64).reshape(-1, N_STATE)
         cols: dict[str, Any] = {"t": np.asarray(t, dtype=np.float64)}
         cols.update({f: y[:, i] for i, f in enumerate(STATE_FIELDS)})
@@ -163,24 +196,24 @@ class Trace:
         cols["target"] = np.asarray(target, dtype=np.float64)
         for k, v in (extra or {}).items():
             cols[k] = np.asarray(v)
-        return cls(pd.DataFrame(cols), meta)
+        return cls(cols, meta)
 
     # -- access -------------------------------------------------------------
     def __len__(self) -> int:
-        return len(self.df)
+        return len(self.column("t")) if self._cols is not None else len(self._df)
 
     @property
     def y(self) -> np.ndarray:
         """(n, 7) array of the state columns in Table 3 order."""
-        return self.df[list(STATE_FIELDS)].to_numpy(dtype=np.float64)
+        return np.column_stack([np.asarray(self.column(f), dtype=np.float64) for f in STATE_FIELDS])
 
     def states(self) -> list[NetworkState]:
-        return [NetworkState.from_vector(t, v) for t, v in zip(self.df["t"], self.y, strict=True)]
+        return [NetworkState.from_vector(t, v) for t, v in zip(self.column("t"), self.y, strict=True)]
 
     def validate(self, allow_nan: bool = False) -> Trace:
         """Raise a one-line ValueError if required columns hold NaN/inf."""
         if not allow_nan:
-            vals = self.df[list(TRACE_COLUMNS)].to_numpy(dtype=np.float64)
+            vals = np.column_stack([np.asarray(self.column(c), dtype=np.float64) for c in TRACE_COLUMNS])
             bad = ~np.isfinite(vals)
             if bad.any():
                 row, col = np.argwhere(bad)[0]

@@ -72,8 +72,8 @@ def simulate(
         "speedup": sc.duration / wall if wall > 0 else float("inf"),
     }
     for col in ("dtn_fct", "dtn_bytes", "campus_bytes", "dtn_lost_bytes", "campus_lost_bytes"):
-        if col in trace.df.columns:
-            vals = trace.df[col].to_numpy(dtype=np.float64)
+        if col in trace.columns:
+            vals = np.asarray(trace.column(col), dtype=np.float64)
             if col == "dtn_fct":
                 fin = vals[np.isfinite(vals)]
                 result["dtn_fct"] = float(fin[-1]) if fin.size else None
