@@ -99,3 +99,24 @@ def test_simulate_without_target_uses_half_of_bmax():
 
     res, _ = simulate("small-cubic", duration="5s")
     assert res["target"] == 0.5 * load_scenario("small-cubic").capacity
+
+
+def test_simulate_speed_figures_say_what_they_measure():
+    import subprocess
+    import sys
+
+    # A fresh process: the one-off kernel load is reported apart from the episode, and the
+    # summary path does not import pandas (a whole simulate run should cost less than it).
+    code = (
+        "import json, sys\n"
+        "from scidmz.evaluation.simulate import simulate\n"
+        "r, human = simulate('small-cubic', duration='20s')\n"
+        "print(json.dumps({'r': r, 'human': human, 'pandas': 'pandas' in sys.modules}))\n"
+    )
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True).stdout.strip().splitlines()[-1])
+    r = out["r"]
+    assert not out["pandas"]
+    assert 0 < r["kernel_load_s"] < r["wall_s"]
+    assert r["speedup"] == pytest.approx(r["duration"] / (r["wall_s"] - r["kernel_load_s"]))
+    assert f"{r['wall_s'] - r['kernel_load_s']:.2f} s" in out["human"]

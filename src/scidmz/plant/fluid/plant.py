@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +139,8 @@ class FluidPlant:
         self._records: list[np.ndarray] = []
         self._info: dict[str, np.ndarray] = {}
         self._kernel: Any = None
+        #: wall seconds of the first kernel call (numba import and cache load + one period); None before it
+        self.kernel_load_s: float | None = None
         self._parallel = False
         self._queues: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._discipline: tuple[Any, np.ndarray, np.ndarray, bool, bool] | None = None
@@ -344,11 +347,16 @@ class FluidPlant:
         args = (self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
                 self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots,
                 self.DP, self.DM, self.DS)
+        t0 = time.perf_counter() if self.kernel_load_s is None else 0.0
         if self._parallel:
             with _PARALLEL_LOCK:
                 self._kernel(*args)
         else:
             self._kernel(*args)
+        if self.kernel_load_s is None:
+            # The first call loads numba and the cached machine code (~1 s per process);
+            # kept apart so speed figures can say what they measure.
+            self.kernel_load_s = time.perf_counter() - t0
         T = self.period
         self._t += T
         o = self.OUT
