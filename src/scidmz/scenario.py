@@ -2,7 +2,11 @@
 
 A scenario is a TOML file or a built-in name (``scidmz/scenarios/*.toml``).
 Strings such as "1G", "10ms", "10GB" are parsed here, at the edge; the
-``Scenario`` object holds SI floats only (bit/s, s, bytes).
+``Scenario`` object holds SI floats only (bit/s, s, bytes). Each section is a
+frozen pydantic dataclass: a key's type annotation (``Rate``, ``Time``,
+``Whole``, ...) says how it is parsed, pydantic walks the tables and names the
+failing key (``flows[0].rtt``), and ``_validate`` holds the checks that span
+several keys.
 
 Topology and defaults follow the MLC paper (Vega et al., section 3.1 and
 Fig. 2): a 1 Gbit/s WAN bottleneck at BR1, 100 campus hosts (one long TCP
@@ -14,11 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import tomllib
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
+from dataclasses import field, fields
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BeforeValidator, ConfigDict, ValidationError
+from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
 from .units import parse_rate, parse_size, parse_time
 
@@ -42,51 +52,133 @@ CCAS = ("reno", "cubic", "bbr", "bbr2")
 TRAFFIC_KINDS = ("long", "weibull", "udp")
 
 
-@dataclass(frozen=True)
+# -- field types: each key's parsing and check lives in its annotation ---------
+# The sections are pydantic dataclasses (still plain dataclasses for fields/replace/asdict):
+# pydantic walks the TOML tables, rejects unknown keys and reports the failing key's path.
+
+
+def _si(parser: Callable[..., float]) -> BeforeValidator:
+    """A unit-parsing field ("600M", "10ms", "1MB" -> SI float); None stays None."""
+
+    def check(v: Any) -> Any:
+        if v is None:
+            return None
+        try:
+            return parser(v, what="")
+        except ValueError as exc:
+            raise ValueError(str(exc).removeprefix(": ")) from None
+
+    return BeforeValidator(check)
+
+
+# numbers.Real/Integral so NumPy scalars pass as the Python numbers they hold; bool is refused.
+def _whole(v: Any) -> int:
+    if (isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real)
+            or not math.isfinite(v) or int(v) != v):
+        raise ValueError(f"expected a whole number, got {v!r}")
+    return int(v)
+
+
+def _number(v: Any) -> float:
+    if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Real):
+        raise ValueError(f"expected a number, got {v!r}")
+    return float(v)
+
+
+def _string(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string, got {v!r}")
+    return v
+
+
+def _flag(v: Any) -> bool:
+    if not isinstance(v, bool | np.bool_):
+        raise ValueError(f"expected true or false, got {v!r}")
+    return bool(v)
+
+
+def _schedule(v: Any) -> tuple[tuple[float, float], ...]:
+    if not isinstance(v, list | tuple):
+        raise ValueError("must be an array of [time, rate] pairs")
+    out = []
+    for j, item in enumerate(v):
+        if not isinstance(item, list | tuple) or len(item) != 2:
+            raise ValueError(f"[{j}] must be a [time, rate] pair, got {item!r}")
+        out.append((parse_time(item[0], what=f"[{j}] time"), parse_rate(item[1], what=f"[{j}] rate")))
+    return tuple(out)
+
+
+def _flow_list(v: Any) -> Any:
+    if not isinstance(v, list | tuple):
+        raise ValueError("must be an array of tables ([[flows]] entries)")
+    return tuple(v)
+
+
+Rate = Annotated[float, _si(parse_rate)]
+Time = Annotated[float, _si(parse_time)]
+Size = Annotated[float, _si(parse_size)]
+OptRate = Annotated[float | None, _si(parse_rate)]
+OptTime = Annotated[float | None, _si(parse_time)]
+OptSize = Annotated[float | None, _si(parse_size)]
+Whole = Annotated[int, BeforeValidator(_whole)]
+Number = Annotated[float, BeforeValidator(_number)]
+Text = Annotated[str, BeforeValidator(_string)]
+Flag = Annotated[bool, BeforeValidator(_flag)]
+Schedule = Annotated[tuple[tuple[float, float], ...], BeforeValidator(_schedule)]
+
+_CONFIG = ConfigDict(extra="forbid")
+
+
+def dataclass(cls: type) -> Any:
+    """A frozen scenario section validated by pydantic (unknown keys rejected)."""
+    return _pydantic_dataclass(frozen=True, config=_CONFIG)(cls)
+
+
+@dataclass
 class LinkConfig:
     """The WAN bottleneck (BR1 egress): capacity B_max and drop-tail buffer."""
 
-    capacity: float = 1e9  # bit/s, B_max
-    buffer: float | None = None  # bytes; None -> buffer_bdp x BDP of the DTN path
-    buffer_bdp: float = 1.0
+    capacity: Rate = 1e9  # bit/s, B_max
+    buffer: OptSize = None  # bytes; None -> buffer_bdp x BDP of the DTN path
+    buffer_bdp: Number = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass
 class DtnConfig:
     """DTN-s -> DTN-r: parallel TCP streams (GridFTP/Globus style)."""
 
-    streams: int = 8
-    rtt: float = 0.100  # base RTT, s
-    cca: str = "cubic"
-    transfer: float | None = None  # bytes for the whole transfer (all streams); None = unlimited
-    start: float = 0.0  # s
+    streams: Whole = 8
+    rtt: Time = 0.100  # base RTT, s
+    cca: Text = "cubic"
+    transfer: OptSize = None  # bytes for the whole transfer (all streams); None = unlimited
+    start: Time = 0.0  # s
 
 
-@dataclass(frozen=True)
+@dataclass
 class WeibullConfig:
     """Short-flow generator, Table 6 of the MLC paper (Weibull k, lambda, clipped)."""
 
-    gap_shape: float = 0.5
-    gap_scale: float = 0.020  # s
-    gap_min: float = 0.001
-    gap_max: float = 0.100
-    size_shape: float = 0.5
-    size_scale: float = 100e3  # bytes
-    size_min: float = 10e3
-    size_max: float = 10e6
+    gap_shape: Number = 0.5
+    gap_scale: Time = 0.020  # s
+    gap_min: Time = 0.001
+    gap_max: Time = 0.100
+    size_shape: Number = 0.5
+    size_scale: Size = 100e3  # bytes
+    size_min: Size = 10e3
+    size_max: Size = 10e6
 
 
-@dataclass(frozen=True)
+@dataclass
 class CampusConfig:
     """Campus senders s1..sN behind S1; their aggregate passes the TBF at rate u."""
 
-    hosts: int = 100
-    rtt: float = 0.010  # base RTT, s
-    cca: str = "cubic"
-    traffic: str = "long"  # long | weibull | udp (what every host sends)
-    flows_per_host: int = 1  # parallel long TCP flows per host (N_s = hosts x flows_per_host)
-    udp_rate: float = 10e6  # bit/s per host when traffic == "udp"
-    short_flow_senders: int = 0  # extra hosts sending Weibull short flows (MLC section 4.5)
+    hosts: Whole = 100
+    rtt: Time = 0.010  # base RTT, s
+    cca: Text = "cubic"
+    traffic: Text = "long"  # long | weibull | udp (what every host sends)
+    flows_per_host: Whole = 1  # parallel long TCP flows per host (N_s = hosts x flows_per_host)
+    udp_rate: Rate = 10e6  # bit/s per host when traffic == "udp"
+    short_flow_senders: Whole = 0  # extra hosts sending Weibull short flows (MLC section 4.5)
     weibull: WeibullConfig = field(default_factory=WeibullConfig)
 
     @property
@@ -95,22 +187,22 @@ class CampusConfig:
         return self.hosts * self.flows_per_host if self.traffic == "long" else 0
 
 
-@dataclass(frozen=True)
+@dataclass
 class ShaperConfig:
     """TBF on S1-eth1: the actuator. ``latency`` bounds its queue (tc's TBF limit)."""
 
-    rate: float | None = None  # initial rate, bit/s; None -> B_max
-    burst: float | None = None  # bytes; None -> derived from rate and period of the kernel timer
-    latency: float = 0.050  # s of queue at the current rate before TBF drops
-    min_rate: float = 0.0
-    max_rate: float | None = None  # None -> B_max
+    rate: OptRate = None  # initial rate, bit/s; None -> B_max
+    burst: OptSize = None  # bytes; None -> derived from rate and period of the kernel timer
+    latency: Time = 0.050  # s of queue at the current rate before TBF drops
+    min_rate: Rate = 0.0
+    max_rate: OptRate = None  # None -> B_max
     # False: no shaper -- campus hosts go straight to the bottleneck and u is ignored (the ABC and
     # FFS papers' senders; an admin serving the DTN with queues or a bottleneck discipline). The
     # netns plant then holds its campus TBF at B_max, the uplink's line rate.
-    enabled: bool = True
+    enabled: Flag = True
 
 
-@dataclass(frozen=True)
+@dataclass
 class FlowGroup:
     """A ``[[flows]]`` entry: ``count`` identical campus flows beside the DTN and the campus hosts.
 
@@ -124,32 +216,32 @@ class FlowGroup:
     first period boundary at or after their time (ours: the plants act once per period T).
     """
 
-    name: str = "flows"
-    count: int = 1
-    rtt: float = 0.010  # base RTT, s
-    cca: str = "cubic"
-    rate: float | None = None  # bit/s
-    start: float = 0.0  # s
-    stop: float | None = None  # s
-    size: float | None = None  # bytes
-    schedule: tuple[tuple[float, float], ...] = ()  # (time s, rate bit/s)
-    shaped: bool = True
+    name: Text = "flows"
+    count: Whole = 1
+    rtt: Time = 0.010  # base RTT, s
+    cca: Text = "cubic"
+    rate: OptRate = None  # bit/s
+    start: Time = 0.0  # s
+    stop: OptTime = None  # s
+    size: OptSize = None  # bytes
+    schedule: Schedule = ()  # (time s, rate bit/s)
+    shaped: Flag = True
 
 
-@dataclass(frozen=True)
+@dataclass
 class Scenario:
     """Everything a plant needs to be built; SI floats only."""
 
-    name: str = "custom"
+    name: Text = "custom"
     link: LinkConfig = field(default_factory=LinkConfig)
     dtn: DtnConfig = field(default_factory=DtnConfig)
     campus: CampusConfig = field(default_factory=CampusConfig)
     shaper: ShaperConfig = field(default_factory=ShaperConfig)
-    flows: tuple[FlowGroup, ...] = ()  # [[flows]] entries
-    period: float = 1.0  # T, s
-    duration: float = 120.0  # s
-    seed: int = 0
-    description: str = ""
+    flows: Annotated[tuple[FlowGroup, ...], BeforeValidator(_flow_list)] = ()  # [[flows]] entries
+    period: Time = 1.0  # T, s
+    duration: Time = 120.0  # s
+    seed: Whole = 0
+    description: Text = ""
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -202,7 +294,12 @@ class Scenario:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "scenario") -> Scenario:
         """Build from a TOML-like mapping; unknown keys or bad values raise one-line errors."""
-        return _build(cls, data, source, prefix="")
+        if not isinstance(data, dict):
+            raise ValueError(f"{source}: 'scenario' must be a table")
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            raise ValueError(_error_line(exc, source)) from None
 
     def replace(self, **changes: Any) -> Scenario:
         """Copy with top-level fields or sections replaced, e.g. ``replace(dtn={"cca": "bbr2"})``."""
@@ -217,11 +314,14 @@ class Scenario:
                 kwargs[key] = dataclasses.replace(cur, **sub)
             else:
                 kwargs[key] = val
-        return dataclasses.replace(self, **kwargs)
+        try:
+            return dataclasses.replace(self, **kwargs)
+        except ValidationError as exc:
+            raise ValueError(_error_line(exc, f"scenario '{self.name}'")) from None
 
     def with_overrides(self, assignments: list[str]) -> Scenario:
         """Apply CLI-style overrides ``["dtn.cca=bbr2", "link.capacity=100M"]`` through the parser."""
-        data = _to_nested(self.to_dict())
+        data = self.to_dict()
         for item in assignments:
             if "=" not in item:
                 raise ValueError(f"override {item!r}: expected KEY=VALUE, e.g. dtn.cca=bbr2")
@@ -237,31 +337,6 @@ class Scenario:
 
 
 # -- parsing -------------------------------------------------------------------
-
-_PARSERS = {
-    "capacity": parse_rate,
-    "rate": parse_rate,
-    "udp_rate": parse_rate,
-    "min_rate": parse_rate,
-    "max_rate": parse_rate,
-    "rtt": parse_time,
-    "start": parse_time,
-    "latency": parse_time,
-    "period": parse_time,
-    "duration": parse_time,
-    "gap_scale": parse_time,
-    "gap_min": parse_time,
-    "gap_max": parse_time,
-    "buffer": parse_size,
-    "burst": parse_size,
-    "transfer": parse_size,
-    "size": parse_size,
-    "stop": parse_time,
-    "size_scale": parse_size,
-    "size_min": parse_size,
-    "size_max": parse_size,
-}
-
 
 def parse_override(item: str) -> tuple[str, Any]:
     """``"KEY=VALUE"`` -> (KEY, VALUE as bool/None/int/float/str), as ``--set`` reads it."""
@@ -293,73 +368,32 @@ def _to_nested(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (_to_nested(v) if isinstance(v, dict) else v) for k, v in d.items()}
 
 
-def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
-    if not isinstance(data, dict):
-        raise ValueError(f"{source}: '{prefix.rstrip('.') or 'scenario'}' must be a table")
-    known = {f.name: f for f in fields(cls)}
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        dotted = prefix + key
-        if key not in known:
-            raise ValueError(
-                f"{source}: unknown scenario key '{dotted}' (known: {', '.join(sorted(known))})"
-            )
-        if cls is Scenario and key == "flows":
-            kwargs[key] = _build_flows(value, source)
-            continue
-        if cls is FlowGroup and key == "schedule":
-            kwargs[key] = _build_schedule(value, source, dotted)
-            continue
-        default = known[key].default_factory if known[key].default_factory is not dataclasses.MISSING else None  # type: ignore[misc]
-        sub_cls = type(default()) if default is not None else None
-        if sub_cls is not None and dataclasses.is_dataclass(sub_cls):
-            kwargs[key] = _build(sub_cls, value, source, dotted + ".")
-            continue
-        try:
-            if value is not None and key in _PARSERS:
-                value = _PARSERS[key](value, what=dotted)
-            elif key in ("streams", "hosts", "flows_per_host", "short_flow_senders", "seed", "count"):
-                if (isinstance(value, bool) or not isinstance(value, int | float)
-                        or (isinstance(value, float) and not math.isfinite(value)) or int(value) != value):
-                    raise ValueError(f"{dotted}: expected a whole number, got {value!r}")
-                value = int(value)
-            elif key in ("buffer_bdp", "gap_shape", "size_shape"):
-                if isinstance(value, bool) or not isinstance(value, int | float):
-                    raise ValueError(f"{dotted}: expected a number, got {value!r}")
-                value = float(value)
-            elif key in ("name", "description", "cca", "traffic") and not isinstance(value, str):
-                raise ValueError(f"{dotted}: expected a string, got {value!r}")
-            elif key in ("enabled", "shaped") and not isinstance(value, bool):
-                raise ValueError(f"{dotted}: expected true or false, got {value!r}")
-        except ValueError as exc:
-            raise ValueError(f"{source}: {exc}") from None
-        kwargs[key] = value
-    try:
-        return cls(**kwargs)
-    except ValueError as exc:
-        msg = str(exc)
-        raise ValueError(msg if msg.startswith(source) else f"{source}: {msg}") from None
+_SECTIONS: dict[str, Any] = {}  # section key -> its class, filled below
 
 
-def _build_flows(value: Any, source: str) -> tuple[FlowGroup, ...]:
-    if not isinstance(value, list | tuple):
-        raise ValueError(f"{source}: 'flows' must be an array of tables ([[flows]] entries)")
-    return tuple(_build(FlowGroup, v, source, f"flows[{i}].") for i, v in enumerate(value))
-
-
-def _build_schedule(value: Any, source: str, dotted: str) -> tuple[tuple[float, float], ...]:
-    if not isinstance(value, list | tuple):
-        raise ValueError(f"{source}: {dotted} must be an array of [time, rate] pairs")
-    out = []
-    for j, item in enumerate(value):
-        if not isinstance(item, list | tuple) or len(item) != 2:
-            raise ValueError(f"{source}: {dotted}[{j}] must be a [time, rate] pair, got {item!r}")
-        try:
-            out.append((parse_time(item[0], what=f"{dotted}[{j}] time"),
-                        parse_rate(item[1], what=f"{dotted}[{j}] rate")))
-        except ValueError as exc:
-            raise ValueError(f"{source}: {exc}") from None
-    return tuple(out)
+def _error_line(exc: ValidationError, source: str) -> str:
+    """The first error of ``exc`` as one line naming the scenario key (``flows[0].rtt``)."""
+    err = exc.errors()[0]
+    loc = ""
+    for part in err["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    kind = err["type"]
+    if kind == "unexpected_keyword_argument":
+        sections = [p for p in err["loc"][:-1] if isinstance(p, str)]
+        owner = _SECTIONS.get(sections[-1], Scenario) if sections else Scenario
+        known = ", ".join(sorted(f.name for f in fields(owner)))
+        msg = f"unknown scenario key '{loc}' (known: {known})"
+    elif kind in ("dataclass_type", "dataclass_args_type"):
+        msg = f"'{loc or 'scenario'}' must be a table"
+    elif kind == "value_error":
+        text = str(err["ctx"]["error"]) if "ctx" in err else err["msg"]
+        if not loc or text.startswith("scenario '"):
+            msg = text
+        else:  # a schedule's own errors start with the pair's index: flows[0].schedule[1] ...
+            msg = f"{loc}{text}" if text.startswith("[") else f"{loc}: {text}"
+    else:
+        msg = f"{loc}: {err['msg']}" if loc else err["msg"]
+    return msg if msg.startswith(source) else f"{source}: {msg}"
 
 
 MIN_PERIOD = 1e-3  # s: the control period; below it no plant or tc actuator keeps up
@@ -386,6 +420,10 @@ def LIMITS_MAX(s: Scenario) -> list[tuple[str, Any, float]]:  # noqa: N802 - a t
         ("duration / period", s.duration / s.period, MAX_STEPS),
         ("seed", s.seed, 2**63 - 1),
     ]
+
+
+_SECTIONS.update(link=LinkConfig, dtn=DtnConfig, campus=CampusConfig, weibull=WeibullConfig,
+                 shaper=ShaperConfig, flows=FlowGroup)
 
 
 def _validate(s: Scenario) -> None:
