@@ -39,6 +39,11 @@ def test_toml_file_and_unknown_key(tmp_path):
         ("campus.hosts=2.5", "campus.hosts"),
         ("nosuch.key=1", "nosuch"),
         ("duration=0.1", "duration"),
+        # issue 9: a bottleneck buffer below one MTU or above 10 BDP of the DTN path
+        ("link.buffer=100", "link.buffer gives a bottleneck buffer of 100 bytes, below one MTU"),
+        ("link.buffer_bdp=0.0001", "link.buffer_bdp gives a bottleneck buffer of"),
+        ("link.buffer_bdp=20", "link.buffer_bdp gives 20 BDP"),
+        ("link.buffer=1GB", "link.buffer gives 800 BDP"),
     ],
 )
 def test_bad_values_name_the_key(override, needle):

@@ -297,9 +297,14 @@ class Scenario:
         if not isinstance(data, dict):
             raise ValueError(f"{source}: 'scenario' must be a table")
         try:
-            return cls(**data)
+            sc = cls(**data)
         except ValidationError as exc:
             raise ValueError(_error_line(exc, source)) from None
+        try:
+            _check_buffer_regime(sc)
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+        return sc
 
     def replace(self, **changes: Any) -> Scenario:
         """Copy with top-level fields or sections replaced, e.g. ``replace(dtn={"cca": "bbr2"})``."""
@@ -397,6 +402,10 @@ def _error_line(exc: ValidationError, source: str) -> str:
 
 
 MIN_PERIOD = 1e-3  # s: the control period; below it no plant or tc actuator keeps up
+MTU = 1500  # bytes (Ethernet): a bottleneck buffer must hold at least one packet
+# Ours (issue 9): a buffer beyond 10 BDP of the DTN path is a mistake, not a regime anyone
+# runs -- the deep variants are 1 BDP and the default is 0.05 BDP.
+MAX_BUFFER_BDP = 10.0
 MAX_STEPS = 10_000_000  # periods per episode (duration / period)
 
 
@@ -452,6 +461,10 @@ def _validate(s: Scenario) -> None:
     need(s.link.capacity > 0, "link.capacity", "must be > 0")
     need(s.link.buffer is None or s.link.buffer > 0, "link.buffer", "must be > 0")
     need(s.link.buffer_bdp > 0, "link.buffer_bdp", "must be > 0")
+    bkey = "link.buffer" if s.link.buffer is not None else "link.buffer_bdp"
+    need(s.buffer_bytes >= MTU, bkey,
+         f"gives a bottleneck buffer of {s.buffer_bytes:.0f} bytes, below one MTU ({MTU} bytes)")
+
     need(s.dtn.streams >= 0, "dtn.streams", "must be >= 0")
     need(s.dtn.rtt > 0, "dtn.rtt", "must be > 0")
     need(s.dtn.cca in CCAS, "dtn.cca", f"must be one of {', '.join(CCAS)} (got {s.dtn.cca!r})")
@@ -495,6 +508,20 @@ def _validate(s: Scenario) -> None:
         need(s.shaper.max_rate > s.shaper.min_rate, "shaper.max_rate", "must be > shaper.min_rate")
     need(s.shaper.min_rate < cap, "shaper.min_rate", "must be below B_max")
     need(s.shaper.latency > 0, "shaper.latency", "must be > 0")
+
+
+def _check_buffer_regime(s: Scenario) -> None:
+    """Issue 9's bound on what users load: at most ``MAX_BUFFER_BDP`` BDP of the DTN path.
+
+    Checked on scenarios read from files, built-ins and ``--set`` (``from_dict``), not on
+    every ``Scenario`` object: the bottleneck-discipline reproductions build the FFS paper's
+    1000-packet Linux queue in code, 12 BDP at its 50 Mbit/s x 20 ms.
+    """
+    bdp = s.link.capacity * s.dtn.rtt / 8.0
+    if s.buffer_bytes > MAX_BUFFER_BDP * bdp * (1 + 1e-9):
+        key = "link.buffer" if s.link.buffer is not None else "link.buffer_bdp"
+        raise ValueError(f"scenario '{s.name}': {key} gives {s.buffer_bytes / bdp:.3g} BDP of the DTN path "
+                         f"({s.link.capacity / 1e6:g} Mbit/s x {s.dtn.rtt * 1e3:g} ms); at most {MAX_BUFFER_BDP:g} BDP")
 
 
 # -- loading -------------------------------------------------------------------
