@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics import jain_index
 from ..policies.jenks import JenksParams, JenksSeparator
 from ..scenario import Scenario, load_scenario
-from .jenks_repro import jain, table_test1
+from .jenks_tables import table_test1
 
 __all__ = ["CAPACITY", "flows_scenario", "run_netns", "reproduce_netns"]
 
@@ -104,7 +105,7 @@ def _tail(run: dict[str, Any], a: int, b: int | None = None) -> np.ndarray:
 def _summary(run: dict[str, Any], cca: str, separated: bool) -> dict[str, Any]:
     steps = run["rates"].shape[0]
     tail = _tail(run, steps // 2)
-    return {"cca": cca, "rtts": run["rtts"], "separated": separated, "jain": jain(tail),
+    return {"cca": cca, "rtts": run["rtts"], "separated": separated, "jain": jain_index(tail),
             "shares": (tail / tail.sum()).tolist(), "utilisation": float(tail.sum() / CAPACITY),
             "starved_periods": int(run["starved"].sum()), "periods": steps}
 
@@ -175,7 +176,7 @@ def paper_test6(rule: bool, duration: float, tcp: int = 3) -> dict[str, Any]:
     for j in range(tcp + 1):
         a, b = int((j + 0.5) * phase), int((j + 1) * phase)
         tail = _tail(run, a, b)[: j + 1]  # UDP + the j TCP flows that have joined
-        jains.append(jain(tail))
+        jains.append(jain_index(tail))
         udp_share = float(tail[0] / tail.sum())
     return {"rule": rule, "jain_per_phase": jains, "udp_share_last_phase": udp_share,
             "starved_periods": int(run["starved"].sum()), "periods": run["rates"].shape[0]}

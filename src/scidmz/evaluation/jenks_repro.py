@@ -24,20 +24,15 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics import jain_index
 from ..plant.fluid import layout as L
 from ..plant.fluid.plant import FluidPlant
 from ..policies.jenks import JenksParams, JenksSeparator
 from ..queueconfig import QueueConfig
 from ..scenario import load_scenario
+from .jenks_tables import table_test1
 
-__all__ = ["RunResult", "run_flows", "paper_test1", "paper_test3", "paper_exp4", "paper_exp5", "paper_test5", "paper_test6", "jain", "plot_exp5", "table_test1", "reproduce", "main"]
-
-
-def jain(x: np.ndarray) -> float:
-    """Jain's fairness index of the rates ``x`` (1 = equal shares)."""
-    x = np.asarray(x, dtype=np.float64)
-    s2 = float((x**2).sum())
-    return float(x.sum() ** 2 / (x.size * s2)) if s2 > 0 else 1.0
+__all__ = ["RunResult", "run_flows", "paper_test1", "paper_test3", "paper_exp4", "paper_exp5", "paper_test5", "paper_test6", "plot_exp5", "reproduce", "main"]
 
 
 @dataclass
@@ -129,7 +124,7 @@ def run_flows(rtts: list[float], cca: str = "cubic", separated: bool = True, que
                 cfg = sep.decide(_flow_table(snap, n), sc.capacity)
                 plant.set_queues(*_to_plant(cfg, n))
         tail = rates[steps // 2:].mean(axis=0)
-        return RunResult(cca, r.tolist(), separated, jain(tail), (tail / tail.sum()).tolist(),
+        return RunResult(cca, r.tolist(), separated, jain_index(tail), (tail / tail.sum()).tolist(),
                          float(tail.sum() / sc.capacity), (rates.sum(axis=1) / sc.capacity).tolist(),
                          rates.tolist())
     finally:
@@ -196,7 +191,7 @@ def paper_test6(rule: bool, duration: float, tcp: int = 3) -> dict[str, Any]:
         jains = []
         for j in range(tcp + 1):
             a, b = int((j + 0.5) * phase / sc.period), int((j + 1) * phase / sc.period)
-            jains.append(jain(rates[a:b, [*range(j), tcp]].mean(axis=0)))
+            jains.append(jain_index(rates[a:b, [*range(j), tcp]].mean(axis=0)))
         return {"rule": rule, "jain_per_phase": jains, "udp_share_last_phase":
                 float(rates[-int(phase / 2):, tcp].mean() / rates[-int(phase / 2):].sum(axis=1).mean())}
     finally:
@@ -332,25 +327,6 @@ def plot_exp5(runs: list[dict[str, Any]], path: Any, title: str = "Exp 5, {cca} 
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-_TEST1_PAPER = {("cubic", True): "≈ 0.98", ("bbr", True): "≈ 0.98",
-                ("cubic", False): "fluctuating, short RTTs win (Fig. 5a)",
-                ("bbr", False): "60 ms flow dominates (Fig. 5c)"}
-
-
-def table_test1(rows: list[dict[str, Any]], starved: bool = False) -> list[str]:
-    """The Test 1 table (Markdown lines), each row beside the paper's; ``starved``: a column of the
-    periods the netns starvation check left out."""
-    extra = " starved |" if starved else ""
-    lines = ["| CCA | separation | Jain (ours) | Jain (paper) | shares 2/20/40/60 ms | utilisation |" + extra,
-             "|---|---|---|---|---|---|" + ("---|" if starved else "")]
-    for r in rows:
-        sh = " / ".join(f"{x:.2f}" for x in r["shares"])
-        cell = f" {r['starved_periods']}/{r['periods']} |" if starved else ""
-        lines.append(f"| {r['cca']} | {'with' if r['separated'] else 'without'} | {r['jain']:.3f} | "
-                     f"{_TEST1_PAPER[(r['cca'], r['separated'])]} | {sh} | {r['utilisation']:.2f} |" + cell)
-    return lines
 
 
 def _report(res: dict[str, Any], command: str) -> str:
