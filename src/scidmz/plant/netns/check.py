@@ -16,58 +16,13 @@ meanwhile (requirement: nothing).
 from __future__ import annotations
 
 import json
-import socket
-import statistics
 import time
 from typing import Any
 
+from .probe import measure_rtt
 from .topology import Testbed
 
 __all__ = ["measure_rtt", "measure_bottleneck", "check_testbed"]
-
-_CLOSED_PORT = 9  # discard: nothing listens on it in a receiver namespace
-
-
-def _socket_in(ns: str) -> socket.socket:
-    from pyroute2 import netns
-
-    netns.pushns(ns)
-    try:
-        return socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    finally:
-        netns.popns()
-
-
-def measure_rtt(tb: Testbed, sender: str, probes: int = 15, gap: float = 0.02) -> dict[str, float]:
-    """Idle-path RTT of ``sender`` -> its receiver, from TCP SYN/RST exchanges (s)."""
-    h = tb.hosts[sender]
-    dst = tb.hosts[h.peer].ip
-    samples = []
-    for i in range(probes + 1):
-        s = _socket_in(h.ns)
-        s.settimeout(5.0)
-        t0 = time.perf_counter()
-        try:
-            s.connect((dst, _CLOSED_PORT))
-        except ConnectionRefusedError:
-            pass
-        except OSError as exc:
-            raise RuntimeError(f"RTT probe {sender} -> {h.peer} failed: {exc}") from None
-        finally:
-            dt = time.perf_counter() - t0
-            s.close()
-        if i:  # the first probe also resolves ARP
-            samples.append(dt)
-        time.sleep(gap)
-    med = statistics.median(samples)
-    return {
-        "configured": h.rtt,
-        "median": med,
-        "min": min(samples),
-        "max": max(samples),
-        "error": med - h.rtt,
-    }
-
 
 def _port_bytes(tb: Testbed) -> dict[str, int]:
     from pyroute2 import IPRoute

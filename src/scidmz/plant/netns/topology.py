@@ -583,7 +583,7 @@ class Testbed:
         the configured RTT is that offset; the stage is restarted with holds
         reduced by it, so measured idle RTTs match the configuration.
         """
-        from .check import measure_rtt
+        from .probe import measure_rtt
 
         reps = {"campus": next((h for h in self.senders if h.shaped), None), "dtn": self.dtn}
         for c, h in reps.items():
