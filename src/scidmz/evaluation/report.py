@@ -288,7 +288,8 @@ def write_report(
     name: str = "report.md",
 ) -> Path:
     """Render and write ``out_dir/report.md`` atomically."""
-    from .experiments import _atomic_write
+    from ..fileio import atomic_write_text
 
-    text = render_report(sections, meta, out_dir, notes)
-    return _atomic_write(Path(out_dir) / name, lambda tmp: Path(tmp).write_text(text))
+    path = Path(out_dir) / name
+    atomic_write_text(path, render_report(sections, meta, out_dir, notes))
+    return path
