@@ -37,5 +37,6 @@ export TF_CPP_MIN_LOG_LEVEL=2 MPLBACKEND=Agg
 # layers, dead code (vulture_allow.py lists framework callbacks, with reasons).
 ruff check src tests benchmarks
 lint-imports
+python3 scripts/check_cycles.py
 vulture
 exec python3 -m pytest -q --nbmake tests notebooks "$@"
