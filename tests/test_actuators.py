@@ -274,7 +274,6 @@ def test_ovs_htb_iperf3_rate_within_5_percent(ovs_pair: OvsPair) -> None:
     # sends through AF_PACKET, which passes the qdisc; it shapes the switch's egress to b.
     assert ovs_pair.ovs is not None
     with OvsQosActuator(ovs_pair.ovs.db_remote, "sb", mode="htb") as act:
-        assert act.backend == "ovsdbapp"
         results = _measure(act, ovs_pair, FRACTIONS)
     print("ovs htb achieved/expected:", results)
     bad = {f: r for f, r in results.items() if abs(r - 1) > TOL}
@@ -312,12 +311,10 @@ def test_ovs_policing_only_where_the_kernel_can_police(ovs_pair: OvsPair) -> Non
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("backend", ["vsctl", "ovsdbapp"])
-def test_ovs_readback_close_restores_and_bad_rates(ovs_pair: OvsPair, backend: str) -> None:
+def test_ovs_readback_close_restores_and_bad_rates(ovs_pair: OvsPair) -> None:
     ovs = ovs_pair.ovs
     assert ovs is not None
-    act = OvsQosActuator(ovs.db_remote, "sb", mode="htb", backend=backend)
-    assert act.backend == backend
+    act = OvsQosActuator(ovs.db_remote, "sb", mode="htb")
     act.set_rate(30e6)
     assert act.current_rate() == 30e6
     # What the kernel got from OVS: an HTB root on the port's veth.
@@ -342,7 +339,7 @@ def test_ovs_readback_close_restores_and_bad_rates(ovs_pair: OvsPair, backend: s
     assert ovs.vsctl("list", "QoS").strip() == "" and ovs.vsctl("list", "Queue").strip() == ""
 
     meter = OvsQosActuator(ovs.db_remote, "sa", mode="meter", bridge="br0",
-                           ofctl_target=ovs.mgmt("br0"), backend=backend)
+                           ofctl_target=ovs.mgmt("br0"))
     meter.set_rate(40e6)
     assert meter.current_rate() == 40e6
     assert "meter:" in ovs.ofctl("dump-flows", "br0")
@@ -351,6 +348,6 @@ def test_ovs_readback_close_restores_and_bad_rates(ovs_pair: OvsPair, backend: s
     assert "rate=" not in ovs.ofctl("dump-meters", "br0")
 
     with pytest.raises(ValueError, match="no OVS port"):
-        OvsQosActuator(ovs.db_remote, "nosuch", mode="htb", backend=backend)
+        OvsQosActuator(ovs.db_remote, "nosuch", mode="htb")
     with pytest.raises(ValueError, match="mode"):
         OvsQosActuator(ovs.db_remote, "sa", mode="fast")

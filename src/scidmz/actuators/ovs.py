@@ -18,9 +18,9 @@ writes its database.
 
 Which of these the userspace datapath really enforces on this kernel is
 measured by ``tests/test_actuators.py`` (and reported in docs/operations.md).
-The OVS database is driven through ovsdbapp when installed (the ``testbed``
-extra) and through ``ovs-vsctl`` otherwise; ``current_rate`` always reads the
-value back from the database (htb/policing) or from ``ovs-ofctl`` (meter).
+The OVS database is driven through ovsdbapp (the ``testbed`` extra);
+``current_rate`` always reads the value back from the database (htb/policing)
+or from ``ovs-ofctl`` (meter).
 """
 
 from __future__ import annotations
@@ -51,69 +51,21 @@ def which(name: str) -> str:
     return path
 
 
-class _VsctlBackend:
-    """Database access through ``ovs-vsctl``."""
+class _Ovsdb:
+    """OVSDB access through ovsdbapp's IDL: one connection, transactions, no process per call.
+
+    The only OVSDB client here (one backend, not an ovsdbapp and an
+    ``ovs-vsctl`` copy of the same operations); OpenFlow meters still go
+    through ``ovs-ofctl``, which speaks OpenFlow, not OVSDB.
+    """
 
     def __init__(self, db: str) -> None:
+        try:
+            from ovsdbapp.backend.ovs_idl import connection
+            from ovsdbapp.schema.open_vswitch import impl_idl
+        except ImportError:
+            raise RuntimeError("the OVS actuator needs ovsdbapp: pip install 'scidmz[testbed]'") from None
         self.db = db
-
-    def run(self, *args: str) -> str:
-        r = subprocess.run([which("ovs-vsctl"), f"--db={self.db}", "--timeout=10", *args],
-                           capture_output=True, text=True, timeout=30)
-        if r.returncode != 0:
-            raise ActuatorError(f"ovs-vsctl {' '.join(args[:3])}... failed: {r.stderr.strip()[-300:]}")
-        return r.stdout.strip()
-
-    def set_interface(self, iface: str, **cols: int) -> None:
-        self.run("set", "Interface", iface, *(f"{k}={v}" for k, v in cols.items()))
-
-    def get_interface(self, iface: str, col: str) -> int:
-        return int(self.run("get", "Interface", iface, col))
-
-    def create_htb(self, port: str, rate: int) -> None:
-        self.run("set", "Port", port, "qos=@q", "--",
-                 "--id=@q", "create", "QoS", "type=linux-htb", f"other-config:max-rate={rate}",
-                 f"external-ids:{EXT_ID}=scidmz", "queues:0=@q0", "--",
-                 "--id=@q0", "create", "Queue", f"other-config:max-rate={rate}",
-                 f"external-ids:{EXT_ID}=scidmz")
-
-    def set_htb(self, port: str, rate: int) -> None:
-        qos = self.run("get", "Port", port, "qos")
-        queue = self.run("get", "QoS", qos, "queues:0")
-        self.run("set", "QoS", qos, f"other-config:max-rate={rate}", "--",
-                 "set", "Queue", queue, f"other-config:max-rate={rate}")
-
-    def get_htb(self, port: str) -> int | None:
-        qos = self.run("get", "Port", port, "qos")
-        if qos in ("[]", ""):
-            return None
-        return int(self.run("get", "QoS", qos, "other-config:max-rate").strip('"'))
-
-    def clear_htb(self, port: str) -> None:
-        qos = self.run("get", "Port", port, "qos")
-        if qos in ("[]", ""):
-            return
-        owner = self.run("--if-exists", "get", "QoS", qos, f"external-ids:{EXT_ID}")
-        if owner.strip('"') != "scidmz":
-            return  # someone else's QoS: not ours to delete
-        queues = self.run("get", "QoS", qos, "queues").strip("{}")
-        args = ["clear", "Port", port, "qos", "--", "destroy", "QoS", qos]
-        for item in filter(None, (q.strip() for q in queues.split(","))):
-            args += ["--", "destroy", "Queue", item.split("=", 1)[1]]
-        self.run(*args)
-
-    def close(self) -> None:
-        pass
-
-
-class _OvsdbappBackend(_VsctlBackend):
-    """Database access through ovsdbapp's OVSDB IDL: one connection, no process per call."""
-
-    def __init__(self, db: str) -> None:
-        super().__init__(db)
-        from ovsdbapp.backend.ovs_idl import connection
-        from ovsdbapp.schema.open_vswitch import impl_idl
-
         try:
             idl = connection.OvsdbIdl.from_server(db, "Open_vSwitch")
             self._conn = connection.Connection(idl=idl, timeout=10)
@@ -124,17 +76,18 @@ class _OvsdbappBackend(_VsctlBackend):
         except Exception as exc:
             raise RuntimeError(f"cannot connect to OVSDB at {db}: {exc}") from None
 
-    def run(self, *args: str) -> str:  # only used for the existence check
-        if args[:3] == ("--if-exists", "get", "Port"):
-            rows = self.api.db_find("Port", ("name", "=", args[3]), columns=["name"]).execute(check_error=True)
-            return rows[0]["name"] if rows else ""
-        return super().run(*args)
+    def has_port(self, port: str) -> bool:
+        return bool(self.api.db_find("Port", ("name", "=", port), columns=["name"]).execute(check_error=True))
 
     def set_interface(self, iface: str, **cols: int) -> None:
         self.api.db_set("Interface", iface, *cols.items()).execute(check_error=True)
 
     def get_interface(self, iface: str, col: str) -> int:
-        return int(self.api.db_get("Interface", iface, col).execute(check_error=True))
+        v = self.api.db_get("Interface", iface, col).execute(check_error=True)
+        # Optional integer columns (ofport) come back as a list: [] when unset.
+        if isinstance(v, list):
+            v = v[0] if v else -1
+        return int(v)
 
     def _qos_uuid(self, port: str) -> Any | None:
         qos = self.api.db_get("Port", port, "qos").execute(check_error=True)
@@ -203,8 +156,7 @@ class OvsQosActuator:
     ``db``: the OVSDB remote (``OvsUserspace.db_remote``, or the system's
     ``unix:/var/run/openvswitch/db.sock``). ``bridge`` is needed for
     ``meter`` (the OpenFlow target, ``ofctl_target`` if it is not the
-    bridge name). ``backend``: ``"auto"`` (ovsdbapp if installed, else
-    ovs-vsctl), ``"ovsdbapp"`` or ``"vsctl"``.
+    bridge name).
 
     Units: OVS takes ingress policing and meter rates in kbit/s and HTB
     max-rate in bit/s; rates are rounded to those units and a command of 0
@@ -219,7 +171,6 @@ class OvsQosActuator:
         mode: str = "policing",
         bridge: str | None = None,
         burst: float | None = None,
-        backend: str = "auto",
         ofctl_target: str | None = None,
         netns: str | None = None,
     ) -> None:
@@ -236,9 +187,9 @@ class OvsQosActuator:
         self._lock = threading.Lock()
         self._closed = False
         self._installed = False
-        self._be = self._make_backend(backend)
+        self._be = _Ovsdb(db)
         try:
-            if not self._be.run("--if-exists", "get", "Port", port, "name").strip('"'):
+            if not self._be.has_port(port):
                 raise ValueError(f"no OVS port '{port}' in database {db}")
             self._prev_policing = (self._be.get_interface(port, "ingress_policing_rate"),
                                    self._be.get_interface(port, "ingress_policing_burst"))
@@ -254,27 +205,12 @@ class OvsQosActuator:
                 raise ValueError(f"OVS port '{port}' already has a QoS; refusing to replace it")
             self._ofport: int | None = None
             if mode == "meter":
-                self._ofport = int(self._be.run("get", "Interface", port, "ofport"))
+                self._ofport = self._be.get_interface(port, "ofport")
                 if self._ofport < 0:
                     raise ValueError(f"OVS port '{port}' has no OpenFlow port number (ofport {self._ofport})")
         except BaseException:
             self._be.close()
             raise
-
-    def _make_backend(self, kind: str) -> _VsctlBackend:
-        if kind not in ("auto", "ovsdbapp", "vsctl"):
-            raise ValueError(f"unknown OVS backend '{kind}' (auto, ovsdbapp, vsctl)")
-        if kind in ("auto", "ovsdbapp"):
-            try:
-                return _OvsdbappBackend(self.db)
-            except ImportError:
-                if kind == "ovsdbapp":
-                    raise RuntimeError("ovsdbapp is not installed (pip install 'scidmz[testbed]')") from None
-        return _VsctlBackend(self.db)
-
-    @property
-    def backend(self) -> str:
-        return "ovsdbapp" if isinstance(self._be, _OvsdbappBackend) else "vsctl"
 
     # -- OpenFlow (meter mode) -------------------------------------------------------------------
     def _ofctl(self, *args: str) -> str:
@@ -379,7 +315,7 @@ class OvsQosActuator:
         self.close()
 
     def __repr__(self) -> str:
-        return f"OvsQosActuator(port={self.port!r}, mode={self.mode!r}, backend={self.backend!r})"
+        return f"OvsQosActuator(port={self.port!r}, mode={self.mode!r})"
 
 
 _METER_ID = 0x5C1D
