@@ -10,7 +10,8 @@ import pytest
 
 from scidmz.cli import main
 
-HEAVY = ("tensorflow", "keras", "pygad", "mlflow", "pyroute2", "numba", "sklearn", "grpc", "scapy", "matplotlib")
+HEAVY = ("tensorflow", "keras", "pygad", "mlflow", "pyroute2", "numba", "sklearn", "grpc", "scapy", "matplotlib",
+         "numpy", "pandas", "pydantic")
 
 
 def test_help_imports_nothing_heavy():
