@@ -1,0 +1,65 @@
+"""Index constants of the telemetry twin, shared by ``dataplane`` and the numba ``algorithms``.
+
+- ``STAT_NAMES`` and the ``S_*`` slots of the twin's event counters;
+- the hash layouts: which header fields, in which order, feed each CRC-32 of
+  the P4 programs (one row per hash: flow index and signature, the RTT stages
+  and signature, the queuing-delay index and signature, the Count-Min rows),
+  from ``constants.py`` so the twin and the P4 code hash the same bytes;
+- the slicing-by-4 tables of the reflected CRC-32 (the P4 ``crc32``).
+
+Plain NumPy: importing this module does not import numba.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import constants as C
+
+__all__ = ["STAT_NAMES", "CRC_TABLE", "FIELD_WIDTHS", "LAYOUT_FIELDS", "LAYOUTS", "crc32_fields"]
+
+STAT_NAMES: tuple[str, ...] = (
+    "unclassified", "rtt_stored", "rtt_table_full", "rtt_retx_poisoned", "rtt_retx_flow",
+    "rtt_samples", "rtt_rejected_retx", "rtt_rejected_expired", "rtt_rejected_ambiguous",
+    "af_new", "af_collisions", "af_evictions", "af_fin_removed", "qd_samples", "qd_unmatched",
+    "qd_overwritten", "qd_too_old", "long_flows",
+)
+(S_UNCL, S_RTT_STORED, S_RTT_FULL, S_RTT_POISON, S_RTT_RETXF, S_RTT_SAMPLES, S_RTT_REJ_RETX,
+ S_RTT_REJ_EXP, S_RTT_REJ_AMB, S_AF_NEW, S_AF_COLL, S_AF_EVICT, S_AF_FIN, S_QD_SAMPLES,
+ S_QD_UNMATCHED, S_QD_OVERWRITE, S_QD_OLD, S_LONG) = range(len(STAT_NAMES))
+
+_FIELD_IDS = {name: i for i, name in enumerate(C.HASH_FIELD_BITS)}
+FIELD_WIDTHS = np.array(list(C.HASH_FIELD_BITS.values()), dtype=np.int64)
+# Layout rows: 0 flow index, 1 flow sig, 2..5 RTT stages, 6 RTT sig, 7 QD index, 8 QD sig, 9.. CMS.
+LAYOUT_FIELDS = [C.FLOW_FIELDS, C.FLOW_SIG_FIELDS, *C.RTT_STAGE_FIELDS, C.RTT_SIG_FIELDS,
+                C.QD_INDEX_FIELDS, C.QD_SIG_FIELDS, *C.CMS_ROW_FIELDS]
+L_FLOW, L_FSIG, L_RTT0 = 0, 1, 2
+L_RTTSIG = L_RTT0 + C.RTT_STAGES
+L_QDI, L_QDS, L_CMS0 = L_RTTSIG + 1, L_RTTSIG + 2, L_RTTSIG + 3
+LAYOUTS = np.full((len(LAYOUT_FIELDS), len(_FIELD_IDS)), -1, dtype=np.int64)
+for _r, _fields in enumerate(LAYOUT_FIELDS):
+    LAYOUTS[_r, : len(_fields)] = [_FIELD_IDS[f] for f in _fields]
+
+
+def _crc_table() -> np.ndarray:
+    """Slicing-by-4 tables of the reflected CRC-32: row 0 is the classic byte table."""
+    t = np.zeros((4, 256), dtype=np.int64)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ C.CRC32_POLY_REFLECTED if c & 1 else c >> 1
+        t[0, i] = c
+    for k in range(1, 4):
+        t[k] = (t[k - 1] >> 8) ^ t[0][t[k - 1] & 0xFF]
+    return t
+
+
+CRC_TABLE = _crc_table()
+
+
+def crc32_fields(values: dict[str, int], fields: tuple[str, ...]) -> int:
+    """Reference (pure Python) hash: ``zlib.crc32`` of the fields, big-endian, in order."""
+    import zlib
+
+    data = b"".join(int(values[f]).to_bytes(C.HASH_FIELD_BITS[f] // 8, "big") for f in fields)
+    return zlib.crc32(data) & 0xFFFFFFFF
