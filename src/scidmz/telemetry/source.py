@@ -5,7 +5,8 @@ each, ``source.flows`` holds the collector's per-flow DataFrame and
 ``source.drops`` the per-reason drop counters (parser, capture file and,
 live, the kernel's ``PACKET_STATISTICS``).
 
-Replay (``from_pcaps``): the two tap captures are parsed in bulk, merged by
+Replay (``from_pcaps``): the two tap captures are read a chunk at a time
+(``pcap.iter_capture``; memory follows the chunk, not the file), merged by
 time (ingress first on ties) and cut at the period boundaries
 t0 + kT (t0 = first packet), so periods are paced by packet timestamps; the
 data plane's clock is set to each boundary before the collector reads, so
@@ -58,7 +59,7 @@ class TelemetrySource:
         self.period = float(period)
         self.alpha = alpha
         self.drops: dict[str, int] = {}
-        self.packets_in = 0  # packets handed to the data plane (replay: every tap's, known up front)
+        self.packets_in = 0  # packets handed to the data plane so far (replay: every tap's)
         self.collector: Collector | None = None
         self._iter: Iterator[NetworkState] | None = None
 
@@ -68,18 +69,15 @@ class TelemetrySource:
                    dtn_prefix: str | list[str] = C.DEFAULT_DTN_PREFIX,
                    remote_prefix: str | list[str] = C.DEFAULT_REMOTE_PREFIX,
                    alpha: float = DEFAULT_ALPHA, realtime: bool = False,
-                   rtt_tap: int = C.TAP_EGRESS) -> TelemetrySource:
-        from .pcap import read_capture
+                   rtt_tap: int = C.TAP_EGRESS, chunk: int | None = None) -> TelemetrySource:
+        from .pcap import CHUNK_PACKETS, iter_capture
 
         src = cls(SoftwareDataPlane(dtn_prefix, remote_prefix, rtt_tap=rtt_tap), period, alpha)
-        caps = [read_capture(egress, tap=C.TAP_EGRESS)]
+        # Both headers are checked here, before the first period is asked for.
+        streams = [iter_capture(egress, tap=C.TAP_EGRESS, chunk=chunk or CHUNK_PACKETS)]
         if ingress is not None:
-            caps.append(read_capture(ingress, tap=C.TAP_INGRESS))
-        for c in caps:
-            _add(src.drops, c.drops)
-        merged = merge_taps(*(c.packets for c in caps))
-        src.packets_in = int(len(merged))
-        src._iter = src._replay(merged, realtime)
+            streams.append(iter_capture(ingress, tap=C.TAP_INGRESS, chunk=chunk or CHUNK_PACKETS))
+        src._iter = src._replay(src._merged(streams), realtime)
         return src
 
     @classmethod
@@ -105,33 +103,93 @@ class TelemetrySource:
         return self.dp.stats_dict()
 
     # -- replay ---------------------------------------------------------------------
-    def _replay(self, pk: np.ndarray, realtime: bool) -> Iterator[NetworkState]:
+    def _merged(self, streams: list[Iterator[Any]]) -> Iterator[np.ndarray]:
+        """Time-ordered batches of the taps' packets, merged a window at a time.
+
+        A batch holds every buffered packet older than the horizon, the newest timestamp
+        every unfinished tap has reached, so no later chunk can come before it (ties wait:
+        ingress goes first on equal timestamps). Each chunk is sorted on arrival; a capture
+        out of order by more than a chunk (``CHUNK_PACKETS``) is processed in arrival order
+        beyond it (ours: bounded memory over a full sort of the file).
+        """
+        n = len(streams)
+        bufs: list[np.ndarray] = [np.zeros(0, dtype=PACKET_DTYPE)] * n
+        live = [True] * n
+
+        def pull(j: int) -> None:
+            for cap in streams[j]:
+                _add(self.drops, cap.drops)
+                if cap.packets.size:
+                    both = np.concatenate([bufs[j], cap.packets]) if bufs[j].size else cap.packets
+                    ts = both["ts_ns"]
+                    bufs[j] = both if bool(np.all(ts[1:] >= ts[:-1])) else both[np.argsort(ts, kind="stable")]
+                    return
+            live[j] = False
+
+        for j in range(n):
+            pull(j)
+        while True:
+            pending = [j for j in range(n) if live[j]]
+            if not pending:
+                rest = merge_taps(*bufs)
+                if len(rest):
+                    yield rest
+                return
+            horizon = min(int(bufs[j]["ts_ns"][-1]) for j in pending)
+            parts = []
+            for j in range(n):
+                cut = int(np.searchsorted(bufs[j]["ts_ns"], horizon, side="left"))
+                if cut:
+                    parts.append(bufs[j][:cut])
+                    bufs[j] = bufs[j][cut:]
+            if parts:
+                yield merge_taps(*parts)
+            for j in pending:
+                if int(bufs[j]["ts_ns"][-1]) == horizon:  # the taps that set the horizon read on
+                    pull(j)
+
+    def _replay(self, batches: Iterator[np.ndarray], realtime: bool) -> Iterator[NetworkState]:
+        """Cut the merged packets at the period boundaries t0 + kT and sample after each."""
         dp = self.dp
-        if pk.size == 0:
-            return
-        ts = pk["ts_ns"]
-        t0_ns = int(ts[0])
-        dp.advance_clock(t0_ns / 1e9)
-        self.collector = col = Collector(dp, self.alpha, t0=t0_ns / 1e9)
         period_ns = int(round(self.period * 1e9))
-        n_periods = max(1, -(-(int(ts[-1]) - t0_ns + 1) // period_ns))
-        if n_periods > MAX_REPLAY_PERIODS:
-            # Work and memory follow the periods, so a far-off timestamp must not decide them.
-            raise ValueError(
-                f"capture spans {(int(ts[-1]) - t0_ns) / 1e9:.6g} s = {n_periods} periods of {self.period:g} s; "
-                f"at most {MAX_REPLAY_PERIODS} (a timestamp far off? or use a longer --period)")
-        bounds = t0_ns + period_ns * np.arange(1, n_periods + 1, dtype=np.int64)
-        cut = np.searchsorted(ts, bounds, side="left")
+        t0_ns: int | None = None
+        col: Collector | None = None
+        k = 0  # periods closed so far
         wall0 = time.monotonic()
-        lo = 0
-        for k in range(n_periods):
-            hi = int(cut[k])
-            dp.process(pk[lo:hi])
-            lo = hi
-            dp.advance_clock(int(bounds[k]) / 1e9)
-            if realtime:
-                time.sleep(max(0.0, wall0 + (k + 1) * self.period - time.monotonic()))
-            yield col.sample()
+        for pk in batches:
+            ts = pk["ts_ns"]
+            if t0_ns is None:
+                t0_ns = int(ts[0])
+                dp.advance_clock(t0_ns / 1e9)
+                self.collector = col = Collector(dp, self.alpha, t0=t0_ns / 1e9)
+            assert col is not None
+            last = (int(ts[-1]) - t0_ns) // period_ns + 1
+            if last > MAX_REPLAY_PERIODS:
+                # Work follows the periods, so a far-off timestamp must not decide it.
+                raise ValueError(
+                    f"capture spans {(int(ts[-1]) - t0_ns) / 1e9:.6g} s = {last} periods of {self.period:g} s; "
+                    f"at most {MAX_REPLAY_PERIODS} (a timestamp far off? or use a longer --period)")
+            lo = 0
+            while True:
+                boundary = t0_ns + period_ns * (k + 1)
+                hi = lo + int(np.searchsorted(ts[lo:], boundary, side="left"))
+                dp.process(pk[lo:hi])
+                self.packets_in += hi - lo
+                lo = hi
+                if lo == len(pk):
+                    break
+                k += 1
+                yield self._close(boundary, k, wall0, realtime)
+        if t0_ns is not None:  # the period holding the last packet
+            k += 1
+            yield self._close(t0_ns + period_ns * k, k, wall0, realtime)
+
+    def _close(self, boundary_ns: int, k: int, wall0: float, realtime: bool) -> NetworkState:
+        self.dp.advance_clock(boundary_ns / 1e9)
+        if realtime:
+            time.sleep(max(0.0, wall0 + k * self.period - time.monotonic()))
+        assert self.collector is not None
+        return self.collector.sample()
 
     # -- live -------------------------------------------------------------------------
     def _live(self, egress: str, ingress: str | None, duration: float | None, lateness: float,
