@@ -17,7 +17,7 @@ transfer has completed, its FCT (``dtn_fct``, s). ``close()`` tears it all
 down.
 
 Every ``info`` also says whether the machine, not TCP, limited that period:
-``info["starved"]`` (bool) with ``info["starvation"]`` (the evidence and the
+``info["starved"]`` (a one-element bool array, a trace column) with ``info["starvation"]`` (the evidence and the
 reasons, ``starvation.StarvationMonitor``) and ``info["starved_periods"]``
 (count since ``reset``). Benchmarks and reports refuse figures from starved
 periods.
@@ -337,7 +337,9 @@ class NetnsPlant:
             "delay_stage_reordered": np.array([float(ds.get("reordered", 0))]),
             "late_s": np.array([max(time.monotonic() - deadline, 0.0)]),
             "tap_drops": np.array([tap_drops]),
-            "starved": starved,
+            # an array like the columns above, so the runner keeps it as a trace column and
+            # the experiments count starved periods per trial
+            "starved": np.array([bool(starved)]),
             "starvation": evidence,
             "starved_periods": self._monitor.starved_periods,
             "telemetry": getattr(self._tel, "name", "kernel"),
