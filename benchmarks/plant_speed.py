@@ -12,6 +12,11 @@ Each measurement is the best of ``--repeat`` interleaved runs after a warm-up
 that loads the numba cache; ``cold_s`` is the first construction + step in this process.
 ``*_cpu_s`` is the process CPU time of the same runs: on a machine shared with
 other jobs it estimates what the wall time would be on an idle one.
+- ``cli``: the whole ``scidmz simulate paper-cubic --target 500M --json`` as a new
+  process (best of ``--repeat``; issue 8's goal: under 0.5 s), beside two floors
+  measured the same way: ``python -c "import numpy"`` and a process that only
+  imports numba and calls one cached ``@njit`` function (what any numba-cached
+  kernel costs per process, whatever it computes).
 """
 
 from __future__ import annotations
@@ -52,6 +57,52 @@ def _episode_walls(cases: dict[str, tuple], duration: float, repeat: int) -> dic
         for plant, _ in plants.values():
             plant.close()
     return best
+
+
+_NUMBA_FLOOR = """
+from numba import njit
+
+
+@njit(cache=True)
+def one(x):
+    return x + 1.0
+
+
+one(1.0)
+"""
+
+
+def _process_wall(argv: list[str], repeat: int, cwd: str | None = None) -> float:
+    import subprocess
+
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True, cwd=cwd)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def cli_walls(repeat: int) -> dict[str, float]:
+    """Wall seconds of a whole `scidmz simulate` process and of its two floors (best of ``repeat``)."""
+    import shutil
+    import sys
+    import tempfile
+
+    exe = shutil.which("scidmz")
+    sim = [exe] if exe else [sys.executable, "-m", "scidmz.cli"]
+    sim += ["simulate", "paper-cubic", "--target", "500M", "--json"]
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "floor.py"), "w") as fh:
+            fh.write(_NUMBA_FLOOR)
+        floor = [sys.executable, "floor.py"]
+        _process_wall(floor, 1, cwd=d)  # compiles and writes its cache once
+        _process_wall(sim, 1)
+        return {
+            "python_numpy_s": _process_wall([sys.executable, "-c", "import numpy"], repeat),
+            "numba_cached_floor_s": _process_wall(floor, repeat, cwd=d),
+            "simulate_s": _process_wall(sim, repeat),
+        }
 
 
 def main() -> None:
@@ -99,6 +150,7 @@ def main() -> None:
         "batch_cpu_over_single_cpu": batch_cpu / single_cpu,
         "batch_instance_speedup": a.duration * a.batch / batch,
         "sweep": [],
+        "cli": cli_walls(a.repeat),
     }
     for ns in [int(x) for x in a.sweep.split(",") if x.strip()]:
         s = sc.replace(campus={"hosts": ns, "flows_per_host": 1})

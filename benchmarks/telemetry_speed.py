@@ -3,7 +3,9 @@
 1. offline: a synthetic two-direction capture of N packets (10,000 concurrent
    TCP flows, campus and DTN, ACKs D = 5..150 ms after their data) replayed
    through the full path on one core: file walk + parse, data plane, and the
-   collector every T = 1 s. Reports packets/s for each stage and overall.
+   collector every T = 1 s. Reports packets/s for each stage and overall, and
+   ``cli``: the whole ``scidmz telemetry replay --json`` process on the same
+   file (wall packets/s, goal >= 1 M; peak memory against the file's size).
 2. tables: occupancy of the RTT stages and of the active-flow table and the
    collision rates for those 10,000 flows (flows left untracked by a slot
    collision, RTT inserts refused because all stages were busy).
@@ -118,6 +120,7 @@ def offline(n_packets: int, n_flows: int, seed: int) -> dict[str, object]:
         t_all, c_all = time.perf_counter() - t, time.process_time() - c
         st = src.stats()
         occ = src.dp.occupancy()
+        cli = cli_replay(p, n)
         slots = af_slots(n_flows)
         out = {
             **info,
@@ -131,6 +134,8 @@ def offline(n_packets: int, n_flows: int, seed: int) -> dict[str, object]:
             "dataplane_pps_cpu": round(n / c_dp),
             "end_to_end_pps_cpu": round(n / c_all),
             "load_average_1min": os.getloadavg()[0],
+            # the whole `scidmz telemetry replay --json` process (numba cache load included)
+            "cli": cli,
             "periods": len(ys),
             "rtt_samples": st["rtt_samples"],
             "tables": {
@@ -149,6 +154,24 @@ def offline(n_packets: int, n_flows: int, seed: int) -> dict[str, object]:
             },
         }
         return out
+
+
+def cli_replay(path: Path, n_packets: int) -> dict[str, float]:
+    """Wall time and peak memory (max RSS) of `scidmz telemetry replay PATH --json` as a new process."""
+    import shutil
+
+    exe = shutil.which("scidmz")
+    argv = [exe] if exe else [sys.executable, "-m", "scidmz.cli"]
+    argv += ["telemetry", "replay", str(path), "--json"]
+    t = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"telemetry replay failed: {proc.stderr.read().decode()[-300:] if proc.stderr else ''}")
+    return {"wall_s": round(wall, 3), "pps_wall": round(n_packets / wall),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "file_mb": round(path.stat().st_size / 1e6, 1)}
 
 
 def live(seconds: float) -> dict[str, object]:

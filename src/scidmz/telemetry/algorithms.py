@@ -33,7 +33,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .constants import CMS_ROWS, RTT_STAGES
 from .layout import (
+    CRC_TABLE,
+    FIELD_WIDTHS,
     L_CMS0,
     L_FLOW,
     L_FSIG,
@@ -41,6 +44,7 @@ from .layout import (
     L_QDS,
     L_RTT0,
     L_RTTSIG,
+    LAYOUTS,
     S_AF_COLL,
     S_AF_EVICT,
     S_AF_FIN,
@@ -83,12 +87,16 @@ def swap(v, w):
 
 
 @njit(inline="always", **_JIT)
-def crc32(table, vs, widths, layouts, row):
+def crc32(vs, row):
     """CRC-32 of layout ``row``'s fields (``vs``: the fields already ``swap``-ped).
 
     Slicing-by-4/2/1 on whole fields: a field's big-endian bytes enter the
-    reflected CRC as one little-endian word, so a 32-bit field is one step.
+    reflected CRC as one little-endian word, so a 32-bit field is one step. The
+    tables and layouts are module constants: inlined with a constant ``row``, numba
+    and LLVM fold each layout into straight-line table lookups (ours: 2.6x faster
+    than the same loop over array arguments).
     """
+    table, widths, layouts = CRC_TABLE, FIELD_WIDTHS, LAYOUTS
     c = np.int64(0xFFFFFFFF)
     for j in range(layouts.shape[1]):
         f = layouts[row, j]
@@ -233,13 +241,13 @@ def algorithm7_active_flow(af, fidx, fsig, now, ln, c_th, t_th, vals, c, digests
 
 
 @njit(inline="always", **_JIT)
-def cms_long_flow(cms, table, vs, widths, layouts, ln, long_b, vals, c, slot, now, digests, stats, sent):
+def cms_long_flow(cms, vs, ln, long_b, vals, c, slot, now, digests, stats, sent):
     """JENKS 3.1: add ``ln`` bytes to the flow's Count-Min rows (saturating at 2^32 - 1);
     the packet that lifts the estimate across ``long_b`` sends the long-flow digest."""
     est = np.int64(MASK)
     cms_mask = cms.shape[1] - 1
-    for r in range(cms.shape[0]):
-        ci = crc32(table, vs, widths, layouts, L_CMS0 + r) & cms_mask
+    for r in range(CMS_ROWS):  # constant: unrolled
+        ci = crc32(vs, L_CMS0 + r) & cms_mask
         v = np.int64(cms[r, ci]) + ln
         if v > MASK:
             v = MASK
@@ -273,7 +281,7 @@ def algorithm7_fin(af, fidx, now, vals, c, digests, stats, sent):
 # -- RTT (JENKS 3.1; MLC 3.4.2) ------------------------------------------------------------------
 
 @njit(inline="always", **_JIT)
-def rtt_store_data(rtt, af, table, vals, vs, widths, layouts, seq, payload, fl, fidx, slot_ok, is_new, now,
+def rtt_store_data(rtt, af, vals, vs, seq, payload, fl, fidx, slot_ok, is_new, now,
                    rtt_to, stats):
     """An outgoing data segment: store its (flow, eACK) -> now in the first free stage.
 
@@ -301,12 +309,12 @@ def rtt_store_data(rtt, af, table, vals, vs, widths, layouts, seq, payload, fl, 
             stats[S_RTT_RETXF] += 1
     vals[5] = eack
     vs[5] = swap(eack, 32)
-    rs = signature(crc32(table, vs, widths, layouts, L_RTTSIG))
+    rs = signature(crc32(vs, L_RTTSIG))
     rtt_mask = rtt_sig.shape[1] - 1
     placed = False
     dup = False
-    for s in range(rtt_sig.shape[0]):
-        ri = crc32(table, vs, widths, layouts, L_RTT0 + s) & rtt_mask
+    for s in range(RTT_STAGES):  # a constant trip count: unrolled, each stage's layout folded
+        ri = crc32(vs, L_RTT0 + s) & rtt_mask
         cur = rtt_sig[s, ri]
         age = (now - rtt_ts[s, ri]) & MASK
         if cur != 0 and (cur & 0x7FFFFFFF) == rs and age <= rtt_to:
@@ -325,7 +333,7 @@ def rtt_store_data(rtt, af, table, vals, vs, widths, layouts, seq, payload, fl, 
 
 
 @njit(inline="always", **_JIT)
-def rtt_match_ack(rtt, af, table, vals, vs, widths, layouts, ack, fidx, slot_ok, c, now, rtt_to, digests,
+def rtt_match_ack(rtt, af, vals, vs, ack, fidx, slot_ok, c, now, rtt_to, digests,
                   stats):
     """An incoming ACK: match and clear its (flow, ACK) cells; one clean match is an RTT sample.
 
@@ -339,14 +347,14 @@ def rtt_match_ack(rtt, af, table, vals, vs, widths, layouts, ack, fidx, slot_ok,
     a = np.int64(ack)
     vals[5] = a
     vs[5] = swap(a, 32)
-    rs = signature(crc32(table, vs, widths, layouts, L_RTTSIG))
+    rs = signature(crc32(vs, L_RTTSIG))
     rtt_mask = rtt_sig.shape[1] - 1
     matches = 0
     poisoned = False
     expired = False
     ts0 = np.int64(0)
-    for s in range(rtt_sig.shape[0]):
-        ri = crc32(table, vs, widths, layouts, L_RTT0 + s) & rtt_mask
+    for s in range(RTT_STAGES):  # a constant trip count: unrolled, each stage's layout folded
+        ri = crc32(vs, L_RTT0 + s) & rtt_mask
         cur = rtt_sig[s, ri]
         if cur != 0 and (cur & 0x7FFFFFFF) == rs:
             matches += 1
@@ -387,21 +395,21 @@ def rtt_match_ack(rtt, af, table, vals, vs, widths, layouts, ack, fidx, slot_ok,
 # -- the pipeline ----------------------------------------------------------------------------------
 
 @njit(**_JIT)
-def process_packets(start, cols, cls_dst, cls_src, tick_ns, rtt_tap, p, hashing, cls_ctr, rtt, af, qd, cms,
+def process_packets(start, cols, cls_dst, cls_src, tick_ns, rtt_tap, p, cls_ctr, rtt, af, qd, cms,
                     stats, digests, last_ts):
     """Process packets from ``start`` in the P4 pipeline order; return the first unprocessed index.
 
     ``cols``: the parsed columns (ts_ns, tap, kind, flags, src, dst, proto, ip_id, sport,
     dport, seq, ack, payload, frame_len); ``cls_dst``/``cls_src``: class_lpm of each
     address; ``p``: int64 [C_TH, T_TH ticks, RTT timeout ticks, QD timeout ticks,
-    LONG_FLOW_BYTES]; ``hashing``: (CRC table, field widths, layouts); ``digests``:
+    LONG_FLOW_BYTES]; ``digests``:
     (rtt_out, n_rtt, flow_out, n_flow), the fill counters 1-element arrays; ``last_ts``:
     1-element newest timestamp (ns). Stops early when a digest buffer could overflow
     (the caller drains and resumes). At most one flow digest leaves per packet (the
     first event wins), like the switch.
     """
     ts_ns, tap, kind, flags, src, dst, proto, ipid, sport, dport, seq, ack, payload, flen = cols
-    table, widths, layouts = hashing
+    widths = FIELD_WIDTHS
     c_th, t_th, rtt_to, qd_to, long_b = p[0], p[1], p[2], p[3], p[4]
     af_sig = af[0]
     af_mask = af_sig.shape[0] - 1
@@ -454,30 +462,30 @@ def process_packets(start, cols, cls_dst, cls_src, tick_ns, rtt_tap, p, hashing,
             vs[f] = swap(vals[f], widths[f])
         if out:
             algorithm2_count(cls_ctr, t, c, ln)
-            qi = crc32(table, vs, widths, layouts, L_QDI) & qd_mask
-            qs = signature(crc32(table, vs, widths, layouts, L_QDS))
+            qi = crc32(vs, L_QDI) & qd_mask
+            qs = signature(crc32(vs, L_QDS))
             algorithm5_queuing_delay(qd, t, c, now, qi, qs, qd_to, stats)
         if k == 1 or (t != 1 and t != rtt_tap):  # IP without ports, or a tap with nothing more to do
             i += 1
             continue
-        fidx = crc32(table, vs, widths, layouts, L_FLOW) & af_mask
-        fsig = signature(crc32(table, vs, widths, layouts, L_FSIG))
+        fidx = crc32(vs, L_FLOW) & af_mask
+        fsig = signature(crc32(vs, L_FSIG))
         sent = False
         slot_ok = False
         is_new = False
         if t == 1 and out:
             slot_ok, is_new, sent = algorithm7_active_flow(af, fidx, fsig, now, ln, c_th, t_th, vals, c,
                                                            digests, stats, sent)
-            sent = cms_long_flow(cms, table, vs, widths, layouts, ln, long_b, vals, c,
+            sent = cms_long_flow(cms, vs, ln, long_b, vals, c,
                                  fidx if slot_ok else MASK, now, digests, stats, sent)
         elif af_sig[fidx] == fsig:
             slot_ok = True
         if is_tcp and t == rtt_tap:
             if out:
-                rtt_store_data(rtt, af, table, vals, vs, widths, layouts, seq[i], payload[i], fl, fidx,
+                rtt_store_data(rtt, af, vals, vs, seq[i], payload[i], fl, fidx,
                                slot_ok, is_new, now, rtt_to, stats)
             elif fl & 0x10:
-                rtt_match_ack(rtt, af, table, vals, vs, widths, layouts, ack[i], fidx, slot_ok, c, now,
+                rtt_match_ack(rtt, af, vals, vs, ack[i], fidx, slot_ok, c, now,
                               rtt_to, digests, stats)
         if is_tcp and t == 1 and (fl & 0x05) and af_sig[fidx] == fsig:
             sent = algorithm7_fin(af, fidx, now, vals, c, digests, stats, sent)

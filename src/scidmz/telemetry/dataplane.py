@@ -35,7 +35,7 @@ import ipaddress
 import numpy as np
 
 from . import constants as C
-from .layout import CRC_TABLE, FIELD_WIDTHS, LAYOUTS, STAT_NAMES, crc32_fields
+from .layout import STAT_NAMES, crc32_fields
 from .view import parse_prefix
 
 __all__ = ["SoftwareDataPlane", "merge_taps", "crc32_fields", "STAT_NAMES"]
@@ -157,7 +157,7 @@ class SoftwareDataPlane:
         i = 0
         while i < n:
             i = process_packets(i, cols, cd, cs, self.tick_ns, self.rtt_tap, self._params,
-                                (CRC_TABLE, FIELD_WIDTHS, LAYOUTS), self.cls_ctr, (r["rtt_sig"], r["rtt_ts"]),
+                                self.cls_ctr, (r["rtt_sig"], r["rtt_ts"]),
                                 af, qd, r["cms"], self.stats, digests, self._last_ts)
             if n_rtt[0]:
                 self._rtt_chunks.append(self._rtt_buf[: n_rtt[0]].copy())
