@@ -100,7 +100,8 @@ def _human(r: dict[str, Any]) -> str:
     lines = [
         f"scenario {r['scenario']} | policy {r['policy']} | plant {r['plant']} | "
         f"{r['duration']:.0f} s simulated in {r['wall_s'] - r['kernel_load_s']:.2f} s ({r['speedup']:.0f}x real time)"
-        + (f" + {r['kernel_load_s']:.2f} s loading the compiled kernels" if r["kernel_load_s"] > 0.05 else ""),
+        + (f" + {r['kernel_load_s']:.2f} s for numba's kernels (compiled on a first run, then cached)"
+           if r["kernel_load_s"] > 0.05 else ""),
         f"  DTN target      {format_rate(r['target'])}",
         f"  DTN rate        {format_rate(r['mean_rate_dtn'])} mean   MRAE {100 * r['mrae']:.1f} %   "
         f"IAE {r['iae'] / 1e9:.2f} Gbit",
