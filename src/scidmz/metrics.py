@@ -70,7 +70,7 @@ def reduction_pct(baseline: float, candidate: float) -> float:
 
 
 def _nanmean(x: np.ndarray) -> float:
-    """Mean over the finite samples (as pandas' ``mean`` did), NaN if there are none."""
+    """Mean over the non-NaN samples (as pandas' ``mean`` did), NaN if there are none."""
     x = x[~np.isnan(x)]
     return float(np.mean(x)) if x.size else float("nan")
 
