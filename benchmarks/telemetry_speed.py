@@ -156,21 +156,28 @@ def offline(n_packets: int, n_flows: int, seed: int) -> dict[str, object]:
         return out
 
 
-def cli_replay(path: Path, n_packets: int) -> dict[str, float]:
-    """Wall time and peak memory (max RSS) of `scidmz telemetry replay PATH --json` as a new process."""
-    import shutil
+_CLI = """
+import sys
+from scidmz.cli import main
+code = main(["telemetry", "replay", sys.argv[1], "--json"])
+# VmHWM starts afresh at exec: the peak of this process alone (a fork's rusage would also
+# count the parent's pages it shared before exec)
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(int(hwm.split()[1]) / 1024, file=sys.stderr)
+sys.exit(code)
+"""
 
-    exe = shutil.which("scidmz")
-    argv = [exe] if exe else [sys.executable, "-m", "scidmz.cli"]
-    argv += ["telemetry", "replay", str(path), "--json"]
+
+def cli_replay(path: Path, n_packets: int) -> dict[str, float]:
+    """Wall time and peak memory (VmHWM) of `scidmz telemetry replay PATH --json` as a new process."""
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    proc = subprocess.run([sys.executable, "-c", _CLI, str(path)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
     wall = time.perf_counter() - t
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"telemetry replay failed: {proc.stderr.read().decode()[-300:] if proc.stderr else ''}")
+    if proc.returncode != 0:
+        raise RuntimeError(f"telemetry replay failed: {proc.stderr[-300:]}")
     return {"wall_s": round(wall, 3), "pps_wall": round(n_packets / wall),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_mb": round(float(proc.stderr.strip().splitlines()[-1]), 1),
             "file_mb": round(path.stat().st_size / 1e6, 1)}
 
 

@@ -22,6 +22,7 @@ orders; simple packet blocks carry no timestamp and are counted as
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from collections.abc import Iterator
@@ -303,7 +304,22 @@ def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype:
         else:
             n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad)
         pk = parse_frames(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], tap=tap)
+        _release(buf, o)
         yield Capture(packets=pk, drops=_drops(pk, bad), path=str(p))
+
+
+def _release(buf: np.ndarray, upto: int) -> None:
+    """Drop the mapped file pages before byte ``upto`` from this process's memory: the parsed
+    packets hold all that is needed, and the pages would otherwise count in the resident
+    size until the end, making a replay's memory follow the file after all."""
+    mm = getattr(buf, "_mmap", None)
+    upto -= upto % mmap.PAGESIZE
+    if mm is None or upto <= 0 or not hasattr(mm, "madvise"):
+        return
+    try:
+        mm.madvise(mmap.MADV_DONTNEED, 0, upto)
+    except (OSError, ValueError):
+        pass  # only a memory figure is at stake, never the result
 
 
 def read_capture(path: str | os.PathLike[str], tap: int = 0) -> Capture:
