@@ -129,8 +129,11 @@ def seq_after(a, b):
 
 
 @njit(inline="always", **_JIT)
-def flow_digest(digests, kind, vals, c, slot, now):
-    """Append one flow digest (1 new active flow, 2 flow ended, 3 long flow)."""
+def flow_digest(digests, sent, kind, vals, c, slot, now):
+    """Append one flow digest (1 new active flow, 2 flow ended, 3 long flow) unless this packet
+    already sent one (one per packet, as the switch's deparser emits); returns True."""
+    if sent:
+        return True
     flow_out, n_flow = digests[2], digests[3]
     j = n_flow[0]
     flow_out[j, 0] = kind
@@ -143,6 +146,7 @@ def flow_digest(digests, kind, vals, c, slot, now):
     flow_out[j, 7] = slot
     flow_out[j, 8] = now
     n_flow[0] = j + 1
+    return True
 
 
 # -- MLC Algorithms 2 and 5 ----------------------------------------------------------------------
@@ -199,25 +203,20 @@ def algorithm7_active_flow(af, fidx, fsig, now, ln, c_th, t_th, vals, c, digests
                 af_count[fidx] += 1
                 if af_count[fidx] == c_th:
                     af_active[fidx] = 1
-                    if not sent:
-                        flow_digest(digests, 1, vals, c, fidx, now)
-                        sent = True
+                    sent = flow_digest(digests, sent, 1, vals, c, fidx, now)
                     stats[S_AF_NEW] += 1
         else:
             if af_active[fidx] == 1:
                 af_active[fidx] = 0
-                if not sent:
-                    flow_digest(digests, 2, vals, c, fidx, now)
-                    sent = True
+                sent = flow_digest(digests, sent, 2, vals, c, fidx, now)
             af_count[fidx] = 1
         af_bytes[fidx] = (af_bytes[fidx] + ln) & MASK
         slot_ok = True
     elif cur == 0 or ((now - af_ts[fidx]) & MASK) >= t_th:
         if cur != 0:
             stats[S_AF_EVICT] += 1
-            if af_active[fidx] == 1 and not sent:
-                flow_digest(digests, 2, vals, c, fidx, now)
-                sent = True
+            if af_active[fidx] == 1:
+                sent = flow_digest(digests, sent, 2, vals, c, fidx, now)
         af_sig[fidx] = fsig
         af_count[fidx] = 1
         af_ts[fidx] = now
@@ -231,9 +230,7 @@ def algorithm7_active_flow(af, fidx, fsig, now, ln, c_th, t_th, vals, c, digests
         is_new = True
         if c_th <= 1:
             af_active[fidx] = 1
-            if not sent:
-                flow_digest(digests, 1, vals, c, fidx, now)
-                sent = True
+            sent = flow_digest(digests, sent, 1, vals, c, fidx, now)
             stats[S_AF_NEW] += 1
     else:
         stats[S_AF_COLL] += 1
@@ -256,9 +253,7 @@ def cms_long_flow(cms, vs, ln, long_b, vals, c, slot, now, digests, stats, sent)
             est = v
     if est >= long_b and est - ln < long_b:
         stats[S_LONG] += 1
-        if not sent:
-            flow_digest(digests, 3, vals, c, slot, now)
-            sent = True
+        sent = flow_digest(digests, sent, 3, vals, c, slot, now)
     return sent
 
 
@@ -266,9 +261,8 @@ def cms_long_flow(cms, vs, ln, long_b, vals, c, slot, now, digests, stats, sent)
 def algorithm7_fin(af, fidx, now, vals, c, digests, stats, sent):
     """MLC Algorithm 7: FIN or RST of a tracked flow frees its slot (flow-ended digest if active)."""
     af_sig, af_count, af_active, af_bytes, af_recover_flag = af[0], af[1], af[3], af[4], af[8]
-    if af_active[fidx] == 1 and not sent:
-        flow_digest(digests, 2, vals, c, fidx, now)
-        sent = True
+    if af_active[fidx] == 1:
+        sent = flow_digest(digests, sent, 2, vals, c, fidx, now)
     af_sig[fidx] = 0
     af_count[fidx] = 0
     af_active[fidx] = 0
