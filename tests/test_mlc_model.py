@@ -140,3 +140,34 @@ def test_scikit_learn_estimator_contract(data) -> None:
     c = clone(m).set_params(seed=6)
     assert not hasattr(c, "model_") and c.seed == 6
     assert m.score(X[:50], y[:50]) <= 1.0  # RegressorMixin's R^2
+
+
+def test_fine_tuning_starts_from_the_saved_model_keeps_its_scalers_and_fits_the_new_data(data, tmp_path) -> None:
+    """`scidmz train NEW --init OLD`: warm start (scikit-learn's meaning) from a saved model."""
+    from scidmz.data import dataset_path
+    from scidmz.identification.excitation import load_dataset
+    from scidmz.identification.regressors import build_regressors
+    from scidmz.models.predictor import relative_error
+    from scidmz.models.train import train_model
+
+    ds = dataset_path("small-cubic-400s")
+    base, _ = train_model(str(ds), str(tmp_path / "base"), epochs=2, folds=0, track=False)
+    # "Another plant": the same dataset with the DTN's answer changed, as a testbed's map differs
+    # from the fluid plant's (the rows u -> y are what the inverse model learns).
+    tr = load_dataset(ds)
+    tr.df["rate_dtn"] = tr.df["rate_dtn"] * 0.85
+    other = tmp_path / "other.parquet"
+    tr.to_parquet(other)
+    res, human = train_model(str(other), str(tmp_path / "tuned"), epochs=8, folds=2, track=False,
+                             init=str(tmp_path / "base"))
+    assert "fine-tuned from" in human and res["cv"]["fine_tuned"] and len(res["cv"]["relative_error_folds"]) == 2
+    old, new = InverseModel.load(tmp_path / "base"), InverseModel.load(tmp_path / "tuned")
+    np.testing.assert_array_equal(new.x_scaler_.mean_, old.x_scaler_.mean_)  # the inputs keep their meaning
+    assert new.meta["init_model"] == str(tmp_path / "base") and new.learning_rate == old.learning_rate / 10
+    assert new.meta["init_relative_error"] == res["init_relative_error"]
+    X, y = build_regressors(load_dataset(other), scenario_capacity=tr.meta["scenario"]["link"]["capacity"])
+    # It learned the new data: better on it than the model it started from.
+    assert relative_error(y, load_predictor(tmp_path / "tuned")(X)) < res["init_relative_error"]
+    with pytest.raises(ValueError, match="--init"):
+        train_model(str(other), str(tmp_path / "x"), epochs=1, folds=0, track=False, per_unit=False,
+                    init=str(tmp_path / "base"))

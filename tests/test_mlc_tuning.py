@@ -121,3 +121,55 @@ def test_several_episodes_per_individual_average_their_iae() -> None:
     np.testing.assert_array_equal(first, single0)
     res = tune(SC, TrivialLike(), generations=1, population=3, parents=2, episode=5.0, episodes=2)
     assert res.info["episodes_per_individual"] == 2
+
+
+def test_refinement_scores_the_detuned_gains_on_the_plant_and_keeps_the_best() -> None:
+    """tuning.refine: the GA's gains x each factor, mean IAE over episodes on the plant, lowest kept."""
+    from scidmz.metrics import iae
+    from scidmz.plant.base import make_plant
+    from scidmz.runner import run_episode
+    from scidmz.tuning.refine import REFINE_SEED_OFFSET, refine_gains
+
+    ga = Gains(0.8, 0.9, 1.5, delta_u=0.05)
+    logged: list[str] = []
+    rr = refine_gains(SC, TrivialLike(), ga, plant="fluid", factors=(1.0, 0.1, 0.0), episodes=2, episode=20.0,
+                      seed=3, log=logged.append)
+    assert [r["factor"] for r in rr.rows] == [1.0, 0.1, 0.0] and len(logged) == 6
+    best = min(rr.rows, key=lambda r: r["iae_mean"])
+    assert rr.factor == best["factor"] and rr.gains.kp == pytest.approx(0.8 * best["factor"])
+    assert rr.gains.delta_u == 0.05 and rr.gains.limiter == ga.limiter  # only the loop gains are scaled
+    assert rr.info["ga_gains"]["kp"] == 0.8 and rr.info["seed"] == 3 + REFINE_SEED_OFFSET
+    # Each score is the IAE of an ordinary closed-loop episode with those gains (reproducible).
+    from scidmz.controller.mlc import MLCPolicy
+
+    tg = fitness_targets(SC, 20.0, 3 + REFINE_SEED_OFFSET, episodes=2)
+    with make_plant("fluid", SC.replace(duration=20.0), batch=1) as pl:
+        tr = run_episode(pl, MLCPolicy(TrivialLike(), rr.gains), tg[:, 1:2], seed=3 + REFINE_SEED_OFFSET + 1)[0]
+    row = next(r for r in rr.rows if r["factor"] == rr.factor)
+    assert row["iae"][1] == pytest.approx(iae(tr.column("target"), tr.column("rate_dtn"), SC.period))
+    for bad, match in (({"episodes": 0}, "episodes"), ({"factors": (1.0, -1.0)}, "factors")):
+        with pytest.raises(ValueError, match=match):
+            refine_gains(SC, TrivialLike(), ga, plant="fluid", episode=20.0, **bad)
+
+
+def test_tune_with_refinement_writes_the_refined_gains_and_keeps_the_gas(tmp_path) -> None:
+    from scidmz.data import dataset_path
+    from scidmz.models.train import train_model
+    from scidmz.tuning.run import tune_from_paths
+
+    pytest.importorskip("keras")
+    train_model(str(dataset_path("small-cubic-400s")), str(tmp_path / "m"), epochs=1, folds=0, track=False)
+    doc, human = tune_from_paths("small-cubic", str(tmp_path / "m"), str(tmp_path / "g"), generations=2,
+                                 population=4, parents=2, episode=20.0, track=False, refine_plant="fluid",
+                                 refine_episodes=1, refine_factors=[1.0, 0.5])
+    saved = Gains.load(tmp_path / "g" / "gains.json")
+    ref = doc["refine"]
+    assert "refined on fluid" in human and ref["factor"] in (1.0, 0.5)
+    assert saved.kp == pytest.approx(ref["ga_gains"]["kp"] * ref["factor"])
+    import json
+
+    info = json.loads((tmp_path / "g" / "gains.json").read_text())["info"]
+    assert [c["factor"] for c in info["refine"]["candidates"]] == [1.0, 0.5]
+    with pytest.raises(ValueError, match="refine-plant"):
+        tune_from_paths("small-cubic", str(tmp_path / "m"), str(tmp_path / "x"), generations=1, population=2,
+                        parents=1, episode=20.0, track=False, refine_plant="warp")

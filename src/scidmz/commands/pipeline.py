@@ -14,7 +14,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--duration", required=True, help="recorded time, e.g. 28800 or 8h (the paper: 28800 s)")
     p.add_argument("--out", required=True, help="dataset path (.parquet)")
     p.add_argument("--seed", type=int, default=0, help="excitation and plant seed (default 0)")
-    p.add_argument("--batch", type=int, default=32, help="episodes run side by side in one batched plant (default 32)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="episodes run side by side in one batched plant (default 32 on the fluid plant, "
+                        "1 on netns/hardware, which run in real time)")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--plot", default=None, help="draw the excitation and the response (Fig. 7) to this PNG")
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
@@ -29,6 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--register", default=None, metavar="NAME",
                    help="also register the model as a new version of NAME in the mlflow model registry")
+    p.add_argument("--init", default=None, metavar="MODEL",
+                   help="fine-tune this model directory on the dataset instead of training from scratch "
+                        "(e.g. a fluid-plant model refined on a short testbed dataset; a tenth of its "
+                        "learning rate, its scalers kept)")
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     p.set_defaults(func=cmd_train)
@@ -50,6 +56,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limiter", choices=["band", "rate"], default="band",
                    help="centre of the +-Delta_u interval: the trivial rate (band) or u(t-T) (rate)")
     p.add_argument("--episodes", type=int, default=1, help="fitness episodes per individual (default 1, the paper's)")
+    p.add_argument("--refine-plant", default=None, metavar="PLANT",
+                   help="after the GA, detune its gains on this plant (e.g. netns, root): the GA's gains x each "
+                        "--refine-factors, scored by IAE, the best kept (ours; see scidmz.tuning.refine)")
+    p.add_argument("--refine-episodes", type=int, default=2, help="episodes per candidate when refining (default 2)")
+    p.add_argument("--refine-factors", default=None, metavar="LIST",
+                   help="comma list of scale factors tried (default 1,0.3,0.1,0.03)")
     p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     p.set_defaults(func=cmd_tune)
@@ -71,7 +83,7 @@ def cmd_train(a: argparse.Namespace) -> int:
 
     result, human = train_model(
         dataset=a.dataset, out=a.out, epochs=a.epochs, folds=a.folds, seed=a.seed,
-        tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
+        tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), init=a.init,
     )
     if a.register:
         import json
@@ -96,12 +108,20 @@ def cmd_tune(a: argparse.Namespace) -> int:
     from ..tuning.run import tune_from_paths
 
     ref = resolve_model_args(a)
+    factors = None
+    if a.refine_factors is not None:
+        try:
+            factors = [float(x) for x in a.refine_factors.split(",") if x.strip()]
+        except ValueError:
+            raise ValueError(f"--refine-factors: expected a comma list of numbers, got {a.refine_factors!r}") from None
 
     result, human = tune_from_paths(
         scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, generations=a.generations,
         population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
         executor=a.executor, delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
-        tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
+        tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), refine_plant=a.refine_plant,
+        refine_episodes=a.refine_episodes, refine_factors=factors,
+        log=lambda m: print(m, file=sys.stderr, flush=True),
     )
     if ref is not None:  # the gains travel with the model version they were tuned for
         from ..tracking import attach_gains

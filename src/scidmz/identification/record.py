@@ -17,7 +17,7 @@ def record_dataset(
     out: str,
     overrides: list[str] | None = None,
     seed: int = 0,
-    batch: int = 32,
+    batch: int | None = None,
     plant: str = "fluid",
     tracking_uri: str | None = None,
     track: bool = True,
@@ -26,7 +26,8 @@ def record_dataset(
 ) -> tuple[dict[str, Any], str]:
     """Run the section 3.5 excitation, write the dataset (Parquet) and log the run.
 
-    Returns (JSON-able result, one-line human summary).
+    Returns (JSON-able result, one-line human summary). ``batch`` None: 32 episodes side by
+    side on the fluid plant, one on a real-time plant (netns, hardware), which runs one at a time.
     """
     from ..scenario import resolve_scenario
     from ..tracking import file_sha256, tracked_run
@@ -35,6 +36,8 @@ def record_dataset(
 
     sc = resolve_scenario(scenario, overrides)
     dur = parse_time(duration, what="--duration")
+    if batch is None:
+        batch = 32 if plant == "fluid" else 1
     out_path = Path(out)
     if out_path.exists() and out_path.is_dir():
         raise ValueError(f"--out must be a file path (.parquet), got a directory: {out_path}")

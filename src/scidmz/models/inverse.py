@@ -133,6 +133,7 @@ class InverseModel(RegressorMixin, BaseEstimator):
         verbose: int = 0,
         progress: bool = False,
         ensemble: int = 1,
+        warm_start: bool = False,
     ) -> None:
         self.hidden_factor = hidden_factor
         self.epochs = epochs
@@ -144,6 +145,7 @@ class InverseModel(RegressorMixin, BaseEstimator):
         self.verbose = verbose
         self.progress = progress
         self.ensemble = ensemble
+        self.warm_start = warm_start
 
     def _check_params(self) -> None:
         for name in ("hidden_factor", "epochs", "batch_size", "ensemble"):
@@ -187,6 +189,9 @@ class InverseModel(RegressorMixin, BaseEstimator):
 
     # -- sklearn-style API ------------------------------------------------------
     def fit(self, X: Any, y: Any) -> InverseModel:
+        """Train on (X, y). With ``warm_start=True`` on a fitted model (scikit-learn's meaning),
+        training continues from its weights with its scalers kept: fine-tuning, e.g. a model
+        identified on the fluid plant refined on a short testbed dataset."""
         from sklearn.preprocessing import StandardScaler
 
         self._check_params()
@@ -194,11 +199,15 @@ class InverseModel(RegressorMixin, BaseEstimator):
         assert yy is not None
         self._seed()
         keras = _keras()
-        self.x_scaler_ = StandardScaler().fit(X)
-        self.y_scaler_ = StandardScaler().fit(yy.reshape(-1, 1))
+        warm = bool(self.warm_start) and hasattr(self, "model_")
+        if not warm:
+            # Scalers stay those of the first training when fine-tuning, so the inputs the
+            # network learned keep their meaning.
+            self.x_scaler_ = StandardScaler().fit(X)
+            self.y_scaler_ = StandardScaler().fit(yy.reshape(-1, 1))
+            self.model_ = self._build()
         xs = self.x_scaler_.transform(X).astype(np.float32)
         ys = self.y_scaler_.transform(yy.reshape(-1, 1)).astype(np.float32)
-        self.model_ = self._build()
         self.model_.compile(optimizer=keras.optimizers.Adam(float(self.learning_rate)), loss="mse")
         t0 = time.perf_counter()
         callbacks = [_tqdm_epochs(keras, int(self.epochs))] if self.progress else []
@@ -211,10 +220,15 @@ class InverseModel(RegressorMixin, BaseEstimator):
             for cb in callbacks:
                 cb.close()
         self.history_ = {k: [float(v) for v in vals] for k, vals in hist.history.items()}
-        self.members_ = [
-            clone(self).set_params(seed=int(self.seed) + k, ensemble=1, progress=False).fit(X, yy)
-            for k in range(1, int(self.ensemble))
-        ]
+        if warm:
+            for m in self.members_:
+                m.set_params(warm_start=True, epochs=self.epochs, learning_rate=self.learning_rate,
+                             batch_size=self.batch_size).fit(X, yy)
+        else:
+            self.members_ = [
+                clone(self).set_params(seed=int(self.seed) + k, ensemble=1, progress=False, warm_start=False).fit(X, yy)
+                for k in range(1, int(self.ensemble))
+            ]
         self.meta.update(
             {
                 "n_samples": int(X.shape[0]),

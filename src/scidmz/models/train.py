@@ -27,12 +27,22 @@ def train_model(
     tracking_uri: str | None = None,
     track: bool = True,
     progress: bool = False,
+    init: str | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """Train one inverse model (one per DTN CCA: the dataset's scenario fixes it)."""
+    """Train one inverse model (one per DTN CCA: the dataset's scenario fixes it).
+
+    ``init``: a saved model to fine-tune instead of training from scratch (its
+    weights and scalers are the start; ``InverseModel.warm_start``), at a tenth of
+    its learning rate (ours: the usual fine-tuning step, so a short dataset
+    refines the model rather than overwriting it). The result also holds
+    ``init_relative_error``, the starting model's error on this whole dataset
+    (how well it transferred), and the CV folds fine-tune the same start.
+    """
     from ..identification.excitation import load_dataset
     from ..identification.regressors import build_regressors
     from ..tracking import file_sha256, tracked_run
     from .inverse import InverseModel
+    from .predictor import relative_error
 
     if folds != 0 and folds < 2:
         raise ValueError(f"--folds must be 0 (skip cross-validation) or >= 2, got {folds}")
@@ -43,18 +53,33 @@ def train_model(
     if per_unit and capacity is None:
         raise ValueError(f"{dataset}: no scenario capacity in the dataset metadata; use per_unit=False")
     X, y = build_regressors(trace, scenario_capacity=capacity if per_unit else None)
+    start = _load_init(init, per_unit) if init else None
     params = {
         "dataset": str(dataset), "dataset_sha256": sha, "scenario": scen.get("name"),
         "dtn_cca": (scen.get("dtn") or {}).get("cca"), "epochs": epochs, "folds": folds,
         "batch_size": batch_size, "seed": seed, "per_unit": per_unit, "samples": len(y),
+        **({"init": str(init)} if init else {}),
     }
+
+    def fresh() -> InverseModel:
+        if start is None:
+            return InverseModel(epochs=epochs, batch_size=batch_size, seed=seed, per_unit=per_unit, progress=progress)
+        m = InverseModel.load(init)
+        return m.set_params(warm_start=True, epochs=epochs, batch_size=batch_size, seed=seed, progress=progress,
+                            learning_rate=start["learning_rate"] / 10.0)
 
     def work(run: Any | None) -> dict[str, Any]:
         t0 = time.perf_counter()
         cv: dict[str, Any] = {}
-        if folds:
+        if folds and start is None:
             cv = InverseModel(epochs=epochs, batch_size=batch_size, seed=seed, per_unit=per_unit).cross_validate(X, y, k=folds)
-        model = InverseModel(epochs=epochs, batch_size=batch_size, seed=seed, per_unit=per_unit, progress=progress)
+        elif folds:
+            cv = _finetune_cv(fresh, X, y, folds, seed)
+        model = fresh()
+        if start is not None:
+            model.meta.update({"init_model": str(init), "init_dataset_sha256": start["dataset_sha256"],
+                               "init_scenario_fingerprint": start["fingerprint"],
+                               "init_relative_error": relative_error(y, start["predictor"](X))})
         model.meta.update({
             "dataset": str(dataset), "dataset_sha256": sha, "scenario": scen.get("name"),
             "dtn_cca": (scen.get("dtn") or {}).get("cca"), "capacity": capacity,
@@ -76,6 +101,7 @@ def train_model(
         res = {
             "model": str(path), "samples": int(len(y)), "seconds": round(wall, 2),
             "train_relative_error": model.meta["train_relative_error"],
+            **({"init_relative_error": model.meta["init_relative_error"]} if start is not None else {}),
             "cv": cv, "cv_relative_error": cv.get("relative_error"), **{k: v for k, v in params.items() if k != "samples"},
         }
         if run is not None:
@@ -95,8 +121,41 @@ def train_model(
     else:
         res = work(None)
     cv_txt = f", {folds}-fold relative validation error {100 * res['cv_relative_error']:.2f}%" if folds else ""
+    if start is not None:
+        cv_txt += f"; fine-tuned from {init} (its error on this dataset: {100 * res['init_relative_error']:.2f}%)"
     human = (
         f"inverse model: {res['samples']} samples, train relative error "
         f"{100 * res['train_relative_error']:.2f}%{cv_txt}, {res['seconds']:.1f} s -> {res['model']}"
     )
     return res, human
+
+
+def _load_init(init: str, per_unit: bool) -> dict[str, Any]:
+    """What fine-tuning needs of the starting model, checked up front (one-line errors)."""
+    from .predictor import load_predictor, read_model_meta
+
+    meta = read_model_meta(init)
+    if bool(meta.get("per_unit", False)) != per_unit:
+        raise ValueError(f"--init {init}: its rates are {'per unit of B_max' if meta.get('per_unit') else 'in bit/s'}; "
+                         "a fine-tuned model must keep them")
+    if int(meta.get("ensemble", 1)) != 1 and not (Path(init) / "member_1").is_dir():
+        raise ValueError(f"--init {init}: ensemble members are missing")
+    return {"learning_rate": float(meta.get("learning_rate", 1e-3)), "dataset_sha256": meta.get("dataset_sha256"),
+            "fingerprint": meta.get("scenario_fingerprint"), "predictor": load_predictor(init)}
+
+
+def _finetune_cv(fresh: Any, X: Any, y: Any, folds: int, seed: int) -> dict[str, Any]:
+    """k-fold relative error of fine-tuning: each fold starts again from the initial model."""
+    import numpy as np
+    from sklearn.model_selection import KFold
+
+    from .predictor import relative_error
+
+    if folds > len(y):
+        raise ValueError(f"cross-validation needs 2 <= k <= {len(y)} folds, got {folds}")
+    errs = []
+    for tr, te in KFold(n_splits=folds, shuffle=True, random_state=int(seed)).split(X):
+        m = fresh().set_params(progress=False).fit(X[tr], y[tr])
+        errs.append(relative_error(y[te], m.predict(X[te])))
+    return {"folds": folds, "relative_error": float(np.mean(errs)), "relative_error_folds": [float(e) for e in errs],
+            "fine_tuned": True}

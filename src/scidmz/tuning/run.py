@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,10 @@ def tune_from_paths(
     tracking_uri: str | None = None,
     track: bool = True,
     progress: bool = False,
+    refine_plant: str | None = None,
+    refine_episodes: int = 2,
+    refine_factors: Sequence[float] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Run ``tuning.ga.tune`` and write the gains.
 
@@ -37,6 +42,9 @@ def tune_from_paths(
     ``workers`` > 1 spreads each generation over a process pool; ``executor``
     (``local``, ``processes[:N]``, ``dask://HOST:PORT``; see ``scidmz.executors``)
     chooses where each generation's fitness chunks run, with the same result.
+    ``refine_plant`` (e.g. ``netns``): then detune the GA's gains on that plant
+    (``tuning.refine``: ``refine_episodes`` episodes per factor of ``refine_factors``)
+    and write the chosen ones; the GA's own stay in the file's ``info.refine``.
     """
     from ..controller.mlc import DEFAULT_DELTA_U, LIMITERS
     from ..executors import ExecutorSpec, open_executor, parse_executor
@@ -69,13 +77,28 @@ def tune_from_paths(
         "population": population, "parents": parents, "crossover": 0.9, "mutation": 0.1,
         "episode": ep, "seed": seed, "workers": workers, "executor": spec.kind, "delta_u": du, "limiter": limiter,
         "episodes_per_individual": episodes,
+        **({"refine_plant": refine_plant, "refine_episodes": refine_episodes} if refine_plant else {}),
     }
+    if refine_plant is not None:
+        from ..plant.base import PLANT_KINDS
+
+        if refine_plant not in PLANT_KINDS:
+            raise ValueError(f"--refine-plant: unknown plant '{refine_plant}' (choose from {', '.join(PLANT_KINDS)})")
+        if refine_episodes < 1:
+            raise ValueError(f"--refine-episodes must be >= 1, got {refine_episodes}")
 
     def work(run: Any | None) -> dict[str, Any]:
         with open_executor(spec) as ex:
             res = tune(sc, predictor, generations=generations, population=population, parents=parents,
                        episode=ep, seed=seed, executor=ex, progress=progress, delta_u=du,
                        limiter=limiter, episodes=episodes)
+        if refine_plant is not None:
+            from .refine import DETUNE_FACTORS, refine_gains
+
+            rr = refine_gains(sc, predictor, res.gains, plant=refine_plant, episodes=refine_episodes, episode=ep,
+                              seed=seed, factors=refine_factors or DETUNE_FACTORS, log=log)
+            res.info["refine"] = {**rr.info, "factor": rr.factor, "candidates": rr.rows}
+            res.gains = rr.gains
         if out_path.suffix == ".json":
             tdir = out_path.with_name(out_path.stem + ".tune")
             res.save(tdir)
@@ -102,8 +125,10 @@ def tune_from_paths(
     else:
         doc = work(None)
     g = doc["gains"]
+    ref = doc.get("refine")
     human = (
         f"GA ({generations} generations x {population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
         f"best IAE {doc['best_iae'] / 1e9:.2f} Gbit, {doc['seconds']:.1f} s -> {doc['gains_file']}"
+        + (f" (refined on {ref['plant']}: the GA's gains x {ref['factor']:g})" if ref else "")
     )
     return doc, human
