@@ -99,6 +99,10 @@ def test_netns_plan_tunes_on_fluid_and_evaluates_on_the_testbed() -> None:
     assert full.experiments.trials >= 10 and full.experiments.duration == 120.0  # issue 9, item 5
     assert quick.experiments.trials * 2 * quick.experiments.duration <= 120  # quick: minutes, not an hour
     assert full.scaled(trials=5).eval_plant == "netns"
+    # Fluid, then refined on testbed data: fine-tuning data and gain refinement on the kernel.
+    assert full.refine_identify_s == 1_800 and full.refine_episodes == 2 and full.delta_u == 0.05
+    assert quick.refine_identify_s > 0 and quick.refine_episodes == 1
+    assert ReproducePlan().refine_identify_s == 0 and ReproducePlan().refine_episodes == 0  # fluid: the paper's
 
 
 @pytest.mark.root
@@ -116,4 +120,11 @@ def test_reproduce_mlc_netns_quick_end_to_end(tmp_path: Path) -> None:
     h = doc["headline"]["cubic"]
     for key in ("mrae_mlc", "mrae_trivial", "fct_mlc", "fct_trivial"):
         assert isinstance(h[key], float) and math.isfinite(h[key]) and h[key] > 0, (key, h)
-    assert "netns" in (tmp_path / "r" / "report.md").read_text()
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "netns" in report and "refined on the netns plant" in report
+    sec = json.loads((tmp_path / "r" / "results.json").read_text())["sections"]["cubic"]
+    assert sec["fine_tune"]["plant"] == "netns" and sec["fine_tune"]["rows"] >= 50
+    assert math.isfinite(sec["fine_tune"]["init_relative_error"])
+    ref = sec["tune"]["refine"]
+    assert [c["factor"] for c in ref["candidates"]] == [1.0, 0.3, 0.1, 0.03] and ref["plant"] == "netns"
+    assert sec["tune"]["gains"]["kp"] == pytest.approx(ref["ga_gains"]["kp"] * ref["factor"])

@@ -247,6 +247,7 @@ def _section_context(cca_key: str, sec: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "label": paper.get("label", cca_key), "scenario": sec.get("scenario", "?"), "summ": summ,
         "files": sec.get("files", {}), "ident": sec.get("identify"), "train": sec.get("train"),
+        "fine_tune": sec.get("fine_tune"),
         "tune": sec.get("tune"), "paper": paper, "paper_gains": paper.get("gains", {}),
         "table5": paper.get("table5", {}), "verdicts": verdicts(cca_key, summ),
         "fct_reduction_s": ((_s(f, "trivial", "mean") or math.nan) - (_s(f, "mlc", "mean") or math.nan)) if f else None,
