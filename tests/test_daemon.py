@@ -417,7 +417,8 @@ def test_cli_rejects_bad_arguments_before_starting(tmp_path: Path) -> None:
     for args, msg in (
         (["--target", "2G"], "above the bottleneck"),
         (["--target", "fast"], "cannot parse"),
-        (["--policy", "mlc"], "needs --model"),
+        (["paper-cubic", "--policy", "mlc"], "needs --model"),  # a model ships only for testbed
+        (["--policy", "mlc", "--model", "m"], "needs both"),
         (["--api", "0.0.0.0:1"], "loopback"),
         (["--plant", "hardware"], "telemetry"),
         (["--plant", "hardware", "--telemetry", "127.0.0.1:1"], "exactly one actuator"),

@@ -46,7 +46,7 @@ from ..identification.regressors import N_FEATURES, RATE_FEATURES, feature_row
 from ..scenario import Scenario
 from ..state import STATE_FIELDS, History
 
-__all__ = ["Gains", "desired_state", "AntiWindupPI", "MLCPolicy", "DEFAULT_DELTA_U"]
+__all__ = ["Gains", "desired_state", "AntiWindupPI", "MLCPolicy", "DEFAULT_DELTA_U", "mlc_files"]
 
 #: Default Delta_u of the +-Delta_u(t) saturator, as a fraction of B_max.
 DEFAULT_DELTA_U = 0.02
@@ -351,3 +351,26 @@ class MLCPolicy:
         if self._scenario is None:
             raise RuntimeError("policy 'mlc' used before reset(scenario)")
         return self._scenario
+
+
+def mlc_files(scenario: Scenario, model: str | None, gains: str | None) -> tuple[str, str]:
+    """The model directory and gains file the MLC runs with on ``scenario``.
+
+    Given ones win. With neither, the model shipped for this scenario (``scidmz.data``,
+    made by ``scidmz reproduce mlc``) is used and named on stderr; otherwise one-line error.
+    """
+    if model and gains:
+        return str(model), str(gains)
+    if not model and not gains:
+        from ..data import shipped_model
+
+        found = shipped_model(scenario)
+        if found is not None:
+            import sys
+
+            print(f"scidmz: policy mlc: using the model and gains shipped for '{scenario.name}' ({found[0]})",
+                  file=sys.stderr)
+            return str(found[0]), str(found[1])
+        raise ValueError(f"policy mlc needs --model DIR and --gains FILE (a trained model ships only for the "
+                         f"built-in testbed scenario; '{scenario.name}' has none)")
+    raise ValueError("policy mlc needs both --model DIR and --gains FILE")

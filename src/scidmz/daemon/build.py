@@ -46,8 +46,9 @@ def build_daemon(
     if plant not in PLANT_KINDS:
         raise ValueError(f"unknown plant '{plant}' (choose from {', '.join(PLANT_KINDS)})")
     if policy == "mlc":
-        if not model or not gains:
-            raise ValueError("policy mlc needs --model DIR and --gains FILE")
+        from ..controller.mlc import mlc_files
+
+        model, gains = mlc_files(sc, model, gains)
         pol = make_policy("mlc", model=model, gains=gains)
     else:
         pol = make_policy(policy, **pol_opts)

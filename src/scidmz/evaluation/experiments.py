@@ -764,8 +764,9 @@ def evaluate(
     pols: dict[str, Policy] = {}
     for n in names:
         if n == "mlc":
-            if not model or not gains:
-                raise ValueError("evaluating the MLC needs --model and --gains (or a models:/ version with gains)")
+            from ..controller.mlc import mlc_files
+
+            model, gains = mlc_files(sc, model, gains)
             pols["mlc"] = load_mlc_policy(model, gains)
         elif n != BASELINE:
             pols[n] = make_policy(n)

@@ -44,8 +44,9 @@ def simulate(
     tgt = sc.check_target(DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target"))
     kwargs: dict[str, Any] = {}
     if policy == "mlc":
-        if not model or not gains:
-            raise ValueError("policy 'mlc' needs --model DIR and --gains FILE")
+        from ..controller.mlc import mlc_files
+
+        model, gains = mlc_files(sc, model, gains)
         kwargs = {"model": model, "gains": gains}
     kwargs.update(pol_opts)
     pol = make_policy(policy, **kwargs)
