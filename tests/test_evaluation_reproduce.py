@@ -128,3 +128,26 @@ def test_reproduce_mlc_netns_quick_end_to_end(tmp_path: Path) -> None:
     ref = sec["tune"]["refine"]
     assert [c["factor"] for c in ref["candidates"]] == [1.0, 0.3, 0.1, 0.03] and ref["plant"] == "netns"
     assert sec["tune"]["gains"]["kp"] == pytest.approx(ref["ga_gains"]["kp"] * ref["factor"])
+
+
+def test_resume_reuses_only_a_matching_identification_dataset(tmp_path: Path) -> None:
+    from scidmz.evaluation.reproduce import _reusable_dataset
+    from scidmz.identification.record import record_dataset
+    from scidmz.scenario import load_scenario, resolve_scenario
+
+    sc = load_scenario("small-cubic")
+    ds = tmp_path / "dataset.parquet"
+    rec, _ = record_dataset(sc, 20.0, str(ds), seed=3, batch=2, track=False)
+    got = _reusable_dataset(ds, sc, 20.0, 3, "fluid", 2)
+    assert got is not None and got["reused"] and got["sha256"] == rec["sha256"] and got["rows"] == rec["rows"]
+    assert _reusable_dataset(ds, sc, 20.0, 3, "fluid", None) is not None  # batch not fixed by the plan
+    # Any difference in what the step would record means recording afresh.
+    assert _reusable_dataset(ds, sc, 20.0, 4, "fluid", 2) is None
+    assert _reusable_dataset(ds, sc, 40.0, 3, "fluid", 2) is None
+    assert _reusable_dataset(ds, sc, 20.0, 3, "netns", 2) is None
+    assert _reusable_dataset(ds, sc, 20.0, 3, "fluid", 4) is None
+    assert _reusable_dataset(ds, resolve_scenario("small-cubic", ["link.buffer_bdp=0.5"]), 20.0, 3, "fluid", 2) is None
+    assert _reusable_dataset(tmp_path / "missing.parquet", sc, 20.0, 3, "fluid", 2) is None
+    torn = tmp_path / "torn.parquet"
+    torn.write_bytes(ds.read_bytes()[:100])  # cut short by the interruption
+    assert _reusable_dataset(torn, sc, 20.0, 3, "fluid", 2) is None

@@ -41,6 +41,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--ns-max-flows", type=int, default=None, help="cap on trials x N_s per sweep point")
     g.add_argument("--short-trials", type=int, default=None, help="short-flow trials (600 s each)")
     g.add_argument("--experiments", default=None, help="comma list of mrae,fct,utilization,sweep,short")
+    p.add_argument("--resume", action="store_true",
+                   help="mlc: reuse identification datasets in --out that match this run (after an interruption)")
     p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
     p.set_defaults(func=cmd_reproduce)
 
@@ -91,6 +93,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         emit(result, a.json, human)
         return 0
     result, human = reproduce_mlc(out=out, quick=a.quick, tracking_uri=a.tracking_uri, seed=a.seed, plan=plan,
-                                  command=cmd, notes=notes, progress=sys.stderr.isatty())
+                                  command=cmd, notes=notes, progress=sys.stderr.isatty(),
+                                  resume=a.resume)
     emit(result, a.json, human)
     return 0

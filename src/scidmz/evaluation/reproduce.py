@@ -255,6 +255,7 @@ def _one_cca(
     tracking_uri: str | None,
     progress: bool,
     say: Callable[[str], None],
+    resume: bool = False,
 ) -> dict[str, Any]:
     from ..controller.mlc import Gains, MLCPolicy
     from ..identification.excitation import load_dataset
@@ -272,12 +273,22 @@ def _one_cca(
     d.mkdir(parents=True, exist_ok=True)
     sec: dict[str, Any] = {"scenario": sc.name, "files": {}}
 
+    def record(path: Path, duration: float, plant: str, batch: int | None) -> dict[str, Any]:
+        if resume:
+            reused = _reusable_dataset(path, sc, duration, plan.seed, plant, batch)
+            if reused is not None:
+                say(f"   reusing {path} ({reused['rows']} rows, same scenario, duration, seed and plant)")
+                return reused
+        rec, _ = record_dataset(sc, duration, str(path), seed=plan.seed, batch=batch, plant=plant,
+                                tracking_uri=tracking_uri, progress=progress)
+        return rec
+
     with _stage(stages, f"{cca}/identify", say):
         ds = d / "dataset.parquet"
-        rec, _ = record_dataset(sc, plan.identify_duration, str(ds), seed=plan.seed, batch=plan.identify_batch,
-                                tracking_uri=tracking_uri, progress=progress)
+        rec = record(ds, plan.identify_duration, "fluid", plan.identify_batch)
         trace = load_dataset(ds)
-        sec["identify"] = {"duration": plan.identify_duration, "rows": len(trace), "sha256": rec.get("sha256")}
+        sec["identify"] = {"duration": plan.identify_duration, "rows": len(trace), "sha256": rec.get("sha256"),
+                           "reused": bool(rec.get("reused"))}
 
     with _stage(stages, f"{cca}/train", say):
         model_dir = d / "model"
@@ -291,14 +302,14 @@ def _one_cca(
         # evaluation plant fine-tunes the fluid model; the GA then tunes with the refined model.
         with _stage(stages, f"{cca}/identify-{plan.eval_plant}", say):
             tds = d / f"dataset_{plan.eval_plant}.parquet"
-            trec, _ = record_dataset(sc, plan.refine_identify_s, str(tds), seed=plan.seed, plant=plan.eval_plant,
-                                     tracking_uri=tracking_uri, progress=progress)
+            trec = record(tds, plan.refine_identify_s, plan.eval_plant, None)
         with _stage(stages, f"{cca}/fine-tune", say):
             fine_dir = d / "model_refined"
             ft, _ = train_model(str(tds), str(fine_dir), folds=plan.cv_folds, seed=plan.seed, init=str(model_dir),
                                 tracking_uri=tracking_uri, progress=progress, **plan.train_kwargs)
             sec["fine_tune"] = {"plant": plan.eval_plant, "duration": plan.refine_identify_s,
                                 "rows": int(trec["rows"]), "sha256": trec.get("sha256"), "samples": int(ft["samples"]),
+                                "reused": bool(trec.get("reused")),
                                 "init_relative_error": ft.get("init_relative_error"),
                                 "cv_relative_error": ft.get("cv_relative_error")}
             model_dir = fine_dir
@@ -339,6 +350,40 @@ def _one_cca(
         for f in files.values():
             run.log_artifact(f, artifact_path="results")
     return sec
+
+
+def _reusable_dataset(
+    path: Path, sc: Scenario, duration: float, seed: int, plant: str, batch: int | None,
+) -> dict[str, Any] | None:
+    """The record of an identification dataset left by an earlier run, if it is this step's.
+
+    ``--resume`` (ours): on the testbed the identification is the longest step (1,800 s), and a
+    run cut short by a reboot should not have to repeat it. A file is reused only when its
+    self-describing metadata names the same scenario (every field), duration, seed, plant kind and,
+    when given, batch; anything else, or an unreadable file, is recorded afresh.
+    """
+    import json
+
+    from ..identification.excitation import load_dataset
+    from ..tracking import file_sha256
+
+    if not path.is_file():
+        return None
+    try:
+        tr = load_dataset(path)
+    except Exception:  # noqa: BLE001 -- a torn file from the interrupted run: record again
+        return None
+    m = tr.meta
+    same = (
+        m.get("scenario") == json.loads(json.dumps(sc.to_dict()))
+        and float(m.get("duration", -1)) == float(duration)
+        and m.get("seed") == seed
+        and m.get("plant_kind") == plant
+        and (batch is None or m.get("batch") == batch)
+    )
+    if not same:
+        return None
+    return {"dataset": str(path), "sha256": file_sha256(path), "rows": len(tr), "reused": True}
 
 
 def _flat_metrics(summ: dict[str, Any]) -> dict[str, float]:
@@ -385,8 +430,13 @@ def reproduce_mlc(
     notes: str | None = None,
     progress: bool = False,
     verbose: bool = True,
+    resume: bool = False,
 ) -> tuple[dict[str, Any], str]:
-    """Run the chain for every CCA in the plan; write ``out/report.md`` and ``out/results.json``."""
+    """Run the chain for every CCA in the plan; write ``out/report.md`` and ``out/results.json``.
+
+    ``resume``: reuse identification datasets already in ``out`` that match this plan
+    (``_reusable_dataset``); every later step runs again.
+    """
     from .report import write_report
 
     p = plan or (ReproducePlan.quick(seed) if quick else ReproducePlan(seed=seed))
@@ -404,7 +454,7 @@ def reproduce_mlc(
     t0 = time.perf_counter()
     for cca, sc in scenarios.items():
         say(f"== {cca}: scenario {sc.name} ({p.mode})")
-        sections[cca] = _one_cca(cca, sc, p, out_dir, stages, tracking_uri, progress, say)
+        sections[cca] = _one_cca(cca, sc, p, out_dir, stages, tracking_uri, progress, say, resume=resume)
     wall = time.perf_counter() - t0
 
     conv = {c: [v / 1e9 for v in s["tune"]["curve"]] for c, s in sections.items() if s.get("tune")}
