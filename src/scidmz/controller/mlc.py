@@ -362,7 +362,7 @@ def mlc_files(scenario: Scenario, model: str | None, gains: str | None) -> tuple
     if model and gains:
         return str(model), str(gains)
     if not model and not gains:
-        from ..data import shipped_model
+        from ..data import shipped_model, shipped_model_names
 
         found = shipped_model(scenario)
         if found is not None:
@@ -371,6 +371,7 @@ def mlc_files(scenario: Scenario, model: str | None, gains: str | None) -> tuple
             print(f"scidmz: policy mlc: using the model and gains shipped for '{scenario.name}' ({found[0]})",
                   file=sys.stderr)
             return str(found[0]), str(found[1])
-        raise ValueError(f"policy mlc needs --model DIR and --gains FILE (a trained model ships only for the "
-                         f"built-in testbed scenario; '{scenario.name}' has none)")
+        have = ", ".join(shipped_model_names()) or "none"
+        raise ValueError(f"policy mlc needs --model DIR and --gains FILE (no model ships for '{scenario.name}' "
+                         f"with DTN {scenario.dtn.cca}; shipped: {have})")
     raise ValueError("policy mlc needs both --model DIR and --gains FILE")

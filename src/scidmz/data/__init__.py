@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dataset_path", "dataset_names", "shipped_model"]
+__all__ = ["dataset_path", "dataset_names", "shipped_model", "shipped_model_names"]
 
 
 def dataset_names() -> list[str]:
@@ -25,6 +25,12 @@ def dataset_path(name: str) -> Path:
     if not p.is_file():
         raise ValueError(f"no shipped dataset '{name}' (have: {', '.join(dataset_names()) or 'none'})")
     return Path(str(p))
+
+
+def shipped_model_names() -> list[str]:
+    """``<scenario>-<dtn cca>`` of every shipped MLC model, sorted."""
+    d = resources.files(__name__) / "models"
+    return sorted(p.name for p in d.iterdir() if (p / "meta.json").is_file()) if d.is_dir() else []
 
 
 def shipped_model(scenario: Any) -> tuple[Path, Path] | None:

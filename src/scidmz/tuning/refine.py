@@ -5,8 +5,8 @@ scidmz runs the GA on the fluid plant, where a generation costs seconds; on the 
 testbed one 120 s episode costs 120 s, so a GA there is out of reach. Measured
 (reports/mlc-netns/analysis.md): the fluid GA's best gains for the ``testbed`` scenario
 (Kp, Ki, Kw = 0.94, 1.04, 1.72) made the MLC lose to the trivial TBF on real kernel
-CUBIC (MRAE -18.8 %, 10 pairs), while the same model with gains about ten times smaller
-won. The kernel's per-period DTN rate is noisier than the fluid plant's at this buffer
+CUBIC (MRAE -18.8 %, 10 pairs), while an earlier model of the same chain with gains five
+to ten times smaller (0.18, 0.05, 0.16) won a 3-pair pilot (MRAE +16 %). The kernel's per-period DTN rate is noisier than the fluid plant's at this buffer
 (packet-level queue fluctuations the fluid model does not have, reports/mlc/regime), and
 gains a GA fits to a cleaner plant feed that noise back into u.
 
