@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..controller.mlc import Gains
+from ..controller.mlc import Gains, MLCPolicy
 from ..scenario import Scenario
 
 __all__ = ["RefineResult", "refine_gains", "DETUNE_FACTORS", "REFINE_SEED_OFFSET"]
@@ -72,8 +72,6 @@ def refine_gains(
     facs = [float(f) for f in factors]
     if not facs or any(not np.isfinite(f) or f < 0 for f in facs):
         raise ValueError(f"refinement factors must be finite numbers >= 0, got {list(factors)}")
-    from ..controller.mlc import MLCPolicy
-
     predictor = _as_predictor(model)
     rs = int(seed) + REFINE_SEED_OFFSET
     targets = fitness_targets(scenario, episode, rs, episodes=episodes).reshape(-1, episodes)
