@@ -63,18 +63,21 @@ def test_adaptive_substep_agrees_with_a_fine_fixed_step():
     from scidmz.plant.fluid import FluidPlant
     from scidmz.scenario import load_scenario
 
-    # Shallow defaults and the deep variants (issue 9). Queue means are the touchy part: CUBIC's
-    # agree within 5 % deep and 7 % shallow; BBRv2's probing makes its 30 s mean queue differ by up
-    # to 17 % between the two step sizes (measured: 3.35 vs 2.79 ms shallow, 7.0 vs 6.2 ms deep).
+    # Shallow defaults and the deep variants (issue 9), three seeds each. Queue means are the touchy
+    # part: CUBIC's agree within 5 %; BBRv2's probing makes its 30 s mean queue differ by up to
+    # 17 % between the two step sizes (measured: 1.20 vs 1.33 ms shallow, 65 vs 61 ms deep). The
+    # packet noise (constants.ARRIVAL_IDC) reads each sub-step's drift, so BBRv2's rates, which
+    # react to its losses, now differ by up to 2 % deep (measured -1.3 % DTN, +1.9 % campus).
     for name in ("paper-cubic", "paper-bbr2", "paper-cubic-deep", "paper-bbr2-deep"):
         sc = load_scenario(name)
         means = []
         for dt in (0.001, None):
-            plant = FluidPlant(sc, dt=dt)
-            ys = np.array([plant.step(400e6).y[0] for _ in range(40)])
-            means.append(ys[10:].mean(axis=0))
+            plant = FluidPlant(sc, scenarios=[sc.replace(seed=s) for s in range(3)], dt=dt)
+            ys = np.array([plant.step(np.full(3, 400e6)).y for _ in range(40)])
+            means.append(ys[10:].mean(axis=(0, 1)))
         fine, adaptive = means
-        assert adaptive[0] == pytest.approx(fine[0], rel=0.02), name  # DTN rate
-        assert adaptive[1] == pytest.approx(fine[1], rel=0.02), name  # campus rate
-        qtol = 0.20 if "bbr2" in name else 0.05 if name.endswith("-deep") else 0.10
+        rtol = 0.03 if "bbr2" in name else 0.02
+        assert adaptive[0] == pytest.approx(fine[0], rel=rtol), name  # DTN rate
+        assert adaptive[1] == pytest.approx(fine[1], rel=rtol), name  # campus rate
+        qtol = 0.20 if "bbr2" in name else 0.05
         assert adaptive[4] == pytest.approx(fine[4], rel=qtol), name  # queueing delay

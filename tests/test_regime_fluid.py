@@ -51,4 +51,4 @@ def test_trivial_tbf_underfills_in_the_shallow_regime_only():
         plant = FluidPlant(sc, scenarios=[sc.replace(seed=s) for s in range(3)])
         ys = np.array([plant.step(np.full(3, sc.trivial_rate(target))).y for _ in range(40)])[10:]
         fills[name] = float(ys[:, :, 0].mean() / target)
-    assert fills["paper-cubic"] < 0.96 < 0.99 < fills["paper-cubic-deep"], fills
+    assert fills["paper-cubic"] < 0.975 < 0.99 < fills["paper-cubic-deep"], fills

@@ -44,6 +44,8 @@ def test_toml_file_and_unknown_key(tmp_path):
         ("link.buffer_bdp=0.0001", "link.buffer_bdp gives a bottleneck buffer of"),
         ("link.buffer_bdp=20", "link.buffer_bdp gives 20 BDP"),
         ("link.buffer=1GB", "link.buffer gives 800 BDP"),
+        ("link.burst=-1k", "link.burst: must not be negative"),
+        ("link.burst=1TB", "link.burst must be at most"),
     ],
 )
 def test_bad_values_name_the_key(override, needle):
@@ -63,6 +65,12 @@ def test_target_checks_and_trivial_rate():
         s.check_target(float("nan"))
     assert s.trivial_rate(600e6) == pytest.approx(400e6)
     assert s.trivial_rate(0.0) == pytest.approx(1e9)
+
+
+def test_link_burst_default_is_one_ms_of_b_max():
+    assert load_scenario("testbed").link_burst_bytes == pytest.approx(12_500)  # 1 ms of 100 Mbit/s
+    assert load_scenario("testbed").replace(link={"capacity": 1e6, "buffer_bdp": 1.0}).link_burst_bytes == 2 * 1514
+    assert load_scenario("testbed").with_overrides(["link.burst=0"]).link_burst_bytes == 0.0
 
 
 def test_dict_roundtrip_and_replace():

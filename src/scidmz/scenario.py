@@ -141,6 +141,9 @@ class LinkConfig:
     capacity: Rate = 1e9  # bit/s, B_max
     buffer: OptSize = None  # bytes; None -> buffer_bdp x BDP of the DTN path
     buffer_bdp: Number = 1.0
+    # bytes of tokens the bottleneck saves while its queue is empty (it is a token bucket at
+    # B_max); None -> one 1 ms timer tick of B_max, at least 2 frames (Scenario.link_burst_bytes)
+    burst: OptSize = None
 
 
 @dataclass
@@ -261,6 +264,15 @@ class Scenario:
     @property
     def u_min(self) -> float:
         return self.shaper.min_rate
+
+    @property
+    def link_burst_bytes(self) -> float:
+        """Tokens of the bottleneck's token bucket, bytes (``link.burst``; default ours: 1 ms of
+        B_max and at least two frames, the smallest burst with which tc's TBF on the netns
+        testbed holds its rate exactly; the fluid plant counts them as buffer for its packet noise)."""
+        if self.link.burst is not None:
+            return self.link.burst
+        return max(LINK_MIN_BURST_FRAMES * FRAME, self.link.capacity / 8.0 * LINK_BURST_TIME)
 
     @property
     def u_max(self) -> float:
@@ -403,6 +415,9 @@ def _error_line(exc: ValidationError, source: str) -> str:
 
 MIN_PERIOD = 1e-3  # s: the control period; below it no plant or tc actuator keeps up
 MTU = 1500  # bytes (Ethernet): a bottleneck buffer must hold at least one packet
+FRAME = 1514  # bytes: an MTU packet with its Ethernet header (rates count frame bytes)
+LINK_BURST_TIME = 0.001  # s of B_max in the bottleneck's default token burst
+LINK_MIN_BURST_FRAMES = 2
 # Ours (issue 9): a buffer beyond 10 BDP of the DTN path is a mistake, not a regime anyone
 # runs -- the deep variants are 1 BDP and the default is 0.05 BDP.
 MAX_BUFFER_BDP = 10.0
@@ -415,6 +430,7 @@ def LIMITS_MAX(s: Scenario) -> list[tuple[str, Any, float]]:  # noqa: N802 - a t
         ("link.capacity", s.link.capacity, 1e12),  # 1 Tbit/s
         ("link.buffer", s.link.buffer, 1e10),  # bytes
         ("link.buffer_bdp", s.link.buffer_bdp, 1e3),
+        ("link.burst", s.link.burst, 1e10),  # bytes
         ("dtn.streams", s.dtn.streams, 10_000),
         ("dtn.rtt", s.dtn.rtt, 10.0),
         ("dtn.transfer", s.dtn.transfer, 1e15),

@@ -119,6 +119,22 @@ BBR2_PACING_MARGIN = 0.01  # pace at 99 % of the estimate
 TBF_BURST_TIME = 0.004
 TBF_MIN_BURST_PKTS = 10.0
 
+# -- packet-level noise at the bottleneck (issue 9) ----------------------------------
+# The fluid queue is a mean; a real K-frame FIFO random-walks around it, so the link idles
+# although the mean demand is at capacity and drops although the mean queue is below the
+# buffer (kernel.py, _packet_noise_excess: a reflected Brownian queue). Its variance per second
+# is ARRIVAL_IDC x arrival rate x MSS: the index of dispersion of the frames arriving at the
+# bottleneck, counted in windows of one fluid sub-step (2 ms with the 10 ms campus RTT), i.e.
+# the variance the fluid's per-step mean averages away. Measured (ours) on the netns testbed
+# (real kernel CUBIC, trivial TBF, 50 of 100 Mbit/s, tcpdump on BR1's two ingress ports, 20 s):
+# 0.57 at a 0.01 BDP buffer, 0.44 at 0.05 BDP (0.90 / 0.78 in 0.5 ms windows, 0.40 / 0.31 at
+# 5-10 ms; Poisson arrivals would give 1: ACK-clocked senders are smoother). The service of
+# the bottleneck (a TBF at line rate) adds no variance. 0 turns the noise off
+# (FluidPlant(packet_noise=False)).
+ARRIVAL_IDC = 0.5
+# The bottleneck's own token bucket (Scenario.link_burst_bytes) counts as buffer for the noise:
+# tokens saved while the queue is empty let the next arrivals pass at once.
+
 # -- flow completion ------------------------------------------------------------------
 # A finite flow's last byte reaches the receiver this fraction of its base RTT
 # after leaving the bottleneck (symmetric path: half the RTT is the way back).

@@ -15,7 +15,10 @@ constants.DT_RTT_DIVISOR). Each sub-step:
 4. The bottleneck queue discipline serves the queues (``_serve_queues``: K
    weighted queues, each with its own drop-tail buffer; K = 1 is the plain
    FIFO of the MLC testbed). Within a queue, service and drops are shared
-   in proportion to each flow's backlog/arrivals (fluid FIFO).
+   in proportion to each flow's backlog/arrivals (fluid FIFO). The plain
+   FIFO also has packet-level noise (``_packet_noise_excess``: the link idles
+   and drops although the mean queue is between empty and full;
+   constants.ARRIVAL_IDC).
 5. Each flow's controller reacts to what was delivered (ACK clock) and lost
    (the controllers are in ``cca.py``; codes, the RNG and the cache locator
    shared by both modules in ``common.py``).
@@ -83,6 +86,7 @@ from .layout import (
     I_TBFQ,
     I_TOKENS,
     I_WAITING,
+    IP_ARRIVAL_IDC,
     IP_BURST,
     IP_CAMPUS_BASE,
     IP_CAP,
@@ -92,6 +96,7 @@ from .layout import (
     IP_G_SCALE,
     IP_G_SHAPE,
     IP_LATENCY,
+    IP_LINK_BURST,
     IP_NSUB,
     IP_PERIOD,
     IP_QDISC,
@@ -131,6 +136,7 @@ from .layout import (
     QP_CEIL,
     QP_WEIGHT,
     QS_BYTES,
+    QS_NOISE,
     QS_ORPH_CAMP,
     QS_ORPH_DTN,
     QS_ORPH_TBF,
@@ -296,9 +302,93 @@ def _queue_rate(q, k, capacity, weight, wtot, ceil):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _queue_seen(q, k):
+    """Bytes a packet finds queued: the fluid mean, or the packet-level noise's mean content where
+    the fluid queue is emptier than that (a shallow FIFO at a load near 1, ``_packet_noise_relax``)."""
+    return max(q[k, QS_BYTES], q[k, QS_NOISE])
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _droptail(backlog, buffer):
     """Bytes a drop-tail queue must drop to stay within its buffer."""
     return backlog - buffer if backlog > buffer else 0.0
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _packet_noise_excess(drift, var, length):
+    """Idle service (= extra overflow) per second that packet-level arrival noise adds to a fluid queue.
+
+    Issue 9's mechanism: the kernel's link idled about 1/(K+1) of the time at 0.01-0.1 BDP although
+    the senders were not slower on average (reports/mlc/regime). The queue of a K-frame FIFO fed by
+    packets is not its mean: between the fluid's sub-steps it random-walks, so the link idles at
+    times although the mean queue is not empty, and overflows at times although the mean is below
+    the buffer. Diffusion approximation (ours, after Harrison, "Brownian Motion and Stochastic Flow
+    Systems", 1985, ch. 5): the content is a Brownian motion with ``drift`` (arrival rate - service
+    rate of this sub-step, bytes/s) and variance ``var`` (bytes^2/s), reflected at the empty end
+    (the link idles) and at the full end (drops), ``length`` bytes apart (the buffer plus the
+    bottleneck's tokens), and taken as stationary at each sub-step's drift. Its lost-service and
+    overflow rates are L = d / (e^(2 d length / var) - 1) and U = L + d; the deterministic fluid
+    already has max(-d, 0) of idle and max(d, 0) of overflow, so the noise adds
+    |d| / (e^(2 |d| length / var) - 1) to both (var / (2 length) at d = 0): as much extra drop as
+    extra idle, so the mean queue and every flow's bytes stay conserved. The extra drops are
+    isolated packets, so they reach the flows as loss events (Poisson thinning, constants.py).
+    """
+    if var <= 0.0 or length <= 0.0:
+        return 0.0
+    ad = abs(drift)
+    x = 2.0 * ad * length / var
+    if x < 1e-6:
+        return var / (2.0 * length)
+    if x > 40.0:
+        return 0.0
+    return ad / math.expm1(x)
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FM)
+def _packet_noise_queue(drift, var, buffer, tokens):
+    """Mean bytes queued in the reflected Brownian queue of ``_packet_noise_excess``.
+
+    With the bottleneck's token bucket the content X lives on [-tokens, buffer] (X < 0: saved
+    tokens, nothing queued); its stationary density is proportional to e^(theta (x + tokens)),
+    theta = 2 drift / var, and this returns E[max(X, 0)] (buffer^2 / (2 length) at drift 0).
+    """
+    length = buffer + tokens
+    if var <= 0.0 or length <= 0.0:
+        return 0.0
+    th = 2.0 * drift / var
+    if abs(th) * length < 1e-6:
+        return buffer * buffer / (2.0 * length)
+    if th > 0.0:
+        # scaled by e^(-theta length) so that nothing overflows
+        return (buffer + math.expm1(-th * buffer) / th) / -math.expm1(-th * length)
+    e_l = math.exp(th * length)
+    e_a = math.exp(th * tokens)
+    return (buffer * e_l - (e_l - e_a) / th) / math.expm1(th * length)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _packet_noise_relax(m, drift, var, rate, dt, buffer, tokens):
+    """The noise's mean content after one sub-step: it moves towards the stationary value at the
+    current drift (``_packet_noise_queue``) no faster than packets can build or drain it (ours).
+
+    The stationary content is reached only after the noise has had time to spread: a diffusion
+    covers a distance x in x^2 / var seconds, so growing to m* takes m*^2 / var; a queue drains
+    at the drift when that is negative, or spreads back down diffusively, whichever is faster.
+    Without this a deep buffer at a drift near 0 (a standing fluid queue, BBR's small queue in 4
+    BDP) would see the stationary content of half its buffer at once, which takes minutes to
+    build; with it the shallow buffers, whose m* is a few frames, follow the drift within ms.
+    """
+    if var <= 0.0:
+        # no arrivals: what is queued drains at the link rate
+        return max(m - rate * dt, 0.0)
+    target = _packet_noise_queue(drift, var, buffer, tokens)
+    if target >= m:
+        tau = target * target / var
+    else:
+        tau = min(m * m / var, m / -drift) if drift < 0.0 else m * m / var
+    if tau <= 0.0:
+        return target
+    return target + (m - target) * math.exp(-dt / tau)
 
 
 # -- bottleneck disciplines (ABC, FFS): the decision cores of scidmz.disciplines, per sub-step ------
@@ -420,6 +510,10 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     # a new rate may come with a smaller bucket: tokens never exceed it (tc change resets them)
     inst[I_TOKENS] = min(inst[I_TOKENS], burst)
     qdisc = int(ip[IP_QDISC])
+    # packet-level noise at the bottleneck: a single drop-tail FIFO only (the MLC testbed's); the
+    # multi-queue and AQM disciplines keep the deterministic fluid queue (ours: not measured there)
+    idc = ip[IP_ARRIVAL_IDC] if (K == 1 and qdisc == 0) else 0.0
+    noise_len = qp[0, QP_BUFFER] + ip[IP_LINK_BURST]  # tokens saved while idle act as buffer
     dt = fixed_dt if fixed_dt > 0.0 else DT_MIN
     inv_dt = 1.0 / dt
     for j in range(NOUT):
@@ -519,7 +613,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         # Flows come in three ranges (DTN, campus/UDP/[[flows]], short-flow slots); a range
         # shares its class. CCA and shaper are per flow (set_ccas, [[flows]] entries).
         for k in range(K):
-            qdel[k] = q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
+            qdel[k] = _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
             qa[k] = 0.0
             tbd[k] = q[k, QS_ORPH_TBF]
         tbfq = inst[I_TBFQ]
@@ -603,8 +697,20 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
             nq = qd[k] - served[k]
             qdrop[k] = _droptail(nq, qp[k, QP_BUFFER])
             q[k, QS_BYTES] = nq - qdrop[k]
+            if idc > 0.0:
+                rate_k = min(ip[IP_CAP], ceil[k])
+                lam = qa[k] * inv_dt
+                drift = lam - rate_k
+                var = idc * lam * MSS
+                ex = _packet_noise_excess(drift, var, noise_len) * dt
+                ex = min(ex, served[k], qa[k] - qdrop[k])
+                if ex > 0.0:
+                    served[k] -= ex
+                    qdrop[k] += ex
+                q[k, QS_NOISE] = _packet_noise_relax(q[k, QS_NOISE], drift, var, rate_k, dt,
+                                                     qp[k, QP_BUFFER], ip[IP_LINK_BURST])
             q[k, QS_RATE] = served[k] * inv_dt
-            qtot += q[k, QS_BYTES]
+            qtot += _queue_seen(q, k)
             sfrac[k] = served[k] / qd[k] if qd[k] > 0.0 else 0.0
             dfrac[k] = qdrop[k] / qa[k] if qa[k] > 0.0 else 0.0
             # bytes of finished flows still queued: served like everyone else's
@@ -717,7 +823,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 size = s[S_SIZE, f]
                 if size < INF and s[S_TOSEND, f] <= 1e-6:
                     # all sent, nothing lost: the last byte leaves the FIFOs after their delay
-                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
+                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
                     if shaped and u > 0.0:
                         fin += inst[I_TBFQ] / u
                     n = nrec[b]
@@ -805,7 +911,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         if s[S_ON, f] > 0.0:
             k = int(p[P_QID, f])
             s[S_RATE, f] = a[f] * inv_dt
-            s[S_RTT, f] = p[P_BASE, f] + q[k, QS_BYTES] / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
+            s[S_RTT, f] = p[P_BASE, f] + _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
             if p[P_SHAPED, f] > 0.0:
                 s[S_RTT, f] += inst[I_TBFQ] / u if u > 0.0 else 0.0
         else:

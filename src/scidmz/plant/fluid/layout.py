@@ -124,8 +124,10 @@ NI = 17
     IP_Z_MAX,
     IP_SHORT_CCA,
     IP_QDISC,
-) = range(19)
-NIP = 19
+    IP_LINK_BURST,  # bytes of tokens the bottleneck saves while idle (0: a plain line)
+    IP_ARRIVAL_IDC,  # index of dispersion of the bottleneck's arrivals (0: no packet-level noise)
+) = range(21)
+NIP = 21
 
 # -- bottleneck disciplines --------------------------------------------------------------
 NDP = 8  # >= the longest core parameter vector (ABC 8, FFS 6)
@@ -142,7 +144,10 @@ NQP = 3
 # bytes stay in the queue as "orphans" of their class until served.
 QS_BYTES, QS_ORPH_DTN, QS_ORPH_CAMP, QS_ORPH_TBF = range(4)
 QS_RATE = 4  # service rate of the queue in the last sub-step, bytes/s (for its queueing delay)
-NQS = 5
+# mean bytes the packet-level noise holds in the queue in the last sub-step (kernel._packet_noise_queue);
+# the queue a packet meets is the larger of this and QS_BYTES (kernel._queue_seen)
+QS_NOISE = 5
+NQS = 6
 
 # -- OUT: per-period results ------------------------------------------------------------
 (

@@ -100,7 +100,8 @@ class FluidPlant:
     ``scenarios`` (optional) gives each instance its own scenario of the same
     shape (same flow counts and traffic kind, same period); otherwise all use
     ``scenario``. ``dt`` fixes the sub-step (default: adaptive, a fifth of the smallest current RTT,
-    see constants.DT_RTT_DIVISOR).
+    see constants.DT_RTT_DIVISOR). ``packet_noise=False`` turns off the bottleneck's packet-level
+    queue noise (constants.ARRIVAL_IDC), the deterministic fluid queue of before issue 9's fix.
     """
 
     def __init__(
@@ -109,6 +110,7 @@ class FluidPlant:
         batch: int = 1,
         scenarios: list[Scenario] | None = None,
         dt: float | None = None,
+        packet_noise: bool = True,
     ) -> None:
         if scenarios is not None:
             scenarios = list(scenarios)
@@ -134,6 +136,7 @@ class FluidPlant:
         if dt is not None and not (0 < dt <= self.scenario.period):
             raise ValueError(f"dt must be in (0, period], got {dt!r}")
         self._dt_override = dt
+        self._packet_noise = bool(packet_noise)
         self._u_max = np.array([sc.u_max for sc in self.scenarios])
         self._closed = False
         self._records: list[np.ndarray] = []
@@ -242,6 +245,8 @@ class FluidPlant:
         IP[L.IP_Z_SHAPE], IP[L.IP_Z_SCALE], IP[L.IP_Z_MIN], IP[L.IP_Z_MAX] = (
             w.size_shape, w.size_scale * wire, w.size_min * wire, w.size_max * wire)
         IP[L.IP_QDISC] = c.QDISC_DROPTAIL
+        IP[L.IP_LINK_BURST] = sc.link_burst_bytes
+        IP[L.IP_ARRIVAL_IDC] = c.ARRIVAL_IDC if self._packet_noise else 0.0
         self.Q[i] = 0.0
         if self._queues is None:
             self.QP[i, 0, L.QP_BUFFER] = sc.buffer_bytes

@@ -523,9 +523,9 @@ class Testbed:
         sc = self.scenario
         idx = br1.link_lookup(ifname="wan")[0]
         rate = sc.capacity
-        # One kernel timer tick's worth of tokens (>= 2 frames) keeps the line
-        # rate exact without letting bursts skip the queue.
-        burst = int(max(2 * MTU_FRAME, rate / 8 * 0.001))
+        # Default: one 1 ms timer tick's worth of tokens (>= 2 frames) keeps the line
+        # rate exact without letting bursts skip the queue; tc needs more than one frame.
+        burst = int(max(2 * MTU_FRAME, sc.link_burst_bytes))
         limit = int(max(sc.buffer_bytes, 2 * MTU_FRAME))
         br1.tc("add", "tbf", idx, 0x10000, rate=f"{int(rate)}bit", burst=burst, limit=limit)
 
