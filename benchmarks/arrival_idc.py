@@ -10,7 +10,7 @@ the IDC of the frame counts (in 1514-byte frames) in windows of 0.5-100 ms, the 
 trivial TBF's fill, and the run's starvation verdict (a starved run's figures are refused:
 exit 1 unless ``--allow-starved``). Needs root and tcpdump. Prints one JSON object.
 
-    sudo python benchmarks/arrival_idc.py [--buffers 0.01,0.02,0.05,0.1] [--capture 20]
+    sudo python benchmarks/arrival_idc.py [--buffers 0.01,0.02,0.05,0.1] [--capture 20] [--cca bbr]
 """
 
 from __future__ import annotations
@@ -66,12 +66,12 @@ def dispersion(ts: np.ndarray, lengths: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def run(buffer_bdp: float, capture: float, warmup: float, workdir: Path) -> dict[str, Any]:
+def run(buffer_bdp: float, capture: float, warmup: float, workdir: Path, cca: str = "cubic") -> dict[str, Any]:
     from scidmz.plant.base import make_plant
     from scidmz.plant.netns.starvation import run_verdict
     from scidmz.scenario import load_scenario
 
-    sc = load_scenario("testbed").replace(link={"buffer_bdp": buffer_bdp, "buffer": None})
+    sc = load_scenario("testbed").replace(link={"buffer_bdp": buffer_bdp, "buffer": None}, dtn={"cca": cca})
     target = 0.5 * sc.capacity
     u = sc.trivial_rate(target)
     skip = int(round(warmup / sc.period))
@@ -117,6 +117,7 @@ def main() -> int:
     ap.add_argument("--buffers", default="0.01,0.02,0.05,0.1", help="BDP multiples")
     ap.add_argument("--capture", type=float, default=20.0, help="s of capture per buffer")
     ap.add_argument("--warmup", type=float, default=15.0, help="s before the capture starts")
+    ap.add_argument("--cca", default="cubic", help="the DTN's congestion control (the campus stays CUBIC)")
     ap.add_argument("--allow-starved", action="store_true", help="mark starved runs instead of exiting 1")
     a = ap.parse_args()
     try:
@@ -129,8 +130,8 @@ def main() -> int:
         return 1
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="scidmz-idc-") as tmp:
-        rows = [run(b, a.capture, a.warmup, Path(tmp)) for b in buffers]
-    print(json.dumps({"benchmark": "arrival_idc", "scenario": "testbed", "target_frac": 0.5,
+        rows = [run(b, a.capture, a.warmup, Path(tmp), a.cca) for b in buffers]
+    print(json.dumps({"benchmark": "arrival_idc", "scenario": "testbed", "dtn_cca": a.cca, "target_frac": 0.5,
                       "capture_s": a.capture, "results": rows, "wall_s": time.time() - t0}))
     starved = [r["buffer_bdp"] for r in rows if r["starved"]]
     if starved and not a.allow_starved:

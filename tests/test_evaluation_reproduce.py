@@ -36,11 +36,12 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
         assert not (out / cca / "gains.json").exists() and not (out / cca / "convergence.png").exists()
         for f in ("mrae.csv", "fct.csv", "sweep.csv", "short.csv", "mrae_cdf.png", "fct_cdf.png"):
             assert (out / cca / f).stat().st_size > 0
-    # The quick chain on paper-cubic: the MLC ahead of the trivial TBF on MRAE on average over seeds
-    # 0-2. One seed is not enough at quick sizes: the trained net differs with the seed and with the
-    # TensorFlow build (seeds 0-4 on TF 2.21: -2.7, +19.2, +13.1, +6.4, +6.8 %; with the build this was
-    # first written against, seed 0 gave +9.9 %). BBRv2 is not asserted: there it is behind (reports/mlc/report.md says so).
-    gains = [doc["headline"]["cubic"]["mrae_reduction_pct"]]
+    # The quick chain on paper-cubic and paper-bbr2: the MLC ahead of the trivial TBF on MRAE on average
+    # over seeds 0-2 (issue 9's done-when). One seed is not enough at quick sizes: the trained net differs
+    # with the seed and with the TensorFlow build. Measured 2026-11-26 with the fluid plant's packet noise,
+    # seeds 0-2: CUBIC +16.2 / +2.4 / +19.8 %, BBRv2 +17.0 / +15.5 / +15.7 % (before the noise BBRv2 was
+    # behind, -17 to -31 %: its trivial TBF already filled 0.99 of the target).
+    gains = {cca: [doc["headline"][cca]["mrae_reduction_pct"]] for cca in ("cubic", "bbr2")}
     for seed in (1, 2):
         more = subprocess.run(
             [sys.executable, "-m", "scidmz.cli", "reproduce", "mlc", "--quick", "--json", "--seed", str(seed),
@@ -48,8 +49,11 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
         )
         assert more.returncode == 0, more.stderr[-3000:]
-        gains.append(json.loads(more.stdout.strip().splitlines()[-1])["headline"]["cubic"]["mrae_reduction_pct"])
-    assert sum(gains) / len(gains) > 0, gains
+        head = json.loads(more.stdout.strip().splitlines()[-1])["headline"]
+        for cca in gains:
+            gains[cca].append(head[cca]["mrae_reduction_pct"])
+    for cca, g in gains.items():
+        assert sum(g) / len(g) > 0, (cca, g)
     report = (out / "report.md").read_text()
     assert "scidmz reproduce mlc --quick" in report and "| 21.72 % |" in report
     assert "](cubic/mrae_cdf.png)" in report
@@ -151,3 +155,12 @@ def test_resume_reuses_only_a_matching_identification_dataset(tmp_path: Path) ->
     torn = tmp_path / "torn.parquet"
     torn.write_bytes(ds.read_bytes()[:100])  # cut short by the interruption
     assert _reusable_dataset(torn, sc, 20.0, 3, "fluid", 2) is None
+    # made by another version of the fluid model: its numbers are not this plant's
+    from scidmz.identification.excitation import load_dataset, write_dataset
+    from scidmz.plant.fluid.plant import model_fingerprint
+
+    old = load_dataset(ds)
+    assert old.meta["plant_model"] == model_fingerprint()
+    old.meta["plant_model"] = "0123456789abcdef"
+    write_dataset(old, tmp_path / "old-model.parquet")
+    assert _reusable_dataset(tmp_path / "old-model.parquet", sc, 20.0, 3, "fluid", 2) is None

@@ -62,7 +62,7 @@ def test_fluid_plant_runs_each_entry_as_listed() -> None:
         {"name": "near", "rtt": "10ms"},
         {"name": "far", "rtt": "60ms", "cca": "bbr"},
         {"name": "cbr", "cca": "udp", "rate": "30M", "start": "10s", "stop": "30s"},
-        {"name": "xfer", "size": "5MB", "start": "45s", "rtt": "20ms"},
+        {"name": "xfer", "size": "5MB", "start": "40s", "rtt": "20ms"},
     ], hosts=2)
     pl = FluidPlant(sc)
     pl.reset(0)
@@ -85,10 +85,11 @@ def test_fluid_plant_runs_each_entry_as_listed() -> None:
     rec = pl.flow_records()
     stopped = rec[np.isclose(rec["start"], 10.0)]
     assert len(stopped) == 1 and 30.0 <= float(stopped["finish"].iloc[0]) < 31.0
-    # the fixed-size transfer starts at 45 s and its FCT is recorded
-    done = rec[np.isclose(rec["start"], 45.0)]
+    # the fixed-size transfer starts at 40 s and its FCT is recorded (next to a BBR flow that keeps
+    # the 1 BDP queue full it gets 2-4 Mbit/s: 11-16 s for its 5 MB)
+    done = rec[np.isclose(rec["start"], 40.0)]
     assert len(done) == 1 and done["bytes"].iloc[0] == pytest.approx(5e6 * c.WIRE_PER_PAYLOAD)
-    assert r[:44, xfer].max() == 0
+    assert r[:39, xfer].max() == 0
 
 
 def test_schedule_degrades_a_flow_and_lifts_it() -> None:

@@ -104,3 +104,7 @@ def test_packet_noise_off_is_the_plain_fluid_queue():
     y_tok = np.array([plant.step(50e6).y.copy() for _ in range(5)])
     assert np.array_equal(y[False], y_tok)  # without noise the bottleneck's tokens change nothing
     assert not np.array_equal(y[False], y[True])
+    # the scenario's own switch: link.arrival_idc = 0 is the deterministic queue too
+    plant = FluidPlant(sc.with_overrides(["link.arrival_idc=0"]))
+    plant.reset(3)
+    assert np.array_equal(y[False], np.array([plant.step(50e6).y.copy() for _ in range(5)]))

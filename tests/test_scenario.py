@@ -46,6 +46,7 @@ def test_toml_file_and_unknown_key(tmp_path):
         ("link.buffer=1GB", "link.buffer gives 800 BDP"),
         ("link.burst=-1k", "link.burst: must not be negative"),
         ("link.burst=1TB", "link.burst must be at most"),
+        ("link.arrival_idc=-1", "link.arrival_idc must be >= 0"),
     ],
 )
 def test_bad_values_name_the_key(override, needle):

@@ -144,6 +144,8 @@ class Episode:
             "policy": self.policy.name,
             "seed": self.seed,
             "plant": type(self.plant).__name__,
+            # the simulator's model version (fluid plant); None for real networks
+            "plant_model": getattr(self.plant, "model_version", None),
         }
         base.update(meta or {})
         h = self.history

@@ -144,6 +144,10 @@ class LinkConfig:
     # bytes of tokens the bottleneck saves while its queue is empty (it is a token bucket at
     # B_max); None -> one 1 ms timer tick of B_max, at least 2 frames (Scenario.link_burst_bytes)
     burst: OptSize = None
+    # fluid plant only: index of dispersion of the frames arriving at the bottleneck, the variance
+    # of its queues' packet-level noise; None -> plant/fluid/constants.ARRIVAL_IDC (measured with
+    # the testbed's mix), 0 -> a deterministic fluid queue
+    arrival_idc: Number | None = None
 
 
 @dataclass
@@ -431,6 +435,7 @@ def LIMITS_MAX(s: Scenario) -> list[tuple[str, Any, float]]:  # noqa: N802 - a t
         ("link.buffer", s.link.buffer, 1e10),  # bytes
         ("link.buffer_bdp", s.link.buffer_bdp, 1e3),
         ("link.burst", s.link.burst, 1e10),  # bytes
+        ("link.arrival_idc", s.link.arrival_idc, 100.0),
         ("dtn.streams", s.dtn.streams, 10_000),
         ("dtn.rtt", s.dtn.rtt, 10.0),
         ("dtn.transfer", s.dtn.transfer, 1e15),
@@ -477,6 +482,7 @@ def _validate(s: Scenario) -> None:
     need(s.link.capacity > 0, "link.capacity", "must be > 0")
     need(s.link.buffer is None or s.link.buffer > 0, "link.buffer", "must be > 0")
     need(s.link.buffer_bdp > 0, "link.buffer_bdp", "must be > 0")
+    need(s.link.arrival_idc is None or s.link.arrival_idc >= 0, "link.arrival_idc", "must be >= 0")
     bkey = "link.buffer" if s.link.buffer is not None else "link.buffer_bdp"
     need(s.buffer_bytes >= MTU, bkey,
          f"gives a bottleneck buffer of {s.buffer_bytes:.0f} bytes, below one MTU ({MTU} bytes)")

@@ -360,7 +360,9 @@ def _reusable_dataset(
     ``--resume`` (ours): on the testbed the identification is the longest step (1,800 s), and a
     run cut short by a reboot should not have to repeat it. A file is reused only when its
     self-describing metadata names the same scenario (every field), duration, seed, plant kind and,
-    when given, batch; anything else, or an unreadable file, is recorded afresh.
+    when given, batch, and, for the fluid plant, the same model version (a dataset the plant made
+    before its model changed is not this run's); anything else, or an unreadable file, is recorded
+    afresh.
     """
     import json
 
@@ -381,6 +383,10 @@ def _reusable_dataset(
         and m.get("plant_kind") == plant
         and (batch is None or m.get("batch") == batch)
     )
+    if same and plant == "fluid":
+        from ..plant.fluid.plant import model_fingerprint
+
+        same = m.get("plant_model") == model_fingerprint()
     if not same:
         return None
     return {"dataset": str(path), "sha256": file_sha256(path), "rows": len(tr), "reused": True}

@@ -126,11 +126,15 @@ TBF_MIN_BURST_PKTS = 10.0
 # is ARRIVAL_IDC x arrival rate x MSS: the index of dispersion of the frames arriving at the
 # bottleneck, counted in windows of one fluid sub-step (2 ms with the 10 ms campus RTT), i.e.
 # the variance the fluid's per-step mean averages away. Measured (ours) on the netns testbed
-# (real kernel CUBIC, trivial TBF, 50 of 100 Mbit/s, tcpdump on BR1's two ingress ports, 20 s):
-# 0.57 at a 0.01 BDP buffer, 0.44 at 0.05 BDP (0.90 / 0.78 in 0.5 ms windows, 0.40 / 0.31 at
-# 5-10 ms; Poisson arrivals would give 1: ACK-clocked senders are smoother). The service of
-# the bottleneck (a TBF at line rate) adds no variance. 0 turns the noise off
-# (FluidPlant(packet_noise=False)).
+# (trivial TBF, 50 of 100 Mbit/s, tcpdump on BR1's two ingress ports, benchmarks/arrival_idc.py):
+# CUBIC DTN 0.73 / 0.51 / 0.45 / 0.41 at 0.01 / 0.02 / 0.05 / 0.1 BDP (a first capture: 0.57 /
+# 0.44 at 0.01 / 0.05), BBR DTN 0.47-0.55; their mean is 0.52. Poisson arrivals would give 1:
+# ACK-clocked senders are smoother; at 20 ms and more TCP's own dynamics, which the fluid
+# plant resolves, raise it again (reports/mlc/regime/README.md). The service of
+# the bottleneck (a TBF at line rate) adds no variance. This is the default of a scenario's
+# link.arrival_idc: the IDC is a property of the traffic mix (18 flows here, 10 of them through the
+# campus shaper); the papers' few-flow experiments set 0 (docs/fluid_model.md). 0, or
+# FluidPlant(packet_noise=False), is the deterministic fluid queue.
 ARRIVAL_IDC = 0.5
 # The bottleneck's own token bucket (Scenario.link_burst_bytes) counts as buffer for the noise:
 # tokens saved while the queue is empty let the next arrivals pass at once.

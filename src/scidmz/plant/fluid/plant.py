@@ -9,6 +9,7 @@ The model itself is documented in ``docs/fluid_model.md`` and ``kernel.py``.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -65,6 +66,25 @@ class FlowShape:
         n_send = sc.campus.short_flow_senders + (sc.campus.hosts if kind == "weibull" else 0)
         return cls(sc.dtn.streams, n_campus, kind, n_send, c.SHORT_SLOTS_PER_SENDER,
                    sum(g.count for g in sc.flows))
+
+
+# the fluid model: its sources here and the discipline cores the kernel links in
+_MODEL_FILES = ("constants.py", "layout.py", "common.py", "cca.py", "kernel.py", "plant.py",
+                "../../disciplines/abc.py", "../../disciplines/ffs.py")
+
+
+@functools.cache
+def model_fingerprint() -> str:
+    """Short SHA-256 of the fluid model's sources: what a recorded trace of this plant depends on,
+    so that a dataset made by another version of the model is not mistaken for this one's."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in _MODEL_FILES:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def min_base_rtt(sc: Scenario) -> float:
@@ -158,6 +178,12 @@ class FluidPlant:
     def period(self) -> float:
         return self.scenario.period
 
+    @property
+    def model_version(self) -> str:
+        """The model that makes this plant's numbers (``model_fingerprint``; ``-nonoise`` without the
+        FIFO's packet noise); recorded in every trace's metadata as ``plant_model``."""
+        return model_fingerprint() + ("" if self._packet_noise else "-nonoise")
+
     def _alloc(self) -> None:
         B, F = self.batch, self.shape.n_flows
         self.P = np.zeros((B, L.NP, F))
@@ -246,7 +272,8 @@ class FluidPlant:
             w.size_shape, w.size_scale * wire, w.size_min * wire, w.size_max * wire)
         IP[L.IP_QDISC] = c.QDISC_DROPTAIL
         IP[L.IP_LINK_BURST] = sc.link_burst_bytes
-        IP[L.IP_ARRIVAL_IDC] = c.ARRIVAL_IDC if self._packet_noise else 0.0
+        idc = c.ARRIVAL_IDC if sc.link.arrival_idc is None else sc.link.arrival_idc
+        IP[L.IP_ARRIVAL_IDC] = idc if self._packet_noise else 0.0
         self.Q[i] = 0.0
         if self._queues is None:
             self.QP[i, 0, L.QP_BUFFER] = sc.buffer_bytes
