@@ -32,9 +32,9 @@ from ..queueconfig import QueueConfig
 from ..scenario import load_scenario
 from .jenks_tables import table_test1
 
-# The papers' tests run 2-4 unshaped, ACK-clocked flows. The fluid queue's packet noise was measured
-# with the testbed's 18 flows, 10 of them through the campus shaper (constants.ARRIVAL_IDC); a few
-# smooth flows are far less bursty (with IDC 0.5 a lone CUBIC flow at a standing queue would lose
+# The papers' tests run unshaped, ACK-clocked flows (2-4 in most, 40 equal ones in Exp 3). The fluid
+# queue's packet noise was measured with the testbed's mix, 18 flows, 10 of them through the campus
+# shaper (constants.ARRIVAL_IDC); a few smooth flows are far less bursty (with IDC 0.5 a lone CUBIC flow at a standing queue would lose
 # 0.4 % of its packets, where a real one loses about one per sawtooth), and nothing measured them:
 # these tests keep the deterministic fluid queue (ours).
 _FEW_FLOWS = ["link.arrival_idc=0"]
