@@ -62,12 +62,12 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         result = reproduce_discipline(a.paper, a.out, a.quick, a.seed, a.netns)
         emit(result, a.json, f"report written to {result['out']}/report.md")
         return 0
-    from ..evaluation.reproduce import reproduce_mlc
+    from ..evaluation.mlc.reproduce import reproduce_mlc
 
     name = "mlc-netns" if a.plant == "netns" else "mlc"
     out = a.out or (f"reports/{name}-quick" if a.quick else f"reports/{name}")
     cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
-    from ..evaluation.reproduce import ReproducePlan
+    from ..evaluation.mlc.reproduce import ReproducePlan
 
     if a.plant == "netns":
         base = ReproducePlan.netns(a.seed, quick=a.quick)
@@ -87,7 +87,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
             raise FileNotFoundError(f"notes file not found: {a.notes}")
         notes = Path(a.notes).read_text()
     if a.render_only:
-        from ..evaluation.reproduce import rerender_report
+        from ..evaluation.mlc.reproduce import rerender_report
 
         result, human = rerender_report(out, notes, command=cmd)
         emit(result, a.json, human)
