@@ -27,6 +27,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
     p.add_argument("--render-only", action="store_true",
                    help="rewrite OUT/report.md from OUT/results.json (e.g. with --notes), no rerun")
+    p.add_argument("--keep-netns", action="store_true",
+                   help="jenks: rerun the fluid part, keep the kernel part of OUT/results.json from an "
+                        "earlier --netns run")
     g = p.add_argument_group("sizes (default: the paper's, or the --quick ones)")
     g.add_argument("--identify-duration", type=float, default=None, metavar="S", help="identification seconds (paper 28800)")
     g.add_argument("--epochs", type=int, default=None, help="inverse-ANN training epochs")
@@ -47,13 +50,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_reproduce)
 
 
+def _notes(path: str | None) -> str | None:
+    if not path:
+        return None
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"notes file not found: {path}")
+    return Path(path).read_text()
+
+
+def _command() -> str | None:
+    return "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
+
+
 def cmd_reproduce(a: argparse.Namespace) -> int:
+    if a.keep_netns and (a.netns or a.render_only or a.paper != "jenks"):
+        raise ValueError("--keep-netns goes with jenks, without --netns or --render-only")
+    notes = _notes(a.notes)
     if a.paper == "jenks":
-        from ..evaluation.jenks_repro import reproduce_jenks
+        from ..evaluation.jenks.reproduce import reproduce_jenks
 
         out = a.out or ("reports/jenks-quick" if a.quick else "reports/jenks")
-        cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
-        result, human = reproduce_jenks(out, a.quick, command=cmd, netns=a.netns, render_only=a.render_only)
+        result, human = reproduce_jenks(out, a.quick, command=_command(), netns=a.netns, render_only=a.render_only,
+                                        keep_netns=a.keep_netns, notes=notes)
         emit(result, a.json, human)
         return 0
     if a.paper in ("abc", "ffs"):
@@ -66,7 +86,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
 
     name = "mlc-netns" if a.plant == "netns" else "mlc"
     out = a.out or (f"reports/{name}-quick" if a.quick else f"reports/{name}")
-    cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
+    cmd = _command()
     from ..evaluation.mlc.reproduce import ReproducePlan
 
     if a.plant == "netns":
@@ -79,13 +99,6 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         ns_trials=a.ns_trials,
         ns_max_flows=a.ns_max_flows, short_trials=a.short_trials, which=a.experiments,
     )
-    notes = None
-    if a.notes:
-        from pathlib import Path
-
-        if not Path(a.notes).is_file():
-            raise FileNotFoundError(f"notes file not found: {a.notes}")
-        notes = Path(a.notes).read_text()
     if a.render_only:
         from ..evaluation.mlc.reproduce import rerender_report
 
