@@ -245,7 +245,7 @@ class Trace:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from . import __version__
+        from ._version import __version__
         from .fileio import atomic_path
 
         path = Path(path)

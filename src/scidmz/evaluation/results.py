@@ -117,7 +117,7 @@ class Provenance:
 
     def meta(self, **extra: Any) -> dict[str, Any]:
         """The ``"meta"`` object of the format (module docstring), plus the study's ``extra`` fields."""
-        from .. import __version__
+        from .._version import __version__
 
         out: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
