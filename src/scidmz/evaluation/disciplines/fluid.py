@@ -67,7 +67,7 @@ FLUID_CCAS = ("reno", "cubic", "bbr", "bbr2")
 # The papers' experiments run one or two unshaped, ACK-clocked senders; the fluid queue's packet noise
 # was measured with the testbed's 18 flows, 10 of them shaped (constants.ARRIVAL_IDC), and nothing
 # measured a pair: the FIFO these experiments compare against keeps the deterministic fluid queue, as
-# the ABC and FFS cores do (ours; jenks_repro does the same).
+# the ABC and FFS cores do (ours; jenks.fluid does the same).
 FEW_FLOWS_IDC = 0.0
 
 
