@@ -41,7 +41,7 @@ def main() -> None:
     a = ap.parse_args()
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from scidmz.evaluation.reproduce import ReproducePlan, reproduce_mlc
+    from scidmz.evaluation.mlc.reproduce import ReproducePlan, reproduce_mlc
 
     plan = (ReproducePlan.quick() if a.quick else ReproducePlan()).scaled(
         identify_duration=a.identify_duration, epochs=a.epochs, cv_folds=a.cv_folds, generations=a.generations,

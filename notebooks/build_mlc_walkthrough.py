@@ -102,7 +102,7 @@ policies run the same seeded trials, all trials of one policy in one batched pla
 MRAE (eq. 3, Fig. 10) with a pseudo-random target per trial, and the flow completion
 time of a DTN transfer (Fig. 11) plus the bottleneck utilisation (eq. 4, Fig. 12)."""),
     ("code", """from scidmz.controller.mlc import MLCPolicy
-from scidmz.evaluation.experiments import ExperimentPlan, run_experiments
+from scidmz.evaluation.mlc.experiments import ExperimentPlan, run_experiments
 from scidmz.policies import TrivialPolicy
 
 plan = ExperimentPlan(trials=4, duration=30.0, target_hold=15.0, transfer=100e6, fct_max_time=90.0)

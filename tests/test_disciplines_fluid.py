@@ -194,7 +194,7 @@ def test_evaluate_runs_abc_and_ffs_on_the_paired_trials(tmp_path, capsys) -> Non
 def test_ffs_rate_feedback_minloss_loses_almost_nothing() -> None:
     # FFS section IX: a sender pacing at the RI loses nothing alone and ~0.05-1 % with a second stream;
     # Cubic 0.58-3.32 % (10 MB transfers through FFS-C85)
-    from scidmz.evaluation.disciplines_fluid import ffs_rate_feedback
+    from scidmz.evaluation.disciplines.fluid import ffs_rate_feedback
 
     rows = {(r["cca"], r["streams"]): r for r in ffs_rate_feedback(("minloss", "cubic"), (10e6,))}
     assert rows[("minloss", 1)]["loss_pct"] == 0.0

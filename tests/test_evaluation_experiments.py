@@ -13,7 +13,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from scidmz.evaluation.experiments import (
+from scidmz.evaluation.mlc.experiments import (
     EXPERIMENTS,
     ExperimentPlan,
     fct_experiment,
@@ -137,7 +137,7 @@ def test_run_experiments_writes_files(tmp_path, sc, policies) -> None:
 
 def test_single_instance_plants_run_trials_in_turn(sc, monkeypatch) -> None:
     """netns/hardware hold one instance: trials run one after another with the same seeds."""
-    import scidmz.evaluation.experiments as ex
+    import scidmz.evaluation.trials as ex
 
     plan = ExperimentPlan(trials=3, duration=10.0, target_hold=5.0, seed=5)
     batched = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan)
@@ -152,7 +152,7 @@ def test_single_instance_plants_run_trials_in_turn(sc, monkeypatch) -> None:
 
 
 def test_ci95_is_students_t_not_the_normal_limit():
-    from scidmz.evaluation.experiments import _stats
+    from scidmz.evaluation.stats import summarize as _stats
 
     s = _stats([1.0, 2.0, 3.0, 4.0])  # n = 4: t_{0.975, 3} = 3.182, s = 1.291
     assert s["ci95"] == pytest.approx(3.182446 * 1.2909944 / 2.0, rel=1e-5)
@@ -162,7 +162,7 @@ def test_ci95_is_students_t_not_the_normal_limit():
 def test_starved_periods_are_counted_where_the_plant_reports_them():
     import pandas as pd
 
-    from scidmz.evaluation.experiments import _starved
+    from scidmz.evaluation.mlc.experiments import _starved
 
     assert _starved(pd.DataFrame({"rate_dtn": [1.0, 2.0]})) == {}  # the fluid plant: nothing to count
     assert _starved(pd.DataFrame({"starved": [0.0, 1.0, 1.0, np.nan]})) == {"starved_periods": 2}

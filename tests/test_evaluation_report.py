@@ -6,7 +6,13 @@ import math
 
 import pytest
 
-from scidmz.evaluation.report import PAPER, headline_lines, render_report, verdicts, write_report
+from scidmz.evaluation.mlc.report import (
+    PAPER,
+    headline_lines,
+    render_report,
+    verdicts,
+    write_report,
+)
 
 
 def _summaries(mrae_mlc: float, mrae_tr: float, fct_mlc: float, fct_tr: float, rho_mlc: float, rho_tr: float):

@@ -74,7 +74,7 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
 
 
 def test_plan_scaling() -> None:
-    from scidmz.evaluation.reproduce import ReproducePlan
+    from scidmz.evaluation.mlc.reproduce import ReproducePlan
 
     full = ReproducePlan()
     assert full.identify_duration == 28_800 and full.generations == 100 and full.population == 30
@@ -94,7 +94,7 @@ def test_plan_scaling() -> None:
 
 
 def test_netns_plan_tunes_on_fluid_and_evaluates_on_the_testbed() -> None:
-    from scidmz.evaluation.reproduce import ReproducePlan
+    from scidmz.evaluation.mlc.reproduce import ReproducePlan
 
     full, quick = ReproducePlan.netns(), ReproducePlan.netns(quick=True)
     for p in (full, quick):
@@ -135,7 +135,7 @@ def test_reproduce_mlc_netns_quick_end_to_end(tmp_path: Path) -> None:
 
 
 def test_resume_reuses_only_a_matching_identification_dataset(tmp_path: Path) -> None:
-    from scidmz.evaluation.reproduce import _reusable_dataset
+    from scidmz.evaluation.mlc.reproduce import _reusable_dataset
     from scidmz.identification.record import record_dataset
     from scidmz.scenario import load_scenario, resolve_scenario
 

@@ -98,7 +98,7 @@ def test_evaluate_on_a_dask_cluster_equals_the_local_run():
     import dataclasses
 
     distributed = pytest.importorskip("distributed")
-    from scidmz.evaluation.experiments import ExperimentPlan, run_experiments
+    from scidmz.evaluation.mlc.experiments import ExperimentPlan, run_experiments
     from scidmz.policies import NoShapingPolicy, TrivialPolicy
     from scidmz.scenario import load_scenario
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scidmz.evaluation.jenks_repro import paper_test1, paper_test3
+from scidmz.evaluation.jenks.fluid import paper_test1, paper_test3
 
 
 @pytest.mark.parametrize("cca", ["cubic", "bbr"])
@@ -49,7 +49,7 @@ def test_reproduce_jenks_cli_writes_report_and_json(tmp_path, capsys):
 
 
 def test_exp4_rebalancing_recovers_the_unused_share():
-    from scidmz.evaluation.jenks_repro import paper_exp4
+    from scidmz.evaluation.jenks.fluid import paper_exp4
 
     without = paper_exp4("cubic", False, 30.0)
     with_ = paper_exp4("cubic", True, 30.0)
@@ -67,7 +67,7 @@ def test_rate_limit_bad_input():
 
 
 def test_test6_udp_isolation():
-    from scidmz.evaluation.jenks_repro import paper_test6
+    from scidmz.evaluation.jenks.fluid import paper_test6
 
     without = paper_test6(False, 40.0)
     with_ = paper_test6(True, 40.0)
@@ -76,7 +76,7 @@ def test_test6_udp_isolation():
 
 
 def test_test5_bufferbloat_rule_keeps_flow1_low():
-    from scidmz.evaluation.jenks_repro import paper_test5
+    from scidmz.evaluation.jenks.fluid import paper_test5
 
     without = paper_test5(False, 45.0)
     with_ = paper_test5(True, 45.0)

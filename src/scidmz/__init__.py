@@ -11,7 +11,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
+
 __all__ = ["Scenario", "load_scenario", "NetworkState", "History", "Trace", "STATE_FIELDS", "__version__"]
 
 _LAZY = {"Scenario": "scenario", "load_scenario": "scenario", "NetworkState": "state", "History": "state",

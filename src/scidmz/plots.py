@@ -1,4 +1,5 @@
-"""Figures at the bottom layer: y(t), u(t) and the target of a trace; CDFs; GA convergence; FCT sweep.
+"""Figures at the bottom layer: y(t), u(t) and the target of a trace; CDFs; GA convergence; FCT sweep;
+per-flow rate series (Jenks Exp 5); two-client goodputs (ABC Figs. 4-6).
 
 Every plot takes ``ax=`` (an existing axis, or for ``plot_trace`` four axes)
 and returns the figure, so notebooks compose them; ``save_figure`` writes a
@@ -15,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["pyplot", "plot_trace", "plot_cdfs", "plot_convergence", "plot_sweep", "save_figure"]
+__all__ = ["pyplot", "plot_trace", "plot_states", "plot_cdfs", "plot_convergence", "plot_training", "plot_sweep",
+           "plot_rate_series", "plot_goodput_pairs", "save_figure"]
 
 
 def pyplot() -> Any:
@@ -178,4 +180,52 @@ def plot_sweep(rows: Sequence[Mapping[str, Any]], title: str = "", ax: Any = Non
     ax.legend()
     if title:
         ax.set_title(title)
+    return fig
+
+
+def plot_rate_series(runs: Sequence[Mapping[str, Any]], title: str = "{cca}", ax: Sequence[Any] | None = None) -> Any:
+    """Per-flow delivered rate and utilisation over time, one panel per run (the Jenks papers' Exp 5).
+
+    ``runs``: mappings with ``rate_series`` (per period, per flow, bit/s), ``util_series``
+    (per period, fraction of C) and the fields ``title`` formats (e.g. ``cca``).
+    """
+    if ax is None:
+        fig, axes = pyplot().subplots(1, len(runs), figsize=(5 * len(runs), 3.2), squeeze=False)
+        axes = axes[0]
+    else:
+        fig, axes = ax[0].figure, ax
+    for a, r in zip(axes, runs, strict=True):
+        rates = np.asarray(r["rate_series"], dtype=np.float64) / 1e6
+        t = np.arange(1, rates.shape[0] + 1)
+        for i in range(rates.shape[1]):
+            a.plot(t, rates[:, i], label=f"flow {i + 1}")
+        a.plot(t, np.asarray(r["util_series"], dtype=np.float64) * 100, "k:", label="utilisation (%)")
+        a.set_title(title.format(**r))
+        a.set_xlabel("time (s)")
+        a.set_ylabel("Mbit/s")
+        a.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_goodput_pairs(rows: Sequence[Mapping[str, Any]], xkey: str, xlabel: str, names: tuple[str, str],
+                       scale: float = 1.0, ax: Sequence[Any] | None = None) -> Any:
+    """Goodput of two clients vs ``xkey`` without and with ABC, two panels (ABC paper Figs. 4-6).
+
+    ``rows``: mappings with ``xkey`` and ``{fifo,abc}_goodput{0,1}_bps``; ``scale`` multiplies x.
+    """
+    if ax is None:
+        fig, axes = pyplot().subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    else:
+        fig, axes = ax[0].figure, ax
+    x = [r[xkey] * scale for r in rows]
+    for a, name in zip(axes, ("fifo", "abc"), strict=True):
+        a.plot(x, [r[f"{name}_goodput0_bps"] / 1e6 for r in rows], "o-", label=names[0])
+        a.plot(x, [r[f"{name}_goodput1_bps"] / 1e6 for r in rows], "s-", label=names[1])
+        a.set_title("without ABC" if name == "fifo" else "with ABC")
+        a.set_xlabel(xlabel)
+        a.grid(alpha=0.3)
+    axes[0].set_ylabel("goodput (Mbit/s)")
+    axes[0].legend()
+    fig.tight_layout()
     return fig

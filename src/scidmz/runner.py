@@ -21,6 +21,7 @@ shaper stays open, as for a queue policy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -166,14 +167,17 @@ def run_episode(
     until_done: bool = False,
     progress: bool = False,
     meta: dict[str, Any] | None = None,
+    on_period: Callable[[int, Plant], bool | None] | None = None,
 ) -> list[Trace]:
     """Run ``policy`` on ``plant`` for ``len(targets)`` periods.
 
     ``targets``: R*_DTN per period, shape (steps,) (same for every instance) or
     (steps, B). With ``until_done`` the episode stops early once every
     instance's DTN transfer has finished (``info['dtn_fct']`` finite), so a
-    bounded FCT run costs only what it needs. Returns one ``Trace`` per
-    plant instance.
+    bounded FCT run costs only what it needs. ``on_period(k, plant)`` is called
+    after period k: it may read what the trace does not keep (the per-flow table
+    ``plant.flows()``, per-flow ``info`` arrays) and ends the episode by
+    returning True. Returns one ``Trace`` per plant instance.
     """
     scenario = plant.scenario
     batch = int(plant.batch)
@@ -198,6 +202,8 @@ def run_episode(
             ep.step(tg[k])
             if bar is not None:
                 bar.update(1)
+            if on_period is not None and on_period(k, plant):
+                break
             if until_done and "dtn_fct" in plant.info:
                 done |= np.isfinite(np.asarray(plant.info["dtn_fct"], dtype=np.float64).reshape(-1))
                 if done.all():

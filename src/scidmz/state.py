@@ -126,10 +126,26 @@ class History:
         self._k += 1
 
 
+#: Version of the Parquet layout below; bumped when a reader of the old layout would misread.
+TRACE_FORMAT_VERSION = 1
+
+
 class Trace:
     """One run as a table: ``t``, the seven y columns, ``u``, ``target``, plus
     any ground-truth columns a plant adds. ``meta`` (scenario, policy, seed,
     ...) is stored in the Parquet file's metadata under the key ``scidmz``.
+
+    File format (``to_parquet``, ``TRACE_FORMAT_VERSION`` = 1): one Parquet table,
+    one row per control period: ``t`` (s, end of the period), the seven
+    ``STATE_FIELDS`` in Table 3 order and units (bit/s, s, count), ``u`` (bit/s
+    applied over the period), ``target`` (R*_DTN, bit/s), then any plant columns
+    (``stale_*`` flags, per-class bytes and losses, ``dtn_fct``, ...). The schema
+    metadata key ``scidmz`` holds ``meta`` as JSON: ``format_version``,
+    ``scidmz_version``, and what the writer knew -- for a runner episode
+    ``scenario`` (its ``to_dict()``), ``policy``, ``seed``, ``instance``, ``plant``
+    and ``plant_model`` (the fluid model's fingerprint; null for real networks);
+    datasets add their recording parameters. A file without ``format_version`` was
+    written before the field existed and reads the same.
     """
 
     def __init__(self, df: Any, meta: dict[str, Any] | None = None) -> None:
@@ -229,12 +245,14 @@ class Trace:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        from ._version import __version__
         from .fileio import atomic_path
 
         path = Path(path)
         table = pa.Table.from_pandas(self.df, preserve_index=False)
         md = dict(table.schema.metadata or {})
-        md[b"scidmz"] = json.dumps(self.meta, default=json_default).encode()
+        meta = {**self.meta, "format_version": TRACE_FORMAT_VERSION, "scidmz_version": __version__}
+        md[b"scidmz"] = json.dumps(meta, default=json_default).encode()
         table = table.replace_schema_metadata(md)
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)

@@ -32,12 +32,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
     resolve_model_args(a)
-    from ..evaluation.experiments import evaluate
+    from ..evaluation.mlc.evaluate import evaluate
 
     result, human = evaluate(
         scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
         out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri, executor=a.executor, policies=a.policies,
-        progress=sys.stderr.isatty(),
+        progress=sys.stderr.isatty(), command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
     )
     emit(result, a.json, human)
     return 0

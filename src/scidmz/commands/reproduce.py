@@ -1,4 +1,4 @@
-"""``scidmz reproduce mlc|jenks|abc|ffs``: rerun a paper's whole chain and write its report."""
+"""``scidmz reproduce mlc|jenks|abc|ffs|disciplines-dmz``: rerun a paper's whole chain and write its report."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from ._shared import emit
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="rerun a paper's whole chain and write a report")
-    p.add_argument("paper", choices=["mlc", "jenks", "abc", "ffs"],
+    p.add_argument("paper", choices=["mlc", "jenks", "abc", "ffs", "disciplines-dmz"],
                    help="mlc: identify, train, tune, evaluate (CUBIC and BBRv2); jenks: RTT-based queue "
-                        "separation (the Jenks papers' tests); abc, ffs: bottleneck disciplines")
+                        "separation (the Jenks papers' tests); abc, ffs: bottleneck disciplines; "
+                        "disciplines-dmz: ABC and FFS vs the trivial TBF in the Science DMZ (paired trials)")
     p.add_argument("--netns", action="store_true",
                    help="jenks: also run the tests on the netns testbed (real kernel TCP, real HTB, root, ~30 min); "
                         "abc, ffs: also run the TCP experiments on the kernel through the NFQUEUE stage (root)")
@@ -27,6 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
     p.add_argument("--render-only", action="store_true",
                    help="rewrite OUT/report.md from OUT/results.json (e.g. with --notes), no rerun")
+    p.add_argument("--keep-netns", action="store_true",
+                   help="jenks, abc, ffs: rerun the fluid and packet-level parts, keep the kernel part of "
+                        "OUT/results.json from an earlier --netns run")
     g = p.add_argument_group("sizes (default: the paper's, or the --quick ones)")
     g.add_argument("--identify-duration", type=float, default=None, metavar="S", help="identification seconds (paper 28800)")
     g.add_argument("--epochs", type=int, default=None, help="inverse-ANN training epochs")
@@ -47,27 +51,54 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_reproduce)
 
 
+def _notes(path: str | None) -> str | None:
+    if not path:
+        return None
+    from pathlib import Path
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"notes file not found: {path}")
+    return Path(path).read_text()
+
+
+def _command() -> str | None:
+    return "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
+
+
 def cmd_reproduce(a: argparse.Namespace) -> int:
+    if a.keep_netns and (a.netns or a.render_only or a.paper not in ("jenks", "abc", "ffs")):
+        raise ValueError("--keep-netns goes with jenks, abc or ffs, without --netns or --render-only")
+    notes = _notes(a.notes)
     if a.paper == "jenks":
-        from ..evaluation.jenks_repro import reproduce_jenks
+        from ..evaluation.jenks.reproduce import reproduce_jenks
 
         out = a.out or ("reports/jenks-quick" if a.quick else "reports/jenks")
-        cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
-        result, human = reproduce_jenks(out, a.quick, command=cmd, netns=a.netns, render_only=a.render_only)
+        result, human = reproduce_jenks(out, a.quick, command=_command(), netns=a.netns, render_only=a.render_only,
+                                        keep_netns=a.keep_netns, notes=notes)
         emit(result, a.json, human)
         return 0
     if a.paper in ("abc", "ffs"):
-        from ..evaluation.disciplines_repro import reproduce_discipline
+        from ..evaluation.disciplines.reproduce import reproduce_discipline
 
-        result = reproduce_discipline(a.paper, a.out, a.quick, a.seed, a.netns)
-        emit(result, a.json, f"report written to {result['out']}/report.md")
+        result = reproduce_discipline(a.paper, a.out, a.quick, a.seed, a.netns, render_only=a.render_only,
+                                      keep_netns=a.keep_netns, notes=notes, command=_command())
+        emit(result, a.json, f"report written to {result['report']}")
         return 0
-    from ..evaluation.reproduce import reproduce_mlc
+    if a.paper == "disciplines-dmz":
+        from ..evaluation.disciplines.dmz import reproduce_dmz
+
+        out = a.out or ("reports/disciplines-dmz-quick" if a.quick else "reports/disciplines-dmz")
+        result, human = reproduce_dmz(out, a.quick, seed=a.seed, trials=a.trials, render_only=a.render_only,
+                                      notes=notes, command=_command(), tracking_uri=a.tracking_uri,
+                                      progress=sys.stderr.isatty())
+        emit(result, a.json, human)
+        return 0
+    from ..evaluation.mlc.reproduce import reproduce_mlc
 
     name = "mlc-netns" if a.plant == "netns" else "mlc"
     out = a.out or (f"reports/{name}-quick" if a.quick else f"reports/{name}")
-    cmd = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["reproduce"] else None
-    from ..evaluation.reproduce import ReproducePlan
+    cmd = _command()
+    from ..evaluation.mlc.reproduce import ReproducePlan
 
     if a.plant == "netns":
         base = ReproducePlan.netns(a.seed, quick=a.quick)
@@ -79,15 +110,8 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         ns_trials=a.ns_trials,
         ns_max_flows=a.ns_max_flows, short_trials=a.short_trials, which=a.experiments,
     )
-    notes = None
-    if a.notes:
-        from pathlib import Path
-
-        if not Path(a.notes).is_file():
-            raise FileNotFoundError(f"notes file not found: {a.notes}")
-        notes = Path(a.notes).read_text()
     if a.render_only:
-        from ..evaluation.reproduce import rerender_report
+        from ..evaluation.mlc.reproduce import rerender_report
 
         result, human = rerender_report(out, notes, command=cmd)
         emit(result, a.json, human)

@@ -1,6 +1,6 @@
 """The ABC and FFS papers' TCP experiments on the real kernel, through the NFQUEUE stage (root).
 
-Same experiments and metrics as :mod:`scidmz.evaluation.disciplines_fluid`, on
+Same experiments and metrics as :mod:`scidmz.evaluation.disciplines.fluid`, on
 the three-namespace lab (``scidmz.plant.netns.nfqlab``): client 0 (10.77.1.2)
 and client 1 (10.77.1.3) send through a router whose egress runs the stage
 (the numba decision core per packet) in front of a tbf bottleneck; the
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .disciplines_fluid import (
+from .fluid import (
     ABC_BUFFER_PKTS,
     ABC_LINK,
     ABC_RTT,
@@ -39,7 +39,7 @@ PKT = 1500
 
 def _lab(prefix: str, disc: str, config: dict[str, Any], link: float, buffer_pkts: int, rtt: float,
          ingress_of: dict[str, int] | None = None, proto: str | None = None):  # noqa: ANN202 - nfq_lab's manager
-    from ..plant.netns.nfqlab import nfq_lab
+    from ...plant.netns.nfqlab import nfq_lab
 
     d = tempfile.mkdtemp(prefix="scidmz-nfq-")
     args = ["--discipline", disc, "--config", json.dumps(config), "--link-bps", str(link)]

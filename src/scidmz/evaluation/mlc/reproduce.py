@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -21,19 +20,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..scenario import Scenario, load_scenario
-from .experiments import (
-    EXPERIMENTS,
-    ExperimentPlan,
-    _clean,
-    run_experiments,
-    write_json,
-    write_results,
-)
+from ...scenario import Scenario, load_scenario
+from ..results import clean, provenance, read_results, write_json
+from .experiments import EXPERIMENTS, ExperimentPlan, run_experiments, write_results
+from .tracking import REPRODUCE_EXPERIMENT, log_results, tracked
 
-__all__ = ["ReproducePlan", "reproduce_mlc", "TRACKING_EXPERIMENT"]
-
-TRACKING_EXPERIMENT = "scidmz-reproduce"
+__all__ = ["ReproducePlan", "reproduce_mlc", "rerender_report", "headline"]
 
 
 @dataclass(frozen=True)
@@ -168,7 +160,7 @@ class ReproducePlan:
 
     def deviations(self) -> list[str]:
         """Where these sizes differ from the paper's (the defaults), in words for the report."""
-        from ..controller.mlc import DEFAULT_DELTA_U
+        from ...controller.mlc import DEFAULT_DELTA_U
 
         ref = ReproducePlan()
         out: list[str] = []
@@ -198,7 +190,7 @@ class ReproducePlan:
         return out
 
     def sizes(self) -> dict[str, Any]:
-        from ..controller.mlc import DEFAULT_DELTA_U
+        from ...controller.mlc import DEFAULT_DELTA_U
 
         e = self.experiments
         return {
@@ -213,20 +205,6 @@ class ReproducePlan:
             **({"gain_refinement": f"{self.refine_episodes} x {self.episode:g} s per candidate on {self.eval_plant}"}
                if self.refine_episodes else {}),
         }
-
-
-def _git_commit() -> str:
-    """HEAD's short hash, flagged when src/ has uncommitted changes (the run used them)."""
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             timeout=5, cwd=here)
-        head = out.stdout.strip() or "unknown"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(here.parent)],
-                               capture_output=True, text=True, timeout=5, cwd=here).stdout.strip()
-        return f"{head} + uncommitted changes in src/" if dirty else head
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def _stage(stages: dict[str, float], key: str, say: Callable[[str], None]) -> Any:
@@ -246,110 +224,138 @@ def _stage(stages: dict[str, float], key: str, say: Callable[[str], None]) -> An
     return cm()
 
 
-def _one_cca(
-    cca: str,
-    sc: Scenario,
-    plan: ReproducePlan,
-    out: Path,
-    stages: dict[str, float],
-    tracking_uri: str | None,
-    progress: bool,
-    say: Callable[[str], None],
-    resume: bool = False,
-) -> dict[str, Any]:
-    from ..controller.mlc import Gains, MLCPolicy
-    from ..identification.excitation import load_dataset
-    from ..identification.record import record_dataset
-    from ..models.predictor import load_predictor
-    from ..models.train import train_model
-    from ..plots import plot_trace, save_figure
-    from ..policies import TrivialPolicy
-    from ..tuning.run import tune_from_paths
+@dataclass
+class _Chain:
+    """The chain for one CCA, stage by stage; each stage fills its part of ``sec`` (results.json).
 
-    # The same functions `scidmz identify|train|tune` call (ARCHITECTURE.md: reproduce calls the
-    # commands), so a reproduction and a user's own chain cannot drift apart; each is its own
-    # tracked mlflow run.
-    d = out / cca
-    d.mkdir(parents=True, exist_ok=True)
-    sec: dict[str, Any] = {"scenario": sc.name, "files": {}}
+    Every stage calls the function its CLI command calls (``scidmz identify|train|tune``;
+    ARCHITECTURE.md: reproduce calls the commands), so a reproduction and a user's own chain
+    cannot drift apart; each is its own tracked mlflow run.
+    """
 
-    def record(path: Path, duration: float, plant: str, batch: int | None) -> dict[str, Any]:
-        if resume:
-            reused = _reusable_dataset(path, sc, duration, plan.seed, plant, batch)
+    cca: str
+    sc: Scenario
+    plan: ReproducePlan
+    d: Path
+    stages: dict[str, float]
+    tracking_uri: str | None
+    progress: bool
+    say: Callable[[str], None]
+    resume: bool = False
+    sec: dict[str, Any] = field(default_factory=dict)
+
+    def stage(self, name: str) -> Any:
+        return _stage(self.stages, f"{self.cca}/{name}", self.say)
+
+    def record(self, path: Path, duration: float, plant: str, batch: int | None) -> dict[str, Any]:
+        from ...identification.record import record_dataset
+
+        if self.resume:
+            reused = _reusable_dataset(path, self.sc, duration, self.plan.seed, plant, batch)
             if reused is not None:
-                say(f"   reusing {path} ({reused['rows']} rows, same scenario, duration, seed and plant)")
+                self.say(f"   reusing {path} ({reused['rows']} rows, same scenario, duration, seed and plant)")
                 return reused
-        rec, _ = record_dataset(sc, duration, str(path), seed=plan.seed, batch=batch, plant=plant,
-                                tracking_uri=tracking_uri, progress=progress)
+        rec, _ = record_dataset(self.sc, duration, str(path), seed=self.plan.seed, batch=batch, plant=plant,
+                                tracking_uri=self.tracking_uri, progress=self.progress)
         return rec
 
-    with _stage(stages, f"{cca}/identify", say):
-        ds = d / "dataset.parquet"
-        rec = record(ds, plan.identify_duration, "fluid", plan.identify_batch)
-        trace = load_dataset(ds)
-        sec["identify"] = {"duration": plan.identify_duration, "rows": len(trace), "sha256": rec.get("sha256"),
-                           "reused": bool(rec.get("reused"))}
+    def train(self, dataset: Path, model_dir: Path, init: Path | None = None) -> dict[str, Any]:
+        from ...models.train import train_model
 
-    with _stage(stages, f"{cca}/train", say):
-        model_dir = d / "model"
-        tr, _ = train_model(str(ds), str(model_dir), folds=plan.cv_folds, seed=plan.seed,
-                            tracking_uri=tracking_uri, progress=progress, **plan.train_kwargs)
-        cv = tr.get("cv") or {}
-        sec["train"] = {"samples": int(tr["samples"]), "cv": _clean(cv), "cv_relative_error": tr.get("cv_relative_error")}
+        res, _ = train_model(str(dataset), str(model_dir), folds=self.plan.cv_folds, seed=self.plan.seed,
+                             tracking_uri=self.tracking_uri, progress=self.progress,
+                             **({"init": str(init)} if init is not None else {}), **self.plan.train_kwargs)
+        return res
 
-    if plan.refine_identify_s and plan.eval_plant != "fluid":
-        # Fluid, then refined on testbed data (issue 9, item 5): a short identification on the
-        # evaluation plant fine-tunes the fluid model; the GA then tunes with the refined model.
-        with _stage(stages, f"{cca}/identify-{plan.eval_plant}", say):
-            tds = d / f"dataset_{plan.eval_plant}.parquet"
-            trec = record(tds, plan.refine_identify_s, plan.eval_plant, None)
-        with _stage(stages, f"{cca}/fine-tune", say):
-            fine_dir = d / "model_refined"
-            ft, _ = train_model(str(tds), str(fine_dir), folds=plan.cv_folds, seed=plan.seed, init=str(model_dir),
-                                tracking_uri=tracking_uri, progress=progress, **plan.train_kwargs)
-            sec["fine_tune"] = {"plant": plan.eval_plant, "duration": plan.refine_identify_s,
-                                "rows": int(trec["rows"]), "sha256": trec.get("sha256"), "samples": int(ft["samples"]),
-                                "reused": bool(trec.get("reused")),
-                                "init_relative_error": ft.get("init_relative_error"),
-                                "cv_relative_error": ft.get("cv_relative_error")}
-            model_dir = fine_dir
+    def identify_and_train(self) -> Path:
+        """Section 3.5: the excitation dataset and the inverse ANN (Fig. 8); returns the model directory."""
+        from ...identification.excitation import load_dataset
 
-    with _stage(stages, f"{cca}/tune", say):
-        tune_dir = d / "tune"
-        tu, _ = tune_from_paths(sc, str(model_dir), str(tune_dir), generations=plan.generations,
-                                population=plan.population, parents=plan.parents, episode=plan.episode,
-                                seed=plan.seed, delta_u=plan.delta_u, tracking_uri=tracking_uri,
-                                progress=progress, log=say,
-                                refine_plant=plan.eval_plant if plan.refine_episodes else None,
-                                refine_episodes=max(1, plan.refine_episodes))
-        gains = Gains.load(tune_dir / "gains.json")
-        curve = [float(c) for c in tu["curve"]]
-        sec["files"]["convergence.png"] = str(tune_dir / "convergence.png")
-        sec["tune"] = {"gains": {"kp": gains.kp, "ki": gains.ki, "kw": gains.kw, "delta_u": gains.delta_u},
-                       "best_iae": float(tu["best_iae"]), "curve": curve,
-                       "generations": plan.generations, "population": plan.population,
-                       **({"refine": tu["refine"]} if tu.get("refine") else {})}
+        p = self.plan
+        with self.stage("identify"):
+            ds = self.d / "dataset.parquet"
+            rec = self.record(ds, p.identify_duration, "fluid", p.identify_batch)
+            self.sec["identify"] = {"duration": p.identify_duration, "rows": len(load_dataset(ds)),
+                                    "sha256": rec.get("sha256"), "reused": bool(rec.get("reused"))}
+        with self.stage("train"):
+            model_dir = self.d / "model"
+            tr = self.train(ds, model_dir)
+            self.sec["train"] = {"samples": int(tr["samples"]), "cv": clean(tr.get("cv") or {}),
+                                 "cv_relative_error": tr.get("cv_relative_error")}
+        return model_dir
 
-    tag = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "mode": plan.mode, "seed": plan.seed}
-    policies = {"mlc": MLCPolicy(load_predictor(model_dir), gains), "trivial": TrivialPolicy()}
-    from ..tracking import tracked_run
+    def fine_tune(self, model_dir: Path) -> Path:
+        """Fluid, then refined on testbed data (issue 9, item 5): a short identification on the
+        evaluation plant fine-tunes the fluid model; the GA then tunes with the refined model."""
+        p = self.plan
+        with self.stage(f"identify-{p.eval_plant}"):
+            tds = self.d / f"dataset_{p.eval_plant}.parquet"
+            trec = self.record(tds, p.refine_identify_s, p.eval_plant, None)
+        with self.stage("fine-tune"):
+            fine_dir = self.d / "model_refined"
+            ft = self.train(tds, fine_dir, init=model_dir)
+            self.sec["fine_tune"] = {"plant": p.eval_plant, "duration": p.refine_identify_s,
+                                     "rows": int(trec["rows"]), "sha256": trec.get("sha256"),
+                                     "samples": int(ft["samples"]), "reused": bool(trec.get("reused")),
+                                     "init_relative_error": ft.get("init_relative_error"),
+                                     "cv_relative_error": ft.get("cv_relative_error")}
+        return fine_dir
 
-    with _stage(stages, f"{cca}/evaluate", say), tracked_run(
-        TRACKING_EXPERIMENT, f"{cca}-evaluate", {**tag, **plan.experiments.to_dict()}, tracking_uri,
-    ) as run:
-        results = run_experiments(sc, policies, plan.experiments, plan.which, plant=plan.eval_plant,
-                                  progress=progress, log=say)
-        files = write_results(results, d, sc, plan.experiments)
-        sec["files"].update(files)
-        if "mrae" in results and results["mrae"].traces.get("mlc"):
-            tr = results["mrae"].traces["mlc"][0]
-            sec["files"]["example_trace.png"] = str(save_figure(plot_trace(tr, capacity=sc.capacity), d / "example_trace.png"))
-        sec["summaries"] = _clean({k: v.summary for k, v in results.items()})
-        sec["wall_s"] = {k: v.wall_s for k, v in results.items()}
-        run.log_metrics(_flat_metrics(sec["summaries"]))
-        for f in files.values():
-            run.log_artifact(f, artifact_path="results")
-    return sec
+    def tune(self, model_dir: Path) -> Any:
+        """Table 2's GA for (Kp, Ki, Kw); returns the gains."""
+        from ...controller.mlc import Gains
+        from ...tuning.run import tune_from_paths
+
+        p = self.plan
+        with self.stage("tune"):
+            tune_dir = self.d / "tune"
+            tu, _ = tune_from_paths(self.sc, str(model_dir), str(tune_dir), generations=p.generations,
+                                    population=p.population, parents=p.parents, episode=p.episode,
+                                    seed=p.seed, delta_u=p.delta_u, tracking_uri=self.tracking_uri,
+                                    progress=self.progress, log=self.say,
+                                    refine_plant=p.eval_plant if p.refine_episodes else None,
+                                    refine_episodes=max(1, p.refine_episodes))
+            gains = Gains.load(tune_dir / "gains.json")
+            self.sec["files"]["convergence.png"] = str(tune_dir / "convergence.png")
+            self.sec["tune"] = {"gains": {"kp": gains.kp, "ki": gains.ki, "kw": gains.kw, "delta_u": gains.delta_u},
+                                "best_iae": float(tu["best_iae"]), "curve": [float(c) for c in tu["curve"]],
+                                "generations": p.generations, "population": p.population,
+                                **({"refine": tu["refine"]} if tu.get("refine") else {})}
+        return gains
+
+    def evaluate(self, model_dir: Path, gains: Any) -> None:
+        """Section 4: the MLC vs the trivial TBF on paired trials, written beside the chain's files."""
+        from ...controller.mlc import MLCPolicy
+        from ...models.predictor import load_predictor
+        from ...plots import plot_trace, save_figure
+        from ...policies import TrivialPolicy
+
+        p, sc, d = self.plan, self.sc, self.d
+        tag = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "mode": p.mode, "seed": p.seed}
+        policies = {"mlc": MLCPolicy(load_predictor(model_dir), gains), "trivial": TrivialPolicy()}
+        with self.stage("evaluate"), tracked(REPRODUCE_EXPERIMENT, f"{self.cca}-evaluate",
+                                             {**tag, **p.experiments.to_dict()}, self.tracking_uri) as run:
+            results = run_experiments(sc, policies, p.experiments, p.which, plant=p.eval_plant,
+                                      progress=self.progress, log=self.say)
+            files = write_results(results, d, sc, p.experiments)
+            self.sec["files"].update(files)
+            if "mrae" in results and results["mrae"].traces.get("mlc"):
+                tr = results["mrae"].traces["mlc"][0]
+                self.sec["files"]["example_trace.png"] = str(
+                    save_figure(plot_trace(tr, capacity=sc.capacity), d / "example_trace.png"))
+            self.sec["summaries"] = clean({k: v.summary for k, v in results.items()})
+            self.sec["wall_s"] = {k: v.wall_s for k, v in results.items()}
+            log_results(run, self.sec["summaries"], files.values())
+
+    def run(self) -> dict[str, Any]:
+        self.d.mkdir(parents=True, exist_ok=True)
+        self.sec = {"scenario": self.sc.name, "files": {}}
+        model_dir = self.identify_and_train()
+        if self.plan.refine_identify_s and self.plan.eval_plant != "fluid":
+            model_dir = self.fine_tune(model_dir)
+        gains = self.tune(model_dir)
+        self.evaluate(model_dir, gains)
+        return self.sec
 
 
 def _reusable_dataset(
@@ -366,8 +372,8 @@ def _reusable_dataset(
     """
     import json
 
-    from ..identification.excitation import load_dataset
-    from ..tracking import file_sha256
+    from ...identification.excitation import load_dataset
+    from ...tracking import file_sha256
 
     if not path.is_file():
         return None
@@ -384,26 +390,12 @@ def _reusable_dataset(
         and (batch is None or m.get("batch") == batch)
     )
     if same and plant == "fluid":
-        from ..plant.fluid.plant import model_fingerprint
+        from ...plant.fluid.plant import model_fingerprint
 
         same = m.get("plant_model") == model_fingerprint()
     if not same:
         return None
     return {"dataset": str(path), "sha256": file_sha256(path), "rows": len(tr), "reused": True}
-
-
-def _flat_metrics(summ: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for exp in ("mrae", "fct", "utilization"):
-        for pol in ("mlc", "trivial"):
-            v = (summ.get(exp) or {}).get(pol) or {}
-            if isinstance(v.get("mean"), int | float):
-                out[f"{exp}_{pol}"] = float(v["mean"])
-    for pol in ("mlc", "trivial"):
-        v = (summ.get("short") or {}).get(pol) or {}
-        if isinstance(v.get("median"), int | float):
-            out[f"short_median_{pol}"] = float(v["median"])
-    return out
 
 
 def headline(sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -458,31 +450,28 @@ def reproduce_mlc(
     stages: dict[str, float] = {}
     sections: dict[str, dict[str, Any]] = {}
     t0 = time.perf_counter()
-    for cca, sc in scenarios.items():
-        say(f"== {cca}: scenario {sc.name} ({p.mode})")
-        sections[cca] = _one_cca(cca, sc, p, out_dir, stages, tracking_uri, progress, say, resume=resume)
+    with provenance(command or f"scidmz reproduce mlc{' --quick' if quick else ''} --out {out}") as prov:
+        for cca, sc in scenarios.items():
+            say(f"== {cca}: scenario {sc.name} ({p.mode})")
+            sections[cca] = _Chain(cca, sc, p, out_dir / cca, stages, tracking_uri, progress, say, resume).run()
     wall = time.perf_counter() - t0
 
     conv = {c: [v / 1e9 for v in s["tune"]["curve"]] for c, s in sections.items() if s.get("tune")}
     if conv:
-        from ..plots import plot_convergence, save_figure
+        from ...plots import plot_convergence, save_figure
 
         save_figure(plot_convergence(conv), out_dir / "convergence.png")
-    meta = {
-        "command": command or f"scidmz reproduce mlc{' --quick' if quick else ''} --out {out}",
-        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "git_commit": _git_commit(),
-        "plant": p.eval_plant if p.eval_plant == "fluid" else f"{p.eval_plant} (identification and tuning: fluid)",
-        "mode": p.mode,
-        "cpus": f"{os.cpu_count()} ({platform.machine()})", "wall_s": wall,
-        "sizes": p.sizes(), "deviations": p.deviations(), "stages": stages,
-    }
+    meta = prov.meta(
+        plant=p.eval_plant if p.eval_plant == "fluid" else f"{p.eval_plant} (identification and tuning: fluid)",
+        mode=p.mode, cpus=f"{os.cpu_count()} ({platform.machine()})", wall_s=wall,
+        sizes=p.sizes(), deviations=p.deviations(), stages=stages,
+    )
     report = write_report(sections, meta, out_dir, notes=notes)
     result = {
         "mode": p.mode, "out": str(out_dir), "report": str(report), "wall_s": wall, "stages": stages,
         "headline": headline(sections),
         "sections": {c: {k: v for k, v in s.items() if k != "files"} for c, s in sections.items()},
-        "plan": _clean(asdict(p)),
+        "plan": clean(asdict(p)),
     }
     files = {c: {k: _rel(v, out_dir) for k, v in sec.get("files", {}).items()} for c, sec in sections.items()}
     write_json({**result, "meta": meta, "files": files}, out_dir / "results.json")
@@ -493,7 +482,7 @@ def reproduce_mlc(
             f"({_g(h['mrae_reduction_pct'], '{:+.2f}')} %) | FCT mlc {_g(h['fct_mlc'])} s "
             f"trivial {_g(h['fct_trivial'])} s ({_g(h['fct_reduction_pct'], '{:+.2f}')} %)"
         )
-    return _clean(result), "\n".join(human)
+    return clean(result), "\n".join(human)
 
 
 def _rel(path: str, base: Path) -> str:
@@ -505,20 +494,16 @@ def _rel(path: str, base: Path) -> str:
 
 def rerender_report(out: str | os.PathLike[str], notes: str | None, command: str | None = None) -> tuple[dict[str, Any], str]:
     """Rewrite ``out/report.md`` from ``out/results.json`` (no rerun), e.g. to add an analysis."""
-    import json
-
     from .report import write_report
 
     out_dir = Path(out)
     path = out_dir / "results.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no results.json in {out_dir}: run `scidmz reproduce mlc --out {out_dir}` first")
+    doc = read_results(path, f"scidmz reproduce mlc --out {out_dir}")
     try:
-        doc = json.loads(path.read_text())
         meta = dict(doc["meta"])
         sections = {c: {**s, "files": {k: str(out_dir / v) for k, v in doc.get("files", {}).get(c, {}).items()}}
                     for c, s in doc["sections"].items()}
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: not a results.json written by `scidmz reproduce mlc` ({exc})") from None
     if command:
         meta["rendered"] = command

@@ -16,7 +16,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..plant.fluid.constants import WIRE_PER_PAYLOAD
+from ...plant.fluid.constants import WIRE_PER_PAYLOAD
+from ..render import fmt_num, render
+from ..render import write_report as _write
 
 __all__ = ["PAPER", "render_report", "write_report", "headline_lines", "verdicts"]
 
@@ -54,9 +56,7 @@ PAPER["bbr"] = PAPER["bbr2"]  # the kernel here has BBRv1 only; compare it with 
 
 
 def _f(x: Any, fmt: str = "{:.3f}", none: str = "n/a") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return none
-    return fmt.format(x)
+    return fmt_num(x, fmt, none)
 
 
 def _pct(x: Any) -> str:
@@ -169,10 +169,6 @@ def _headroom_lines(cca: str, f: Mapping[str, Any]) -> list[str]:
     return [line]
 
 
-def _ms(x: Any) -> Any:
-    return None if x is None else 1e3 * x
-
-
 def _ratio(m: Mapping[str, Any], policy: str) -> float | None:
     r, t = _s(m, policy, "mean_rate_dtn"), _s(m, policy, "mean_target")
     return r / t if r and t else None
@@ -223,32 +219,8 @@ def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return L
 
 
-def _undef(x: Any) -> Any:
-    from jinja2 import Undefined
-
-    return None if isinstance(x, Undefined) else x
-
-
-def _template_globals(out_dir: Path) -> dict[str, Any]:
-    def f(x: Any, fmt: str = "{:.3f}") -> str:
-        return _f(_undef(x), fmt)
-
-    def img(path: Any, alt: str) -> str:
-        path = _undef(path)
-        if not path:
-            return ""
-        p = Path(path)
-        try:
-            rel = p.relative_to(out_dir)
-        except ValueError:
-            rel = p
-        return f"![{alt}]({rel.as_posix()})\n"
-
-    def rate_ratio(v: Mapping[str, Any]) -> float:
-        return (v.get("mean_rate_dtn") or math.nan) / (v.get("mean_target") or math.nan)
-
-    return {"f": f, "pct": lambda x: _pct(_undef(x)), "img": img, "ms": lambda x: _ms(_undef(x)),
-            "rate_ratio": rate_ratio}
+def _rate_ratio(v: Mapping[str, Any]) -> float:
+    return (v.get("mean_rate_dtn") or math.nan) / (v.get("mean_target") or math.nan)
 
 
 def _section_context(cca_key: str, sec: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,21 +246,16 @@ def render_report(
 ) -> str:
     """Markdown for ``sections`` (CCA key -> {scenario, summaries, files, identify, train, tune}).
 
-    The layout is the Jinja2 template ``templates/mlc_report.md.j2``; this
-    function only computes what the template shows (verdicts, headroom, the
+    The layout is the Jinja2 template ``templates/mlc_report.md.j2`` (``evaluation.render``);
+    this function only computes what the template shows (verdicts, headroom, the
     commentary) so the numbers stay testable apart from the layout.
     """
-    from jinja2 import Environment, PackageLoader
-
-    env = Environment(loader=PackageLoader("scidmz.evaluation", "templates"), trim_blocks=True,
-                      lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    env.globals.update(_template_globals(Path(out_dir)))
     facts = [(k, _f(meta[k], "{:.1f} s") if k == "wall_s" else meta[k])
              for k in ("generated", "git_commit", "plant", "mode", "cpus", "wall_s") if k in meta]
-    return env.get_template("mlc_report.md.j2").render(
-        meta=meta, facts=facts, commentary=_commentary(sections),
+    return render(
+        "mlc_report.md.j2", out_dir, meta=meta, facts=facts, commentary=_commentary(sections),
         sections=[_section_context(c, s) for c, s in sections.items()],
-        notes=notes.strip() if notes else None,
+        notes=notes.strip() if notes else None, rate_ratio=_rate_ratio,
     )
 
 
@@ -300,8 +267,4 @@ def write_report(
     name: str = "report.md",
 ) -> Path:
     """Render and write ``out_dir/report.md`` atomically."""
-    from ..fileio import atomic_write_text
-
-    path = Path(out_dir) / name
-    atomic_write_text(path, render_report(sections, meta, out_dir, notes))
-    return path
+    return _write(render_report(sections, meta, out_dir, notes), out_dir, name)
