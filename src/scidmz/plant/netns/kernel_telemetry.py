@@ -46,8 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ...state import NetworkState
-from ..fluid.constants import RTT_CAMPUS_ALPHA
+from ...state import ACTIVE_BYTES, RTT_CAMPUS_ALPHA, NetworkState
 from .topology import Testbed
 
 __all__ = ["KernelCounterTelemetry", "FLOW_TABLE_COLUMNS"]
@@ -80,7 +79,7 @@ class KernelCounterTelemetry:
         tb: Testbed,
         sample_every: float = 0.1,
         alpha: float = RTT_CAMPUS_ALPHA,
-        active_bytes: float = 15e3,
+        active_bytes: float = ACTIVE_BYTES,
     ) -> None:
         from pyroute2 import DiagSocket, IPRoute, netns
 

@@ -51,12 +51,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from scidmz.units import ETH_HLEN
+
 COPY_RANGE = 64
 # The stage sees IP packets; the qdisc behind it (tbf, htb) counts frames with their 14 B Ethernet
 # header. Decisions use frame bytes, so ABC's virtual FIFO drains exactly as the real one does
 # (in IP bytes it ran ~1 % ahead of a 50 Mbit/s tbf, and a CBR held at its threshold in the
 # virtual queue overfilled the real one -- the TCP flow beside it lost to tail drops).
-FRAME_OVERHEAD = 14
+FRAME_OVERHEAD = ETH_HLEN
 DEFAULT_MAXLEN = 16384
 SOCK_BYTES = 8 << 20
 SO_TIMESTAMPNS = 35

@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...units import FRAME_BYTES
+
 __all__ = ["StarvationMonitor", "RUN_STARVED_MAX", "run_verdict", "STAGE_LATE_FRAC", "BOTTLENECK_SERVICE", "SENDER_BUSY_MIN",
            "RWND_LIMITED_MAX", "STEP_LATE_FRAC"]
 
@@ -213,7 +215,7 @@ class StarvationMonitor:
             ev["bottleneck_backlog_min"] = bmin
             # An HTB whose leaves may not borrow (a queue policy's rate = ceil) is backlogged in one
             # leaf while another idles: "never idle, sent < B_max" is then the policy, not the machine.
-            if bmin > 2 * 1514 and ev["bottleneck_service"] < BOTTLENECK_SERVICE and bottleneck.get("kind", "tbf") == "tbf":
+            if bmin > 2 * FRAME_BYTES and ev["bottleneck_service"] < BOTTLENECK_SERVICE and bottleneck.get("kind", "tbf") == "tbf":
                 reasons.append(f"bottleneck always backlogged but served {ev['bottleneck_service']:.0%} of B_max")
         if senders:
             busy = senders.get("dtn_busy")

@@ -28,7 +28,7 @@ active flows stay on the egress tap (what left the bottleneck); queuing
 delay pairs each packet's two copies (Algorithm 5). Rates count the
 captured frame length: the Ethernet frame (14-byte header + IP packet).
 Algorithm 4's campus-RTT smoothing uses the same alpha as the fluid plant
-and the kernel source (``plant.fluid.constants.RTT_CAMPUS_ALPHA``), so the
+and the kernel source (``state.RTT_CAMPUS_ALPHA``), so the
 three report one ``rtt_campus``.
 
 ``DataplaneTelemetry`` also keeps a ``KernelCounterTelemetry`` running for
@@ -48,8 +48,7 @@ import threading
 import time
 from typing import Any
 
-from ...state import STATE_FIELDS, NetworkState
-from ..fluid.constants import RTT_CAMPUS_ALPHA
+from ...state import RTT_CAMPUS_ALPHA, STATE_FIELDS, NetworkState
 from .kernel_telemetry import KernelCounterTelemetry
 from .procs import set_sysctls
 from .topology import Testbed

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ...scenario import FlowGroup, Scenario
+from ...units import FRAME_BYTES
 from .procs import require_tools, run_in, set_sysctls, spawn
 from .registry import RUN_DIR, Record, check_prefix, teardown_record
 
@@ -47,7 +48,6 @@ __all__ = ["Host", "Testbed", "testbed_ccas", "resolve_cca"]
 
 log = logging.getLogger("scidmz.testbed")
 
-MTU_FRAME = 1514
 _AUTO = itertools.count()
 _SWITCHES = ("bridge", "ovs")
 
@@ -525,8 +525,8 @@ class Testbed:
         rate = sc.capacity
         # Default: one 1 ms timer tick's worth of tokens (>= 2 frames) keeps the line
         # rate exact without letting bursts skip the queue; tc needs more than one frame.
-        burst = int(max(2 * MTU_FRAME, sc.link_burst_bytes))
-        limit = int(max(sc.buffer_bytes, 2 * MTU_FRAME))
+        burst = int(max(2 * FRAME_BYTES, sc.link_burst_bytes))
+        limit = int(max(sc.buffer_bytes, 2 * FRAME_BYTES))
         br1.tc("add", "tbf", idx, 0x10000, rate=f"{int(rate)}bit", burst=burst, limit=limit)
 
     def _delay_path(self, dly: Any) -> None:

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...units import FRAME_BYTES
 from .topology import Host, Testbed
 
 __all__ = ["Traffic", "IPERF_PORT", "SHORT_PORT", "parse_iperf_json", "access_tbf"]
@@ -91,8 +92,8 @@ def access_tbf(ns: str, rate: float, dev: str = "eth0") -> None:
 
     with IPRoute(netns=ns) as ipr:
         idx = ipr.link_lookup(ifname=dev)[0]
-        burst = int(max(2 * 1514, rate / 8 * 0.001))
-        limit = int(max(4 * 1514, rate / 8 * 0.010))
+        burst = int(max(2 * FRAME_BYTES, rate / 8 * 0.001))
+        limit = int(max(4 * FRAME_BYTES, rate / 8 * 0.010))
         ipr.tc("replace", "tbf", idx, 0x10000, rate=f"{int(rate)}bit", burst=burst, limit=limit)
 
 
