@@ -29,7 +29,7 @@ seconds) and the kernel's own queue counters for this queue
 ``user_dropped`` = socket overrun; both must stay 0 -- those are *stage*
 drops) are written as JSON to ``--stats`` every second and at exit.
 
-Run: ``python -m scidmz.plant.netns.nfqstage --queue 0 --discipline abc
+Run: ``python -m scidmz.plant.netns.stages.nfq --queue 0 --discipline abc
 --config '{"capacity_bps": 5e7}' --link-bps 5e7 --stats /tmp/x.json`` inside the
 router namespace. SIGTERM/SIGINT end it cleanly.
 """
