@@ -68,7 +68,7 @@ def dispersion(ts: np.ndarray, lengths: np.ndarray) -> dict[str, Any]:
 
 def run(buffer_bdp: float, capture: float, warmup: float, workdir: Path, cca: str = "cubic") -> dict[str, Any]:
     from scidmz.plant.base import make_plant
-    from scidmz.plant.netns.starvation import run_verdict
+    from scidmz.plant.netns.manage.starvation import run_verdict
     from scidmz.scenario import load_scenario
 
     sc = load_scenario("testbed").replace(link={"buffer_bdp": buffer_bdp, "buffer": None}, dtn={"cca": cca})

@@ -16,7 +16,7 @@ seeds of one CCA in one batched plant; and ``fluid_testbed``, the
 scenario at 100 Mbit/s on real kernel TCP, one real-time episode per
 buffer and CCA; needs root). Each testbed period says whether the
 machine's CPU rather than TCP limited it (``info["starved"]``, see
-``scidmz.plant.netns.starvation``). A run with more than
+``scidmz.plant.netns.manage.starvation``). A run with more than
 ``RUN_STARVED_MAX`` (10 %) starved periods is not recorded: its fill is
 null, its evidence is kept, and the script exits 1 unless
 ``--allow-starved`` asks only to mark it; otherwise its figures come from
@@ -98,7 +98,7 @@ def netns_run(cca: str, buffer_bdp: float, duration: float, warmup: float, targe
     u = sc.trivial_rate(target)
     steps = int(round(duration / sc.period))
     skip = int(round(warmup / sc.period))
-    from scidmz.plant.netns.starvation import run_verdict
+    from scidmz.plant.netns.manage.starvation import run_verdict
 
     ys: list[np.ndarray] = []
     flags: list[bool] = []

@@ -33,7 +33,7 @@ import time
 import numpy as np
 
 from scidmz.plant.base import make_plant
-from scidmz.plant.netns.starvation import run_verdict
+from scidmz.plant.netns.manage.starvation import run_verdict
 from scidmz.scenario import Scenario, load_scenario
 from scidmz.state import STATE_FIELDS
 

@@ -133,14 +133,14 @@ def test_batch_of_scenarios_with_the_same_flow_counts() -> None:
 
 
 def test_netns_testbed_lays_out_one_host_per_flow() -> None:
-    """Built without root (hosts only): shaped flows beside the campus on S1, unshaped ones beside the DTN
-    on S3, one receiver each, per-flow RTT and CCA, bbr2 mapped to bbr and recorded."""
-    from scidmz.plant.netns.topology import Testbed
+    """The testbed's description (no root): shaped flows beside the campus on S1, unshaped ones beside the
+    DTN on S3, one receiver each, per-flow RTT and CCA, bbr2 mapped to bbr and recorded."""
+    from scidmz.plant.netns.spec import describe
 
     sc = _scenario([{"name": "a", "count": 2, "rtt": "10ms"},
                     {"name": "b", "rtt": "60ms", "cca": "bbr2", "shaped": False},
                     {"name": "u", "cca": "udp", "rate": "5M", "shaped": False}], hosts=1, streams=2)
-    tb = Testbed(sc, prefix="tfz")
+    tb = describe(sc, "tfz", available_ccas=["reno", "cubic", "bbr"])
     fh = tb.flow_hosts
     assert [h.name for h in fh] == ["s2", "s3", "s4", "s5"]
     assert [h.flow.name for h in fh] == ["a", "a", "b", "u"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from scidmz.plant.netns.registry import proc_start_time
+from scidmz.plant.netns.manage.registry import proc_start_time
 
 pytestmark = pytest.mark.root
 

@@ -7,11 +7,11 @@ import logging
 import numpy as np
 import pytest
 
-from scidmz.plant.netns.registry import check_prefix
-from scidmz.plant.netns.sockflows import weibull_schedule
-from scidmz.plant.netns.topology import resolve_cca
-from scidmz.plant.netns.topology import testbed_ccas as available_ccas
-from scidmz.plant.netns.traffic import parse_iperf_json
+from scidmz.plant.netns.manage.registry import check_prefix
+from scidmz.plant.netns.spec import resolve_cca
+from scidmz.plant.netns.spec import testbed_ccas as available_ccas
+from scidmz.plant.netns.traffic.iperf import parse_iperf_json
+from scidmz.plant.netns.traffic.sockflows import weibull_schedule
 
 
 def test_bbr2_maps_to_bbr_with_a_warning_and_unknown_cca_is_an_error(caplog):

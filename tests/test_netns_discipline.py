@@ -28,7 +28,7 @@ def _run(name: str, prefix: str) -> tuple[np.ndarray, dict, list, dict]:
             us.append(u[0])
             infos.append(plant.info)
         stats = plant.discipline_stats() if name != "none" else {}
-        weights = json.loads(plant._stage["weights"].read_text()) if name != "none" else None
+        weights = json.loads(plant._stage.weights_path.read_text()) if name != "none" else None
         return np.asarray(ep.history.y)[:, 0, :], stats, us, {"infos": infos, "weights": weights}
     finally:
         plant.close()

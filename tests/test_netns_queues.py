@@ -47,7 +47,7 @@ def test_jenks_on_br1_separates_the_dtn_and_serves_its_target(telemetry: str) ->
             served.append(ok and cfg.queue(min(qs)).rate == pytest.approx(target, rel=0.01)
                           and cfg.queue(min(qs)).ceil == pytest.approx(target, rel=0.01))
         y = np.asarray(ep.history.y)[:, 0, :]
-        ns, dev = plant.testbed.bottleneck[1], plant.testbed.bottleneck[0]
+        ns, dev = plant.testbed.spec.bottleneck[1], plant.testbed.spec.bottleneck[0]
         tc = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "show", "dev", dev],
                             capture_output=True, text=True, check=True).stdout
     finally:

@@ -54,7 +54,7 @@ def _root_qdiscs() -> set[tuple[int, int]]:
 
 def _our_processes(prefix: str) -> list[int]:
     """Processes started for a testbed: they run inside its namespaces or name it on their command line."""
-    from scidmz.plant.netns.registry import pids_in_netns
+    from scidmz.plant.netns.manage.registry import pids_in_netns
 
     out = []
     for ns in _namespaces():
@@ -96,7 +96,7 @@ def _assert_clean(before, prefix: str) -> None:
 
 def test_plant_carries_traffic_and_tbf_moves_dtn_rate_then_tears_down_cleanly():
     from scidmz.plant.base import make_plant
-    from scidmz.plant.netns.registry import RUN_DIR
+    from scidmz.plant.netns.manage.registry import RUN_DIR
 
     prefix = "tpl"
     before = _snapshot()
@@ -146,8 +146,8 @@ def test_plant_carries_traffic_and_tbf_moves_dtn_rate_then_tears_down_cleanly():
 
 
 def test_delay_stage_rtt_accuracy_rate_and_no_loss_per_host_rtts():
-    from scidmz.plant.netns.check import check_testbed, measure_rtt
-    from scidmz.plant.netns.topology import Testbed
+    from scidmz.plant.netns.manage.check import check_testbed, measure_rtt
+    from scidmz.plant.netns.testbed import Testbed
 
     sc = _small(campus={"hosts": 2})
     rtts = {"s1": 0.010, "s2": 0.037, "dtns": 0.100}
@@ -163,8 +163,8 @@ def test_delay_stage_rtt_accuracy_rate_and_no_loss_per_host_rtts():
 
 
 def test_two_testbeds_with_different_prefixes_coexist():
-    from scidmz.plant.netns.check import measure_rtt
-    from scidmz.plant.netns.topology import Testbed
+    from scidmz.plant.netns.manage.check import measure_rtt
+    from scidmz.plant.netns.testbed import Testbed
 
     sc = _small(campus={"hosts": 1})
     with Testbed(sc, prefix="tca", rtts={"s1": 0.012}) as a:
@@ -265,7 +265,7 @@ def test_dataplane_telemetry_on_mirrored_packets_matches_kernel_ground_truth():
 
 
 def test_ovs_userspace_s1_carries_shaped_traffic():
-    from scidmz.plant.netns.check import measure_rtt
+    from scidmz.plant.netns.manage.check import measure_rtt
     from scidmz.plant.netns.ovsd import ovs_available
     from scidmz.plant.netns.plant import NetnsPlant
 
@@ -312,13 +312,14 @@ def test_udp_cbr_weibull_short_flows_and_fixed_size_dtn_fct():
 
 
 def test_a_failure_mid_build_leaves_nothing(monkeypatch):
-    from scidmz.plant.netns.registry import RUN_DIR
-    from scidmz.plant.netns.topology import Testbed
+    from scidmz.plant.netns import build
+    from scidmz.plant.netns.manage.registry import RUN_DIR
+    from scidmz.plant.netns.testbed import Testbed
 
-    def boom(self, br1):
+    def boom(spec, links):
         raise RuntimeError("injected failure while configuring the bottleneck")
 
-    monkeypatch.setattr(Testbed, "_bottleneck", boom)
+    monkeypatch.setattr(build, "bottleneck_qdisc", boom)
     before = _snapshot()
     tb = Testbed(_small(campus={"hosts": 1}), prefix="tfl")
     with pytest.raises(RuntimeError, match="injected failure"):

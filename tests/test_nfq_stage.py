@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from scidmz.disciplines import abc
-from scidmz.plant.netns.nfqstage import Stage, parse_ipv4
+from scidmz.plant.netns.stages.nfq import Stage, parse_ipv4
 
 
 class FakePacket:
@@ -75,7 +75,7 @@ def test_stage_verdicts_equal_core() -> None:
 def test_stage_aggregates_from_the_map_and_live_weights(tmp_path: pathlib.Path) -> None:
     import socket
 
-    from scidmz.plant.netns.nfqstage import _load_weights
+    from scidmz.plant.netns.stages.nfq import _load_weights
 
     ip = {k: int.from_bytes(socket.inet_aton(k), "big") for k in ("10.3.0.2", "10.1.0.2", "10.1.0.9")}
     st = Stage("abc", {"capacity_bps": 20e6, "ref_rates_bps": [10e6, 10e6]}, 20e6,
@@ -97,7 +97,7 @@ def test_stage_aggregates_from_the_map_and_live_weights(tmp_path: pathlib.Path) 
 
 
 def test_stage_bad_config_exit_2(capsys: pytest.CaptureFixture) -> None:
-    from scidmz.plant.netns.nfqstage import main
+    from scidmz.plant.netns.stages.nfq import main
 
     assert main(["--queue", "0", "--discipline", "abc", "--config", '{"capacity_bps": 1e6, "ref_rate_bps": 0}',
                  "--link-bps", "1e6", "--stats", "/nonexistent/x"]) == 2

@@ -63,8 +63,9 @@ def test_make_plant_hardware_builds_from_options_with_one_line_errors():
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 def test_netns_plant_takes_telemetry_and_actuator_factories():
     from scidmz.actuators.tbf import TbfActuator
-    from scidmz.plant.netns.kernel_telemetry import KernelCounterTelemetry
     from scidmz.plant.netns.plant import NetnsPlant
+    from scidmz.plant.netns.sources import kernel_points
+    from scidmz.telemetry.kernel import KernelCounterTelemetry
 
     made = []
 
@@ -72,13 +73,19 @@ def test_netns_plant_takes_telemetry_and_actuator_factories():
         made.append(dev)
         return TbfActuator(dev, **kw)
 
+    def telemetry(tb):
+        # A telemetry factory of our own: the testbed's kernel-counter view, sampled every 0.2 s.
+        made.append("telemetry")
+        return KernelCounterTelemetry(kernel_points(tb), sample_every=0.2)
+
     sc = load_scenario("testbed").replace(campus={"hosts": 1}, dtn={"streams": 2},
                                           link={"capacity": 20e6, "buffer_bdp": 1.0})
-    with NetnsPlant(sc, prefix="tcmp", telemetry=KernelCounterTelemetry, actuator=actuator) as plant:
+    with NetnsPlant(sc, prefix="tcmp", telemetry=telemetry, actuator=actuator) as plant:
         plant.reset(seed=0)
         y = plant.step(5e6).y[0]
-        assert type(plant.telemetry) is KernelCounterTelemetry
-        assert made == [plant.testbed.uplink[0]] and plant.actuator.current_rate() == pytest.approx(5e6, rel=0.02)
+        assert type(plant.telemetry) is KernelCounterTelemetry and plant.telemetry.sample_every == 0.2
+        assert made == [plant.testbed.spec.uplink[0], "telemetry"]
+        assert plant.actuator.current_rate() == pytest.approx(5e6, rel=0.02)
         assert np.all(np.isfinite(y))
     with pytest.raises(ValueError, match="unknown telemetry 'bogus'"):
         NetnsPlant(sc, telemetry="bogus")

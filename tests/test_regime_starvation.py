@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from scidmz.plant.netns import starvation as S
+from scidmz.plant.netns.manage import starvation as S
 
 
 def _monitor(stage: dict) -> S.StarvationMonitor:

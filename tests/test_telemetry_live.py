@@ -91,7 +91,7 @@ def test_twin_rtt_matches_kernel_ss_rtt():
         _run(["ip", "netns", "exec", nsB, "ethtool", "-K", "eth0", "tx", "off"])
         _run(["ip", "netns", "exec", nsA, "ethtool", "-K", "eth0", "tso", "off", "gso", "off"])
 
-        procs.append(_ns(nsM, [sys.executable, "-m", "scidmz.plant.netns.delaystage", "--rx", "b", "--tx", "a",
+        procs.append(_ns(nsM, [sys.executable, "-m", "scidmz.plant.netns.stages.delay", "--rx", "b", "--tx", "a",
                                "--table", json.dumps({"10.77.0.2": DELAY}), "--rt-priority", "0"]))
         cap = _ns(nsM, [sys.executable, "-m", "scidmz.cli", "telemetry", "capture", "--egress", "tapr",
                         "--duration", "8s", "--dtn-prefix", "10.77.0.2/32", "--remote-prefix", "10.78.0.0/16",

@@ -6,8 +6,8 @@ K queues, each with a guaranteed rate, a ceiling, a drop-tail buffer in bytes
 and an HTB quantum, plus ACL-like rules that put flows into queues. Every
 packet no rule matches goes to the default queue, which always exists.
 
-This module sits at the bottom layer (no scidmz imports) so policies,
-actuators and plants can all share it. ``validate`` is the one place the
+This module sits at the bottom layer (it imports only ``units``, for the
+MTU) so policies, actuators and plants can all share it. ``validate`` is the one place the
 bad-input rules of issue 11 live; it raises ``QueueConfigError`` (a
 ``ValueError``) with one line naming the problem, before anything is
 applied, so a bad configuration is never half-applied.
@@ -22,6 +22,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .units import MTU
+
 __all__ = [
     "FlowMatch",
     "QueueSpec",
@@ -34,8 +36,6 @@ __all__ = [
     "single_queue",
 ]
 
-#: Bytes of one full-size IP packet on the links scidmz builds (Ethernet MTU).
-MTU = 1500
 #: Largest queue id: HTB class minors are 16 bit; ids above this are the
 #: actuator's own (inner class 0xfff, bfifo majors 0x8000 + id).
 MAX_QID = 0x0FFE

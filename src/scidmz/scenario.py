@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BeforeValidator, ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
-from .units import parse_rate, parse_size, parse_time
+from .units import FRAME_BYTES, MTU, parse_rate, parse_size, parse_time
 
 __all__ = [
     "resolve_scenario",
@@ -276,7 +276,7 @@ class Scenario:
         testbed holds its rate exactly; the fluid plant counts them as buffer for its packet noise)."""
         if self.link.burst is not None:
             return self.link.burst
-        return max(LINK_MIN_BURST_FRAMES * FRAME, self.link.capacity / 8.0 * LINK_BURST_TIME)
+        return max(LINK_MIN_BURST_FRAMES * FRAME_BYTES, self.link.capacity / 8.0 * LINK_BURST_TIME)
 
     @property
     def u_max(self) -> float:
@@ -418,8 +418,6 @@ def _error_line(exc: ValidationError, source: str) -> str:
 
 
 MIN_PERIOD = 1e-3  # s: the control period; below it no plant or tc actuator keeps up
-MTU = 1500  # bytes (Ethernet): a bottleneck buffer must hold at least one packet
-FRAME = 1514  # bytes: an MTU packet with its Ethernet header (rates count frame bytes)
 LINK_BURST_TIME = 0.001  # s of B_max in the bottleneck's default token burst
 LINK_MIN_BURST_FRAMES = 2
 # Ours (issue 9): a buffer beyond 10 BDP of the DTN path is a mistake, not a regime anyone

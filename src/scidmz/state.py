@@ -8,6 +8,10 @@ sees while a loop runs.
 
 Alignment (ARCHITECTURE.md): u_k is applied over [kT, (k+1)T) and y_k is
 measured at the end of that interval.
+
+The constants that are part of y's definition (Algorithm 4's smoothing of
+the campus RTT, Algorithm 7's activity threshold) live here too, so every
+plant and telemetry source reports the same y.
 """
 
 from __future__ import annotations
@@ -20,8 +24,20 @@ from typing import Any
 
 import numpy as np
 
+from .units import FRAME_BYTES
+
 __all__ = ["STATE_FIELDS", "NetworkState", "History", "Trace", "TRACE_COLUMNS", "json_default",
-           "json_default_lenient"]
+           "json_default_lenient", "RTT_CAMPUS_ALPHA", "ACTIVE_PACKETS", "ACTIVE_BYTES"]
+
+#: Algorithm 4 smooths the campus RTT across periods: RTT <- a RTT + (1 - a) mean of the period.
+#: The paper names alpha without a value; 0.5 is ours (the fluid plant, the netns kernel counters
+#: and the data plane on the testbed's taps all use it).
+RTT_CAMPUS_ALPHA = 0.5
+#: Algorithm 7's activity threshold C_TH: a flow is active in a period if it moved at least this
+#: many full-size packets (the paper names the threshold without a value; 10 is ours).
+ACTIVE_PACKETS = 10
+#: The same threshold in frame bytes, for sources that count bytes rather than packets.
+ACTIVE_BYTES = ACTIVE_PACKETS * FRAME_BYTES
 
 STATE_FIELDS: tuple[str, ...] = (
     "rate_dtn",

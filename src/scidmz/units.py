@@ -1,9 +1,14 @@
-"""Parse human quantities ("600M", "1G", "10ms", "12.5MB") into SI floats.
+"""SI units and the wire facts every part of scidmz counts with.
 
 Everything inside scidmz is SI: rates in bit/s, times in seconds, sizes in
-bytes. Strings are accepted only at the edges (CLI, TOML) and go through
-these functions, which raise ``ValueError`` with a one-line message naming
-the bad value.
+bytes. Strings ("600M", "1G", "10ms", "12.5MB") are accepted only at the
+edges (CLI, TOML) and go through the ``parse_*`` functions, which raise
+``ValueError`` with a one-line message naming the bad value.
+
+The wire facts (Ethernet and TCP/IPv4 sizes) are defined here once, below
+every plant, telemetry source and actuator: ARCHITECTURE.md counts rates in
+Ethernet frame bytes (14-byte header + IP packet; no preamble, FCS or gap),
+as Linux's ``skb->len``, tc's TBF and the P4 counters do.
 """
 
 from __future__ import annotations
@@ -14,7 +19,26 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy only when a rate array is checked: keeps `scidmz --help` instant
     import numpy as np
 
-__all__ = ["check_rates", "parse_rate", "parse_time", "parse_size", "format_rate", "format_time"]
+__all__ = ["check_rates", "parse_rate", "parse_time", "parse_size", "format_rate", "format_time",
+           "ETH_HLEN", "MTU", "TCPIP_HEADERS", "MSS_PAYLOAD", "FRAME_BYTES", "MSS", "WIRE_PER_PAYLOAD"]
+
+# -- wire facts ----------------------------------------------------------------
+#: Ethernet header: destination, source, EtherType (no preamble, FCS or inter-frame gap).
+ETH_HLEN = 14
+#: Largest IP packet on the links scidmz builds (Ethernet's MTU), bytes.
+MTU = 1500
+#: IPv4 (20) + TCP (20) + the timestamp option every Linux TCP sends (12), bytes.
+TCPIP_HEADERS = 52
+#: Payload of one full-size TCP segment (TCP's MSS with timestamps), bytes.
+MSS_PAYLOAD = float(MTU - TCPIP_HEADERS)
+#: One full-size segment on the wire: MSS_PAYLOAD + TCP/IP headers + Ethernet header, bytes.
+FRAME_BYTES = float(MTU + ETH_HLEN)
+#: One segment in the byte unit of scidmz's rates and windows (frame bytes). The fluid model's
+#: windows grow and shrink in these; TCP's own MSS is ``MSS_PAYLOAD``.
+MSS = FRAME_BYTES
+#: Wire bytes per application byte of a bulk transfer in full segments: a transfer of S payload
+#: bytes occupies S x WIRE_PER_PAYLOAD of a frame-rate link (10 GB at 500 Mbit/s: 167.3 s, not 160 s).
+WIRE_PER_PAYLOAD = FRAME_BYTES / MSS_PAYLOAD
 
 _NUM = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9, "t": 1e12, "T": 1e12}

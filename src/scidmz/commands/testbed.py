@@ -54,8 +54,8 @@ def cmd_testbed_up(a: argparse.Namespace) -> int:
 
 
 def cmd_testbed_check(a: argparse.Namespace) -> int:
-    from ..plant.netns.check import human
     from ..plant.netns.manage import testbed_check
+    from ..plant.netns.manage.check import human
 
     res = testbed_check(_testbed_scenario(a), switch=a.switch, prefix=a.prefix, progress=True)
     emit(res, a.json, human(res))

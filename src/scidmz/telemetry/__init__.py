@@ -16,4 +16,9 @@ run         what `scidmz telemetry replay|capture` does
 synth       synthetic tap traffic with known ground truth (tests, benchmark)
 p4runtime, bfrt
             switch adapters feeding the same Collector (BMv2 / Tofino)
+taps        DataplaneTelemetry: the twin on the netns testbed's mirrored taps, y every T
+kernel      KernelCounterTelemetry: y from kernel counters and tcp_info (the testbed's fallback)
+
+The two testbed sources take plain data (``TapPoints``, ``KernelPoints``), never a plant
+object; the netns plant composes them (``plant/netns/sources.py``).
 """

@@ -156,6 +156,8 @@ structured arrays with ``DIGEST_RTT_DTYPE`` / ``DIGEST_FLOW_DTYPE``.
 
 from __future__ import annotations
 
+from ..units import ETH_HLEN as ETH_HLEN  # the wire fact is defined once, in units
+
 # -- taps, classes, directions -------------------------------------------------
 TAP_INGRESS: int = 0  # BR1 input side (before the queue)
 TAP_EGRESS: int = 1  # bottleneck interface (after the queue, plus WAN -> campus)
@@ -295,7 +297,6 @@ DIGEST_FLOW_FIELDS: tuple[tuple[str, int], ...] = (
 )
 
 # -- parser --------------------------------------------------------------------
-ETH_HLEN: int = 14
 VLAN_TPIDS: tuple[int, ...] = (0x8100, 0x88A8, 0x9100)
 MAX_VLAN_TAGS: int = 2  # QinQ
 ETHERTYPE_IPV4: int = 0x0800

@@ -28,6 +28,8 @@ def _install_cache_locator() -> None:
     mine = {os.path.join(fluid_dir, n) for n in ("common.py", "cca.py", "kernel.py")}
     disc_dir = os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), "disciplines")
     deps = [os.path.join(fluid_dir, n) for n in ("constants.py", "layout.py")]
+    # constants.py re-exports the wire facts and y's constants from these two
+    deps += [os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), n) for n in ("units.py", "state.py")]
     deps += [os.path.join(disc_dir, n) for n in ("abc.py", "ffs.py")]
 
     def deps_hash() -> bytes:

@@ -2,8 +2,9 @@
 
 Units are SI (bytes, seconds, bit/s) unless a name says otherwise. The
 kernel (``kernel.py``) reads these as compile-time constants; its numba
-cache is keyed on this file's content too, so changing one recompiles the
-kernel on its next use (about a minute).
+cache is keyed on this file's content too (and on ``units.py`` and
+``state.py``, where the wire facts and y's constants come from), so
+changing one recompiles the kernel on its next use (about a minute).
 
 Sources:
 - CUBIC: RFC 8312 / RFC 9438 and Linux ``tcp_cubic.c`` (C = 0.4, beta = 0.7,
@@ -23,6 +24,15 @@ Sources:
 
 from __future__ import annotations
 
+# Wire facts and y's own constants are defined below every plant (scidmz.units, scidmz.state)
+# and re-exported here under the kernel's names.
+from ...state import ACTIVE_BYTES as ACTIVE_BYTES
+from ...state import RTT_CAMPUS_ALPHA as RTT_CAMPUS_ALPHA
+from ...units import FRAME_BYTES as FRAME_BYTES
+from ...units import MSS as MSS
+from ...units import MSS_PAYLOAD as MSS_PAYLOAD
+from ...units import WIRE_PER_PAYLOAD as WIRE_PER_PAYLOAD
+
 # -- packets -------------------------------------------------------------------
 # The model's byte unit is the Ethernet frame byte (ARCHITECTURE.md: rates are
 # frame bytes, 14-byte header + IP packet; B_max is a frame rate as tc's TBF
@@ -33,10 +43,8 @@ from __future__ import annotations
 # scenario is loaded into the arrays (plant.py). Counting payload against a
 # frame-rate link, as this model did before issue 9, made every transfer
 # 4.6 % faster than on a real link (10 GB at 500 Mbit/s: 160.0 s instead of 167.3 s).
-MSS_PAYLOAD = 1448.0  # 1500 MTU - 52 B of TCP/IP headers with timestamps
-FRAME_BYTES = 1514.0  # MSS_PAYLOAD + 52 B TCP/IP headers + 14 B Ethernet header
-MSS = FRAME_BYTES  # one segment, in the model's (frame) bytes
-WIRE_PER_PAYLOAD = FRAME_BYTES / MSS_PAYLOAD
+# MSS_PAYLOAD = 1448, FRAME_BYTES = MSS = 1514, WIRE_PER_PAYLOAD: scidmz.units.
+
 INIT_CWND = 10.0 * MSS  # RFC 6928 initial window
 MIN_CWND = 2.0 * MSS  # floor after repeated losses (Linux never goes below 2 packets except RTO)
 MAX_CWND = 256e6  # bytes; effectively unlimited (socket buffers are not modelled)
@@ -150,11 +158,9 @@ DTN_START_JITTER = 0.010  # s; DTN streams start in [dtn.start, dtn.start + this
 SHORT_SLOTS_PER_SENDER = 64  # concurrent short flows per Weibull sender (more wait for a slot)
 
 # -- passive measurements (the seven Table 3 variables) -----------------------------
-# A flow is "active" in a period if it delivered at least this many bytes
-# (Algorithm 7's packet-count threshold C.TH of 10 packets).
-ACTIVE_BYTES = 10.0 * MSS
-# Algorithm 4 smooths the campus RTT across periods: RTT <- a RTT + (1 - a) mean.
-RTT_CAMPUS_ALPHA = 0.5
+# Part of y's definition, so defined in scidmz.state: a flow is "active" in a period if it
+# delivered at least ACTIVE_BYTES (Algorithm 7's C_TH of 10 packets); Algorithm 4 smooths
+# the campus RTT across periods: RTT <- a RTT + (1 - a) mean, a = RTT_CAMPUS_ALPHA (0.5).
 
 # -- codes shared by the builder and the kernel -------------------------------------
 # minloss: FFS's rate-feedback sender (Wyss et al. section IX): paces at the rate indicator the

@@ -1,15 +1,26 @@
 """The emulated Science DMZ testbed on real kernel TCP (root; network namespaces).
 
-``Testbed`` builds the MLC paper's topology (section 3.1, Fig. 2) in network
-namespaces; ``NetnsPlant`` is the real-time ``Plant`` on top of it. Heavy
-parts (pyroute2) are imported only when a testbed is built.
+* ``spec.py``: the testbed as data (hosts, switches, links, addresses, routes,
+  qdiscs, taps), derived from a ``Scenario``; no root, no side effects.
+* ``build.py``, ``testbed.py``: the builder (namespaces, veths, qdiscs from a
+  spec) and ``Testbed``, which runs it, records what it made and tears it
+  down on every exit path; ``procs.py``, ``ovsd.py``, ``probe.py`` help it.
+* ``traffic/``: one episode's senders (iperf3, our socket flows, ``[[flows]]``).
+* ``stages/``: the user-space data-path stages (delay, NFQUEUE discipline).
+* ``nfqlab.py``: a three-namespace lab for the NFQUEUE stage alone.
+* ``plant.py``: ``NetnsPlant``, the real-time ``Plant``; ``sources.py``: how
+  it composes its telemetry (the sources live in ``scidmz.telemetry``).
+* ``manage/``: ``scidmz testbed up|down|status|check``, the registry of what
+  testbeds made, the checks, the starvation monitor.
+
+Heavy parts (pyroute2) are imported only when a testbed is built.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NetnsPlant", "Testbed", "KernelCounterTelemetry"]
+__all__ = ["NetnsPlant", "Testbed", "TestbedSpec", "describe"]
 
 
 def __getattr__(name: str) -> Any:
@@ -18,11 +29,11 @@ def __getattr__(name: str) -> Any:
 
         return NetnsPlant
     if name == "Testbed":
-        from .topology import Testbed
+        from .testbed import Testbed
 
         return Testbed
-    if name == "KernelCounterTelemetry":
-        from .kernel_telemetry import KernelCounterTelemetry
+    if name in ("TestbedSpec", "describe"):
+        from . import spec
 
-        return KernelCounterTelemetry
+        return getattr(spec, name)
     raise AttributeError(name)

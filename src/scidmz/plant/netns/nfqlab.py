@@ -174,10 +174,10 @@ def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps:
                 "netns", lab.rcv)
             for dev in ("x", "y"):
                 _nsx(lab.wire, "ip", "link", "set", f"{prefix}{dev}", "up")
-            # TCP experiments: the bottleneck counts wire packets, not GSO super-packets (as topology.py)
+            # TCP experiments: the bottleneck counts wire packets, not GSO super-packets (as the testbed: spec.py)
             _nsx(lab.snd, "ethtool", "-K", f"{prefix}a", "tso", "off", "gso", "off")
             # the receiver's frames pass through user space: a CHECKSUM_PARTIAL frame re-injected by
-            # AF_PACKET would carry a wrong checksum, so its TX checksum offload is off (as in topology.py)
+            # AF_PACKET would carry a wrong checksum, so its TX checksum offload is off (as in the testbed: spec.py)
             _nsx(lab.rcv, "ethtool", "-K", f"{prefix}d", "tx", "off")
             # forward: every frame from the router leaves towards the receiver, in the kernel
             _nsx(lab.wire, "tc", "qdisc", "add", "dev", f"{prefix}x", "ingress")
@@ -201,7 +201,7 @@ def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps:
         if rtt_s > 0.0:
             dstats = f"{stats_path}.delay.json"
             dly = subprocess.Popen(
-                ["ip", "netns", "exec", lab.wire, sys.executable, "-m", "scidmz.plant.netns.delaystage",
+                ["ip", "netns", "exec", lab.wire, sys.executable, "-m", "scidmz.plant.netns.stages.delay",
                  "--rx", f"{prefix}y", "--tx", f"{prefix}x", "--table", json.dumps({"10.77.2.2": rtt_s}),
                  "--default", "0", "--stats", dstats],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -215,7 +215,7 @@ def nfq_lab(prefix: str, stage_args: list[str], stats_path: str, bottleneck_bps:
                 time.sleep(0.05)
         env = dict(os.environ)
         stage = subprocess.Popen(
-            ["ip", "netns", "exec", lab.rtr, sys.executable, "-m", "scidmz.plant.netns.nfqstage", "--queue", "0",
+            ["ip", "netns", "exec", lab.rtr, sys.executable, "-m", "scidmz.plant.netns.stages.nfq", "--queue", "0",
              "--stats", stats_path, *stage_args],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         lab.procs.append(stage)

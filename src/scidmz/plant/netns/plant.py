@@ -18,19 +18,15 @@ down.
 
 Every ``info`` also says whether the machine, not TCP, limited that period:
 ``info["starved"]`` (a one-element bool array, a trace column) with ``info["starvation"]`` (the evidence and the
-reasons, ``starvation.StarvationMonitor``) and ``info["starved_periods"]``
+reasons, ``manage.starvation.StarvationMonitor``) and ``info["starved_periods"]``
 (count since ``reset``). Benchmarks and reports refuse figures from starved
 periods.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import math
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,13 +37,11 @@ from ...scenario import Scenario
 from ...state import N_STATE, STATE_FIELDS
 from ...units import check_rates
 from ..base import StateBatch, register_plant
-from .topology import Testbed
+from .sources import TELEMETRY_KINDS, NetnsTelemetry, TelemetryFactory, telemetry_factory
+from .spec import CAMPUS_NET, DTN_NET, REMOTE_NET, Host
+from .testbed import Testbed
 
 __all__ = ["NetnsPlant", "TELEMETRY_KINDS"]
-
-log = logging.getLogger("scidmz.testbed")
-
-TELEMETRY_KINDS = ("auto", "kernel", "dataplane")
 
 
 class NetnsPlant:
@@ -60,30 +54,23 @@ class NetnsPlant:
         scenario: Scenario,
         prefix: str | None = None,
         switch: str = "bridge",
-        telemetry: str | Callable[[Testbed], Any] = "auto",
+        telemetry: str | TelemetryFactory = "auto",
         rtts: dict[str, float] | None = None,
         drain: float | None = None,
         actuator: Callable[..., Any] | None = None,
     ) -> None:
-        """``telemetry``: a factory ``(testbed) -> telemetry source`` (e.g. ``taps.DataplaneTelemetry``,
-        ``kernel_telemetry.KernelCounterTelemetry``), or one of ``TELEMETRY_KINDS`` from the command
-        line. ``actuator``: a factory ``(dev, netns=, burst=, latency=) -> RateActuator`` for the
-        campus uplink (default ``TbfActuator``). Composition, as Mininet passes link classes."""
-        if isinstance(telemetry, str):
-            if telemetry not in TELEMETRY_KINDS:
-                raise ValueError(f"unknown telemetry '{telemetry}' (choose {', '.join(TELEMETRY_KINDS)})")
-            self._tel_factory: Callable[[Testbed], Any] = _telemetry_factory(telemetry)
-        elif callable(telemetry):
-            self._tel_factory = telemetry
-        else:
-            raise ValueError(f"telemetry must be one of {', '.join(TELEMETRY_KINDS)} or a factory, got {telemetry!r}")
+        """``telemetry``: a factory ``(testbed) -> source`` (``sources.TelemetryFactory``, e.g.
+        ``sources.kernel_telemetry``), or one of ``TELEMETRY_KINDS`` from the command line.
+        ``actuator``: a factory ``(dev, netns=, burst=, latency=) -> RateActuator`` for the campus
+        uplink (default ``TbfActuator``). Composition, as Mininet passes link classes."""
+        self._tel_factory = telemetry_factory(telemetry)
         if actuator is not None and not callable(actuator):
             raise ValueError(f"actuator must be a factory (dev, netns=, burst=, latency=), got {actuator!r}")
         self._act_factory = actuator
         self.scenario = scenario
         self._tb = Testbed(scenario, prefix=prefix, switch=switch, rtts=rtts)
         self._traffic: Any = None
-        self._tel: Any = None
+        self._tel: NetnsTelemetry | None = None
         self._act: Any = None
         self._t0 = 0.0
         self._k = 0
@@ -111,7 +98,7 @@ class NetnsPlant:
         return self._tb
 
     @property
-    def telemetry(self) -> Any:
+    def telemetry(self) -> NetnsTelemetry | None:
         return self._tel
 
     def __enter__(self) -> NetnsPlant:
@@ -125,14 +112,14 @@ class NetnsPlant:
             raise RuntimeError("NetnsPlant is closed")
         if self._act is not None:
             return
-        from .traffic import Traffic
+        from .traffic.episode import Traffic
 
         if self._act_factory is None:
             from ...actuators.tbf import TbfActuator
 
             self._act_factory = TbfActuator
         self._tb.up()
-        dev, ns = self._tb.uplink
+        dev, ns = self._tb.spec.uplink
         self._act = self._act_factory(dev, netns=ns, burst=self.scenario.shaper.burst,
                                       latency=self.scenario.shaper.latency)
         self._traffic = Traffic(self._tb, self.scenario.seed)
@@ -147,7 +134,7 @@ class NetnsPlant:
     def set_discipline(self, config: Any, **kwargs: Any) -> None:
         """Run ABC or FFS (an ``ABCConfig`` / ``FFSConfig``) on BR1's WAN egress from the next ``reset``.
 
-        The NFQUEUE stage (``nfqstage``, the same numba core as the fluid plant) sits
+        The NFQUEUE stage (``stages/nfq.py``, the same numba core as the fluid plant) sits
         on BR1's forwarded traffic towards ``wan``, in front of the bottleneck's TBF;
         the DTN host is aggregate/ingress 0, every campus host 1. Weights follow
         ``set_discipline_weights`` (a file the stage re-reads every second). The
@@ -169,36 +156,19 @@ class NetnsPlant:
         w = np.asarray(weights, dtype=np.float64).reshape(-1)
         if w.shape != (2,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
             raise ValueError("discipline weights must be two finite rates > 0 bit/s (DTN, campus)")
-        path = self._stage["weights"]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(w.tolist()))
-        os.replace(tmp, path)
+        self._stage.set_weights(w.tolist())
 
     def _start_stage(self) -> None:
-        import dataclasses
+        from .stages import NfqStage
 
-        tb, cfg = self._tb, self._discipline
-        ns = tb.ns("br1")
-        stats = tb.logdir / "nfqstage.json"
-        weights = tb.logdir / "nfqstage-weights.json"
-        stats.unlink(missing_ok=True)
-        weights.unlink(missing_ok=True)
+        tb = self._tb
+        dev, ns = tb.spec.bottleneck
         ingress = {h.ip: (0 if h.kind == "dtn" else 1) for h in tb.senders}
-        conf = {k: v for k, v in dataclasses.asdict(cfg).items()}
-        argv = [sys.executable, "-m", "scidmz.plant.netns.nfqstage", "--queue", "0", "--discipline", cfg.kind,
-                "--config", json.dumps(conf), "--link-bps", str(self.scenario.capacity),
-                "--ingress-of", json.dumps(ingress), "--stats", str(stats), "--weights-file", str(weights)]
-        proc = tb.spawn(ns, argv, log_name="nfqstage.log")
-        deadline = time.monotonic() + 60
-        while not stats.exists():
-            if proc.poll() is not None:
-                raise RuntimeError(f"nfqstage exited at start: {(tb.logdir / 'nfqstage.log').read_text()[-300:]}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("nfqstage did not start within 60 s")
-            time.sleep(0.1)
-        subprocess.run(["ip", "netns", "exec", ns, "iptables", "-A", "FORWARD", "-o", tb.bottleneck[0], "-j",
-                        "NFQUEUE", "--queue-num", "0"], check=True, capture_output=True)
-        self._stage = {"proc": proc, "stats": stats, "weights": weights, "kind": cfg.kind}
+        self._stage = NfqStage.start(tb.spawn, ns, dev, tb.logdir, self._discipline, self.scenario.capacity, ingress)
+
+    def discipline_stats(self) -> dict[str, Any]:
+        """The stage's counters (received, accepted, dropped, stage drops, CPU per packet), {} without one."""
+        return self._stage.stats() if self._stage is not None else {}
 
     # -- queue policies (runner.Episode: plant.flows() -> policy -> plant.apply_queues) -----------
     def flows(self) -> list[dict[str, list[Any]]]:
@@ -223,11 +193,11 @@ class NetnsPlant:
         if self._queues is None:
             from ...actuators.htb import HtbQueueActuator
 
-            dev, ns = self._tb.bottleneck
-            # The testbed's own TBF (topology._bottleneck) goes; the HTB actuator refuses a foreign root.
+            dev, ns = self._tb.spec.bottleneck
+            # The testbed's own TBF (build.bottleneck_qdisc) goes; the HTB actuator refuses a foreign root.
             subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"],
                            capture_output=True, check=False)
-            self._queues = HtbQueueActuator(dev, netns=ns, scope=["10.1.0.0/16", "10.2.0.0/16", "10.3.0.0/16"])
+            self._queues = HtbQueueActuator(dev, netns=ns, scope=[CAMPUS_NET, REMOTE_NET, DTN_NET])
         self._queues.apply(cfgs[0])
 
     @property
@@ -235,15 +205,7 @@ class NetnsPlant:
         """The HTB on BR1's WAN port once a queue policy ran (None before)."""
         return self._queues
 
-    def discipline_stats(self) -> dict[str, Any]:
-        """The stage's counters (received, accepted, dropped, stage drops, CPU per packet), {} without one."""
-        if self._stage is None:
-            return {}
-        try:
-            return json.loads(self._stage["stats"].read_text())
-        except (OSError, ValueError):
-            return {}
-
+    # -- episodes -----------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> StateBatch:
         self._ensure_up()
         sc = self.scenario
@@ -259,19 +221,19 @@ class NetnsPlant:
             raise ValueError("the netns plant cannot drop its discipline between episodes; build a new plant")
         time.sleep(self._drain)
         self._traffic.start_campus()
-        self._tel = self._tel_factory(self._tb)
+        tel = self._tel = self._tel_factory(self._tb)
         self._dtn_started = False
         self._fct_reported = False
         self._k = 0
-        self._tel.sample(0.0)  # start the first period's counters here
+        tel.sample(0.0)  # start the first period's counters here
         # Period boundaries follow the telemetry's own clock (the data plane's
         # periods start when its capture rings open).
-        start = getattr(self._tel, "start_mono", None)
+        start = getattr(tel, "start_mono", None)
         self._t0 = float(start) if start is not None else time.monotonic()
         self._maybe_start_dtn(0.0)
         self._traffic.start_flows()
         self._udp_to_telemetry()
-        from .starvation import StarvationMonitor
+        from .manage.starvation import StarvationMonitor
 
         self._monitor = StarvationMonitor(
             sc.capacity, sc.period, min(h.rtt for h in self._tb.senders), stage_stats=self._tb.delay_stats,
@@ -288,6 +250,15 @@ class NetnsPlant:
             self._traffic.start_dtn()
             self._dtn_started = True
 
+    def _wait_until(self, deadline: float) -> float:
+        """Sleep until ``deadline`` (monotonic s); how late we woke (s)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, 0.05))
+        return max(time.monotonic() - deadline, 0.0)
+
     def step(self, u: np.ndarray | float) -> StateBatch:
         if self._act is None or self._tel is None:
             raise RuntimeError("call reset() before step()")
@@ -295,99 +266,106 @@ class NetnsPlant:
         # shaper.enabled = false: the campus TBF stays at B_max whatever u says
         self._act.set_rate(float(arr[0]) if self.scenario.shaper.enabled else self.scenario.u_max)
         self._k += 1
-        T = self.period
-        t = self._k * T
-        # The DTN starts at the first period boundary at or after dtn.start.
+        t = self._k * self.period
         deadline = self._t0 + t
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            time.sleep(min(left, 0.05))
-        woke_late = max(time.monotonic() - deadline, 0.0)
+        woke_late = self._wait_until(deadline)
         st = self._tel.sample(t)
+        # The DTN starts at the first period boundary at or after dtn.start.
         self._maybe_start_dtn(t)
         self._traffic.flow_events(t)
         self._udp_to_telemetry()
-        ti = self._tel.last_info
-        sc = self.scenario
         res = self._traffic.poll_dtn()
         fct = np.nan
         if res is not None and not self._fct_reported:
             fct = float(res["fct"]) if res.get("ok", True) else np.nan
             self._fct_reported = True
-        ds = self._tb.delay_stats()
-        tap_drops = float(ti.get("tap_drops", 0.0))
-        starved, evidence = self._monitor.check(
-            step_late=woke_late, tap_drops=max(tap_drops - self._tap_drops_prev, 0.0),
-            bottleneck=ti.get("bottleneck"),
-            # A finished fixed-size transfer leaves its sockets idle: not starvation.
-            senders=ti.get("senders") if res is None and not self._fct_reported else None,
-        )
-        self._tap_drops_prev = tap_drops
-        shorts = self._traffic.short_flows() if self._traffic.short_logs else []
-        self._info = {
-            "dtn_bytes": np.array([ti.get("dtn_bytes", np.nan)]),
-            "campus_bytes": np.array([ti.get("campus_bytes", np.nan)]),
-            "bottleneck_drops": np.array([ti.get("bottleneck_drops", np.nan)]),
-            "utilization": np.array([(st.rate_dtn + st.rate_campus) / sc.capacity]),
-            "dtn_fct": np.array([fct]),
-            "short_flows_done": np.array([float(sum(1 for f in shorts if f.get("ok")))]),
-            "delay_stage_lost": np.array([float(ds.get("kernel_drops", 0) + ds.get("tx_errors", 0))]),
-            "delay_stage_reordered": np.array([float(ds.get("reordered", 0))]),
-            "late_s": np.array([max(time.monotonic() - deadline, 0.0)]),
-            "tap_drops": np.array([tap_drops]),
-            # an array like the columns above, so the runner keeps it as a trace column and
-            # the experiments count starved periods per trial
-            "starved": np.array([bool(starved)]),
-            "starvation": evidence,
-            "starved_periods": self._monitor.starved_periods,
-            "telemetry": getattr(self._tel, "name", "kernel"),
-            "u_applied": np.array([self._act.current_rate()]),
-        }
-        fh = self._tb.flow_hosts
-        if fh:
-            # Delivered rate of every [[flows]] flow in the period, from its receiver's S2 port.
-            pb, dt = ti.get("port_bytes", {}), float(ti.get("interval", T))
-            self._info["flow_rate"] = np.array(
-                [[pb.get(self._tb.s2_port(h.peer), np.nan) * 8.0 / dt for h in fh]])
-        for f in STATE_FIELDS:
-            if f"stale_{f}" in ti:  # the data plane held this variable from an earlier period
-                self._info[f"stale_{f}"] = np.array([float(ti[f"stale_{f}"])])
-        if "shaper_delay" in ti:
-            # Mean sojourn in the campus shaper (S1's TBF): part of the campus senders' RTT, not of y.
-            self._info["shaper_delay"] = np.array([float(ti["shaper_delay"])])
-        if "kernel_y" in ti:
-            # Kernel truth for the same period when y came from the data plane.
-            self._info["kernel_y"] = np.asarray(ti["kernel_y"], dtype=np.float64)
-        if self._stage is not None:
-            ds_ = self.discipline_stats()
-            self._info["discipline_dropped"] = np.array([float(ds_.get("dropped", 0))])
-            self._info["discipline_stage_drops"] = np.array(
-                [float(ds_.get("queue_dropped", 0) + ds_.get("user_dropped", 0))])
-        if self._tb.cca_mapped:
-            self._info["cca_mapped"] = {k: f"{a}->{b}" for k, (a, b) in self._tb.cca_mapped.items()}
+        ti = self._tel.last_info
+        starvation = self._starvation(ti, woke_late, dtn_done=res is not None)
+        self._info = self._period_info(st, ti, fct, deadline, starvation) | self._extra_info(ti)
         y = st.as_vector()
         if not np.all(np.isfinite(y)):
             bad = [i for i in range(N_STATE) if not math.isfinite(y[i])]
             raise RuntimeError(f"telemetry returned non-finite values at t={t:.1f}s (fields {bad})")
         return StateBatch(t, y[None, :])
 
+    def _starvation(self, ti: dict[str, Any], woke_late: float, dtn_done: bool) -> tuple[bool, dict[str, Any]]:
+        """The period's starvation verdict (``manage.starvation``) from the telemetry's ground truth."""
+        tap_drops = float(ti.get("tap_drops", 0.0))
+        out = self._monitor.check(
+            step_late=woke_late, tap_drops=max(tap_drops - self._tap_drops_prev, 0.0),
+            bottleneck=ti.get("bottleneck"),
+            # A finished fixed-size transfer leaves its sockets idle: not starvation.
+            senders=ti.get("senders") if not dtn_done and not self._fct_reported else None,
+        )
+        self._tap_drops_prev = tap_drops
+        return out
+
+    def _period_info(self, st: Any, ti: dict[str, Any], fct: float, deadline: float,
+                     starvation: tuple[bool, dict[str, Any]]) -> dict[str, Any]:
+        """Ground truth every period has: bytes per class, drops, the stages' health, the starvation
+        verdict, u read back."""
+        ds = self._tb.delay_stats()
+        shorts = self._traffic.short_flows() if self._traffic.short_logs else []
+        return {
+            "dtn_bytes": np.array([ti.get("dtn_bytes", np.nan)]),
+            "campus_bytes": np.array([ti.get("campus_bytes", np.nan)]),
+            "bottleneck_drops": np.array([ti.get("bottleneck_drops", np.nan)]),
+            "utilization": np.array([(st.rate_dtn + st.rate_campus) / self.scenario.capacity]),
+            "dtn_fct": np.array([fct]),
+            "short_flows_done": np.array([float(sum(1 for f in shorts if f.get("ok")))]),
+            "delay_stage_lost": np.array([float(ds.get("kernel_drops", 0) + ds.get("tx_errors", 0))]),
+            "delay_stage_reordered": np.array([float(ds.get("reordered", 0))]),
+            "late_s": np.array([max(time.monotonic() - deadline, 0.0)]),
+            "tap_drops": np.array([float(ti.get("tap_drops", 0.0))]),
+            # an array like the columns above, so the runner keeps it as a trace column and
+            # the experiments count starved periods per trial
+            "starved": np.array([bool(starvation[0])]),
+            "starvation": starvation[1],
+            "starved_periods": self._monitor.starved_periods,
+            "telemetry": getattr(self._tel, "name", "kernel"),
+            "u_applied": np.array([self._act.current_rate()]),
+        }
+
+    def _extra_info(self, ti: dict[str, Any]) -> dict[str, Any]:
+        """What only some runs have: [[flows]] rates, stale flags, kernel truth, the stage's drops."""
+        out: dict[str, Any] = {}
+        fh = self._tb.spec.flow_hosts
+        if fh:
+            # Delivered rate of every [[flows]] flow in the period, from its receiver's S2 port.
+            pb, dt = ti.get("port_bytes", {}), float(ti.get("interval", self.period))
+            out["flow_rate"] = np.array([[pb.get(self._tb.spec.delivery_port(h), np.nan) * 8.0 / dt for h in fh]])
+        for f in STATE_FIELDS:
+            if f"stale_{f}" in ti:  # the data plane held this variable from an earlier period
+                out[f"stale_{f}"] = np.array([float(ti[f"stale_{f}"])])
+        if "shaper_delay" in ti:
+            # Mean sojourn in the campus shaper (S1's TBF): part of the campus senders' RTT, not of y.
+            out["shaper_delay"] = np.array([float(ti["shaper_delay"])])
+        if "kernel_y" in ti:
+            # Kernel truth for the same period when y came from the data plane.
+            out["kernel_y"] = np.asarray(ti["kernel_y"], dtype=np.float64)
+        if self._stage is not None:
+            ds = self.discipline_stats()
+            out["discipline_dropped"] = np.array([float(ds.get("dropped", 0))])
+            out["discipline_stage_drops"] = np.array([float(ds.get("queue_dropped", 0) + ds.get("user_dropped", 0))])
+        if self._tb.spec.cca_mapped:
+            out["cca_mapped"] = {k: f"{a}->{b}" for k, (a, b) in self._tb.spec.cca_mapped.items()}
+        return out
+
     @property
     def info(self) -> dict[str, Any]:
         return dict(self._info)
 
     def _udp_to_telemetry(self) -> None:
-        """Tell the kernel counters which [[flows]] UDP senders run (they list them as flows)."""
+        """Tell the telemetry which [[flows]] UDP senders run, and how many UDP sources there are."""
+        assert self._tel is not None
         udp = self._traffic.running_udp_flows()
-        kernel = getattr(self._tel, "kernel", self._tel)
-        kernel.udp_hosts = udp
-        self._tel.udp_sources = (len(self._tb.campus) if self.scenario.campus.traffic == "udp" else 0) + len(udp)
+        cbr = len(self._tb.spec.campus) if self.scenario.campus.traffic == "udp" else 0
+        self._tel.set_udp([h.name for h in udp], cbr + len(udp))
 
     @property
-    def flow_hosts(self) -> list[Any]:
-        """The testbed's ``[[flows]]`` senders (``topology.Host``), in ``info["flow_rate"]``'s order."""
-        return self._tb.flow_hosts
+    def flow_hosts(self) -> list[Host]:
+        """The testbed's ``[[flows]]`` senders (``spec.Host``), in ``info["flow_rate"]``'s order."""
+        return self._tb.spec.flow_hosts
 
     def flow_records(self) -> Any:
         """This episode's flows, one row each, ``class`` dtn | campus | short (as the fluid plant's):
@@ -403,8 +381,9 @@ class NetnsPlant:
         if tr is not None:
             res = tr.poll_dtn()
             if res is not None:
-                rows.append({"class": "dtn", "name": "dtn", "host": "dtns", "src": self._tb.dtn.ip,
-                             "rtt": self._tb.dtn.rtt, "cca": self._tb.dtn_cca, "start": self.scenario.dtn.start,
+                dtn = self._tb.dtn
+                rows.append({"class": "dtn", "name": "dtn", "host": "dtns", "src": dtn.ip, "rtt": dtn.rtt,
+                             "cca": dtn.cca, "start": self.scenario.dtn.start,
                              "bytes": float(self.scenario.dtn.transfer or np.nan),
                              "fct": float(res["fct"]) if res.get("ok", True) else np.nan, "ok": bool(res.get("ok", True))})
             rows += [{**r, "class": "campus"} for r in tr.flow_records()]
@@ -435,41 +414,6 @@ class NetnsPlant:
             self._act = None
             self._queues = None
             self._tb.down()
-
-
-
-
-def _auto_telemetry(testbed: Testbed) -> Any:
-    """The data plane on mirrored packets when it can run here, else the kernel counters (logged)."""
-    try:
-        from .taps import DataplaneTelemetry
-
-        return DataplaneTelemetry(testbed)
-    except Exception as exc:  # noqa: BLE001 - auto falls back; an explicit "dataplane" re-raises
-        log.warning("data-plane telemetry unavailable (%s); using kernel counters", exc)
-    from .kernel_telemetry import KernelCounterTelemetry
-
-    return KernelCounterTelemetry(testbed)
-
-
-def _dataplane_telemetry(testbed: Testbed) -> Any:
-    from .taps import DataplaneTelemetry
-
-    try:
-        return DataplaneTelemetry(testbed)
-    except Exception as exc:
-        raise RuntimeError(f"data-plane telemetry unavailable: {exc}") from exc
-
-
-def _kernel_telemetry(testbed: Testbed) -> Any:
-    from .kernel_telemetry import KernelCounterTelemetry
-
-    return KernelCounterTelemetry(testbed)
-
-
-def _telemetry_factory(kind: str) -> Callable[[Testbed], Any]:
-    """The command line's telemetry names, mapped at the edge to factories."""
-    return {"auto": _auto_telemetry, "dataplane": _dataplane_telemetry, "kernel": _kernel_telemetry}[kind]
 
 
 register_plant("netns", NetnsPlant, max_batch=1)

@@ -32,7 +32,7 @@ def measure_rtt(tb: Any, sender: str, probes: int = 15, gap: float = 0.02) -> di
     """Idle-path RTT of ``sender`` -> its receiver, from TCP SYN/RST exchanges (s).
 
     ``tb``: a built ``Testbed`` (only its ``hosts`` are read; typed loosely so this
-    module sits below ``topology``, which calibrates its delay stage with it).
+    module sits below ``testbed``, which calibrates its delay stage with it).
     """
     h = tb.hosts[sender]
     dst = tb.hosts[h.peer].ip

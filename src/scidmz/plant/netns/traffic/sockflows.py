@@ -9,7 +9,7 @@ application sees it. Gaps between flow starts are Weibull too; both are
 clipped to [min, max] as in Table 6. The same seed gives the same sequence
 of (gap, size) pairs.
 
-Run ``python -m scidmz.plant.netns.sockflows server --port 5300`` in the
+Run ``python -m scidmz.plant.netns.traffic.sockflows server --port 5300`` in the
 receiver's namespace and ``... client --dst IP --port 5300 --seed S --out F``
 in the sender's; the client appends one JSON line per finished flow to F.
 

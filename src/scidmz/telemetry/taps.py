@@ -1,4 +1,4 @@
-"""Passive taps on BR1 feeding the software data plane: the testbed's default telemetry.
+"""``DataplaneTelemetry``: the software data plane on the testbed's passive taps (its default telemetry).
 
 The MLC testbed (Vega et al., section 3.1, Fig. 2) puts optical passive taps
 on BR1's links and feeds a P4 switch. Here ``tc`` ``mirred`` mirrors copy
@@ -10,12 +10,13 @@ on BR1's links and feeds a P4 switch. Here ``tc`` ``mirred`` mirrors copy
   i.e. after BR1's TBF+FIFO and the wire) and every frame going back from
   the WAN towards the campus (BR2's WAN egress: the ACKs) to veth ``te``;
 
-whose peers sit in the testbed's ``<prefix>-tap`` namespace, where the
-telemetry issue's ``TelemetrySource.live`` reads them with AF_PACKET rings
-(from a thread that has entered that namespace; ``setns`` is per thread)
-and runs the software twin of the P4 program (Algorithms 2-8) on the real
-mirrored packets, yielding y every T. Mirror hooks are ``clsact`` filters,
-so BR1's bottleneck qdisc is untouched.
+whose peers sit in the testbed's ``<prefix>-tap`` namespace (the plant's
+builder makes the taps: ``plant/netns/build.py``, ``add_taps``), where
+``TelemetrySource.live`` reads them with AF_PACKET rings (from a thread that
+has entered that namespace; ``setns`` is per thread) and runs the software
+twin of the P4 program (Algorithms 2-8) on the real mirrored packets,
+yielding y every T. This module takes only plain data: the tap namespace
+and veth names, the DTN and remote prefixes, the senders' roles.
 
 Where RTT is measured (ARCHITECTURE.md: data packet arriving at the border
 router -> the ACK covering it arriving back, *including* the bottleneck
@@ -28,13 +29,14 @@ active flows stay on the egress tap (what left the bottleneck); queuing
 delay pairs each packet's two copies (Algorithm 5). Rates count the
 captured frame length: the Ethernet frame (14-byte header + IP packet).
 Algorithm 4's campus-RTT smoothing uses the same alpha as the fluid plant
-and the kernel source (``plant.fluid.constants.RTT_CAMPUS_ALPHA``), so the
+and the kernel source (``state.RTT_CAMPUS_ALPHA``), so the
 three report one ``rtt_campus``.
 
-``DataplaneTelemetry`` also keeps a ``KernelCounterTelemetry`` running for
-the plant's ground truth (bytes delivered per class) and as the fallback
-when a data-plane sample does not arrive within T + 5 s (logged, and
-reported in ``info["telemetry"]``).
+``DataplaneTelemetry`` also keeps a kernel source (``kernel.py``, made by
+the callable it is given, and closed with it) running for the plant's
+ground truth (bytes delivered per class) and as the fallback when a
+data-plane sample does not arrive within T + 5 s (logged, and reported in
+``info["telemetry"]``).
 """
 
 from __future__ import annotations
@@ -46,59 +48,17 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ...state import STATE_FIELDS, NetworkState
-from ..fluid.constants import RTT_CAMPUS_ALPHA
-from .kernel_telemetry import KernelCounterTelemetry
-from .procs import set_sysctls
-from .topology import Testbed
+from ..state import RTT_CAMPUS_ALPHA, STATE_FIELDS, NetworkState
 
-__all__ = ["DataplaneTelemetry", "setup_mirrors"]
+__all__ = ["DataplaneTelemetry", "TapPoints"]
 
 log = logging.getLogger("scidmz.testbed")
 
-_CLSACT_INGRESS = 0xFFFFFFF2
-_CLSACT_EGRESS = 0xFFFFFFF3
 _CLONE_NEWNET = 0x40000000
-
-
-def _mirror(ipr: Any, dev: str, hook: int, to: str) -> None:
-    idx = ipr.link_lookup(ifname=dev)[0]
-    tgt = ipr.link_lookup(ifname=to)[0]
-    ipr.tc(
-        "add-filter", "u32", idx, parent=hook, protocol=0x0003, target=0x10001, keys=["0x0/0x0+0"],
-        action=[{"kind": "mirred", "direction": "egress", "action": "mirror", "ifindex": tgt}],
-    )
-
-
-def setup_mirrors(tb: Testbed) -> tuple[str, str, str]:
-    """Create the tap namespace and the mirrors once per testbed; return (ns, egress, ingress) names."""
-    from pyroute2 import IPRoute, netns
-
-    tap_ns = tb.ns("tap")
-    if tb.record is None:
-        raise RuntimeError(f"testbed '{tb.prefix}' is not up")
-    if tap_ns in tb.record.data["namespaces"]:
-        return tap_ns, "te", "ti"
-    tb.record.add("namespaces", tap_ns)
-    netns.create(tap_ns)
-    set_sysctls(tap_ns, {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1})
-    with IPRoute(netns=tb.ns("br1")) as br1, IPRoute(netns=tb.ns("br2")) as br2, IPRoute(netns=tap_ns) as tap:
-        br1.link("add", ifname="ti", kind="veth", peer={"ifname": "ti", "net_ns_fd": tap_ns})
-        br2.link("add", ifname="te", kind="veth", peer={"ifname": "te", "net_ns_fd": tap_ns})
-        for ipr, name in ((br1, "ti"), (br2, "te"), (tap, "ti"), (tap, "te")):
-            ipr.link("set", index=ipr.link_lookup(ifname=name)[0], state="up")
-        for dev in ("campus", "dtn"):
-            br1.tc("add", "clsact", br1.link_lookup(ifname=dev)[0])
-            _mirror(br1, dev, _CLSACT_INGRESS, "ti")
-        # ACKs re-entering the border router from the WAN: the far end of the RTT samples.
-        br1.tc("add", "clsact", br1.link_lookup(ifname="wan")[0])
-        _mirror(br1, "wan", _CLSACT_INGRESS, "ti")
-        br2.tc("add", "clsact", br2.link_lookup(ifname="wan")[0])
-        _mirror(br2, "wan", _CLSACT_INGRESS, "te")
-        _mirror(br2, "wan", _CLSACT_EGRESS, "te")
-    return tap_ns, "te", "ti"
 
 
 def _enter_netns(ns: str) -> None:
@@ -113,8 +73,27 @@ def _enter_netns(ns: str) -> None:
         os.close(fd)
 
 
+@dataclass(frozen=True)
+class TapPoints:
+    """Where the data plane reads, and what it needs to know of the network: plain data."""
+
+    ns: str  # namespace holding the tap veths
+    egress: str  # veth with the copies of what left the bottleneck (and of the ACKs going back)
+    ingress: str  # veth with the copies of what entered the border router (and of the ACKs arriving back)
+    period: float  # T, s
+    dtn_prefix: str  # the DTN's receiver, e.g. "10.2.0.2/32": its flows are the DTN class
+    remote_prefix: str  # the far side of the WAN, e.g. "10.2.0.0/16"
+    roles: Mapping[str, str]  # sender address -> dtn | campus | short (the flow table's role column)
+
+
 class DataplaneTelemetry:
-    """y every T from the software data plane on BR1's mirrored packets (see module docstring)."""
+    """y every T from the software data plane on BR1's mirrored packets (see module docstring).
+
+    ``kernel``: a callable making the kernel-counter source (``kernel.KernelCounterTelemetry``)
+    that runs beside it for ground truth and as the fallback; it is closed with this source.
+    """
+
+    name = "dataplane"
 
     # Capture rings: 1024 blocks of 64 KiB (64 MiB per ring, as before). The kernel retires
     # a block when it is full or when its timer fires (measured: every ~10 ms), so a
@@ -123,19 +102,17 @@ class DataplaneTelemetry:
     # ~100 blocks/s and covered ~2.6 s. 64 KiB blocks fill: ~250 blocks/s at peak on
     # `testbed check`, so 1024 of them cover ~4.1 s (10 s at low rates), for ~5 % of a
     # core in the reader instead of ~3 %.
-    def __init__(self, tb: Testbed, lateness: float = 0.05, block_nr: int = 1024, start_timeout: float = 30.0,
-                 max_wait: float = 5.0, block_size: int = 1 << 16) -> None:
-        from ...telemetry import constants as TC
-        from ...telemetry.source import TelemetrySource, _warm_kernels
+    def __init__(self, points: TapPoints, kernel: Callable[[], Any], lateness: float = 0.05, block_nr: int = 1024,
+                 start_timeout: float = 30.0, max_wait: float = 5.0, block_size: int = 1 << 16) -> None:
+        from . import constants as TC
+        from .source import TelemetrySource, _warm_kernels
 
         self._rtt_tap = TC.TAP_INGRESS
-        self.tb = tb
-        self.name = "dataplane"
-        self.period = tb.scenario.period
+        self.points = points
+        self.period = points.period
         self.max_wait = float(max_wait)
-        self.tap_ns, self.egress, self.ingress = setup_mirrors(tb)
         _warm_kernels()  # compile/load numba kernels here, not inside the first period
-        self.kernel = KernelCounterTelemetry(tb)
+        self.kernel = kernel()
         self.drops: dict[str, int] = {}
         self.last_info: dict[str, Any] = {}
         self._q: queue.Queue = queue.Queue()
@@ -163,11 +140,10 @@ class DataplaneTelemetry:
 
     def _run(self) -> None:
         try:
-            _enter_netns(self.tap_ns)
-            dtnr = self.tb.hosts["dtnr"].ip
+            p = self.points
+            _enter_netns(p.ns)
             src = self._source_cls.live(
-                self.egress, self.ingress, period=self.period,
-                dtn_prefix=f"{dtnr}/32", remote_prefix="10.2.0.0/16",
+                p.egress, p.ingress, period=self.period, dtn_prefix=p.dtn_prefix, remote_prefix=p.remote_prefix,
                 lateness=self._lateness, rtt_tap=self._rtt_tap, alpha=RTT_CAMPUS_ALPHA, **self._ring_kw,
             )
             self._src = src
@@ -183,14 +159,10 @@ class DataplaneTelemetry:
             self._ready.set()
             self._q.put(None)
 
-    @property
-    def udp_sources(self) -> int:
-        return self.kernel.udp_sources if hasattr(self, "kernel") else 0
-
-    @udp_sources.setter
-    def udp_sources(self, n: int) -> None:
+    def set_udp(self, flows: Sequence[str], sources: int) -> None:
+        """The running UDP senders, for the kernel source (the data plane sees UDP flows itself)."""
         if hasattr(self, "kernel"):
-            self.kernel.udp_sources = n
+            self.kernel.set_udp(flows, sources)
 
     def sample(self, t: float) -> NetworkState:
         """The data plane's y for the period ending at ``t`` (kernel counters if it is late or failed)."""
@@ -218,7 +190,6 @@ class DataplaneTelemetry:
             self.name = "kernel-fallback"
             return ks
         _, y, self.drops, stale = item
-        self.name = "dataplane"
         for f, flag in stale.items():
             self.last_info[f"stale_{f}"] = float(flag)
         # Kernel truth for the same period, next to the data plane's y (tests and checks compare them).
@@ -234,7 +205,7 @@ class DataplaneTelemetry:
 
     def flows(self) -> dict[str, list[Any]]:
         """The data plane's per-flow table (the collector's, as of its last period), or the kernel's
-        while the data plane has none. Columns as ``kernel_telemetry.FLOW_TABLE_COLUMNS`` less
+        while the data plane has none. Columns as ``kernel.FLOW_TABLE_COLUMNS`` less
         ``min_rtt`` (the data plane samples RTTs; a queue policy keeps its own windowed minimum);
         ``role`` is the sending host's kind (dtn | campus | short), from its address."""
         col = getattr(self._src, "collector", None)
@@ -242,7 +213,7 @@ class DataplaneTelemetry:
             return self.kernel.flows()
         # The collector thread may be mid-period: the table is a snapshot of whole arrays.
         df = col.flows()
-        kind = {h.ip: h.role for h in self.tb.senders}
+        kind = self.points.roles
         src = df["src"].tolist()
         return {
             "src": src, "dst": df["dst"].tolist(), "sport": df["sport"].tolist(), "dport": df["dport"].tolist(),

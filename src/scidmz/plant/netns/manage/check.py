@@ -19,8 +19,8 @@ import json
 import time
 from typing import Any
 
-from .probe import measure_rtt
-from .topology import Testbed
+from ..probe import measure_rtt
+from ..testbed import Testbed
 
 __all__ = ["measure_rtt", "measure_bottleneck", "check_testbed"]
 
@@ -38,7 +38,7 @@ def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, send
     With ``taps`` the data-plane telemetry runs on the mirrored packets
     meanwhile, and its capture rings' kernel drops are reported.
     """
-    from .traffic import IPERF_PORT, parse_iperf_json
+    from ..traffic.iperf import IPERF_PORT, parse_iperf_json
 
     h = tb.hosts[sender]
     r = tb.hosts[h.peer]
@@ -49,9 +49,9 @@ def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, send
         time.sleep(0.5)
     tel = None
     if taps:
-        from .taps import DataplaneTelemetry
+        from ..sources import dataplane_telemetry
 
-        tel = DataplaneTelemetry(tb)
+        tel = dataplane_telemetry(tb)
         tap0 = tel.latest_drops()
     try:
         p = tb.spawn(h.ns, ["iperf3", "-c", r.ip, "-p", str(IPERF_PORT), "-t", str(seconds + 2.0),
@@ -74,7 +74,7 @@ def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, send
         if tel is not None:
             tel.close()
     rep = parse_iperf_json((tb.logdir / f"check-{sender}.json").read_text())
-    port = tb.s2_port(r.name)
+    port = tb.spec.s2_port(r.name)
     wire = (b1.get(port, 0) - b0.get(port, 0)) * 8 / dt
 
     def d(k: str) -> float:
@@ -101,7 +101,7 @@ def measure_bottleneck(tb: Testbed, seconds: float = 4.0, streams: int = 4, send
 def check_testbed(tb: Testbed, senders: list[str] | None = None, rate_seconds: float = 4.0,
                   progress: bool = False) -> dict[str, Any]:
     """All checks on an up testbed; ``ok`` says whether every requirement holds (``progress``: a bar on stderr)."""
-    names = senders or [h.name for h in tb.campus[:2]] + ["dtns"]
+    names = senders or [h.name for h in tb.spec.campus[:2]] + ["dtns"]
     bar = None
     if progress:
         from tqdm import tqdm
@@ -116,7 +116,7 @@ def check_testbed(tb: Testbed, senders: list[str] | None = None, rate_seconds: f
             bar.update(1)
     if bar is not None:
         bar.set_postfix_str(f"bottleneck rate ({rate_seconds:g} s)")
-    bn = measure_bottleneck(tb, seconds=rate_seconds, sender=tb.campus[0].name if tb.campus else "dtns")
+    bn = measure_bottleneck(tb, seconds=rate_seconds, sender=tb.spec.campus[0].name if tb.spec.campus else "dtns")
     if bar is not None:
         bar.update(1)
         bar.close()
@@ -157,7 +157,7 @@ def human(res: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover - manual use
-    from ...scenario import load_scenario
+    from ....scenario import load_scenario
 
     with Testbed(load_scenario("testbed")) as _tb:
         print(json.dumps(check_testbed(_tb), indent=1))

@@ -17,7 +17,7 @@ on the receive socket), not when this process got round to reading it, so
 a stage that was descheduled for less than a hold still releases every
 frame on time; the time frames waited in the socket (``rx_wait_*``) and
 the lateness of releases past their deadline (``late_*``) are counted, and
-the plant's starvation check (``starvation.py``) reads them.
+the plant's starvation check (``manage/starvation.py``) reads them.
 
 Ordering: frames are kept in one FIFO per distinct delay value, so two
 frames of the same path can never swap; releases across FIFOs go in
@@ -25,7 +25,7 @@ deadline order. The stage counts what it receives, sends, fails to send,
 kernel socket drops (PACKET_STATISTICS) and reorderings per source (which
 must stay 0), and writes them as JSON every second.
 
-Run: ``python -m scidmz.plant.netns.delaystage --rx b --tx a --table '{"10.2.0.2": 0.1}'``
+Run: ``python -m scidmz.plant.netns.stages.delay --rx b --tx a --table '{"10.2.0.2": 0.1}'``
 inside the delay namespace.
 """
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ...fileio import atomic_write_text
+from ....fileio import atomic_write_text
 
 __all__ = [
     "RUN_DIR",

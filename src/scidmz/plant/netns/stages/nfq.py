@@ -29,7 +29,7 @@ seconds) and the kernel's own queue counters for this queue
 ``user_dropped`` = socket overrun; both must stay 0 -- those are *stage*
 drops) are written as JSON to ``--stats`` every second and at exit.
 
-Run: ``python -m scidmz.plant.netns.nfqstage --queue 0 --discipline abc
+Run: ``python -m scidmz.plant.netns.stages.nfq --queue 0 --discipline abc
 --config '{"capacity_bps": 5e7}' --link-bps 5e7 --stats /tmp/x.json`` inside the
 router namespace. SIGTERM/SIGINT end it cleanly.
 """
@@ -51,12 +51,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from scidmz.units import ETH_HLEN
+
 COPY_RANGE = 64
 # The stage sees IP packets; the qdisc behind it (tbf, htb) counts frames with their 14 B Ethernet
 # header. Decisions use frame bytes, so ABC's virtual FIFO drains exactly as the real one does
 # (in IP bytes it ran ~1 % ahead of a 50 Mbit/s tbf, and a CBR held at its threshold in the
 # virtual queue overfilled the real one -- the TCP flow beside it lost to tail drops).
-FRAME_OVERHEAD = 14
+FRAME_OVERHEAD = ETH_HLEN
 DEFAULT_MAXLEN = 16384
 SOCK_BYTES = 8 << 20
 SO_TIMESTAMPNS = 35

@@ -47,6 +47,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ....units import FRAME_BYTES
+
 __all__ = ["StarvationMonitor", "RUN_STARVED_MAX", "run_verdict", "STAGE_LATE_FRAC", "BOTTLENECK_SERVICE", "SENDER_BUSY_MIN",
            "RWND_LIMITED_MAX", "STEP_LATE_FRAC"]
 
@@ -64,7 +66,7 @@ BOTTLENECK_SERVICE = 0.97
 # instants than the period's interval is timed (measured: 0.94-1.06 on a quiet
 # machine), so only a stall of a fifth of the period is a verdict.
 SENDER_BUSY_MIN = 0.80
-# Receiver windows are sized to never bind (topology.tcp_buffer_max); any
+# Receiver windows are sized to never bind (spec.TestbedSpec.tcp_buffer_max); any
 # noticeable rwnd-limited time means the receiving iperf3 did not read.
 RWND_LIMITED_MAX = 0.02
 # The controller's period is T; waking 10 % late shifts u by 10 % of a period.
@@ -170,7 +172,28 @@ class StarvationMonitor:
         dt = max(now - self._t, 1e-6)
         ev: dict[str, Any] = {"interval": dt}
         reasons: list[str] = []
+        psi, cpu, sn = self._machine(ev, reasons, dt)
+        self._stage_check(ev, reasons)
+        if bottleneck:
+            self._bottleneck_check(ev, reasons, bottleneck, dt)
+        if senders:
+            self._senders_check(ev, reasons, senders)
+        ev["tap_drops"] = float(tap_drops)
+        if tap_drops > 0:
+            reasons.append(f"capture rings dropped {int(tap_drops)} frames")
+        ev["step_late_s"] = float(step_late)
+        if step_late > STEP_LATE_FRAC * self.period:
+            reasons.append(f"control step {step_late * 1e3:.0f} ms late")
 
+        self._t, self._psi, self._cpu, self._softnet = now, psi, cpu, sn
+        self.periods += 1
+        starved = bool(reasons)
+        self.starved_periods += int(starved)
+        ev["reasons"] = reasons
+        return starved, ev
+
+    def _machine(self, ev: dict[str, Any], reasons: list[str], dt: float) -> tuple[Any, Any, Any]:
+        """CPU pressure, busy share, steal, load (evidence only) and softnet drops (a verdict)."""
         psi = _psi_some_us()
         if psi is not None and self._psi is not None:
             ev["cpu_pressure"] = min(max((psi - self._psi) / (dt * 1e6), 0.0), 1.0)
@@ -186,7 +209,10 @@ class StarvationMonitor:
         if ev["softnet_dropped"] > 0:
             reasons.append(f"kernel input queue dropped {ev['softnet_dropped']} packets")
         ev["load1"] = os.getloadavg()[0]
+        return psi, cpu, sn
 
+    def _stage_check(self, ev: dict[str, Any], reasons: list[str]) -> None:
+        """The delay stage's lateness and losses since the previous check."""
         stage = self._read_stage()
         if stage and self._stage:
             d_tx = stage.get("tx", 0) - self._stage.get("tx", 0)
@@ -205,40 +231,31 @@ class StarvationMonitor:
         if stage:
             self._stage = stage
 
-        if bottleneck:
-            iv = float(bottleneck.get("interval", dt))
-            sent = float(bottleneck.get("sent_bytes", float("nan")))
-            bmin = float(bottleneck.get("backlog_min", 0.0))
-            ev["bottleneck_service"] = sent * 8.0 / (self.capacity * iv) if iv > 0 else float("nan")
-            ev["bottleneck_backlog_min"] = bmin
-            # An HTB whose leaves may not borrow (a queue policy's rate = ceil) is backlogged in one
-            # leaf while another idles: "never idle, sent < B_max" is then the policy, not the machine.
-            if bmin > 2 * 1514 and ev["bottleneck_service"] < BOTTLENECK_SERVICE and bottleneck.get("kind", "tbf") == "tbf":
-                reasons.append(f"bottleneck always backlogged but served {ev['bottleneck_service']:.0%} of B_max")
-        if senders:
-            busy = senders.get("dtn_busy")
-            rwnd = senders.get("dtn_rwnd_limited")
-            if busy is not None:
-                ev["dtn_sender_busy"] = busy
-                if busy < SENDER_BUSY_MIN:
-                    reasons.append(f"DTN senders had data queued only {busy:.0%} of the period")
-            if rwnd is not None:
-                ev["dtn_rwnd_limited"] = rwnd
-                if rwnd > RWND_LIMITED_MAX:
-                    reasons.append(f"DTN receivers' windows limited {rwnd:.0%} of the period")
-        ev["tap_drops"] = float(tap_drops)
-        if tap_drops > 0:
-            reasons.append(f"capture rings dropped {int(tap_drops)} frames")
-        ev["step_late_s"] = float(step_late)
-        if step_late > STEP_LATE_FRAC * self.period:
-            reasons.append(f"control step {step_late * 1e3:.0f} ms late")
+    def _bottleneck_check(self, ev: dict[str, Any], reasons: list[str], bottleneck: dict[str, float],
+                          dt: float) -> None:
+        iv = float(bottleneck.get("interval", dt))
+        sent = float(bottleneck.get("sent_bytes", float("nan")))
+        bmin = float(bottleneck.get("backlog_min", 0.0))
+        ev["bottleneck_service"] = sent * 8.0 / (self.capacity * iv) if iv > 0 else float("nan")
+        ev["bottleneck_backlog_min"] = bmin
+        # An HTB whose leaves may not borrow (a queue policy's rate = ceil) is backlogged in one
+        # leaf while another idles: "never idle, sent < B_max" is then the policy, not the machine.
+        if (bmin > 2 * FRAME_BYTES and ev["bottleneck_service"] < BOTTLENECK_SERVICE
+                and bottleneck.get("kind", "tbf") == "tbf"):
+            reasons.append(f"bottleneck always backlogged but served {ev['bottleneck_service']:.0%} of B_max")
 
-        self._t, self._psi, self._cpu, self._softnet = now, psi, cpu, sn
-        self.periods += 1
-        starved = bool(reasons)
-        self.starved_periods += int(starved)
-        ev["reasons"] = reasons
-        return starved, ev
+    @staticmethod
+    def _senders_check(ev: dict[str, Any], reasons: list[str], senders: dict[str, float]) -> None:
+        busy = senders.get("dtn_busy")
+        rwnd = senders.get("dtn_rwnd_limited")
+        if busy is not None:
+            ev["dtn_sender_busy"] = busy
+            if busy < SENDER_BUSY_MIN:
+                reasons.append(f"DTN senders had data queued only {busy:.0%} of the period")
+        if rwnd is not None:
+            ev["dtn_rwnd_limited"] = rwnd
+            if rwnd > RWND_LIMITED_MAX:
+                reasons.append(f"DTN receivers' windows limited {rwnd:.0%} of the period")
 
 
 def run_verdict(starved: list[bool]) -> tuple[bool, int]:

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from ...scenario import Scenario
+from ....scenario import Scenario
 from .registry import (
     NETNS_DIR,
     RUN_DIR,
@@ -31,8 +31,8 @@ def _require_root() -> None:
 def testbed_up(sc: Scenario, switch: str = "bridge", prefix: str = "sdz", servers: bool = True,
                ready: Any = None, progress: bool = False) -> dict[str, Any]:
     """Build the testbed and keep it up until SIGINT/SIGTERM; teardown on every exit path."""
-    from .topology import Testbed
-    from .traffic import Traffic
+    from ..testbed import Testbed
+    from ..traffic.episode import Traffic
 
     _require_root()
     with Testbed(sc, prefix=prefix, switch=switch, progress=progress) as tb:
@@ -107,8 +107,8 @@ def human_status(res: dict[str, Any]) -> str:
 def testbed_check(sc: Scenario, switch: str = "bridge", prefix: str | None = None,
                   rate_seconds: float = 4.0, progress: bool = False) -> dict[str, Any]:
     """Build a testbed, measure RTTs, delay-stage accuracy and bottleneck rate, tear it down."""
+    from ..testbed import Testbed
     from .check import check_testbed
-    from .topology import Testbed
 
     _require_root()
     with Testbed(sc, prefix=prefix or f"chk{os.getpid() % 10000}", switch=switch, progress=progress) as tb:
