@@ -64,10 +64,10 @@ def test_missing_gains_and_bad_options(tmp_path, capsys) -> None:
 
 def test_evaluate_end_to_end(tmp_path, capsys) -> None:
     """A tiny trained model + gains -> `scidmz evaluate --json` prints MLC and trivial summaries."""
-    from scidmz.controller.mlc import Gains
     from scidmz.identification.excitation import identify
     from scidmz.identification.regressors import build_regressors
     from scidmz.models.inverse import InverseModel
+    from scidmz.policies.rate.mlc import Gains
     from scidmz.scenario import load_scenario
 
     sc = load_scenario("small-cubic")

@@ -46,7 +46,7 @@ def build_daemon(
     if plant not in PLANT_KINDS:
         raise ValueError(f"unknown plant '{plant}' (choose from {', '.join(PLANT_KINDS)})")
     if policy == "mlc":
-        from ..controller.mlc import mlc_files
+        from ..policies.rate.mlc import mlc_files
 
         model, gains = mlc_files(sc, model, gains)
         pol = make_policy("mlc", model=model, gains=gains)

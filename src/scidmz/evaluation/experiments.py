@@ -682,7 +682,7 @@ def write_json(payload: Any, path: str | os.PathLike[str]) -> Path:
 
 def load_mlc_policy(model: str | os.PathLike[str], gains: str | os.PathLike[str]) -> Policy:
     """The MLC from a model directory and a gains JSON, with one-line errors for bad paths."""
-    from ..controller.mlc import Gains, MLCPolicy
+    from ..policies.rate.mlc import Gains, MLCPolicy
 
     mp, gp = Path(model), Path(gains)
     if not mp.exists():
@@ -766,7 +766,7 @@ def evaluate(
     pols: dict[str, Policy] = {}
     for n in names:
         if n == "mlc":
-            from ..controller.mlc import mlc_files
+            from ..policies.rate.mlc import mlc_files
 
             model, gains = mlc_files(sc, model, gains)
             pols["mlc"] = load_mlc_policy(model, gains)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..metrics import jain_index
-from ..policies.jenks import JenksParams, JenksSeparator
+from ..policies.queue.jenks import JenksParams, JenksSeparator
 from ..scenario import Scenario, load_scenario
 from .jenks_tables import table_test1
 

@@ -59,7 +59,7 @@ class ReproducePlan:
     #: fluid plant (ours: cheapest, and the testbed scenario is the same network).
     eval_plant: str = "fluid"
     #: Delta_u of the saturator band around the trivial rate (fraction of B_max), used by the GA
-    #: and by the evaluated MLC; None = ``controller.mlc.DEFAULT_DELTA_U``.
+    #: and by the evaluated MLC; None = ``policies.rate.mlc.DEFAULT_DELTA_U``.
     delta_u: float | None = None
     #: Episodes per candidate when the GA's gains are refined on the evaluation plant
     #: (``tuning.refine``; 0 = no refinement, the fluid plant's GA gains are used as they are).
@@ -168,7 +168,7 @@ class ReproducePlan:
 
     def deviations(self) -> list[str]:
         """Where these sizes differ from the paper's (the defaults), in words for the report."""
-        from ..controller.mlc import DEFAULT_DELTA_U
+        from ..policies.rate.mlc import DEFAULT_DELTA_U
 
         ref = ReproducePlan()
         out: list[str] = []
@@ -198,7 +198,7 @@ class ReproducePlan:
         return out
 
     def sizes(self) -> dict[str, Any]:
-        from ..controller.mlc import DEFAULT_DELTA_U
+        from ..policies.rate.mlc import DEFAULT_DELTA_U
 
         e = self.experiments
         return {
@@ -257,13 +257,13 @@ def _one_cca(
     say: Callable[[str], None],
     resume: bool = False,
 ) -> dict[str, Any]:
-    from ..controller.mlc import Gains, MLCPolicy
     from ..identification.excitation import load_dataset
     from ..identification.record import record_dataset
     from ..models.predictor import load_predictor
     from ..models.train import train_model
     from ..plots import plot_trace, save_figure
     from ..policies import TrivialPolicy
+    from ..policies.rate.mlc import Gains, MLCPolicy
     from ..tuning.run import tune_from_paths
 
     # The same functions `scidmz identify|train|tune` call (ARCHITECTURE.md: reproduce calls the

@@ -44,7 +44,7 @@ def simulate(
     tgt = sc.check_target(DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target"))
     kwargs: dict[str, Any] = {}
     if policy == "mlc":
-        from ..controller.mlc import mlc_files
+        from ..policies.rate.mlc import mlc_files
 
         model, gains = mlc_files(sc, model, gains)
         kwargs = {"model": model, "gains": gains}

@@ -46,9 +46,9 @@ def tune_from_paths(
     (``tuning.refine``: ``refine_episodes`` episodes per factor of ``refine_factors``)
     and write the chosen ones; the GA's own stay in the file's ``info.refine``.
     """
-    from ..controller.mlc import DEFAULT_DELTA_U, LIMITERS
     from ..executors import ExecutorSpec, open_executor, parse_executor
     from ..models.predictor import load_predictor
+    from ..policies.rate.mlc import DEFAULT_DELTA_U, LIMITERS
     from ..scenario import resolve_scenario
     from ..tracking import tracked_run
     from ..units import parse_time
