@@ -27,7 +27,7 @@ import pytest
 
 from scidmz.actuators.base import ActuatorError
 from scidmz.daemon.client import ControlClient
-from scidmz.daemon.loop import ControlDaemon
+from scidmz.daemon.serve import ControlDaemon
 from scidmz.daemon.tokenfile import parse_api_address
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
