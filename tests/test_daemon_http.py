@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 from test_daemon import SC, FaultyPlant, Running, T, wait_until
 
-from scidmz.daemon.serve import ControlDaemon
 from scidmz.daemon.metrics import CAUSES, METRIC_NAMES
+from scidmz.daemon.serve import ControlDaemon
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
 
