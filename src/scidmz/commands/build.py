@@ -1,14 +1,13 @@
 """The one assembly: command-line strings -> (scenario, policy, plant, target), checked before any work.
 
-``build_run`` is what ``scidmz simulate`` and ``scidmz control run`` (and
-``scidmz reproduce``'s callers of them) turn their arguments into: the scenario
-(a name or a .toml file, with ``--set`` overrides, duration and seed), the
-policy object (``--policy`` with its ``--set policy.KEY=VALUE`` options; for
-the MLC its model and gains, from ``--model``/``--gains``, a registry reference
-``models:/...`` or the model shipped for the scenario), the plant by name with
-its options (checked against the backend's signature, built later by
-``Run.make_plant``) and the DTN target. Every problem is one ``ValueError``
-line (exit 2) before a plant exists.
+``build_run`` is what ``scidmz simulate`` and ``scidmz control run`` turn their
+arguments into: the scenario (a name or a .toml file, with ``--set`` overrides,
+duration and seed), the policy object (``--policy`` with its ``--set
+policy.KEY=VALUE`` options; for the MLC its model and gains, from
+``--model``/``--gains``, a registry reference ``models:/...`` or the model
+shipped for the scenario), the plant by name with its options (checked against
+the backend's signature, built later by ``Run.make_plant``) and the DTN target.
+Every problem is one ``ValueError`` line (exit 2) before a plant exists.
 """
 
 from __future__ import annotations
