@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from scidmz.controller.mlc import Gains, MLCPolicy
 from scidmz.models.predictor import NumpyPredictor, load_predictor
+from scidmz.policies.rate.mlc import Gains, MLCPolicy
 from scidmz.scenario import load_scenario
 from scidmz.state import History
 

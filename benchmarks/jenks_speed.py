@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from scidmz.policies.jenks import JenksParams, JenksSeparator, jenks_groups
+from scidmz.policies.queue.jenks import JenksParams, JenksSeparator, jenks_groups
 from scidmz.queueconfig import FlowMatch, FlowRule, QueueConfig, QueueSpec
 
 

@@ -26,10 +26,10 @@ SCENARIOS = {"cubic": "paper-cubic", "bbr2": "paper-bbr2"}
 
 def one_band(cca: str, model: Path, band: float, trials: int, generations: int, population: int,
              seed: int, work: Path) -> dict[str, Any]:
-    from scidmz.controller.mlc import Gains, MLCPolicy
     from scidmz.evaluation.mlc.experiments import ExperimentPlan, fct_experiment, mrae_experiment
     from scidmz.models.predictor import load_predictor
     from scidmz.policies import TrivialPolicy
+    from scidmz.policies.rate.mlc import Gains, MLCPolicy
     from scidmz.scenario import load_scenario
     from scidmz.tuning.run import tune_from_paths
 

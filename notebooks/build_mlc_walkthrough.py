@@ -101,9 +101,9 @@ The trivial solution sets the campus rate to B_max - R*_DTN (section 3.7). Both
 policies run the same seeded trials, all trials of one policy in one batched plant:
 MRAE (eq. 3, Fig. 10) with a pseudo-random target per trial, and the flow completion
 time of a DTN transfer (Fig. 11) plus the bottleneck utilisation (eq. 4, Fig. 12)."""),
-    ("code", """from scidmz.controller.mlc import MLCPolicy
-from scidmz.evaluation.mlc.experiments import ExperimentPlan, run_experiments
+    ("code", """from scidmz.evaluation.mlc.experiments import ExperimentPlan, run_experiments
 from scidmz.policies import TrivialPolicy
+from scidmz.policies.rate.mlc import MLCPolicy
 
 plan = ExperimentPlan(trials=4, duration=30.0, target_hold=15.0, transfer=100e6, fct_max_time=90.0)
 policies = {"mlc": MLCPolicy(model, result.gains), "trivial": TrivialPolicy()}

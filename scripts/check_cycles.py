@@ -12,17 +12,10 @@ import sys
 
 import grimp
 
-# Edges that exist only for type checkers (under ``if TYPE_CHECKING``), which grimp
-# cannot tell apart: each with its reason.
-TYPE_ONLY = {
-    ("scidmz.daemon.api", "scidmz.daemon.loop"),  # api annotates with ControlDaemon; loop starts the servers
-}
-
 
 def cycles(graph: grimp.ImportGraph) -> list[list[str]]:
-    """Tarjan's strongly connected components with more than one module."""
-    edges = {m: sorted(i for i in graph.find_modules_directly_imported_by(m) if (m, i) not in TYPE_ONLY)
-             for m in graph.modules}
+    """Tarjan's strongly connected components with more than one module (no edge is exempt)."""
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

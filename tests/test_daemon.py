@@ -27,7 +27,7 @@ import pytest
 
 from scidmz.actuators.base import ActuatorError
 from scidmz.daemon.client import ControlClient
-from scidmz.daemon.loop import ControlDaemon
+from scidmz.daemon.serve import ControlDaemon
 from scidmz.daemon.tokenfile import parse_api_address
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
@@ -346,9 +346,9 @@ def test_daemon_runs_the_mlc_policy(start: Callable[..., Running]) -> None:
 
     The inverse model is a one-layer NumPy network computing u_hat = B_max - y_d,DTN (the
     trivial map), so the PI stage's corrections are what moves u away from it."""
-    from scidmz.controller.mlc import Gains
     from scidmz.models.predictor import NumpyPredictor
     from scidmz.policies import make_policy
+    from scidmz.policies.rate.mlc import Gains
 
     w = np.zeros((22, 1))
     w[0, 0] = -1.0  # feature 0 is y_d's DTN rate

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 from test_daemon import SC, FaultyPlant, Running, T, wait_until
 
-from scidmz.daemon.loop import ControlDaemon
 from scidmz.daemon.metrics import CAUSES, METRIC_NAMES
+from scidmz.daemon.serve import ControlDaemon
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
 
@@ -156,9 +156,9 @@ def test_metrics_listener_is_tokenless_read_only_and_parses(start: Callable[...,
 def test_every_fallback_cause_is_in_status_and_metrics(start: Callable[..., Running]) -> None:
     """Actuator failure and an MLC whose model returns NaN (which the MLC itself replaces by the
     trivial rate: before issue 10 /status said fallback=false, errors {})."""
-    from scidmz.controller.mlc import Gains
     from scidmz.models.predictor import NumpyPredictor
     from scidmz.policies import make_policy
+    from scidmz.policies.rate.mlc import Gains
 
     w = np.zeros((22, 1))
     arrays = {"x_mean": np.zeros(22), "x_scale": np.ones(22), "y_mean": np.array([np.nan]),

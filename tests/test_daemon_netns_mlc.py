@@ -22,8 +22,8 @@ def test_control_run_netns_mlc_uses_the_shipped_model_decides_every_period_and_t
     from pyroute2 import netns
 
     from scidmz.cli import main
-    from scidmz.controller.mlc import Gains
     from scidmz.data import shipped_model
+    from scidmz.policies.rate.mlc import Gains
     from scidmz.scenario import load_scenario
 
     sc = load_scenario("testbed")

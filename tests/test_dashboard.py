@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_daemon import SC, Running, wait_until
 
-from scidmz.daemon.loop import ControlDaemon
+from scidmz.daemon.serve import ControlDaemon
 from scidmz.plant import make_plant
 from scidmz.policies import TrivialPolicy
 

@@ -28,10 +28,10 @@ def test_shipped_mlc_is_offered_for_the_testbed_only_and_runs_without_tensorflow
 
     import numpy as np
 
-    from scidmz.controller.mlc import Gains, MLCPolicy, mlc_files
     from scidmz.data import shipped_model
     from scidmz.models.predictor import load_predictor
     from scidmz.plant.base import make_plant
+    from scidmz.policies.rate.mlc import Gains, MLCPolicy, mlc_files
     from scidmz.runner import run_episode
 
     monkeypatch.chdir(tmp_path)

@@ -64,10 +64,10 @@ def test_missing_gains_and_bad_options(tmp_path, capsys) -> None:
 
 def test_evaluate_end_to_end(tmp_path, capsys) -> None:
     """A tiny trained model + gains -> `scidmz evaluate --json` prints MLC and trivial summaries."""
-    from scidmz.controller.mlc import Gains
     from scidmz.identification.excitation import identify
     from scidmz.identification.regressors import build_regressors
     from scidmz.models.inverse import InverseModel
+    from scidmz.policies.rate.mlc import Gains
     from scidmz.scenario import load_scenario
 
     sc = load_scenario("small-cubic")
@@ -94,11 +94,14 @@ def test_evaluate_end_to_end(tmp_path, capsys) -> None:
 
 
 def test_simulate_without_target_uses_half_of_bmax():
+    from scidmz.commands.build import build_run
     from scidmz.evaluation.simulate import simulate
     from scidmz.scenario import load_scenario
 
-    res, _ = simulate("small-cubic", duration="5s")
-    assert res["target"] == 0.5 * load_scenario("small-cubic").capacity
+    run = build_run("small-cubic", duration="5s")
+    assert run.target == 0.5 * load_scenario("small-cubic").capacity
+    res, _ = simulate(run.scenario, run.policy, run.target)
+    assert res["target"] == run.target and res["duration"] == 5.0
 
 
 def test_simulate_speed_figures_say_what_they_measure():
@@ -109,8 +112,10 @@ def test_simulate_speed_figures_say_what_they_measure():
     # summary path does not import pandas (a whole simulate run should cost less than it).
     code = (
         "import json, sys\n"
+        "from scidmz.commands.build import build_run\n"
         "from scidmz.evaluation.simulate import simulate\n"
-        "r, human = simulate('small-cubic', duration='20s')\n"
+        "run = build_run('small-cubic', duration='20s')\n"
+        "r, human = simulate(run.scenario, run.policy, run.target)\n"
         "print(json.dumps({'r': r, 'human': human, 'pandas': 'pandas' in sys.modules}))\n"
     )
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scidmz.controller.mlc import Gains
+from scidmz.policies.rate.mlc import Gains
 
 
 @pytest.mark.parametrize("blob", [b"\x00\x01\x02\x03", b"\xff\xfe{", bytes(range(256))])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scidmz.policies.jenks import (
+from scidmz.policies.queue.jenks import (
     BLOAT_QID,
     CLASS_QID0,
     DEFAULT_QID,
@@ -63,7 +63,7 @@ def test_large_tables_use_a_faster_exact_backend(seed, monkeypatch):
     """Above JENKSPY_MAX_FLOWS the breaks come from kmeans1d: the same Fisher-Jenks optimum."""
     import jenkspy
 
-    import scidmz.policies.jenks as J
+    import scidmz.policies.queue.jenks as J
 
     rng = np.random.default_rng(seed)
     # continuous RTTs, and RTTs on a 0.1 ms grid (ties, as a data plane's timer gives)

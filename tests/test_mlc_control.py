@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from scidmz.controller.mlc import AntiWindupPI, Gains, MLCPolicy, desired_state
 from scidmz.identification.regressors import FEATURE_NAMES
+from scidmz.policies.rate.mlc import AntiWindupPI, Gains, MLCPolicy, desired_state
 from scidmz.scenario import load_scenario
 from scidmz.state import History
 

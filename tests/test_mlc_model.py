@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("keras")
 
-from scidmz.controller.mlc import Gains, MLCPolicy  # noqa: E402
 from scidmz.models.inverse import InverseModel, load_predictor  # noqa: E402
+from scidmz.policies.rate.mlc import Gains, MLCPolicy  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -111,7 +111,7 @@ def test_cli_bad_inputs_one_line_errors(tmp_path, capsys) -> None:
     assert not (tmp_path / "m").exists()
     g = tmp_path / "g.json"
     g.write_text(json.dumps({"kp": -1, "ki": 0, "kw": 0}))
-    from scidmz.controller.mlc import Gains
+    from scidmz.policies.rate.mlc import Gains
 
     with pytest.raises(ValueError, match="kp must be >= 0"):
         Gains.load(g)

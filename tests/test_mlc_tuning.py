@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pygad")
 
-from scidmz.controller.mlc import Gains  # noqa: E402
+from scidmz.policies.rate.mlc import Gains  # noqa: E402
 from scidmz.scenario import load_scenario  # noqa: E402
 from scidmz.tuning.ga import TuneResult, evaluate_gains, fitness_targets, tune  # noqa: E402
 
@@ -140,7 +140,7 @@ def test_refinement_scores_the_detuned_gains_on_the_plant_and_keeps_the_best() -
     assert rr.gains.delta_u == 0.05 and rr.gains.limiter == ga.limiter  # only the loop gains are scaled
     assert rr.info["ga_gains"]["kp"] == 0.8 and rr.info["seed"] == 3 + REFINE_SEED_OFFSET
     # Each score is the IAE of an ordinary closed-loop episode with those gains (reproducible).
-    from scidmz.controller.mlc import MLCPolicy
+    from scidmz.policies.rate.mlc import MLCPolicy
 
     tg = fitness_targets(SC, 20.0, 3 + REFINE_SEED_OFFSET, episodes=2)
     with make_plant("fluid", SC.replace(duration=20.0), batch=1) as pl:

@@ -24,7 +24,7 @@ def _scenario():
 def test_jenks_on_br1_separates_the_dtn_and_serves_its_target(telemetry: str) -> None:
     from scidmz.plant.base import make_plant
     from scidmz.policies import make_policy
-    from scidmz.policies.jenks import CLASS_QID0
+    from scidmz.policies.queue.jenks import CLASS_QID0
     from scidmz.runner import Episode
 
     sc = _scenario()

@@ -41,7 +41,7 @@ class _Predictor:
 
 
 def test_mlc_warns_once_when_its_model_meets_another_regime():
-    from scidmz.controller.mlc import Gains, MLCPolicy
+    from scidmz.policies.rate.mlc import Gains, MLCPolicy
 
     pol = MLCPolicy(_Predictor({"scenario_fingerprint": fingerprint(load_scenario("paper-cubic-deep"))}),
                     Gains(0.3, 1.0, 1.0))

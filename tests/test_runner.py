@@ -133,6 +133,7 @@ class _LagPolicy:
     """Records what it saw: y(t - T), y(t - 3T) and u(t - T) at every decision."""
 
     name = "lag"
+    kind = "rate"
 
     def __init__(self):
         self.seen = []
@@ -220,8 +221,70 @@ def test_queue_policy_applied_through_plant_queues():
 
 
 def test_queue_policy_on_plant_without_queues_is_one_line():
-    with pytest.raises(ValueError, match="has no queues"):
+    with pytest.raises(ValueError, match="has no queues") as err:
         Episode(EchoPlant(load_scenario("small-cubic")), HalfQueues())
+    assert "\n" not in str(err.value) and "it runs: rate policies" in str(err.value)
+
+
+class HalfPacer:
+    """A host policy double: paces the DTN at half its target, keeps the campus at u_min."""
+
+    name = "halfpace"
+    kind = "host"
+
+    def reset(self, scenario, batch=1):
+        self.scenario = scenario
+
+    def decide(self, history, target):
+        return np.asarray(target) / 2
+
+    def campus_rate(self, scenario, target):
+        return np.full(len(target), scenario.u_min)
+
+
+class PacedPlant(EchoPlant):
+    def __init__(self, scenario, batch=1):
+        super().__init__(scenario, batch)
+        self.paced = []
+
+    def set_pacing(self, rates):
+        self.paced.append(np.asarray(rates).copy())
+
+
+def test_host_policy_paces_through_the_plant_and_keeps_its_campus_rate():
+    sc = load_scenario("small-cubic")
+    plant = PacedPlant(sc, batch=2)
+    traces = run_episode(plant, HalfPacer(), np.array([[60e6, 40e6], [50e6, 40e6]]))
+    np.testing.assert_allclose(plant.paced, [[30e6, 20e6], [25e6, 20e6]])  # before each period
+    np.testing.assert_allclose(traces[0].df["u"], sc.u_min)
+    np.testing.assert_allclose(traces[1].df["pacing"], [20e6, 20e6])  # recorded with the trace
+    with pytest.raises(ValueError, match="cannot pace the DTN's streams; host policy 'halfpace' needs one"):
+        Episode(EchoPlant(sc), HalfPacer())
+
+
+def test_host_policy_nan_pacing_never_reaches_the_plant():
+    class Broken(HalfPacer):
+        def decide(self, history, target):
+            return np.full(len(target), np.nan)
+
+    plant = PacedPlant(load_scenario("small-cubic"))
+    with pytest.raises(ValueError, match="host policy 'halfpace' pacing: non-finite"):
+        run_episode(plant, Broken(), np.full(2, 50e6))
+    assert plant.paced == [] and plant.seen == []
+
+
+def test_a_policy_without_a_kind_is_one_line():
+    class Kindless:
+        name = "kindless"
+
+        def reset(self, scenario, batch=1):
+            pass
+
+        def decide(self, history, target):
+            return target
+
+    with pytest.raises(ValueError, match="policy 'kindless' declares no kind"):
+        Episode(EchoPlant(load_scenario("small-cubic")), Kindless())
 
 
 def test_check_rates_shapes_clips_and_names_who():

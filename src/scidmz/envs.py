@@ -20,6 +20,11 @@ do not replace the ``Plant`` protocol (ARCHITECTURE.md).
   episode's seed (the GA fitness episodes of MLC section 3.3 use the same
   generator).
 
+Both drive their plant through the one episode runner (``runner.Episode``):
+the agent's action is a rate policy (``AgentAction``) whose next decision is
+the action just given, so the same checks (one line on a non-finite action)
+and the same bounds [u_min, u_max] apply as for every other policy.
+
 The same seed gives the same episode. Gymnasium is an optional extra
 (``pip install scidmz[rl]``); it is imported only here.
 """
@@ -31,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from .runner import Episode
 from .scenario import Scenario, load_scenario
 from .signals import constant, random_steps
-from .state import N_STATE
+from .state import N_STATE, History
 
 try:
     import gymnasium as gym
@@ -42,7 +48,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("scidmz.envs needs gymnasium: pip install 'scidmz[rl]'") from exc
 
-__all__ = ["ScidmzEnv", "ScidmzVectorEnv", "relative_error_reward"]
+__all__ = ["ScidmzEnv", "ScidmzVectorEnv", "AgentAction", "relative_error_reward"]
 
 RewardFn = Callable[[np.ndarray, float, float], float]
 TargetSpec = float | str | np.ndarray
@@ -51,6 +57,29 @@ TargetSpec = float | str | np.ndarray
 # away from the edges where no rate u can move R_DTN any more
 _STEP_HOLD = 10
 _STEP_RANGE = (0.1, 0.9)
+# The agent reads its observation, not the Episode's history: a few periods suffice (the runner's minimum).
+_KEEP = 4
+
+
+class AgentAction:
+    """The agent's action as a rate policy: ``decide`` returns the action set by ``act`` (B,) bit/s."""
+
+    name = "agent"
+    kind = "rate"
+
+    def __init__(self) -> None:
+        self._u: np.ndarray | None = None
+
+    def reset(self, scenario: Scenario, batch: int = 1) -> None:
+        self._u = None
+
+    def act(self, u: np.ndarray) -> None:
+        self._u = np.asarray(u, dtype=np.float64)
+
+    def decide(self, history: History, target: np.ndarray) -> np.ndarray:
+        if self._u is None:
+            raise RuntimeError("AgentAction.decide() before act(u)")
+        return np.broadcast_to(self._u, (history.batch,))
 
 
 def relative_error_reward(y: np.ndarray, u: float, target: float) -> float:
@@ -139,6 +168,8 @@ class ScidmzEnv(gym.Env):
         # fail on a bad target now, not at the first reset
         _target_signal(target, self.scenario, self.scenario.steps, 0, 1)
         self._plant: Any = None
+        self._agent = AgentAction()
+        self._episode: Episode | None = None
         self._k = 0
 
     def _make_plant(self) -> Any:
@@ -154,10 +185,11 @@ class ScidmzEnv(gym.Env):
         super().reset(seed=seed)
         if self._plant is None:
             self._plant = self._make_plant()
+            self._episode = Episode(self._plant, self._agent, keep=_KEEP)
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         spec = (options or {}).get("target", self.target)
         self._targets = _target_signal(spec, self.scenario, self.scenario.steps, episode_seed, 1)[:, 0]
-        state = self._plant.reset(episode_seed)
+        state = self._episode.reset(episode_seed)
         self._window = _Window(self.history, 1)
         self._window.fill(np.array([0]), state.y)
         self._k = 0
@@ -167,10 +199,10 @@ class ScidmzEnv(gym.Env):
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self._plant is None:
             raise RuntimeError("call reset() before step()")
-        u = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0],
-                          self.scenario.u_min, self.scenario.u_max))
+        self._agent.act(np.asarray(action, dtype=np.float64).reshape(-1)[:1])
         target = float(self._targets[self._k])
-        state = self._plant.step(u)
+        state, applied = self._episode.step(target)
+        u = float(applied[0])
         y = state.y[0]
         reward = float(self.reward_fn(y, u, target))
         self._window.push(state.y)
@@ -190,6 +222,7 @@ class ScidmzEnv(gym.Env):
         if self._plant is not None:
             self._plant.close()
             self._plant = None
+            self._episode = None
 
 
 class ScidmzVectorEnv(VectorEnv):
@@ -225,6 +258,8 @@ class ScidmzVectorEnv(VectorEnv):
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, self.num_envs)
         _target_signal(target, self.scenario, self.scenario.steps, 0, 1)
         self._plant = FluidPlant(self.scenario, batch=self.num_envs)
+        self._agent = AgentAction()
+        self._episode = Episode(self._plant, self._agent, keep=_KEEP)
         self._window = _Window(self.history, self.num_envs)
         self._k = np.zeros(self.num_envs, dtype=np.int64)
         self._needs_reset = np.zeros(self.num_envs, dtype=bool)
@@ -249,7 +284,10 @@ class ScidmzVectorEnv(VectorEnv):
         self._seeds = seeds.astype(np.int64)
         self._targets = np.empty((self.scenario.steps, self.num_envs))
         self._draw_targets(np.arange(self.num_envs))
-        state = self._plant.reset_instances(np.arange(self.num_envs), self._seeds)
+        # A plant reset seeds instance i with seed + i; other seeds (a list, or drawn) are set per instance.
+        state = self._episode.reset(int(self._seeds[0]))
+        if np.any(self._seeds != self._seeds[0] + np.arange(self.num_envs)):
+            state = self._plant.reset_instances(np.arange(self.num_envs), self._seeds)
         self._window.fill(np.arange(self.num_envs), state.y)
         self._k[:] = 0
         self._needs_reset[:] = False
@@ -258,11 +296,10 @@ class ScidmzVectorEnv(VectorEnv):
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        u = np.clip(np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1)[:, 0],
-                    self.scenario.u_min, self.scenario.u_max)
+        self._agent.act(np.asarray(actions, dtype=np.float64).reshape(self.num_envs, -1)[:, 0])
         steps = self.scenario.steps
         target = self._targets[np.minimum(self._k, steps - 1), np.arange(self.num_envs)]
-        state = self._plant.step(u)
+        state, u = self._episode.step(target)
         rewards = np.array([self.reward_fn(state.y[i], float(u[i]), float(target[i]))
                             for i in range(self.num_envs)])
         self._window.push(state.y)
@@ -275,6 +312,8 @@ class ScidmzVectorEnv(VectorEnv):
         if restart.size:
             self._seeds[restart] += self.num_envs  # a fresh, still deterministic, episode seed
             self._draw_targets(restart)
+            # The other instances go on, so the Episode is not reset: its history of the restarted
+            # rows keeps their last episode, which the agent never reads (it sees the window).
             st = self._plant.reset_instances(restart, self._seeds[restart])
             self._window.fill(restart, st.y)
             self._k[restart] = 0

@@ -9,38 +9,67 @@ it over [kT, (k+1)T) and returns y_k.
 per period) that the daemon drives in real time; ``run_episode`` is the
 batched form built on it, with an until-done hook for bounded FCT runs.
 
-Policy kinds (``policies/base.py``): a rate policy returns u; a queue policy
-(``QueuePolicy``) returns a ``QueueConfig`` from the history, the target and
-``plant.flows()``, which the plant's ``QueueActuator`` applies before the
-period (``plant.apply_queues``). A plant without queues rejects a queue policy
-with one clear line. A bottleneck discipline (``BottleneckDiscipline``) is
-loaded into the plant before its reset and given the per-aggregate weights
-the target implies every period (``plant.set_discipline_weights``); the
-shaper stays open, as for a queue policy.
+Policy kinds (``scidmz.kinds``), each applied through a plant capability
+(``plant.base``), checked once when the ``Episode`` is built (one line if the
+plant lacks it):
+
+- rate: u = ``policy.decide(history, target)``;
+- host: the DTN's pacing ``policy.decide(history, target)`` goes to
+  ``plant.set_pacing`` before the period (recorded as the ``pacing`` column),
+  u = ``policy.campus_rate(scenario, target)``;
+- queue: ``policy.decide(history, target, plant.flows())`` goes to
+  ``plant.apply_queues`` before the period; the shaper stays open (u_max);
+- discipline: ``policy.configure(scenario)`` is loaded with
+  ``plant.set_discipline`` before the plant's reset, and every period the
+  weights the target implies with ``plant.set_discipline_weights``; the shaper
+  stays open (u_max).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import numpy as np
 
-from .plant.base import Plant, StateBatch
+from .kinds import POLICY_KINDS, DisciplinePolicy, HostPolicy, Policy, QueuePolicy, RatePolicy
+from .plant.base import (
+    DisciplinePlant,
+    HostPlant,
+    Plant,
+    QueuePlant,
+    StateBatch,
+    plant_capabilities,
+)
 from .state import History, Trace
 from .units import check_rates
 
-if TYPE_CHECKING:  # the runner sits below policies/ (ARCHITECTURE.md layers); types only
-    from .policies.base import BottleneckDiscipline, Policy, QueuePolicy
+__all__ = ["Episode", "run_episode", "check_runnable"]
 
-__all__ = ["Episode", "run_episode"]
+#: What a plant lacking a capability is told, per policy kind.
+_MISSING = {
+    "host": "cannot pace the DTN's streams",
+    "queue": "has no queues",
+    "discipline": "runs no bottleneck discipline",
+}
+
+
+def check_runnable(plant: Plant, policy: Policy) -> str:
+    """The policy's kind, once checked against the plant's capabilities; one-line ValueError otherwise."""
+    name = getattr(policy, "name", type(policy).__name__)
+    kind = getattr(policy, "kind", None)
+    if kind not in POLICY_KINDS:
+        raise ValueError(f"policy '{name}' declares no kind (kind = {kind!r}; choose from {', '.join(POLICY_KINDS)})")
+    if kind not in plant_capabilities(plant):
+        raise ValueError(f"plant '{type(plant).__name__}' {_MISSING[kind]}; {kind} policy '{name}' needs one "
+                         f"(it runs: {', '.join(plant_capabilities(plant))} policies)")
+    return str(kind)
 
 
 class Episode:
     """One episode of ``policy`` on ``plant``, advanced one control period at a time."""
 
-    def __init__(self, plant: Plant, policy: Policy | QueuePolicy | BottleneckDiscipline, steps_hint: int = 0,
-                 keep: int | None = None) -> None:
+    def __init__(self, plant: Plant, policy: Policy, steps_hint: int = 0, keep: int | None = None) -> None:
         """``keep``: bound the history to the last ``keep`` periods and record no trace (a daemon
         runs for months); None keeps everything for ``traces()``."""
         self.plant = plant
@@ -53,20 +82,22 @@ class Episode:
         self.history: History | None = None
         self.times: list[float] = []
         self._extras: dict[str, list[np.ndarray]] = {}
+        self._pacing: np.ndarray | None = None
         self.seed: int | None = None
-        self._kind = getattr(policy, "kind", "rate")
-        if self._kind == "queue" and not hasattr(plant, "apply_queues"):
-            raise ValueError(f"plant '{type(plant).__name__}' has no queues; queue policy '{policy.name}' needs one")
-        if self._kind == "discipline" and not hasattr(plant, "set_discipline"):
-            raise ValueError(f"plant '{type(plant).__name__}' runs no bottleneck discipline; "
-                             f"'{policy.name}' needs one (the fluid plant has ABC and FFS)")
+        self.kind = check_runnable(plant, policy)
+        proposers: dict[str, Callable[[History, np.ndarray], np.ndarray]] = {
+            "rate": self._propose_rate, "host": self._propose_host,
+            "queue": self._propose_queues, "discipline": self._propose_weights,
+        }
+        self._propose = proposers[self.kind]
 
     def reset(self, seed: int | None = None) -> StateBatch:
         """Reset plant and policy; returns the reset state (y_{-1})."""
         self.seed = seed
-        if self._kind == "discipline":
+        if self.kind == "discipline":
             # loaded before the reset: the plant builds its discipline state there
-            self.plant.set_discipline(self.policy.configure(self.plant.scenario))  # type: ignore[attr-defined]
+            config = cast(DisciplinePolicy, self.policy).configure(self.plant.scenario)
+            cast(DisciplinePlant, self.plant).set_discipline(config)
         state0 = self.plant.reset(seed)
         self.policy.reset(self.plant.scenario, self.batch)
         self.history = History(state0.y, capacity_hint=self.keep * 4 if self.keep else self._hint)
@@ -77,23 +108,35 @@ class Episode:
     def propose(self, target: np.ndarray) -> np.ndarray:
         """The policy's raw decision for the next period, unchecked (B,).
 
-        A queue policy's configuration is applied to the plant here and the
-        shaper stays open (u_max): the queues share the uplink. ``decide``
-        checks and bounds the proposal; the daemon calls ``propose`` itself so
-        that it can fall back on a non-finite output instead of stopping.
+        A host, queue or discipline policy's decision is applied to the plant
+        here (module docstring); what is returned is u. ``decide`` checks and
+        bounds the proposal; the daemon calls ``propose`` itself so that it can
+        fall back on a non-finite output instead of stopping.
         """
         if self.history is None:
             raise RuntimeError("Episode.propose() before reset()")
-        sc = self.plant.scenario
-        if self._kind == "queue":
-            cfg = self.policy.decide(self.history, target, self.plant.flows())  # type: ignore[call-arg]
-            self.plant.apply_queues(cfg)  # type: ignore[attr-defined]
-            return np.full(self.batch, sc.u_max)
-        if self._kind == "discipline":
-            w = self.policy.weights(sc, np.broadcast_to(target, (self.batch,)))  # type: ignore[union-attr]
-            self.plant.set_discipline_weights(w)  # type: ignore[attr-defined]
-            return np.full(self.batch, sc.u_max)
-        return np.asarray(self.policy.decide(self.history, target), dtype=np.float64)
+        return self._propose(self.history, np.broadcast_to(np.asarray(target, dtype=np.float64), (self.batch,)))
+
+    def _propose_rate(self, history: History, target: np.ndarray) -> np.ndarray:
+        return np.asarray(cast(RatePolicy, self.policy).decide(history, target), dtype=np.float64)
+
+    def _propose_host(self, history: History, target: np.ndarray) -> np.ndarray:
+        policy = cast(HostPolicy, self.policy)
+        pacing = check_rates(policy.decide(history, target), self.batch, 0.0, np.inf,
+                             f"host policy '{policy.name}' pacing", clip=False)
+        cast(HostPlant, self.plant).set_pacing(pacing)
+        self._pacing = pacing
+        return np.asarray(policy.campus_rate(self.plant.scenario, target), dtype=np.float64)
+
+    def _propose_queues(self, history: History, target: np.ndarray) -> np.ndarray:
+        plant = cast(QueuePlant, self.plant)
+        plant.apply_queues(cast(QueuePolicy, self.policy).decide(history, target, plant.flows()))
+        return np.full(self.batch, self.plant.scenario.u_max)
+
+    def _propose_weights(self, history: History, target: np.ndarray) -> np.ndarray:
+        w = cast(DisciplinePolicy, self.policy).weights(self.plant.scenario, target)
+        cast(DisciplinePlant, self.plant).set_discipline_weights(w)
+        return np.full(self.batch, self.plant.scenario.u_max)
 
     def decide(self, target: np.ndarray) -> np.ndarray:
         """The next period's u (B,): the policy's proposal, checked (one line on NaN) and clipped."""
@@ -111,7 +154,10 @@ class Episode:
             return
         k = len(self.times)
         self.times.append(state.t)
-        for key, val in self.plant.info.items():
+        info = dict(self.plant.info)
+        if self._pacing is not None:
+            info["pacing"] = self._pacing
+        for key, val in info.items():
             arr = np.asarray(val)
             if arr.shape == (self.batch,) and arr.dtype.kind in "fiub":
                 self._extras.setdefault(key, [np.full(self.batch, np.nan)] * k).append(arr.astype(np.float64))
@@ -161,7 +207,7 @@ class Episode:
 
 def run_episode(
     plant: Plant,
-    policy: Policy | QueuePolicy | BottleneckDiscipline,
+    policy: Policy,
     targets: np.ndarray,
     seed: int | None = None,
     until_done: bool = False,

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrackedRun", "tracked_run", "resolve_tracking_uri", "file_sha256", "is_model_uri", "register_model",
+__all__ = ["TrackedRun", "tracked_run", "optional_run", "resolve_tracking_uri", "file_sha256", "is_model_uri", "register_model",
            "attach_gains", "resolve_model"]
 
 DEFAULT_STORE = "mlruns"
@@ -112,6 +112,29 @@ def tracked_run(
             os.environ.pop("MLFLOW_TRACKING_URI", None)
         else:
             os.environ["MLFLOW_TRACKING_URI"] = prev_env
+
+
+@contextmanager
+def optional_run(
+    track: bool,
+    experiment: str,
+    run_name: str,
+    params: Mapping[str, Any] | None = None,
+    tracking_uri: str | None = None,
+) -> Iterator[TrackedRun | None]:
+    """``tracked_run(...)`` when ``track``, else nothing: yields the run or None.
+
+    The one form of "track this unless told not to" (``track=False`` in tests and
+    in reproductions that track the whole chain themselves)::
+
+        with optional_run(track, "scidmz-train", name, params, uri) as run:
+            res = work(run)  # work logs into run when it is not None
+    """
+    if not track:
+        yield None
+        return
+    with tracked_run(experiment, run_name, params, tracking_uri) as run:
+        yield run
 
 
 def _finite(v: Any) -> bool:

@@ -41,11 +41,12 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
-from pathlib import Path
 from typing import Any
 
 from ..queueconfig import MAX_QID, FlowMatch, FlowRule, QueueConfig, QueueConfigError, QueueSpec
 from .base import ActuatorError
+from .rootqdisc import TC_H_ROOT as _TC_H_ROOT
+from .rootqdisc import RootQdisc
 from .tbf import derive_burst
 from .u32batch import Key, NetlinkBatch, u32_filter_request
 
@@ -53,7 +54,6 @@ __all__ = ["HtbQueueActuator", "HTB_HANDLE", "u32_keys", "u32_match", "derive_qu
 
 HTB_HANDLE = 0x5C1E0000
 _INNER_MINOR = 0x0FFF
-_TC_H_ROOT = 0xFFFFFFFF
 _ETH_P_IP = 0x0800
 _FIFO_MAJOR0 = 0x8000
 _PRIO_TOP = 0xFF00
@@ -102,57 +102,32 @@ class HtbQueueActuator:
     """
 
     def __init__(self, dev: str, netns: str | None = None, scope: list[str] | None = None) -> None:
-        if not dev or not isinstance(dev, str):
-            raise ValueError(f"HtbQueueActuator needs a device name, got {dev!r}")
-        if netns is not None and not Path("/var/run/netns", netns).exists():
-            raise ValueError(f"network namespace '{netns}' does not exist")
         self.dev, self.netns, self.scope = dev, netns, scope
         self._lock = threading.Lock()
         self._cfg: QueueConfig | None = None
         self._prio: int | None = None  # u32 priority of the rule set in force
         self._closed = False
-        from pyroute2 import IPRoute
+        self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator")
         from pyroute2.netlink.rtnl.tcmsg import plugins, sched_pfifo
 
         # pyroute2 knows pfifo but not bfifo; both carry the same tc_fifo_qopt
         # (limit: packets for pfifo, bytes for bfifo). Unregistered kinds are
         # silently attached at the root, which would replace our HTB.
         plugins.setdefault("bfifo", sched_pfifo)
+        self._ipr = self._root.ipr
+        self.index = self._root.index
         try:
-            self._ipr = IPRoute(netns=netns) if netns is not None else IPRoute()
-            try:
-                self._nlb = NetlinkBatch(netns)
-            except BaseException:
-                self._ipr.close()
-                raise
+            self._nlb = NetlinkBatch(netns)
         except OSError as exc:
+            self._root.close()
             raise RuntimeError(f"cannot open netlink for namespace {netns!r}: {exc}") from None
-        try:
-            found = self._ipr.link_lookup(ifname=dev)
-            if not found:
-                raise ValueError(f"no network device '{dev}'" + (f" in namespace '{netns}'" if netns else ""))
-            self.index = int(found[0])
-            prev = self._root()
-            if prev is not None and prev["handle"] not in (0, HTB_HANDLE):
-                raise ValueError(
-                    f"device '{dev}' already has a configured root qdisc '{prev.get_attr('TCA_KIND')}' "
-                    f"(handle {prev['handle'] >> 16:x}:); refusing to replace what it could not restore"
-                )
         except BaseException:
-            self._ipr.close()
-            self._nlb.close()
+            self._root.close()
             raise
 
     # -- kernel helpers -------------------------------------------------------------------
-    def _root(self) -> Any | None:
-        for q in self._ipr.get_qdiscs(index=self.index):
-            if q["parent"] == _TC_H_ROOT and q["index"] == self.index:
-                return q
-        return None
-
     def _ours(self) -> bool:
-        q = self._root()
-        return q is not None and q["handle"] == HTB_HANDLE and q.get_attr("TCA_KIND") == "htb"
+        return self._root.ours() is not None
 
     def _tc(self, *args: Any, **kw: Any) -> None:
         self._ipr.tc(*args, **kw)
@@ -271,7 +246,7 @@ class HtbQueueActuator:
                 return None
             if not self._ours():
                 raise ActuatorError(f"the scidmz HTB on '{self.dev}' is gone")
-            root = self._root()
+            root = self._root.root()
             default = int(root.get_attr("TCA_OPTIONS").get_attr("TCA_HTB_INIT")["defcls"])
             limits = {}
             for q in self._ipr.get_qdiscs(index=self.index):
@@ -306,16 +281,9 @@ class HtbQueueActuator:
                 return
             self._closed = True
             try:
-                if self._ours():
-                    from pyroute2.netlink.exceptions import NetlinkError
-
-                    try:
-                        self._tc("del", index=self.index, handle=HTB_HANDLE, parent=_TC_H_ROOT)
-                    except NetlinkError as exc:
-                        if exc.code not in (2, 19, 22):
-                            raise
+                self._root.delete_ours()
             finally:
-                self._ipr.close()
+                self._root.close()
                 self._nlb.close()
 
     def __enter__(self) -> HtbQueueActuator:

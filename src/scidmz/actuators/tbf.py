@@ -31,9 +31,9 @@ import math
 import platform
 import threading
 from pathlib import Path
-from typing import Any
 
 from .base import ActuatorError, check_rate
+from .rootqdisc import RootQdisc
 
 __all__ = ["TbfActuator", "kernel_hz", "kernel_config", "derive_burst", "MAX_RATE", "TBF_HANDLE"]
 
@@ -41,7 +41,6 @@ __all__ = ["TbfActuator", "kernel_hz", "kernel_config", "derive_burst", "MAX_RAT
 MAX_RATE = float((2**32 - 1) * 8)
 #: Our qdisc handle ("5c1d:"), so leftovers are recognisable and nothing else is deleted.
 TBF_HANDLE = 0x5C1D0000
-_TC_H_ROOT = 0xFFFFFFFF
 _ETH_HLEN = 14
 
 
@@ -103,8 +102,6 @@ class TbfActuator:
         burst: float | None = None,
         latency: float = 0.05,
     ) -> None:
-        if not dev or not isinstance(dev, str):
-            raise ValueError(f"TbfActuator needs a device name, got {dev!r}")
         if burst is not None and not (math.isfinite(burst) and burst > 0):
             raise ValueError(f"TBF burst must be a positive number of bytes, got {burst!r}")
         if not (isinstance(latency, int | float) and math.isfinite(latency) and latency > 0):
@@ -116,45 +113,14 @@ class TbfActuator:
         self._lock = threading.Lock()
         self._installed = False
         self._closed = False
-        from pyroute2 import IPRoute
-
-        if netns is not None and not Path("/var/run/netns", netns).exists():
-            raise ValueError(f"network namespace '{netns}' does not exist")
+        self._root = RootQdisc(dev, netns, TBF_HANDLE, "tbf", "TbfActuator")
         try:
-            self._ipr = IPRoute(netns=netns) if netns is not None else IPRoute()
-        except OSError as exc:
-            raise RuntimeError(f"cannot open netlink for namespace {netns!r}: {exc}") from None
-        try:
-            found = self._ipr.link_lookup(ifname=dev)
-            if not found:
-                where = f" in namespace '{netns}'" if netns else ""
-                raise ValueError(f"no network device '{dev}'{where}")
-            self.index = int(found[0])
-            self.mtu = int(self._ipr.get_links(self.index)[0].get_attr("IFLA_MTU") or 1500)
-            prev = self._root()
-            if prev is not None and prev["handle"] not in (0, TBF_HANDLE):
-                raise ValueError(
-                    f"device '{dev}' already has a configured root qdisc "
-                    f"'{prev.get_attr('TCA_KIND')}' (handle {prev['handle'] >> 16:x}:); "
-                    "refusing to replace what it could not restore"
-                )
-            self.previous_root = None if prev is None else prev.get_attr("TCA_KIND")
+            self.index = self._root.index
+            self.mtu = self._root.mtu()
         except BaseException:
-            self._ipr.close()
+            self._root.close()
             raise
-
-    # -- kernel access ----------------------------------------------------------
-    def _root(self) -> Any | None:
-        for q in self._ipr.get_qdiscs(index=self.index):
-            if q["parent"] == _TC_H_ROOT and q["index"] == self.index:
-                return q
-        return None
-
-    def _our_root(self) -> Any | None:
-        q = self._root()
-        if q is not None and q["handle"] == TBF_HANDLE and q.get_attr("TCA_KIND") == "tbf":
-            return q
-        return None
+        self.previous_root = self._root.previous_kind
 
     # -- RateActuator -------------------------------------------------------------
     def parameters(self, bps: float) -> dict[str, int]:
@@ -173,7 +139,7 @@ class TbfActuator:
             from pyroute2.netlink.exceptions import NetlinkError
 
             try:
-                self._ipr.tc(
+                self._root.ipr.tc(
                     "replace", "tbf", self.index, handle=TBF_HANDLE,
                     rate=f"{p['rate'] * 8}bit", burst=p["burst"], limit=p["limit"],
                 )
@@ -187,7 +153,7 @@ class TbfActuator:
 
         with self._lock:
             try:
-                q = self._our_root() if not self._closed else None
+                q = self._root.ours() if not self._closed else None
             except (NetlinkError, OSError) as exc:
                 raise ActuatorError(f"cannot read the qdiscs of '{self.dev}': {exc}") from None
         if q is None:
@@ -198,7 +164,7 @@ class TbfActuator:
     def kernel_parameters(self) -> dict[str, int]:
         """rate (bytes/s), limit (bytes) and buffer (kernel ticks) of the installed TBF."""
         with self._lock:
-            q = self._our_root()
+            q = self._root.ours()
         if q is None:
             raise ActuatorError(f"no scidmz TBF is installed on '{self.dev}'")
         parms = q.get_attr("TCA_OPTIONS").get_attr("TCA_TBF_PARMS")
@@ -211,17 +177,10 @@ class TbfActuator:
                 return
             self._closed = True
             try:
-                if self._installed and self._our_root() is not None:
-                    from pyroute2.netlink.exceptions import NetlinkError
-
-                    try:
-                        self._ipr.tc("del", index=self.index, handle=TBF_HANDLE, parent=_TC_H_ROOT)
-                    except NetlinkError as exc:
-                        # ENODEV/ENOENT: the device or namespace went first; nothing left to undo.
-                        if exc.code not in (2, 19, 22):
-                            raise
+                if self._installed:
+                    self._root.delete_ours()
             finally:
-                self._ipr.close()
+                self._root.close()
 
     def __enter__(self) -> TbfActuator:
         return self

@@ -1,4 +1,9 @@
-"""What every command module shares: the scenario arguments and the ``--json`` output line."""
+"""What every command module shares: the common arguments and the ``--json`` output line.
+
+One helper per argument that several commands take (``--json``, ``--seed``,
+``--model``/``--gains``, ``--tracking-uri``, ``--policy``, the scenario and
+its ``--set``), so a flag means the same everywhere.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from typing import Any
 
 from ..cli_guard import json_line
 
-__all__ = ["add_scenario_args", "emit", "resolve_model_args", "MODEL_HELP"]
+__all__ = ["add_scenario_args", "add_set_arg", "add_json_arg", "add_seed_arg", "add_model_args", "add_tracking_arg",
+           "add_policy_arg", "emit", "resolve_model_args", "MODEL_HELP"]
 
 #: --model help: a directory or a registry reference.
 MODEL_HELP = ("inverse-model directory (from `scidmz train`) or a registry reference models:/NAME/VERSION "
@@ -27,25 +33,63 @@ def emit(result: dict[str, Any], as_json: bool, human: str | None = None) -> Non
         print(json_line(result, default=json_default_lenient))
 
 
-def add_scenario_args(p: argparse.ArgumentParser) -> None:
-    """The positional scenario and the repeatable ``--set KEY=VALUE`` override."""
+def add_scenario_args(p: argparse.ArgumentParser, policy: bool = False) -> None:
+    """The positional scenario and the repeatable ``--set KEY=VALUE`` override (``policy``: the
+    command runs a ``--policy``, which ``--set policy.KEY=VALUE`` configures)."""
     p.add_argument("scenario", help="built-in scenario name (see `scidmz scenarios`) or a .toml file")
+    add_set_arg(p, policy)
+
+
+def add_set_arg(p: argparse.ArgumentParser, policy: bool = False) -> None:
+    """The repeatable ``--set KEY=VALUE``."""
+    note = "; policy.KEY=VALUE configures the policy, e.g. --set policy.queues=2 for jenks" if policy else ""
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key, e.g. --set dtn.cca=bbr2 --set link.capacity=100M")
+                   help=f"override a scenario key, e.g. --set dtn.cca=bbr2 --set link.capacity=100M{note}")
+
+
+def add_json_arg(p: argparse.ArgumentParser, what: str = "a JSON summary") -> None:
+    """``--json``: ``what`` as one JSON object, the last line of stdout (ARCHITECTURE.md conventions)."""
+    p.add_argument("--json", action="store_true", help=f"print {what} as the last line")
+
+
+def add_seed_arg(p: argparse.ArgumentParser, default: int | None = 0, what: str = "random seed") -> None:
+    """``--seed N``; ``default`` None means the scenario's own seed."""
+    shown = "the scenario's" if default is None else str(default)
+    p.add_argument("--seed", type=int, default=default, help=f"{what} (default: {shown})")
+
+
+def add_model_args(p: argparse.ArgumentParser, gains_help: str | None = "gains JSON file (policy mlc)",
+                   required: bool = False, model_note: str = " (policy mlc)") -> None:
+    """``--model`` (a directory or a registry reference) and, unless ``gains_help`` is None, ``--gains``."""
+    p.add_argument("--model", default=None, required=required, help=MODEL_HELP + model_note)
+    if gains_help is not None:
+        p.add_argument("--gains", default=None, help=gains_help)
+
+
+def add_tracking_arg(p: argparse.ArgumentParser) -> None:
+    """``--tracking-uri``: the mlflow store."""
+    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+
+
+def add_policy_arg(p: argparse.ArgumentParser, note: str = "") -> None:
+    """``--policy NAME``, the choices read from the policy registry (no policy module is imported)."""
+    from ..policies.registry import policy_names
+
+    p.add_argument("--policy", default="trivial",
+                   help=f"{' | '.join(policy_names())} (default trivial){note}")
 
 
 def resolve_model_args(a: argparse.Namespace) -> str | None:
     """Turn a ``models:/...`` ``--model`` into a local directory (and ``--gains`` when not given).
 
-    Returns the registry reference (None for a plain path). Every command taking ``--model``
-    calls this one function, so the registry works the same everywhere, the daemon included.
+    Returns the registry reference (None for a plain path); for the commands that
+    hand the paths on themselves (``evaluate``, ``tune``). ``simulate`` and
+    ``control run`` resolve through ``build.build_run``.
     """
-    from ..tracking import is_model_uri, resolve_model
+    from .build import resolve_model_ref
 
-    ref = getattr(a, "model", None)
-    if not is_model_uri(ref):
-        return None
-    a.model, gains = resolve_model(ref, getattr(a, "tracking_uri", None))
-    if getattr(a, "gains", "absent") is None and gains:
+    a.model, gains, ref = resolve_model_ref(getattr(a, "model", None), getattr(a, "gains", None),
+                                            getattr(a, "tracking_uri", None))
+    if hasattr(a, "gains"):
         a.gains = gains
     return ref

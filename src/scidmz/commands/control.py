@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._shared import MODEL_HELP, emit, resolve_model_args
+from ._shared import add_json_arg, add_model_args, add_policy_arg, add_seed_arg, add_set_arg, emit
 
 __all__ = ["add_parser", "cmd_run", "cmd_set_target", "cmd_status"]
 
@@ -27,15 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "call or a non-finite policy output, and keeps running. Logs one JSON line per period.")
     r.add_argument("scenario", nargs="?", default="testbed",
                    help="built-in scenario name or .toml file (default: testbed)")
-    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key, e.g. --set period=0.2; policy.KEY=VALUE configures "
-                        "the policy, e.g. --set policy.queues=2 for jenks")
+    add_set_arg(r, policy=True)
     r.add_argument("--plant", default="fluid", help="fluid (real-time paced simulator) | netns | hardware")
-    r.add_argument("--policy", default="trivial", help="trivial | none | mlc | jenks | abc | ffs (default trivial); "
-                        "jenks needs a plant with queues, abc/ffs one with a bottleneck discipline")
+    add_policy_arg(r, note="; jenks needs a plant with queues, abc/ffs one with a bottleneck discipline")
     r.add_argument("--target", required=True, help="initial DTN target, e.g. 60M (at most the scenario's B_max)")
-    r.add_argument("--model", default=None, help=MODEL_HELP + " (policy mlc)")
-    r.add_argument("--gains", default=None, help="gains JSON file (policy mlc)")
+    add_model_args(r)
     r.add_argument("--api", default="127.0.0.1:8642", help="loopback HOST:PORT of the HTTP API (default 127.0.0.1:8642)")
     r.add_argument("--no-api", action="store_true", help="run without the HTTP API (and dashboard)")
     r.add_argument("--metrics-addr", default=None, metavar="HOST:PORT",
@@ -45,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="where to write the API token (default /run/scidmz/control.token as root, else ~/.scidmz/)")
     r.add_argument("--log", default=None, metavar="FILE", help="append the JSON-lines log here (default stdout)")
     r.add_argument("--duration", default=None, help="stop after this long, e.g. 10min (default: run until stopped)")
-    r.add_argument("--seed", type=int, default=None, help="plant seed (default: scenario's)")
+    add_seed_arg(r, default=None, what="plant seed")
     r.add_argument("--dev", default=None, help="hardware plant: interface whose egress TBF is the actuator")
     r.add_argument("--netns", default=None, help="hardware plant: network namespace of --dev")
     r.add_argument("--ovs-port", default=None, help="hardware plant: OVS port to shape instead of --dev")
@@ -55,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="hardware plant: P4Runtime address of the telemetry switch, e.g. 10.0.0.5:9559")
     r.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
                    help="extra keyword argument for the plant (repeatable)")
-    r.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    add_json_arg(r)
     r.set_defaults(func=cmd_run)
     for name, helptext in (("set-target", "change the DTN target of the running daemon"),
                            ("status", "show the running daemon's y, u, target and fallback state")):
@@ -64,31 +60,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             c.add_argument("target", help="new DTN target, e.g. 400M")
         c.add_argument("--api", default=None, help="HOST:PORT (default: read from the token file)")
         c.add_argument("--token-file", default=None, help="the daemon's token file (default as for run)")
-        c.add_argument("--json", action="store_true", help="print the answer as JSON")
+        add_json_arg(c, "the answer as JSON")
         c.set_defaults(func=cmd_set_target if name == "set-target" else cmd_status)
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    resolve_model_args(a)  # a registry model is fetched once, before the daemon starts
     import logging
     import signal
 
     from ..daemon.build import run_daemon
-    from ..scenario import parse_override
+    from ..units import parse_time
+    from .build import build_run
 
     logging.basicConfig(level=logging.WARNING, format="scidmz control: %(message)s", stream=sys.stderr)
-    kwargs: dict[str, Any] = {}
-    if a.plant == "hardware":
-        kwargs = {"dev": a.dev, "netns": a.netns, "ovs_port": a.ovs_port, "ovs_db": a.ovs_db,
-                  "ovs_mode": a.ovs_mode, "telemetry": a.telemetry}
-    elif any(v is not None for v in (a.dev, a.netns, a.ovs_port, a.ovs_db, a.telemetry)):
-        raise ValueError("--dev/--netns/--ovs-port/--ovs-db/--telemetry are for --plant hardware")
-    for item in a.plant_opt:
-        if "=" not in item:
-            raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
-        key, value = parse_override(item)
-        kwargs[key] = value
+    # A registry model is fetched once, here, before the daemon starts.
+    run = build_run(a.scenario, overrides=a.set, policy=a.policy, plant=a.plant, plant_options=_plant_options(a),
+                    target=a.target, model=a.model, gains=a.gains)
+    duration = parse_time(a.duration, "duration") if a.duration is not None else None
     previous: dict[int, Any] = {}
 
     def install(daemon: Any) -> None:
@@ -109,10 +98,9 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     try:
         summary = run_daemon(
-            scenario=a.scenario, overrides=a.set, plant=a.plant, policy=a.policy, target=a.target,
-            model=a.model, gains=a.gains, api=None if a.no_api else a.api, metrics_addr=a.metrics_addr,
-            token_file=a.token_file,
-            log_path=a.log, duration=a.duration, seed=a.seed, plant_kwargs=kwargs, on_start=install,
+            scenario=run.scenario, policy=run.policy, target=run.target, plant=run.plant,
+            plant_options=run.plant_options, api=None if a.no_api else a.api, metrics_addr=a.metrics_addr,
+            token_file=a.token_file, log_path=a.log, duration=duration, seed=a.seed, on_start=install,
         )
     finally:
         for sig, h in previous.items():
@@ -124,6 +112,24 @@ def cmd_run(a: argparse.Namespace) -> int:
     else:
         emit(summary, True)
     return 1 if summary["problems"] else 0
+
+
+def _plant_options(a: argparse.Namespace) -> dict[str, Any]:
+    """The hardware plant's flags and every ``--plant-opt KEY=VALUE`` as the plant's options."""
+    from ..scenario import parse_override
+
+    kwargs: dict[str, Any] = {}
+    if a.plant == "hardware":
+        kwargs = {"dev": a.dev, "netns": a.netns, "ovs_port": a.ovs_port, "ovs_db": a.ovs_db,
+                  "ovs_mode": a.ovs_mode, "telemetry": a.telemetry}
+    elif any(v is not None for v in (a.dev, a.netns, a.ovs_port, a.ovs_db, a.telemetry)):
+        raise ValueError("--dev/--netns/--ovs-port/--ovs-db/--telemetry are for --plant hardware")
+    for item in a.plant_opt:
+        if "=" not in item:
+            raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
+        key, value = parse_override(item)
+        kwargs[key] = value
+    return kwargs
 
 
 def cmd_set_target(a: argparse.Namespace) -> int:

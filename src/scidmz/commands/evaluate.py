@@ -5,19 +5,27 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import MODEL_HELP, add_scenario_args, emit, resolve_model_args
+from ._shared import (
+    add_json_arg,
+    add_model_args,
+    add_scenario_args,
+    add_seed_arg,
+    add_tracking_arg,
+    emit,
+    resolve_model_args,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="the MLC paper's section 4 experiments: MLC vs trivial TBF")
     add_scenario_args(p)
-    p.add_argument("--model", default=None, help=MODEL_HELP + " (policy mlc)")
-    p.add_argument("--gains", default=None, help="gains JSON file (from `scidmz tune`); required unless --model is a registry reference with gains")
+    add_model_args(p, gains_help="gains JSON file (from `scidmz tune`); required unless --model is a registry "
+                                 "reference with gains")
     p.add_argument("--trials", type=int, default=100, help="trials per experiment and policy (default 100)")
     p.add_argument("--experiments", default="all",
                    help="comma list of mrae,fct,utilization,sweep,short (default all)")
     p.add_argument("--quick", action="store_true", help="small sizes (30 s trials, 150 MB transfer)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the trials (default 0)")
+    add_seed_arg(p, what="seed of the trials")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
     p.add_argument("--policies", default="mlc",
@@ -25,8 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "trials (default mlc)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where the trials run: local (default) | processes[:N] | dask://HOST:PORT (fluid plant)")
-    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    add_tracking_arg(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_evaluate)
 
 
@@ -36,7 +44,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
 
     result, human = evaluate(
         scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
-        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri, executor=a.executor, policies=a.policies,
+        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
+        executor=a.executor, policies=a.policies,
         progress=sys.stderr.isatty(), command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
     )
     emit(result, a.json, human)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import MODEL_HELP, add_scenario_args, emit, resolve_model_args
+from ._shared import (
+    add_json_arg,
+    add_model_args,
+    add_scenario_args,
+    add_seed_arg,
+    add_tracking_arg,
+    emit,
+    resolve_model_args,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -13,14 +21,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_scenario_args(p)
     p.add_argument("--duration", required=True, help="recorded time, e.g. 28800 or 8h (the paper: 28800 s)")
     p.add_argument("--out", required=True, help="dataset path (.parquet)")
-    p.add_argument("--seed", type=int, default=0, help="excitation and plant seed (default 0)")
+    add_seed_arg(p, what="excitation and plant seed")
     p.add_argument("--batch", type=int, default=None,
                    help="episodes run side by side in one batched plant (default 32 on the fluid plant, "
                         "1 on netns/hardware, which run in real time)")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--plot", default=None, help="draw the excitation and the response (Fig. 7) to this PNG")
-    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    add_tracking_arg(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_identify)
 
     p = sub.add_parser("train", help="train the inverse ANN (MLC section 3.5, Fig. 8) on a dataset")
@@ -28,26 +36,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="model directory to write")
     p.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
     p.add_argument("--folds", type=int, default=5, help="k of k-fold cross-validation, 0 to skip (default 5)")
-    p.add_argument("--seed", type=int, default=0)
+    add_seed_arg(p)
     p.add_argument("--register", default=None, metavar="NAME",
                    help="also register the model as a new version of NAME in the mlflow model registry")
     p.add_argument("--init", default=None, metavar="MODEL",
                    help="fine-tune this model directory on the dataset instead of training from scratch "
                         "(e.g. a fluid-plant model refined on a short testbed dataset; a tenth of its "
                         "learning rate, its scalers kept)")
-    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    add_tracking_arg(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2)")
     add_scenario_args(p)
-    p.add_argument("--model", required=True, help=MODEL_HELP + "; with a registry reference the gains are attached to that version")
+    add_model_args(p, gains_help=None, required=True,
+                   model_note="; with a registry reference the gains are attached to that version")
     p.add_argument("--out", required=True, help="gains .json file, or a directory for gains + convergence")
     p.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
     p.add_argument("--population", type=int, default=30, help="population / mating pool (default 30)")
     p.add_argument("--parents", type=int, default=15, help="parents mating (default 15)")
     p.add_argument("--episode", default="120", help="fitness episode length (default 120 s)")
-    p.add_argument("--seed", type=int, default=0)
+    add_seed_arg(p)
     p.add_argument("--workers", type=int, default=0, help="process-pool workers per generation (default: in-process)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where fitness chunks run: local | processes[:N] | dask://HOST:PORT (overrides --workers)")
@@ -62,8 +71,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--refine-episodes", type=int, default=2, help="episodes per candidate when refining (default 2)")
     p.add_argument("--refine-factors", default=None, metavar="LIST",
                    help="comma list of scale factors tried (default 1,0.3,0.1,0.03)")
-    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    add_tracking_arg(p)
+    add_json_arg(p)
     p.set_defaults(func=cmd_tune)
 
 

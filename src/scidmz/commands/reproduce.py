@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import emit
+from ._shared import add_json_arg, add_seed_arg, add_tracking_arg, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,8 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "tuning on the fluid plant (default fluid)")
     p.add_argument("--quick", action="store_true", help="tiny sizes on small scenarios (CI, < 2 min)")
     p.add_argument("--out", default=None, help="report directory (default reports/PAPER, or reports/PAPER-quick)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--tracking-uri", default=None, help="mlflow store (default ./mlruns or $MLFLOW_TRACKING_URI)")
+    add_seed_arg(p)
+    add_tracking_arg(p)
     p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
     p.add_argument("--render-only", action="store_true",
                    help="rewrite OUT/report.md from OUT/results.json (e.g. with --notes), no rerun")
@@ -47,7 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--experiments", default=None, help="comma list of mrae,fct,utilization,sweep,short")
     p.add_argument("--resume", action="store_true",
                    help="mlc: reuse identification datasets in --out that match this run (after an interruption)")
-    p.add_argument("--json", action="store_true", help="print a JSON summary as the last line")
+    add_json_arg(p)
     p.set_defaults(func=cmd_reproduce)
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from ._shared import emit
+from ._shared import add_json_arg, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scenarios", help="list the built-in scenarios, or show one in SI units")
     p.add_argument("name", nargs="?", help="show this scenario (name or .toml path)")
-    p.add_argument("--json", action="store_true")
+    add_json_arg(p, "the scenario list or the scenario as JSON")
     p.set_defaults(func=cmd_scenarios)
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._shared import emit
+from ._shared import add_json_arg, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +40,7 @@ def _add_telemetry_common(p: argparse.ArgumentParser) -> None:
                    help="remote network prefix for class_lpm (repeatable; default 10.1.0.0/16)")
     p.add_argument("--rtt-tap", default="egress", choices=("egress", "ingress"),
                    help="tap where data and ACKs are matched for RTT (default egress)")
-    p.add_argument("--json", action="store_true", help="print a JSON object (series, drops) as the last line")
+    add_json_arg(p, "a JSON object (series, drops)")
     p.add_argument("--plot", default=None, metavar="PNG",
                    help="draw y(t) to this PNG (periods whose value was held from an earlier one are hollow)")
 

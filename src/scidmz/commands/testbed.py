@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from ._shared import emit
+from ._shared import add_json_arg, add_set_arg, emit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,20 +16,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       ("check", "build a testbed, measure RTTs, delay stage and bottleneck rate, tear down")):
         q = tsub.add_parser(name, help=hlp)
         q.add_argument("scenario", nargs="?", default="testbed", help="scenario name or .toml (default testbed)")
-        q.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario key")
+        add_set_arg(q)
         q.add_argument("--switch", default="bridge", choices=("bridge", "ovs"), help="S1: Linux bridge or OVS userspace")
         q.add_argument("--prefix", default="sdz" if name == "up" else None,
                        help="namespace name prefix (1-8 lowercase letters/digits)")
-        q.add_argument("--json", action="store_true")
+        add_json_arg(q)
         q.set_defaults(func=cmd_testbed_up if name == "up" else cmd_testbed_check)
     q = tsub.add_parser("down", help="remove a testbed (or every recorded one, e.g. after a crash)")
     g = q.add_mutually_exclusive_group(required=True)
     g.add_argument("--prefix", help="the testbed's prefix")
     g.add_argument("--all", action="store_true", help="every testbed recorded in /run/scidmz")
-    q.add_argument("--json", action="store_true")
+    add_json_arg(q)
     q.set_defaults(func=cmd_testbed_down)
     q = tsub.add_parser("status", help="list recorded testbeds and whether their owner still runs")
-    q.add_argument("--json", action="store_true")
+    add_json_arg(q)
     q.set_defaults(func=cmd_testbed_status)
 
 

@@ -32,12 +32,9 @@ import math
 import socket
 import threading
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .loop import ControlDaemon
-
-__all__ = ["Servers", "build_api_app", "build_metrics_app", "MAX_BODY"]
+__all__ = ["Servers", "DaemonView", "build_api_app", "build_metrics_app", "MAX_BODY"]
 
 log = logging.getLogger("scidmz.control")
 
@@ -48,6 +45,24 @@ KEEPALIVE_TIMEOUT = 5
 MAX_CONNECTIONS = 1024
 BACKLOG = 1024
 _STATIC = "static"
+
+
+class DaemonView(Protocol):
+    """What the HTTP side needs of the daemon (``daemon.serve.ControlDaemon`` provides it)."""
+
+    token: str
+    k: int
+    period: float
+    api_address: tuple[str, int] | None
+    metrics_address: tuple[str, int] | None
+
+    def status(self) -> dict[str, Any]: ...
+
+    def recent(self, since: int = 0) -> list[dict[str, Any]]: ...
+
+    def set_target(self, value: str | float, source: str = "api") -> float: ...
+
+    def metrics_text(self) -> bytes | None: ...
 
 
 def _clean(o: Any) -> Any:
@@ -71,7 +86,7 @@ def _json(code: int, obj: Any) -> Any:
                     headers={"Cache-Control": "no-store"})
 
 
-def build_api_app(daemon: ControlDaemon) -> Any:
+def build_api_app(daemon: DaemonView) -> Any:
     """The Starlette app of the control API and the dashboard."""
     from starlette.applications import Starlette
     from starlette.requests import ClientDisconnect, Request
@@ -161,7 +176,7 @@ def build_api_app(daemon: ControlDaemon) -> Any:
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})
 
 
-def build_metrics_app(daemon: ControlDaemon) -> Any:
+def build_metrics_app(daemon: DaemonView) -> Any:
     """Read-only, token-less ``GET /metrics`` for a Prometheus server (the control API stays on loopback)."""
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -226,7 +241,7 @@ def _bind(host: str, port: int, what: str) -> socket.socket:
 class Servers:
     """Both listeners on one event-loop thread (``scidmz-control-api``)."""
 
-    def __init__(self, daemon: ControlDaemon) -> None:
+    def __init__(self, daemon: DaemonView) -> None:
         self.daemon = daemon
         self._socks: dict[str, socket.socket] = {}
         self._servers: list[Any] = []

@@ -1,9 +1,13 @@
 """The daemon's closed loop: one period at a time, in real time, never stopping on a fault.
 
+``ControlLoop`` is the loop alone: no HTTP, no token file. ``daemon.serve``
+composes it with the HTTP API, the metrics listener and the token file into
+the ``ControlDaemon`` that ``scidmz control run`` runs.
+
 Every period T the daemon reads y from the plant, asks the policy for u and
 applies it (``Plant.step(u)`` applies u and returns y measured at the end of
 the period; ARCHITECTURE.md alignment). The target can be changed while it
-runs (``set_target``, used by the HTTP API of ``scidmz.daemon.api``).
+runs (``set_target``, which the HTTP API of ``scidmz.daemon.api`` calls).
 
 Safety (issue 5, item 8; issue 10): the daemon falls back to the trivial rate
 ``B_max - target`` (MLC paper section 3.7, ``Scenario.trivial_rate``) and
@@ -34,7 +38,6 @@ import json
 import logging
 import math
 import os
-import secrets
 import threading
 import time
 from collections import deque
@@ -51,9 +54,8 @@ from ..policies.base import Policy
 from ..runner import Episode
 from ..state import STATE_FIELDS, json_default_lenient
 from ..units import format_rate, parse_rate
-from .tokenfile import DEFAULT_API, TokenFile, parse_api_address, parse_listen_address
 
-__all__ = ["ControlDaemon", "HISTORY_PERIODS"]
+__all__ = ["ControlLoop", "HISTORY_PERIODS"]
 
 log = logging.getLogger("scidmz.control")
 
@@ -68,16 +70,18 @@ class _Sample:
     y: np.ndarray  # (7,)
 
 
-class ControlDaemon:
+class ControlLoop:
     """Run ``policy`` on ``plant`` in real time until stopped (see module doc).
 
-    ``api``: ``HOST:PORT`` on loopback (port 0 picks a free one) or None for
-    no API. ``metrics_addr``: ``HOST:PORT`` of a token-less, read-only
-    ``/metrics`` listener for a Prometheus server (any address), or None.
     ``log``: a path, an open text stream, or None (no log). ``duration``: stop
     after this many seconds of loop time (None: run until ``stop()``/SIGTERM).
     ``telemetry_timeout`` defaults to 2T; the very first step gets
-    ``max(telemetry_timeout, startup_grace)``.
+    ``max(telemetry_timeout, startup_grace)``. ``metrics``: an observer fed
+    every period (``daemon.metrics.DaemonMetrics``), or None.
+
+    Subclasses add services around the loop (``daemon.serve.ControlDaemon``: the
+    HTTP API) through ``_start_services`` / ``_stop_services``, called once
+    before the first period and once at shutdown, after the plant is closed.
     """
 
     def __init__(
@@ -86,14 +90,12 @@ class ControlDaemon:
         policy: Policy,
         target: float,
         *,
-        api: str | None = DEFAULT_API,
-        metrics_addr: str | None = None,
-        token_file: str | os.PathLike[str] | None = None,
         log: str | os.PathLike[str] | IO[str] | None = None,
         duration: float | None = None,
         telemetry_timeout: float | None = None,
         seed: int | None = None,
         startup_grace: float = 15.0,
+        metrics: Any = None,
     ) -> None:
         if plant.batch != 1:
             raise ValueError(f"the control daemon drives one plant instance, got batch={plant.batch}")
@@ -112,11 +114,6 @@ class ControlDaemon:
         # The first step may include one-off work (JIT compilation of the fluid kernel, traffic
         # start-up in a testbed), so the first sample gets this much time before it counts as lost.
         self.startup_grace = float(startup_grace)
-        self.api_address = parse_api_address(api) if api is not None else None
-        self.metrics_address = parse_listen_address(metrics_addr, "metrics address") if metrics_addr else None
-        self.token = secrets.token_urlsafe(32)
-        self._token = TokenFile(token_file, self.token)
-        self.token_file = self._token.path
         self._log_target = log
         self._log: IO[str] | None = None
         self._own_log = False
@@ -124,8 +121,7 @@ class ControlDaemon:
         self._log_lock = threading.Lock()
         self._stop = threading.Event()
         self._stop_reason = ""
-        self._servers: Any = None
-        # Called once with status() when the API and metrics listeners are up (the CLI prints the URLs).
+        # Called once with status() when the services are up (the CLI prints the API's URL).
         self.on_ready: Callable[[dict[str, Any]], None] | None = None
         self._step_thread: threading.Thread | None = None
         self._started = False
@@ -142,12 +138,7 @@ class ControlDaemon:
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_PERIODS)
         self._last_sample_wall: float | None = None
         self._t_start = time.monotonic()
-        try:
-            from .metrics import DaemonMetrics
-
-            self.metrics: Any = DaemonMetrics()
-        except ImportError:  # prometheus-client is optional; /metrics then answers 404
-            self.metrics = None
+        self.metrics = metrics
         if self.metrics is not None:
             self.metrics.static(period=self.period, capacity=self.scenario.capacity)
             self.metrics.target(self._target, self.scenario.trivial_rate(self._target))
@@ -211,10 +202,12 @@ class ControlDaemon:
                 "policy": getattr(self.policy, "name", type(self.policy).__name__),
                 "plant": type(self.plant).__name__,
                 "scenario": self.scenario.name,
-                "api": None if self.api_address is None else f"{self.api_address[0]}:{self.api_address[1]}",
-                "metrics": None if self.metrics_address is None else
-                f"{self.metrics_address[0]}:{self.metrics_address[1]}",
+                **self._service_status(),
             }
+
+    def _service_status(self) -> dict[str, Any]:
+        """What the services add to ``status()`` (the API's addresses; nothing here)."""
+        return {}
 
     def recent(self, since: int = 0) -> list[dict[str, Any]]:
         """The periods with ``k > since`` still kept for the dashboard (oldest first)."""
@@ -232,40 +225,11 @@ class ControlDaemon:
             self._stop_reason = reason
             self._stop.set()
 
-    def start_api(self) -> tuple[str, int]:
-        """Start the HTTP API (and the metrics listener), write the token file; returns the API's (host, port)."""
-        if self.api_address is None:
-            raise RuntimeError("this daemon was built without an API address")
-        self._token.check_writable()
-        self._token.claim()
-        from .api import Servers
-
-        servers = Servers(self)
-        servers.bind()  # bind errors surface here, in the caller's thread, as one line
-        try:
-            self._token.write(servers.api_bound)
-        except BaseException:
-            servers.close_sockets()
-            raise
-        self._servers = servers
-        self.api_address = servers.api_bound
-        self.metrics_address = servers.metrics_bound
-        servers.start()
-        return self.api_address
-
     def run(self) -> dict[str, Any]:
-        """Run the loop until stopped or ``duration`` is over; always closes the plant and the API."""
+        """Run the loop until stopped or ``duration`` is over; always closes the plant and the services."""
         self._open_log()
         try:
-            if self.api_address is not None and self._servers is None:
-                self.start_api()
-            elif self.api_address is None and self.metrics_address is not None and self._servers is None:
-                from .api import Servers
-
-                self._servers = Servers(self)
-                self._servers.bind()
-                self.metrics_address = self._servers.metrics_bound
-                self._servers.start()
+            self._start_services()
             self._started = True
             st = self.status()
             if self.on_ready is not None:
@@ -273,7 +237,7 @@ class ControlDaemon:
             self._write({"event": "start", "time": time.time(), "target": self.target,
                          "policy": st["policy"], "plant": type(self.plant).__name__,
                          "scenario": self.scenario.name, "period": self.period,
-                         "api": st["api"], "metrics": st["metrics"], "pid": os.getpid()})
+                         "api": st.get("api"), "metrics": st.get("metrics"), "pid": os.getpid()})
             self._loop()
         finally:
             summary = self._shutdown()
@@ -294,10 +258,7 @@ class ControlDaemon:
             self._step_thread.join(0.7)
             if self._step_thread.is_alive():
                 problems.append("the plant step thread is still blocked after close")
-        if self._servers is not None:
-            self._servers.stop()
-            self._servers = None
-        self._token.remove()
+        self._stop_services()
         st = self.status()
         summary = {"periods": self.k, "fallback_periods": self.fallback_periods, "errors": st["errors"],
                    "target": st["target"], "u": st["u"], "reason": self._stop_reason or "finished",
@@ -306,6 +267,12 @@ class ControlDaemon:
             self._write({"event": "stop", "time": time.time(), **summary})
         self._close_log()
         return summary
+
+    def _start_services(self) -> None:
+        """Start what runs beside the loop (``daemon.serve``: the HTTP API); nothing here."""
+
+    def _stop_services(self) -> None:
+        """Stop what ``_start_services`` started; called once at shutdown, after the plant is closed."""
 
     # -- the loop -------------------------------------------------------------------------------------------
     def _decide(self, episode: Episode, target: float) -> tuple[float | None, str | None, str | None]:

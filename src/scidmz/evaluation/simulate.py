@@ -1,63 +1,53 @@
-"""One episode of a policy on a plant, summarised: the library side of ``scidmz simulate``."""
+"""One episode of a policy on a plant, summarised: the library side of ``scidmz simulate``.
+
+It takes objects (a ``Scenario``, a policy, a plant by name and options, a target
+in bit/s); ``scidmz.commands.build.build_run`` makes them from the command line.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..kinds import Policy
 from ..metrics import summarize_trace
-from ..scenario import Scenario, resolve_scenario
+from ..scenario import Scenario
 from ..signals import constant
-from ..units import format_rate, format_time, parse_rate
+from ..units import format_rate, format_time
 
-__all__ = ["simulate", "DEFAULT_TARGET_FRACTION"]
-
-#: --target default as a fraction of the scenario's bottleneck capacity B_max.
-DEFAULT_TARGET_FRACTION = 0.5
+__all__ = ["simulate"]
 
 
 def simulate(
-    scenario: str | Scenario,
-    overrides: list[str] | None = None,
-    policy: str = "trivial",
+    scenario: Scenario,
+    policy: Policy,
+    target: float,
     plant: str = "fluid",
-    target: str | float | None = None,
-    duration: str | float | None = None,
-    seed: int | None = None,
-    model: str | None = None,
-    gains: str | None = None,
+    plant_options: Mapping[str, Any] | None = None,
     out: str | None = None,
     plot: str | None = None,
     progress: bool = False,
 ) -> tuple[dict[str, Any], str]:
-    """Run one episode; return (JSON-able summary, human summary). Writes ``out``/``plot`` if given."""
+    """Run one episode of ``policy`` on a ``plant`` backend at a constant ``target`` (bit/s) for the
+    scenario's duration, seeded by the scenario; return (JSON-able summary, human summary).
+    Writes the Trace to ``out`` (Parquet) and a plot to ``plot`` if given."""
     from ..plant.base import make_plant
-    from ..policies import make_policy, split_policy_overrides
     from ..runner import run_episode
 
-    scen_over, pol_opts = split_policy_overrides(policy, overrides)
-    sc = resolve_scenario(scenario, scen_over, duration, seed)
-    # Ours: without --target, half of B_max, a target every scenario can reach.
-    tgt = sc.check_target(DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target"))
-    kwargs: dict[str, Any] = {}
-    if policy == "mlc":
-        from ..controller.mlc import mlc_files
-
-        model, gains = mlc_files(sc, model, gains)
-        kwargs = {"model": model, "gains": gains}
-    kwargs.update(pol_opts)
-    pol = make_policy(policy, **kwargs)
-    # Validate output paths before spending time on the run.
+    sc = scenario
+    tgt = sc.check_target(float(target))
+    # Output directories exist before time is spent on the run.
     for path in (out, plot):
         if path and not Path(path).parent.exists():
             Path(path).parent.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
-    with make_plant(plant, sc, batch=1) as pl:
-        trace = run_episode(pl, pol, constant(tgt, sc.steps)[:, 0], seed=sc.seed, progress=progress)[0]
+    with make_plant(plant, sc, batch=1, **(plant_options or {})) as pl:
+        trace = run_episode(pl, policy, constant(tgt, sc.steps)[:, 0], seed=sc.seed, progress=progress)[0]
         load = float(getattr(pl, "kernel_load_s", None) or 0.0)
     wall = time.perf_counter() - t0
     run = max(wall - load, 1e-9)
@@ -65,7 +55,7 @@ def simulate(
     summary = summarize_trace(trace, sc.capacity)
     result: dict[str, Any] = {
         "scenario": sc.name,
-        "policy": pol.name,
+        "policy": policy.name,
         "plant": plant,
         "target": tgt,
         "duration": sc.duration,

@@ -37,6 +37,7 @@ class ExcitationPolicy:
     """Open loop: replays a precomputed (steps, B) rate signal, ignoring the history."""
 
     name = "excitation"
+    kind = "rate"
 
     def __init__(self, u: np.ndarray) -> None:
         self.u = np.atleast_2d(np.asarray(u, dtype=np.float64))

@@ -30,7 +30,7 @@ def record_dataset(
     side on the fluid plant, one on a real-time plant (netns, hardware), which runs one at a time.
     """
     from ..scenario import resolve_scenario
-    from ..tracking import file_sha256, tracked_run
+    from ..tracking import file_sha256, optional_run
     from ..units import parse_time
     from .excitation import dataset_summary, identify, write_dataset
 
@@ -67,11 +67,8 @@ def record_dataset(
             res["mlflow_run_id"] = run.run_id
         return res
 
-    if track:
-        with tracked_run("scidmz-identify", f"identify-{sc.name}", params, tracking_uri) as run:
-            res = work(run)
-    else:
-        res = work(None)
+    with optional_run(track, "scidmz-identify", f"identify-{sc.name}", params, tracking_uri) as run:
+        res = work(run)
     human = (
         f"identification dataset: {res['rows']} periods ({res['episodes']} episodes) of {sc.name} "
         f"in {res['seconds']:.1f} s -> {res['dataset']} (sha256 {res['sha256'][:12]})"

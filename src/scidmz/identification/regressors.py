@@ -8,7 +8,7 @@ k holds (y_k, u_k) and sample k is
     X_k = [y_k (7), y_{k-1} (7), y_{k-2} (7), u_{k-1}]      ->  target u_k
 
 for every k >= 2 of one episode: the rate u_k that, from the recent past
-(y_{k-1}, y_{k-2}, u_{k-1}), produced y_k. At control time (controller.mlc)
+(y_{k-1}, y_{k-2}, u_{k-1}), produced y_k. At control time (policies.rate.mlc)
 u_k is decided before y_k exists, so y_k is replaced by the desired state
 y_d(k) of Table 3 and y_{k-1}, y_{k-2}, u_{k-1} come from the History
 (``last_y(1)``, ``last_y(2)``, ``last_u``). Samples never straddle two

@@ -40,7 +40,7 @@ def train_model(
     """
     from ..identification.excitation import load_dataset
     from ..identification.regressors import build_regressors
-    from ..tracking import file_sha256, tracked_run
+    from ..tracking import file_sha256, optional_run
     from .inverse import InverseModel
     from .predictor import relative_error
 
@@ -115,11 +115,9 @@ def train_model(
             res["mlflow_run_id"] = run.run_id
         return res
 
-    if track:
-        with tracked_run("scidmz-train", f"train-{scen.get('name', Path(dataset).stem)}", params, tracking_uri) as run:
-            res = work(run)
-    else:
-        res = work(None)
+    with optional_run(track, "scidmz-train", f"train-{scen.get('name', Path(dataset).stem)}", params,
+                      tracking_uri) as run:
+        res = work(run)
     cv_txt = f", {folds}-fold relative validation error {100 * res['cv_relative_error']:.2f}%" if folds else ""
     if start is not None:
         cv_txt += f"; fine-tuned from {init} (its error on this dataset: {100 * res['init_relative_error']:.2f}%)"

@@ -8,10 +8,20 @@ return a ``StateBatch`` (the seven Table 3 variables per instance);
 
 Alignment (ARCHITECTURE.md): ``step(u)`` applies u over [kT, (k+1)T) and
 returns y_k measured at the end of that interval.
+
+Beyond ``step(u)`` (the campus rate, which every plant applies), a plant
+declares what else it can act on by implementing a capability ``Protocol``:
+``QueuePlant`` (K queues and flow rules: queue policies), ``DisciplinePlant``
+(a per-packet discipline inside the bottleneck: discipline policies) and
+``HostPlant`` (the DTN's own pacing: host policies). The episode runner checks
+the policy's kind against them once, when an episode is built
+(``plant_capabilities``); ``scidmz.conformance.check_plant`` checks that a
+plant really implements what it declares.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -20,7 +30,17 @@ import numpy as np
 from ..scenario import Scenario
 from ..state import N_STATE, STATE_FIELDS, NetworkState
 
-__all__ = ["StateBatch", "Plant", "make_plant", "register_plant", "PLANT_KINDS"]
+__all__ = ["StateBatch", "Plant", "QueuePlant", "DisciplinePlant", "HostPlant", "plant_capabilities",
+           "CAPABILITIES", "capability_methods", "FLOW_COLUMNS", "FlowTable", "make_plant", "register_plant", "check_plant_options", "PLANT_KINDS"]
+
+#: The columns every plant's per-flow table has (``Plant.flows()``): the 5-tuple, the
+#: current RTT (s, includes the bottleneck queue; NaN without a sample), the rate over the
+#: last period (bit/s) and the long-flow flag. Plants may add more (``min_rtt``, ``role``,
+#: ``bytes``, ``name``, ...).
+FLOW_COLUMNS: tuple[str, ...] = ("src", "dst", "sport", "dport", "proto", "rtt", "rate", "long_flow")
+
+#: One instance's flow table: column name -> equal-length sequence (``FLOW_COLUMNS`` at least).
+FlowTable = Mapping[str, Sequence[Any]]
 
 @dataclass(frozen=True)
 class StateBatch:
@@ -67,11 +87,74 @@ class Plant(Protocol):
         """Ground truth of the last step (per-class bytes delivered/lost, finished flows...)."""
         ...
 
-    def close(self) -> None: ...
+    def flows(self) -> list[FlowTable]:
+        """The per-flow table of each instance (B of them) as of the last step, ``FLOW_COLUMNS`` at least.
+
+        A plant that sees no flows returns B empty tables (every column of length 0).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release everything the plant made (safe to call twice)."""
+        ...
 
     def __enter__(self) -> Plant: ...
 
     def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class QueuePlant(Plant, Protocol):
+    """A plant whose bottleneck has K queues a queue policy configures (``QueueActuator``)."""
+
+    def flows(self) -> list[FlowTable]: ...
+
+    def apply_queues(self, configs: Any) -> None:
+        """Load one ``QueueConfig`` per instance (a list), or one for all, before the next step."""
+        ...
+
+
+@runtime_checkable
+class DisciplinePlant(Plant, Protocol):
+    """A plant that runs a per-packet discipline inside its bottleneck (ABC, FFS)."""
+
+    def set_discipline(self, config: Any) -> None:
+        """Run the discipline ``config`` (``ABCConfig`` / ``FFSConfig``; None: none) from the next reset."""
+        ...
+
+    def set_discipline_weights(self, weights: np.ndarray) -> None:
+        """Per-aggregate weights (B, aggregates) bit/s for the next step."""
+        ...
+
+
+@runtime_checkable
+class HostPlant(Plant, Protocol):
+    """A plant that paces the DTN's own streams (``SO_MAX_PACING_RATE`` on its sockets)."""
+
+    def set_pacing(self, rates: np.ndarray) -> None:
+        """The DTN's aggregate pacing rate per instance, (B,) bit/s, from the next step on."""
+        ...
+
+
+#: Policy kind -> the capability Protocol a plant needs to run it (rate: every plant).
+CAPABILITIES: dict[str, type] = {"host": HostPlant, "queue": QueuePlant, "discipline": DisciplinePlant}
+
+
+def capability_methods(proto: type) -> tuple[str, ...]:
+    """The methods a capability Protocol adds (its own public methods, e.g. ``flows``, ``apply_queues``)."""
+    return tuple(n for n, v in vars(proto).items() if not n.startswith("_") and callable(v))
+
+
+def plant_capabilities(plant: Any) -> tuple[str, ...]:
+    """The policy kinds ``plant`` can run: ``rate`` always, then each kind whose capability
+    Protocol it implements. Checked once per episode by the runner.
+
+    Only the capability's methods are looked up: ``isinstance`` on a runtime Protocol
+    would also evaluate properties such as ``info``, which a plant may only have after
+    ``reset``.
+    """
+    return ("rate", *(kind for kind, proto in CAPABILITIES.items()
+                      if all(callable(getattr(plant, m, None)) for m in capability_methods(proto))))
 
 
 @dataclass(frozen=True)
@@ -106,6 +189,15 @@ def make_plant(kind: str, scenario: Scenario, batch: int = 1, **kwargs: Any) -> 
     Unknown names and unknown options are one-line ``ValueError`` s, never a
     ``TypeError`` from deep inside a constructor.
     """
+    backend = check_plant_options(kind, batch, kwargs)
+    if backend.max_batch is None:
+        return backend.cls(scenario, batch=batch, **kwargs)
+    return backend.cls(scenario, **kwargs)
+
+
+def check_plant_options(kind: str, batch: int = 1, options: Mapping[str, Any] | None = None) -> _Backend:
+    """Everything ``make_plant`` checks before building: the name, the batch, the options
+    (by signature inspection). One-line ``ValueError``; imports the backend's module."""
     import importlib
     import inspect
 
@@ -119,9 +211,7 @@ def make_plant(kind: str, scenario: Scenario, batch: int = 1, **kwargs: Any) -> 
         raise ValueError(f"the {kind} plant runs in real time and supports batch<={backend.max_batch} only")
     sig = inspect.signature(backend.cls)
     opts = [n for n, p in sig.parameters.items() if n not in ("scenario", "batch") and p.kind is not p.VAR_POSITIONAL]
-    unknown = [k for k in kwargs if k not in opts]
+    unknown = [k for k in (options or {}) if k not in opts]
     if unknown:
         raise ValueError(f"plant '{kind}' has no option '{unknown[0]}' (options: {', '.join(opts)})")
-    if backend.max_batch is None:
-        return backend.cls(scenario, batch=batch, **kwargs)
-    return backend.cls(scenario, **kwargs)
+    return backend

@@ -138,6 +138,16 @@ class HardwarePlant:
         self._info = {"u_applied": np.array([applied]), "u_commanded": np.array([u])}
         return StateBatch(time.monotonic() - self._t0, vec[None, :])
 
+    def flows(self) -> list[dict[str, list[Any]]]:
+        """The switch's per-flow table as of the last period (the collector's: ``FLOW_COLUMNS`` plus
+        ``cls``, ``slot``, ``bytes``), one instance; before ``reset``, an empty table."""
+        from ..telemetry.collector import FLOW_COLUMNS
+
+        if self.collector is None:
+            return [{c: [] for c in FLOW_COLUMNS}]
+        df = self.collector.flows()
+        return [{c: df[c].tolist() for c in df.columns}]
+
     def close(self) -> None:
         """Remove the shaper (restoring the interface/port) and disconnect from the switch."""
         if self._closed:

@@ -1,58 +1,36 @@
-"""Policies deciding the campus rate: trivial TBF, no shaping, and (elsewhere) the MLC."""
+"""Policies by kind (ARCHITECTURE.md "Four places to act"), each kind in its own folder:
+
+- ``rate/``: the campus uplink rate u every T (``trivial``, ``none``, ``mlc``);
+- ``host/``: the DTN streams' pacing rate every T (none built in yet);
+- ``queue/``: K queues and flow -> queue rules every epoch (``jenks``);
+- ``discipline/``: a per-packet discipline inside the bottleneck, configured
+  from the target (``abc``, ``ffs``).
+
+``base`` holds one ``Protocol`` per kind; ``registry`` builds any policy by name
+(``make_policy``). Names are loaded lazily so that importing the package (and
+``scidmz --help``) imports no policy module.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .base import Policy
-from .trivial import NoShapingPolicy, TrivialPolicy
+__all__ = ["make_policy", "register_policy", "policy_names", "policy_kind", "policy_options",
+           "split_policy_overrides", "Policy", "RatePolicy", "HostPolicy", "QueuePolicy", "DisciplinePolicy",
+           "TrivialPolicy", "NoShapingPolicy"]
 
-__all__ = ["Policy", "TrivialPolicy", "NoShapingPolicy", "make_policy", "POLICY_NAMES", "split_policy_overrides"]
-
-POLICY_NAMES = ("trivial", "none", "mlc", "jenks", "abc", "ffs")
-#: Policies configured with ``--set policy.KEY=VALUE``.
-CONFIGURABLE = ("jenks", "abc", "ffs")
-
-
-def split_policy_overrides(policy: str, overrides: list[str] | None) -> tuple[list[str], dict[str, Any]]:
-    """``--set`` items -> (the scenario's, the policy's options): ``policy.KEY=VALUE`` configures the
-    policy (e.g. ``policy.queues=4`` for jenks), everything else the scenario. One-line error when
-    the policy takes no options."""
-    from ..scenario import parse_override
-
-    items = [o.strip() for o in overrides or []]
-    scen = [o for o in items if not o.startswith("policy.")]
-    opts = dict(parse_override(o[len("policy."):]) for o in items if o.startswith("policy."))
-    if opts and policy not in CONFIGURABLE:
-        raise ValueError(f"policy '{policy}' takes no policy.* options (got {', '.join(sorted(opts))})")
-    return scen, opts
+_WHERE = {
+    **{n: "registry" for n in ("make_policy", "register_policy", "policy_names", "policy_kind", "policy_options",
+                               "split_policy_overrides")},
+    **{n: "base" for n in ("Policy", "RatePolicy", "HostPolicy", "QueuePolicy", "DisciplinePolicy")},
+    "TrivialPolicy": "rate.trivial",
+    "NoShapingPolicy": "rate.trivial",
+}
 
 
-def make_policy(name: str, **kwargs: Any) -> Policy:
-    """Build a policy by name. ``mlc`` needs ``model=`` and ``gains=`` (paths or objects)."""
-    if name == "trivial":
-        return TrivialPolicy()
-    if name == "none":
-        return NoShapingPolicy()
-    if name == "mlc":
-        from ..controller.mlc import MLCPolicy
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        from importlib import import_module
 
-        return MLCPolicy.from_paths(**kwargs)
-    if name == "jenks":
-        from .jenks import JenksParams, JenksPolicy
-
-        try:
-            params = JenksParams(**kwargs)
-        except TypeError:
-            known = ", ".join(JenksParams.__dataclass_fields__)
-            raise ValueError(f"policy jenks: unknown option among {sorted(kwargs)} (options: {known})") from None
-        return JenksPolicy(params)
-    if name in ("abc", "ffs"):
-        from .discipline import ABCPolicy, FFSPolicy
-
-        cls = ABCPolicy if name == "abc" else FFSPolicy
-        try:
-            return cls(**kwargs)
-        except TypeError:
-            raise ValueError(f"policy {name}: unknown option among {sorted(kwargs)}") from None
-    raise ValueError(f"unknown policy '{name}' (choose from {', '.join(POLICY_NAMES)})")
+        return getattr(import_module(f".{_WHERE[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

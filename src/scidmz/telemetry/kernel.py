@@ -59,7 +59,7 @@ __all__ = ["KernelCounterTelemetry", "KernelPoints", "Sender", "FLOW_TABLE_COLUM
 _ESTABLISHED = 1 << 1
 _INET_DIAG_INFO = 1 << 1  # extension bit for tcp_info
 _DATA_PORTS = (5201, 5300)
-#: Columns of ``flows()``: what a queue policy reads (``policies.jenks``), kernel truth per socket.
+#: Columns of ``flows()``: what a queue policy reads (``policies.queue.jenks``), kernel truth per socket.
 FLOW_TABLE_COLUMNS: tuple[str, ...] = (
     "src", "dst", "sport", "dport", "proto", "rtt", "min_rtt", "rate", "bytes", "long_flow", "role",
 )

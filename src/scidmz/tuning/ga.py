@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from ..controller.mlc import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
 from ..executors import executor_width
 from ..fileio import atomic_write_text
+from ..policies.rate.mlc import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
 from ..scenario import Scenario
 from ..signals import random_steps
 
@@ -142,9 +142,9 @@ def evaluate_gains(
     gain set (the IAE is then the mean over them). All n x M instances run
     in one plant call; episode m has the same plant seed for every gain set.
     """
-    from ..controller.mlc import MLCPolicy
     from ..metrics import iae
     from ..plant.base import make_plant
+    from ..policies.rate.mlc import MLCPolicy
     from ..runner import run_episode
 
     glist = (

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..controller.mlc import Gains, MLCPolicy
+from ..policies.rate.mlc import Gains, MLCPolicy
 from ..scenario import Scenario
 
 __all__ = ["RefineResult", "refine_gains", "DETUNE_FACTORS", "REFINE_SEED_OFFSET"]

@@ -1,14 +1,147 @@
-"""``scidmz tune``: GA tuning of the MLC gains from a model directory, tracked with mlflow."""
+"""``scidmz tune``: GA tuning of the MLC gains from a model directory, tracked with mlflow.
+
+In steps, each readable on its own: ``TuneSettings`` (the flags) are checked
+against the scenario into a ``TunePlan`` (``plan_tune``: one-line errors before
+any work); ``run_tune`` runs the GA (``tuning.ga.tune``) and, if asked, the
+refinement on another plant (``tuning.refine``); ``write_tune`` writes the
+gains and the convergence files; ``tune_from_paths`` chains them inside an
+optional mlflow run.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..scenario import Scenario
 
-__all__ = ["tune_from_paths"]
+__all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "write_tune", "tune_from_paths"]
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """The knobs of ``scidmz tune`` as given (``episode`` may be ``"120s"``).
+
+    ``workers`` > 1 spreads each generation over a process pool; ``executor``
+    (``local``, ``processes[:N]``, ``dask://HOST:PORT``; see ``scidmz.executors``)
+    chooses where each generation's fitness chunks run, with the same result
+    (it wins over ``workers``). ``delta_u``: the +-Delta_u saturator as a
+    fraction of B_max (None: ``DEFAULT_DELTA_U``). ``refine_plant`` (e.g.
+    ``netns``): after the GA, detune its gains on that plant (``tuning.refine``:
+    ``refine_episodes`` episodes per factor of ``refine_factors``).
+    """
+
+    generations: int = 100
+    population: int = 30
+    parents: int = 15
+    episode: str | float = 120.0
+    seed: int = 0
+    workers: int = 0
+    executor: str | None = None
+    delta_u: float | None = None
+    limiter: str = "band"
+    episodes: int = 1
+    refine_plant: str | None = None
+    refine_episodes: int = 2
+    refine_factors: Sequence[float] | None = None
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """``TuneSettings`` checked against a scenario: SI values and the executor's spec."""
+
+    scenario: Scenario
+    settings: TuneSettings
+    episode: float  # s
+    delta_u: float  # fraction of B_max
+    executor: Any  # executors.ExecutorSpec
+
+
+def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
+    """Check ``settings`` (one-line ``ValueError`` each) before any work."""
+    from ..executors import ExecutorSpec, parse_executor
+    from ..policies.rate.mlc import DEFAULT_DELTA_U, LIMITERS
+    from ..units import parse_time
+
+    s = settings
+    ep = parse_time(s.episode, what="--episode")
+    try:  # the scenario's limits (finite, duration/period) apply to the fitness episode
+        scenario.replace(duration=ep)
+    except ValueError as exc:
+        raise ValueError(f"--episode {s.episode}: {exc}") from None
+    du = DEFAULT_DELTA_U if s.delta_u is None else float(s.delta_u)
+    if not 0 < du <= 1:
+        raise ValueError(f"--delta-u must be a fraction of B_max in (0, 1], got {s.delta_u}")
+    if s.limiter not in LIMITERS:
+        raise ValueError(f"--limiter must be one of {', '.join(LIMITERS)}, got {s.limiter!r}")
+    if s.executor is not None:
+        spec = parse_executor(s.executor)
+    else:
+        spec = ExecutorSpec("processes", s.workers) if s.workers and s.workers > 1 else ExecutorSpec("local")
+    if s.refine_plant is not None:
+        from ..plant.base import PLANT_KINDS
+
+        if s.refine_plant not in PLANT_KINDS:
+            raise ValueError(f"--refine-plant: unknown plant '{s.refine_plant}' (choose from {', '.join(PLANT_KINDS)})")
+        if s.refine_episodes < 1:
+            raise ValueError(f"--refine-episodes must be >= 1, got {s.refine_episodes}")
+    return TunePlan(scenario, s, ep, du, spec)
+
+
+def tune_params(plan: TunePlan, model: str, predictor: Any) -> dict[str, Any]:
+    """The mlflow parameters of a tuning run."""
+    s, sc = plan.settings, plan.scenario
+    return {
+        "scenario": sc.name, "dtn_cca": sc.dtn.cca, "model": str(model),
+        "model_dataset_sha256": predictor.meta.get("dataset_sha256"), "generations": s.generations,
+        "population": s.population, "parents": s.parents, "crossover": 0.9, "mutation": 0.1,
+        "episode": plan.episode, "seed": s.seed, "workers": s.workers, "executor": plan.executor.kind,
+        "delta_u": plan.delta_u, "limiter": s.limiter, "episodes_per_individual": s.episodes,
+        **({"refine_plant": s.refine_plant, "refine_episodes": s.refine_episodes} if s.refine_plant else {}),
+    }
+
+
+def run_tune(plan: TunePlan, predictor: Any, progress: bool = False,
+             log: Callable[[str], None] | None = None) -> Any:
+    """The GA (MLC section 3.3) and, with ``refine_plant``, the refinement; returns the ``TuneResult``.
+
+    A refinement's chosen gains replace the GA's; the GA's own stay in ``info.refine``.
+    """
+    from ..executors import open_executor
+    from .ga import tune
+
+    s = plan.settings
+    with open_executor(plan.executor) as ex:
+        res = tune(plan.scenario, predictor, generations=s.generations, population=s.population,
+                   parents=s.parents, episode=plan.episode, seed=s.seed, executor=ex, progress=progress,
+                   delta_u=plan.delta_u, limiter=s.limiter, episodes=s.episodes)
+    if s.refine_plant is not None:
+        from .refine import DETUNE_FACTORS, refine_gains
+
+        rr = refine_gains(plan.scenario, predictor, res.gains, plant=s.refine_plant, episodes=s.refine_episodes,
+                          episode=plan.episode, seed=s.seed, factors=s.refine_factors or DETUNE_FACTORS, log=log)
+        res.info["refine"] = {**rr.info, "factor": rr.factor, "candidates": rr.rows}
+        res.gains = rr.gains
+    return res
+
+
+def write_tune(res: Any, out: str | Path) -> tuple[Path, Path]:
+    """Write the result; returns (gains file, directory of the convergence files).
+
+    ``out`` ending in ``.json`` -> just the gains file, the convergence files next to
+    it in ``<stem>.tune/``; otherwise a directory with gains.json, convergence.csv,
+    convergence.png and result.json.
+    """
+    out_path = Path(out)
+    if out_path.suffix == ".json":
+        tdir = out_path.with_name(out_path.stem + ".tune")
+        res.save(tdir)
+        res.gains.save(out_path, extra={"best_iae": res.best_iae, **res.info})
+        return out_path, tdir
+    tdir = res.save(out_path)
+    return tdir / "gains.json", tdir
 
 
 def tune_from_paths(
@@ -16,119 +149,48 @@ def tune_from_paths(
     model: str,
     out: str,
     overrides: list[str] | None = None,
-    generations: int = 100,
-    population: int = 30,
-    parents: int = 15,
-    episode: str | float = 120.0,
-    seed: int = 0,
-    workers: int = 0,
-    executor: str | None = None,
-    delta_u: float | None = None,
-    limiter: str = "band",
-    episodes: int = 1,
+    *,
     tracking_uri: str | None = None,
     track: bool = True,
     progress: bool = False,
-    refine_plant: str | None = None,
-    refine_episodes: int = 2,
-    refine_factors: Sequence[float] | None = None,
     log: Callable[[str], None] | None = None,
+    **settings: Any,
 ) -> tuple[dict[str, Any], str]:
-    """Run ``tuning.ga.tune`` and write the gains.
+    """Tune the gains for ``model`` on ``scenario`` and write them to ``out`` (``write_tune``).
 
-    ``out`` ending in ``.json`` -> just the gains file (convergence files next
-    to it as ``<stem>.convergence.csv/png``); otherwise a directory with
-    gains.json, convergence.csv, convergence.png and result.json.
-    ``workers`` > 1 spreads each generation over a process pool; ``executor``
-    (``local``, ``processes[:N]``, ``dask://HOST:PORT``; see ``scidmz.executors``)
-    chooses where each generation's fitness chunks run, with the same result.
-    ``refine_plant`` (e.g. ``netns``): then detune the GA's gains on that plant
-    (``tuning.refine``: ``refine_episodes`` episodes per factor of ``refine_factors``)
-    and write the chosen ones; the GA's own stay in the file's ``info.refine``.
+    ``settings``: ``TuneSettings`` fields (``generations``, ``population``, ...).
+    Returns (JSON-able result, human summary); tracked in mlflow (experiment
+    ``scidmz-tune``) unless ``track`` is False.
     """
-    from ..controller.mlc import DEFAULT_DELTA_U, LIMITERS
-    from ..executors import ExecutorSpec, open_executor, parse_executor
     from ..models.predictor import load_predictor
     from ..scenario import resolve_scenario
-    from ..tracking import tracked_run
-    from ..units import parse_time
-    from .ga import tune
+    from ..tracking import optional_run
 
+    unknown = sorted(set(settings) - set(asdict(TuneSettings())))
+    if unknown:
+        raise TypeError(f"tune_from_paths: unknown setting(s) {', '.join(unknown)}")
     sc = resolve_scenario(scenario, overrides)
-    ep = parse_time(episode, what="--episode")
-    try:  # the scenario's limits (finite, duration/period) apply to the fitness episode, before any work
-        sc.replace(duration=ep)
-    except ValueError as exc:
-        raise ValueError(f"--episode {episode}: {exc}") from None
-    du = DEFAULT_DELTA_U if delta_u is None else float(delta_u)
-    if not 0 < du <= 1:
-        raise ValueError(f"--delta-u must be a fraction of B_max in (0, 1], got {delta_u}")
-    if limiter not in LIMITERS:
-        raise ValueError(f"--limiter must be one of {', '.join(LIMITERS)}, got {limiter!r}")
-    if executor is not None:
-        spec = parse_executor(executor)
-    else:
-        spec = ExecutorSpec("processes", workers) if workers and workers > 1 else ExecutorSpec("local")
+    plan = plan_tune(sc, TuneSettings(**settings))
     predictor = load_predictor(model)
-    out_path = Path(out)
-    params = {
-        "scenario": sc.name, "dtn_cca": sc.dtn.cca, "model": str(model),
-        "model_dataset_sha256": predictor.meta.get("dataset_sha256"), "generations": generations,
-        "population": population, "parents": parents, "crossover": 0.9, "mutation": 0.1,
-        "episode": ep, "seed": seed, "workers": workers, "executor": spec.kind, "delta_u": du, "limiter": limiter,
-        "episodes_per_individual": episodes,
-        **({"refine_plant": refine_plant, "refine_episodes": refine_episodes} if refine_plant else {}),
-    }
-    if refine_plant is not None:
-        from ..plant.base import PLANT_KINDS
-
-        if refine_plant not in PLANT_KINDS:
-            raise ValueError(f"--refine-plant: unknown plant '{refine_plant}' (choose from {', '.join(PLANT_KINDS)})")
-        if refine_episodes < 1:
-            raise ValueError(f"--refine-episodes must be >= 1, got {refine_episodes}")
-
-    def work(run: Any | None) -> dict[str, Any]:
-        with open_executor(spec) as ex:
-            res = tune(sc, predictor, generations=generations, population=population, parents=parents,
-                       episode=ep, seed=seed, executor=ex, progress=progress, delta_u=du,
-                       limiter=limiter, episodes=episodes)
-        if refine_plant is not None:
-            from .refine import DETUNE_FACTORS, refine_gains
-
-            rr = refine_gains(sc, predictor, res.gains, plant=refine_plant, episodes=refine_episodes, episode=ep,
-                              seed=seed, factors=refine_factors or DETUNE_FACTORS, log=log)
-            res.info["refine"] = {**rr.info, "factor": rr.factor, "candidates": rr.rows}
-            res.gains = rr.gains
-        if out_path.suffix == ".json":
-            tdir = out_path.with_name(out_path.stem + ".tune")
-            res.save(tdir)
-            res.gains.save(out_path, extra={"best_iae": res.best_iae, **res.info})
-            gains_file = out_path
-        else:
-            tdir = res.save(out_path)
-            gains_file = tdir / "gains.json"
-        doc = {
-            "gains": res.gains.to_dict(), "gains_file": str(gains_file), "dir": str(tdir),
-            "best_iae": res.best_iae, "curve": res.curve, **res.info,
-        }
+    with optional_run(track, "scidmz-tune", f"tune-{sc.name}", tune_params(plan, model, predictor),
+                      tracking_uri) as run:
+        res = run_tune(plan, predictor, progress, log)
+        gains_file, tdir = write_tune(res, out)
+        doc = {"gains": res.gains.to_dict(), "gains_file": str(gains_file), "dir": str(tdir),
+               "best_iae": res.best_iae, "curve": res.curve, **res.info}
         if run is not None:
             run.log_metrics({"best_iae": res.best_iae, "kp": res.gains.kp, "ki": res.gains.ki,
                              "kw": res.gains.kw, "seconds": res.info["seconds"]})
             run.log_metric_series("best_iae_per_generation", res.curve)
             run.log_artifact(tdir, artifact_path="tune")
             doc["mlflow_run_id"] = run.run_id
-        return doc
+    return doc, _human(plan, doc)
 
-    if track:
-        with tracked_run("scidmz-tune", f"tune-{sc.name}", params, tracking_uri) as run:
-            doc = work(run)
-    else:
-        doc = work(None)
-    g = doc["gains"]
-    ref = doc.get("refine")
-    human = (
-        f"GA ({generations} generations x {population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
+
+def _human(plan: TunePlan, doc: dict[str, Any]) -> str:
+    g, s, ref = doc["gains"], plan.settings, doc.get("refine")
+    return (
+        f"GA ({s.generations} generations x {s.population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
         f"best IAE {doc['best_iae'] / 1e9:.2f} Gbit, {doc['seconds']:.1f} s -> {doc['gains_file']}"
         + (f" (refined on {ref['plant']}: the GA's gains x {ref['factor']:g})" if ref else "")
     )
-    return doc, human

@@ -2,7 +2,7 @@
 
 A test is a list of flows (name, base RTT, CCA, start, size, a rate outside the
 bottleneck and its schedule: ``scenario.FlowGroup``) meeting at one bottleneck,
-and a policy: the Jenks queue policy (``policies.jenks``, every period: epoch =
+and a policy: the Jenks queue policy (``policies.queue.jenks``, every period: epoch =
 T = 1 s) or, without separation, nothing (``none``: the bottleneck's one
 drop-tail FIFO). ``run_flows`` builds the plant from the scenario and runs the
 episode with ``runner.run_episode``; after every period it reads each flow's

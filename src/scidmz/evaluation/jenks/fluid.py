@@ -3,7 +3,7 @@
 Test 1 (ext section 4.1; short section IV-A): four long flows at 2, 20, 40
 and 60 ms share one bottleneck. Without separation they share one queue
 whose buffer is the BDP at the largest RTT (60 ms); with separation the
-Jenks policy (``policies.jenks``) puts them in K = 4 queues with Stanford
+Jenks policy (``policies.queue.jenks``) puts them in K = 4 queues with Stanford
 buffers and C * N_i / N rates. Paper: Jain's index ~0.98 with separation
 for CUBIC and BBR; without it CUBIC favours the short RTTs and BBR the
 long one.

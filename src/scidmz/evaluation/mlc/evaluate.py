@@ -24,7 +24,7 @@ EVALUABLE = ("mlc", "jenks", "abc", "ffs", "none")
 
 def load_mlc_policy(model: str | os.PathLike[str], gains: str | os.PathLike[str]) -> Policy:
     """The MLC from a model directory and a gains JSON, with one-line errors for bad paths."""
-    from ...controller.mlc import Gains, MLCPolicy
+    from ...policies.rate.mlc import Gains, MLCPolicy
 
     mp, gp = Path(model), Path(gains)
     if not mp.exists():
@@ -56,7 +56,7 @@ def _build_policies(names: list[str], sc: Scenario, model: str | None,
     pols: dict[str, Policy] = {}
     for n in names:
         if n == "mlc":
-            from ...controller.mlc import mlc_files
+            from ...policies.rate.mlc import mlc_files
 
             model, gains = mlc_files(sc, model, gains)
             pols["mlc"] = load_mlc_policy(model, gains)

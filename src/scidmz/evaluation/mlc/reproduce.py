@@ -51,7 +51,7 @@ class ReproducePlan:
     #: fluid plant (ours: cheapest, and the testbed scenario is the same network).
     eval_plant: str = "fluid"
     #: Delta_u of the saturator band around the trivial rate (fraction of B_max), used by the GA
-    #: and by the evaluated MLC; None = ``controller.mlc.DEFAULT_DELTA_U``.
+    #: and by the evaluated MLC; None = ``policies.rate.mlc.DEFAULT_DELTA_U``.
     delta_u: float | None = None
     #: Episodes per candidate when the GA's gains are refined on the evaluation plant
     #: (``tuning.refine``; 0 = no refinement, the fluid plant's GA gains are used as they are).
@@ -160,7 +160,7 @@ class ReproducePlan:
 
     def deviations(self) -> list[str]:
         """Where these sizes differ from the paper's (the defaults), in words for the report."""
-        from ...controller.mlc import DEFAULT_DELTA_U
+        from ...policies.rate.mlc import DEFAULT_DELTA_U
 
         ref = ReproducePlan()
         out: list[str] = []
@@ -190,7 +190,7 @@ class ReproducePlan:
         return out
 
     def sizes(self) -> dict[str, Any]:
-        from ...controller.mlc import DEFAULT_DELTA_U
+        from ...policies.rate.mlc import DEFAULT_DELTA_U
 
         e = self.experiments
         return {
@@ -303,7 +303,7 @@ class _Chain:
 
     def tune(self, model_dir: Path) -> Any:
         """Table 2's GA for (Kp, Ki, Kw); returns the gains."""
-        from ...controller.mlc import Gains
+        from ...policies.rate.mlc import Gains
         from ...tuning.run import tune_from_paths
 
         p = self.plan
@@ -325,10 +325,10 @@ class _Chain:
 
     def evaluate(self, model_dir: Path, gains: Any) -> None:
         """Section 4: the MLC vs the trivial TBF on paired trials, written beside the chain's files."""
-        from ...controller.mlc import MLCPolicy
         from ...models.predictor import load_predictor
         from ...plots import plot_trace, save_figure
         from ...policies import TrivialPolicy
+        from ...policies.rate.mlc import MLCPolicy
 
         p, sc, d = self.plan, self.sc, self.d
         tag = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "mode": p.mode, "seed": p.seed}

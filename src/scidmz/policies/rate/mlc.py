@@ -37,14 +37,15 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from ..fileio import atomic_write_text
-from ..identification.regressors import N_FEATURES, RATE_FEATURES, feature_row
-from ..scenario import Scenario
-from ..state import STATE_FIELDS, History
+from ...fileio import atomic_write_text
+from ...identification.regressors import N_FEATURES, RATE_FEATURES, feature_row
+from ...scenario import Scenario
+from ...state import STATE_FIELDS, History
+from ..registry import register_policy
 
 __all__ = ["Gains", "desired_state", "AntiWindupPI", "MLCPolicy", "DEFAULT_DELTA_U", "mlc_files"]
 
@@ -106,7 +107,7 @@ class Gains:
             path = path / "gains.json"
         if not path.exists():
             raise FileNotFoundError(f"gains file not found: {path}")
-        from ..fileio import read_text_input
+        from ...fileio import read_text_input
 
         try:
             doc = json.loads(read_text_input(path, "gains file"))
@@ -233,6 +234,7 @@ class MLCPolicy:
     """
 
     name = "mlc"
+    kind: Literal["rate"] = "rate"
 
     def __init__(
         self,
@@ -241,6 +243,8 @@ class MLCPolicy:
         delta_u: float | None = None,
         yd_fill: str = "table3",
     ) -> None:
+        if delta_u is not None and not (isinstance(delta_u, int | float) and 0 < delta_u <= 1):
+            raise ValueError(f"delta_u must be a fraction of B_max in (0, 1], got {delta_u!r}")
         if yd_fill not in YD_FILLS:
             raise ValueError(f"yd_fill must be one of {', '.join(YD_FILLS)}, got {yd_fill!r}")
         self.yd_fill = yd_fill
@@ -265,18 +269,20 @@ class MLCPolicy:
         self.pi: AntiWindupPI | None = None
 
     @classmethod
-    def from_paths(cls, model: str | os.PathLike[str], gains: str | os.PathLike[str]) -> MLCPolicy:
-        """Load a saved model directory (its NumPy weights; no TensorFlow) and a gains JSON."""
-        from ..models.predictor import load_predictor
+    def from_paths(cls, model: Any, gains: Any, delta_u: float | None = None, yd_fill: str = "table3") -> MLCPolicy:
+        """The registry's factory: ``model`` a saved model directory (its NumPy weights; no
+        TensorFlow) or a model object, ``gains`` a gains JSON or a ``Gains``; ``delta_u`` and
+        ``yd_fill`` as for ``MLCPolicy`` (``--set policy.yd_fill=measured``)."""
+        from ...models.predictor import load_predictor
 
         if isinstance(model, str | os.PathLike):
             model = load_predictor(model)
         if isinstance(gains, str | os.PathLike):
             gains = Gains.load(gains)
-        return cls(model, gains)
+        return cls(model, gains, delta_u=delta_u, yd_fill=yd_fill)
 
     def reset(self, scenario: Scenario, batch: int = 1) -> None:
-        from ..regime import mismatch
+        from ...regime import mismatch
 
         msg = mismatch((getattr(self.predictor, "meta", None) or {}).get("scenario_fingerprint"), scenario,
                        "inverse model")
@@ -362,7 +368,7 @@ def mlc_files(scenario: Scenario, model: str | None, gains: str | None) -> tuple
     if model and gains:
         return str(model), str(gains)
     if not model and not gains:
-        from ..data import shipped_model, shipped_model_names
+        from ...data import shipped_model, shipped_model_names
 
         found = shipped_model(scenario)
         if found is not None:
@@ -375,3 +381,6 @@ def mlc_files(scenario: Scenario, model: str | None, gains: str | None) -> tuple
         raise ValueError(f"policy mlc needs --model DIR and --gains FILE (no model ships for '{scenario.name}' "
                          f"with DTN {scenario.dtn.cca}; shipped: {have})")
     raise ValueError("policy mlc needs both --model DIR and --gains FILE")
+
+
+register_policy("mlc", "rate", MLCPolicy.from_paths)

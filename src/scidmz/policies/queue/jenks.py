@@ -36,14 +36,16 @@ docs/jenks.md lists them.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from ..queueconfig import MTU, FlowMatch, FlowRule, QueueConfig, QueueConfigError, QueueSpec
+from ...queueconfig import MTU, FlowMatch, FlowRule, QueueConfig, QueueConfigError, QueueSpec
+from ..registry import register_policy
 
 __all__ = [
     "JenksParams",
@@ -487,7 +489,7 @@ class JenksPolicy:
     """
 
     name = "jenks"
-    kind = "queue"
+    kind: Literal["queue"] = "queue"
 
     def __init__(self, params: JenksParams | None = None, epoch: float = 1.0) -> None:
         self.params = (params or JenksParams()).check()
@@ -551,3 +553,18 @@ def serve_target(cfg: QueueConfig, flows: Any, target: float) -> QueueConfig:
         else:
             queues.append(replace(q, rate=(cfg.capacity - target) * q.rate / rest_share, ceil=cfg.capacity))
     return replace(cfg, queues=tuple(queues)).validate()
+
+
+def jenks_policy(**options: Any) -> JenksPolicy:
+    """The registry's factory: ``make_policy("jenks", queues=2, ...)``, the ``JenksParams``
+    fields as options (``--set policy.queues=2``), plus ``epoch`` (s)."""
+    epoch = options.pop("epoch", 1.0)
+    return JenksPolicy(JenksParams(**options), epoch=epoch)
+
+
+# The options are JenksParams' fields: the registry reads them from this signature.
+jenks_policy.__signature__ = inspect.Signature(
+    [*inspect.signature(JenksParams).parameters.values(),
+     inspect.Parameter("epoch", inspect.Parameter.KEYWORD_ONLY, default=1.0)])
+
+register_policy("jenks", "queue", jenks_policy)

@@ -1,15 +1,18 @@
 """Baselines of the MLC paper's comparison scenario (section 3.7).
 
-``TrivialPolicy``: the fixed TBF a campus administrator would set,
-u = B_max - R*_DTN(t). ``NoShapingPolicy``: the shaper wide open (u = u_max).
+``TrivialPolicy`` (``trivial``): the fixed TBF a campus administrator would set,
+u = B_max - R*_DTN(t). ``NoShapingPolicy`` (``none``): the shaper wide open (u = u_max).
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
-from ..scenario import Scenario
-from ..state import History
+from ...scenario import Scenario
+from ...state import History
+from ..registry import register_policy
 
 __all__ = ["TrivialPolicy", "NoShapingPolicy"]
 
@@ -18,6 +21,7 @@ class TrivialPolicy:
     """u(t) = B_max - R*_DTN(t), clipped to the shaper's [u_min, u_max] (MLC section 3.7)."""
 
     name = "trivial"
+    kind: Literal["rate"] = "rate"
 
     def __init__(self) -> None:
         self._scenario: Scenario | None = None
@@ -43,3 +47,7 @@ class NoShapingPolicy(TrivialPolicy):
     def decide(self, history: History, target: np.ndarray) -> np.ndarray:
         s = self._need()
         return np.full(history.batch, s.u_max)
+
+
+register_policy("trivial", "rate", TrivialPolicy)
+register_policy("none", "rate", NoShapingPolicy)

@@ -1,0 +1,89 @@
+"""``RootQdisc``: one device's root qdisc through a pyroute2 ``IPRoute``, owned under a fixed handle.
+
+What the TBF and the HTB actuators share: each owns the root qdisc of one
+device (optionally inside a network namespace) under its own handle. Opening
+checks that the namespace and the device exist and refuses a device whose
+root qdisc someone else configured (an explicit handle: its classes and
+filters could not be restored); a kernel default root (noqueue, pfifo_fast,
+mq, fq_codel with handle 0) is fine, it comes back when ours is deleted.
+``delete_ours`` removes our root only if it is still ours; ``close`` closes
+the netlink socket. Errors are one line: ``ValueError`` for bad input,
+``RuntimeError`` when netlink cannot be opened. pyroute2 is imported here only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RootQdisc", "TC_H_ROOT"]
+
+TC_H_ROOT = 0xFFFFFFFF
+# ENOENT, ENODEV, EINVAL: the device or the namespace went first; nothing is left to delete.
+_GONE = (2, 19, 22)
+
+
+class RootQdisc:
+    """The root qdisc of ``dev`` that ``owner`` installs with ``handle`` and ``kind`` (see module doc)."""
+
+    def __init__(self, dev: str, netns: str | None, handle: int, kind: str, owner: str) -> None:
+        if not dev or not isinstance(dev, str):
+            raise ValueError(f"{owner} needs a device name, got {dev!r}")
+        if netns is not None and not Path("/var/run/netns", netns).exists():
+            raise ValueError(f"network namespace '{netns}' does not exist")
+        self.dev, self.netns, self.handle, self.kind = dev, netns, handle, kind
+        from pyroute2 import IPRoute
+
+        try:
+            self.ipr = IPRoute(netns=netns) if netns is not None else IPRoute()
+        except OSError as exc:
+            raise RuntimeError(f"cannot open netlink for namespace {netns!r}: {exc}") from None
+        try:
+            found = self.ipr.link_lookup(ifname=dev)
+            if not found:
+                raise ValueError(f"no network device '{dev}'" + (f" in namespace '{netns}'" if netns else ""))
+            self.index = int(found[0])
+            prev = self.root()
+            if prev is not None and prev["handle"] not in (0, handle):
+                raise ValueError(
+                    f"device '{dev}' already has a configured root qdisc '{prev.get_attr('TCA_KIND')}' "
+                    f"(handle {prev['handle'] >> 16:x}:); refusing to replace what it could not restore"
+                )
+            #: The kind of the root qdisc found at start (None: none), e.g. "noqueue".
+            self.previous_kind: str | None = None if prev is None else prev.get_attr("TCA_KIND")
+        except BaseException:
+            self.ipr.close()
+            raise
+
+    def mtu(self) -> int:
+        """The device's MTU (1500 when the kernel does not say)."""
+        return int(self.ipr.get_links(self.index)[0].get_attr("IFLA_MTU") or 1500)
+
+    def root(self) -> Any | None:
+        """The device's root qdisc message, whoever installed it (None: none)."""
+        for q in self.ipr.get_qdiscs(index=self.index):
+            if q["parent"] == TC_H_ROOT and q["index"] == self.index:
+                return q
+        return None
+
+    def ours(self) -> Any | None:
+        """The root qdisc if it is ours (our handle and kind), else None."""
+        q = self.root()
+        if q is not None and q["handle"] == self.handle and q.get_attr("TCA_KIND") == self.kind:
+            return q
+        return None
+
+    def delete_ours(self) -> None:
+        """Delete our root qdisc (and all under it) if it is still ours; a vanished device is fine."""
+        if self.ours() is None:
+            return
+        from pyroute2.netlink.exceptions import NetlinkError
+
+        try:
+            self.ipr.tc("del", index=self.index, handle=self.handle, parent=TC_H_ROOT)
+        except NetlinkError as exc:
+            if exc.code not in _GONE:
+                raise
+
+    def close(self) -> None:
+        self.ipr.close()

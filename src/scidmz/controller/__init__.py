@@ -1,1 +1,0 @@
-"""Control: the loop runner, the MLC control law and its anti-windup PI stage."""
