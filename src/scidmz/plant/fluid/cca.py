@@ -28,27 +28,94 @@ from .constants import (
     MSS,
     RENO_BETA,
     SS_ACK_GAIN,
+    TCP_RTO_MIN,
+    TCP_STALL_P_MAX,
+    TCP_TIMEOUT_MIN,
 )
 from .layout import (
     S_CWND,
+    S_DELIV,
     S_EPOCH,
     S_K,
     S_LOSS_AT,
     S_PACE,
+    S_PBYTES,
+    S_PLOST,
+    S_PRTT_DONE,
     S_RECOV_END,
     S_RI,
     S_RIHOLD,
+    S_RSINCE,
     S_RSTART,
     S_SSTH,
     S_WMAX,
 )
 
-
 # -- window-based controllers (Reno, CUBIC) ----------------------------------------------------
+# A window flow stalled by a tail-loss probe or timeout keeps, in these columns (BBR-only otherwise):
+S_STALL_W = S_PRTT_DONE  # > 0 while stalled: the window (bytes) the loss that stalled it found
+S_STALL_CREDIT = S_RSINCE  # accumulated stall probability of its loss events (see _timeout_stall)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _stalled(s, f):
+    return s[S_STALL_W, f] > 0.0 and s[S_LOSS_AT, f] < INF
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FM)
+def _timeout_stall(s, f, t, rtt):
+    """How long the loss detected now stalls the flow (0: SACK/RACK recovery goes on sending).
+
+    Linux recovers a loss without a timer only if a packet sent after it is SACKed (RACK); with
+    w packets in flight that fails when the other w - 1 are lost too, probability p^(w - 1) at a
+    loss rate p (1 for a lone packet). The flow then sends nothing until the tail-loss probe, 2 SRTT
+    + 2 ms, or 2 SRTT + 200 ms with one packet out (tcp_schedule_loss_probe), and if the probe is
+    lost too (p) until the retransmission timeout, SRTT + 200 ms (tcp_set_rto with rto_min), doubled
+    for every further loss: p / (1 - 2p) RTOs expected. p is the flow's loss fraction this period.
+    Which events stall is decided by accumulating their probabilities (ours: the window CCAs have
+    no random stream; the mean rate of stalls is the same)."""
+    w = s[S_CWND, f] / MSS
+    lost = s[S_PLOST, f]
+    tot = lost + s[S_DELIV, f] + s[S_PBYTES, f]
+    p = min(max(lost - MSS, 0.0) / tot, TCP_STALL_P_MAX) if tot > 0.0 else 0.0
+    # no later packet SACKed, or the retransmission lost and none of the ~0.7 w - 1 sent after it SACKed
+    q = p ** max(w - 1.0, 0.0) + p * p ** max(CUBIC_BETA * w - 1.0, 0.0)
+    credit = s[S_STALL_CREDIT, f] + q
+    if credit < 1.0:
+        s[S_STALL_CREDIT, f] = credit
+        return 0.0
+    s[S_STALL_CREDIT, f] = credit - 1.0
+    pto = 2.0 * rtt + (TCP_RTO_MIN if w <= 1.5 else TCP_TIMEOUT_MIN)
+    rto = rtt + TCP_RTO_MIN
+    return min(pto, rto) + rto * p / (1.0 - 2.0 * p)
+
+
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def _window_loss(s, f, cca, t, rtt):
-    """Multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with fast convergence)."""
+    """Multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with fast convergence),
+    after a stall when the window was too small for SACK recovery (_timeout_stall)."""
     cwnd = s[S_CWND, f]
+    if _stalled(s, f):
+        # the stall is over: reduce from the window the loss found, and restart from one packet
+        # as after a timeout (tcp_enter_loss: cwnd 1, ssthresh from the CCA)
+        w = s[S_STALL_W, f]
+        s[S_STALL_W, f] = 0.0
+        _window_reduce(s, f, cca, t, rtt, w)
+        s[S_CWND, f] = MSS
+        return
+    else:
+        stall = _timeout_stall(s, f, t, rtt)
+        if stall > 0.0:
+            s[S_STALL_W, f] = cwnd
+            s[S_CWND, f] = 0.0  # nothing is sent until the probe or the timeout
+            s[S_LOSS_AT, f] = t + stall  # the kernel calls back then
+            return
+    _window_reduce(s, f, cca, t, rtt, cwnd)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _window_reduce(s, f, cca, t, rtt, cwnd):
+    """The multiplicative decrease of one congestion event from window ``cwnd`` (bytes)."""
     s[S_LOSS_AT, f] = INF
     s[S_RECOV_END, f] = t + rtt
     if cca == CUBIC:
@@ -69,6 +136,8 @@ def _window_loss(s, f, cca, t, rtt):
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
     """ACK-clocked growth: slow start (with HyStart for CUBIC), then CUBIC or Reno avoidance."""
+    if _stalled(s, f):
+        return cwnd  # queued packets still arrive during a stall; the window stays shut
     if cwnd < ssth:
         cwnd += SS_ACK_GAIN * acked
         # HyStart: leave slow start when the RTT has grown by clamp(minRTT/8, 4, 16 ms)
