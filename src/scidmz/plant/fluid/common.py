@@ -15,7 +15,7 @@ def _install_cache_locator() -> None:
     and links in the discipline cores of ``scidmz.disciplines.abc``/``ffs``, but
     numba's cache stamp only hashes this file, so an edited constant or core
     would silently keep the old compiled kernel. This locator (used for
-    common.py, cca.py and kernel.py only) adds those files' SHA-256 to the
+    common.py, cca.py, bbr1.py, bbr2.py and kernel.py only) adds those files' SHA-256 to the
     stamp; any change recompiles on the next use.
     """
     import hashlib
@@ -25,9 +25,11 @@ def _install_cache_locator() -> None:
 
     fluid_dir = os.path.dirname(os.path.abspath(__file__))
     # the modules whose compiled functions freeze those files: this one, the CCAs, the kernel
-    mine = {os.path.join(fluid_dir, n) for n in ("common.py", "cca.py", "kernel.py")}
+    mine = {os.path.join(fluid_dir, n) for n in ("common.py", "cca.py", "bbr1.py", "bbr2.py", "kernel.py")}
     disc_dir = os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), "disciplines")
-    deps = [os.path.join(fluid_dir, n) for n in ("constants.py", "layout.py")]
+    # ... and the modules whose compiled code the kernel links in (an edited CCA would otherwise leave
+    # the cached kernel holding the old one)
+    deps = [os.path.join(fluid_dir, n) for n in ("constants.py", "layout.py", "cca.py", "bbr1.py", "bbr2.py")]
     # constants.py re-exports the wire facts and y's constants from these two
     deps += [os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), n) for n in ("units.py", "state.py")]
     deps += [os.path.join(disc_dir, n) for n in ("abc.py", "ffs.py")]
