@@ -101,12 +101,23 @@ def _struct(name: str, fields: tuple[tuple[str, int], ...], size: int | None = N
     return lines
 
 
+def _steps(fields: tuple[str, ...]) -> list[str]:
+    return [f"    SCIDMZ_CRC_STEP{C.HASH_FIELD_BITS[f]}(c, k->{f});" for f in fields]
+
+
 def _crc_function(suffix: str, fields: tuple[str, ...]) -> list[str]:
+    """``scidmz_crc_<suffix>(k)``, and ``scidmz_crc_<suffix>_f(k, flow_raw)``: the same value, which
+    starts from the 5-tuple's CRC state ``flow_raw`` when the list begins with FLOW_FIELDS (a CRC
+    over a prefix is a state the rest continues from), so shared prefixes are hashed once."""
     lines = [f"static __always_inline __u32 scidmz_crc_{suffix}(const struct scidmz_hkey *k)", "{",
-             "    __u32 c = 0xFFFFFFFFU;"]
-    for f in fields:
-        lines.append(f"    SCIDMZ_CRC_STEP{C.HASH_FIELD_BITS[f]}(c, k->{f});")
-    lines += ["    return ~c;", "}"]
+             "    __u32 c = 0xFFFFFFFFU;", *_steps(fields), "    return ~c;", "}"]
+    n = len(C.FLOW_FIELDS)
+    lines += [f"static __always_inline __u32 scidmz_crc_{suffix}_f(const struct scidmz_hkey *k, __u32 flow_raw)",
+              "{"]
+    if fields[:n] == C.FLOW_FIELDS:
+        lines += ["    __u32 c = flow_raw;", *_steps(fields[n:]), "    return ~c;", "}"]
+    else:
+        lines += ["    (void)flow_raw;", f"    return scidmz_crc_{suffix}(k);", "}"]
     return lines
 
 
@@ -159,6 +170,9 @@ def render() -> str:
         "#define SCIDMZ_CRC_STEP8(c, v) do { (c) = SCIDMZ_CRC_T(0, (c) ^ (__u32)(v)) ^ ((c) >> 8); } while (0)",
         "",
     ]
+    out += ["/* the CRC state after the 5-tuple (FLOW_FIELDS), before the final inversion */",
+            "static __always_inline __u32 scidmz_crcraw_flow(const struct scidmz_hkey *k)", "{",
+            "    __u32 c = 0xFFFFFFFFU;", *_steps(C.FLOW_FIELDS), "    return c;", "}"]
     for suffix, fields in HASHES:
         out += _crc_function(suffix, fields)
     out += ["", "#endif /* SCIDMZ_EBPF_H_ */", ""]

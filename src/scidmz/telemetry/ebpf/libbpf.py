@@ -104,6 +104,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "bpf_map_lookup_batch": (_I, [_I, _P, _P, _P, _P, ctypes.POINTER(_U32), ctypes.POINTER(BatchOpts)]),
     "bpf_obj_get_info_by_fd": (_I, [_I, _P, ctypes.POINTER(_U32)]),
     "bpf_prog_get_fd_by_id": (_I, [_U32]),
+    "bpf_enable_stats": (_I, [_I]),
     "ring_buffer__new": (_P, [_I, SAMPLE_FN, _P, _P]),
     "ring_buffer__consume": (_I, [_P]),
     "ring_buffer__free": (None, [_P]),

@@ -186,11 +186,23 @@ class EbpfObject:
     def prog_ptr(self, name: str) -> int:
         return self.lib.ptr(self.lib.bpf_object__find_program_by_name(self._obj, name.encode()), f"program {name}")
 
-    def prog_id(self, name: str) -> int:
+    def _prog_info(self, name: str) -> bytes:
         info = (ctypes.c_uint8 * 256)()
         n = ctypes.c_uint32(256)
         self.lib.check(self.lib.bpf_obj_get_info_by_fd(self.prog_fd(name), info, ctypes.byref(n)), "program info")
-        return int.from_bytes(bytes(info[4:8]), "little")  # struct bpf_prog_info: type, id, ...
+        return bytes(info)
+
+    def prog_id(self, name: str) -> int:
+        return int.from_bytes(self._prog_info(name)[4:8], "little")  # struct bpf_prog_info: type, id, ...
+
+    def prog_stats(self, name: str) -> tuple[int, int]:
+        """(run_time_ns, run_cnt) of a program: counted while BPF_ENABLE_STATS is on (``enable_stats``)."""
+        info = self._prog_info(name)
+        return int.from_bytes(info[192:200], "little"), int.from_bytes(info[200:208], "little")
+
+    def enable_stats(self) -> int:
+        """Turn the kernel's per-program run-time statistics on until the returned fd is closed."""
+        return self.lib.check(self.lib.bpf_enable_stats(0), "BPF_ENABLE_STATS")  # BPF_STATS_RUN_TIME
 
     def map_fd(self, name: str) -> int:
         if name not in self._maps:

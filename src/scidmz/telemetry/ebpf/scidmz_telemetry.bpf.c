@@ -86,7 +86,6 @@ struct src {
     __u32 len;      /* bytes of the frame the hook sees (wire length less an offloaded VLAN tag) */
     __u32 headlen;  /* linear bytes (xmit); == len for tc */
     __u32 vlan_hw;  /* a VLAN tag held in skb metadata (hardware-accelerated) */
-    __u64 ns;
 };
 
 /* One packet, parsed. Addresses, ports, IP ID and SEQ stay in network byte order
@@ -99,16 +98,25 @@ struct pkt {
     __u32 payload;
     __u32 ln;               /* frame bytes on the wire (Algorithm 2) */
     __u32 now;              /* ticks */
-    __u32 fidx, fsig;
+    __u32 fidx, fsig, flow_raw;
     __u8 kind, flags, proto, out, cls, have_flow;
 };
 
-static __always_inline int ld(const struct src *s, __u32 off, void *buf, __u32 n, const int tc)
+static __always_inline int ld(const struct src *s, __u32 off, void *buf, const __u32 n, const int tc)
 {
     if (off + n > s->len)
         return -1;
-    if (tc)
+    if (tc) {
+        /* the linear part directly (headers normally are); anything else through the helper */
+        const struct __sk_buff *skb = s->skb;
+        const unsigned char *data = (const unsigned char *)(long)skb->data;
+        const unsigned char *end = (const unsigned char *)(long)skb->data_end;
+        if (off <= 128 && data + off + n <= end) {
+            __builtin_memcpy(buf, data + off, n);
+            return 0;
+        }
         return bpf_skb_load_bytes(s->skb, off, buf, n);
+    }
     if (off + n > s->headlen)
         return -1;
     return bpf_probe_read_kernel(buf, n, s->data + off);
@@ -379,9 +387,9 @@ static __always_inline void cms_long_flow(struct scidmz_counters *ctr, const str
     __u64 est = MASK, ln = p->ln;
 
     _Static_assert(SCIDMZ_CMS_ROWS == 3, "one cms_add per row below");
-    cms_add((scidmz_crc_cms_row0(&p->k) & m), ln, &est);
-    cms_add(SCIDMZ_CMS_COLS + (scidmz_crc_cms_row1(&p->k) & m), ln, &est);
-    cms_add(2 * SCIDMZ_CMS_COLS + (scidmz_crc_cms_row2(&p->k) & m), ln, &est);
+    cms_add((scidmz_crc_cms_row0_f(&p->k, p->flow_raw) & m), ln, &est);
+    cms_add(SCIDMZ_CMS_COLS + (scidmz_crc_cms_row1_f(&p->k, p->flow_raw) & m), ln, &est);
+    cms_add(2 * SCIDMZ_CMS_COLS + (scidmz_crc_cms_row2_f(&p->k, p->flow_raw) & m), ln, &est);
     if (est >= SCIDMZ_LONG_FLOW_BYTES && est - ln < SCIDMZ_LONG_FLOW_BYTES) {
         STAT(ctr, LONG_FLOWS)++;
         flow_digest(ctr, p, sent, SCIDMZ_DIGEST_LONG_FLOW, slot);
@@ -402,17 +410,18 @@ static __always_inline void algorithm7_fin(struct scidmz_counters *ctr, const st
     STAT(ctr, AF_FIN_REMOVED)++;
 }
 
-static __always_inline struct scidmz_cell *rtt_cell(int stage, const struct scidmz_hkey *k)
+static __always_inline struct scidmz_cell *rtt_cell(int stage, const struct pkt *p)
 {
     const __u32 m = SCIDMZ_RTT_STAGE_SIZE - 1;
+    const struct scidmz_hkey *k = &p->k;
     __u32 i;
 
     _Static_assert(SCIDMZ_RTT_STAGES == 4, "one case per stage below");
     switch (stage) {
-    case 0: i = scidmz_crc_rtt_stage0(k) & m; break;
-    case 1: i = SCIDMZ_RTT_STAGE_SIZE + (scidmz_crc_rtt_stage1(k) & m); break;
-    case 2: i = 2 * SCIDMZ_RTT_STAGE_SIZE + (scidmz_crc_rtt_stage2(k) & m); break;
-    default: i = 3 * SCIDMZ_RTT_STAGE_SIZE + (scidmz_crc_rtt_stage3(k) & m); break;
+    case 0: i = scidmz_crc_rtt_stage0_f(k, p->flow_raw) & m; break;
+    case 1: i = SCIDMZ_RTT_STAGE_SIZE + (scidmz_crc_rtt_stage1_f(k, p->flow_raw) & m); break;
+    case 2: i = 2 * SCIDMZ_RTT_STAGE_SIZE + (scidmz_crc_rtt_stage2_f(k, p->flow_raw) & m); break;
+    default: i = 3 * SCIDMZ_RTT_STAGE_SIZE + (scidmz_crc_rtt_stage3_f(k, p->flow_raw) & m); break;
     }
     return bpf_map_lookup_elem(&rtt_table, &i);
 }
@@ -442,7 +451,7 @@ static __always_inline void rtt_store_data(struct scidmz_counters *ctr, struct p
     __u32 rs = signature(scidmz_crc_rtt_sig(&p->k));
 #pragma unroll
     for (int st = 0; st < SCIDMZ_RTT_STAGES; st++) {
-        struct scidmz_cell *cell = rtt_cell(st, &p->k);
+        struct scidmz_cell *cell = rtt_cell(st, p);
         if (!cell)
             continue;
         __u32 cur = cell->sig, age = p->now - cell->ts;
@@ -474,7 +483,7 @@ static __always_inline void rtt_match_ack(struct scidmz_counters *ctr, struct pk
     __u32 rs = signature(scidmz_crc_rtt_sig(&p->k));
 #pragma unroll
     for (int st = 0; st < SCIDMZ_RTT_STAGES; st++) {
-        struct scidmz_cell *cell = rtt_cell(st, &p->k);
+        struct scidmz_cell *cell = rtt_cell(st, p);
         if (!cell)
             continue;
         __u32 cur = cell->sig;
@@ -526,7 +535,8 @@ static __always_inline void tap_step(struct scidmz_counters *ctr, struct pkt *p,
     if (p->kind == KIND_L3 || (t != SCIDMZ_TAP_EGRESS && t != scidmz_cfg.rtt_tap))
         return;
     if (!p->have_flow) {
-        p->fidx = scidmz_crc_flow(&p->k) & (SCIDMZ_AF_TABLE_SIZE - 1);
+        p->flow_raw = scidmz_crcraw_flow(&p->k);
+        p->fidx = scidmz_crc_flow_f(&p->k, p->flow_raw) & (SCIDMZ_AF_TABLE_SIZE - 1);
         p->fsig = signature(scidmz_crc_flow_sig(&p->k));
         p->have_flow = 1;
     }
@@ -551,6 +561,14 @@ static __always_inline void tap_step(struct scidmz_counters *ctr, struct pkt *p,
         algorithm7_fin(ctr, p, s, &sent);
 }
 
+static __always_inline __u64 clock_ns(const struct src *s, const int tc)
+{
+    /* clock_skb: frames replayed with BPF_PROG_TEST_RUN carry their capture time in tstamp */
+    if (tc && scidmz_cfg.clock_skb)
+        return ((const struct __sk_buff *)s->skb)->tstamp;
+    return bpf_ktime_get_ns();
+}
+
 /* Parse, count, classify, then the tap steps this hook plays. */
 static __always_inline void handle(const struct src *s, const int hook, const int tc)
 {
@@ -570,7 +588,6 @@ static __always_inline void handle(const struct src *s, const int hook, const in
     if (p.kind == KIND_DROP)
         return;
     p.ln = s->len + (s->vlan_hw ? 4 : 0);
-    p.now = (s->ns / SCIDMZ_TS_TICK_NS) & MASK;
     __u32 c = classify(p.dst);
     if (c) {
         p.out = 1;
@@ -592,6 +609,8 @@ static __always_inline void handle(const struct src *s, const int hook, const in
         STAT(ctr, UNCLASSIFIED) += copies;
         return;
     }
+    /* the clock only for packets that are measured (reading it is a good part of a short path) */
+    p.now = (clock_ns(s, tc) / SCIDMZ_TS_TICK_NS) & MASK;
     if (hook == SCIDMZ_EBPF_HOOK_WAN_OUT) {
         tap_step(ctr, &p, SCIDMZ_TAP_EGRESS);
     } else {
@@ -601,16 +620,10 @@ static __always_inline void handle(const struct src *s, const int hook, const in
     }
 }
 
-static __always_inline __u64 tc_clock(const struct __sk_buff *skb)
-{
-    /* clock_skb: frames replayed with BPF_PROG_TEST_RUN carry their capture time in tstamp */
-    return scidmz_cfg.clock_skb ? skb->tstamp : bpf_ktime_get_ns();
-}
-
 static __always_inline int tc_run(struct __sk_buff *skb, const int hook)
 {
     struct src s = {
-        .skb = skb, .len = skb->len, .headlen = skb->len, .vlan_hw = skb->vlan_present, .ns = tc_clock(skb),
+        .skb = skb, .len = skb->len, .headlen = skb->len, .vlan_hw = skb->vlan_present,
     };
     handle(&s, hook, 1);
     return TC_ACT_UNSPEC;
@@ -648,7 +661,6 @@ int BPF_PROG(scidmz_wan_xmit, struct sk_buff *skb, struct net_device *dev)
         .len = len,
         .headlen = len - BPF_CORE_READ(skb, data_len),
         .vlan_hw = BPF_CORE_READ(skb, vlan_all) != 0,
-        .ns = bpf_ktime_get_ns(),
     };
     handle(&s, SCIDMZ_EBPF_HOOK_WAN_OUT, 0);
     return 0;

@@ -1,9 +1,11 @@
 """``EbpfTelemetry``: y(t) every T from the eBPF programs on a Linux border router.
 
-The telemetry source for a router without a P4 switch (issue 27). It builds
-the programs (``build.py``), claims the interfaces (``attach.claim``: one
-instance per interface), loads the object with the class prefixes
-(``objects.EbpfObject``) and attaches:
+The telemetry source for a router without a P4 switch (issue 27). ``open()``
+checks the interfaces, builds the programs (``build.py``), loads the object
+with the class prefixes (``objects.EbpfObject``: no permission or a verifier
+rejection fails here, before anything is written), claims the interfaces
+(``attach.claim``: one instance per interface, a record of what is made) and
+attaches:
 
 * ``scidmz_lan_in`` to every LAN interface's ingress (frames from the campus
   and the DTN, before the router's queue: the twin's ingress tap);
@@ -200,11 +202,11 @@ class EbpfTelemetry:
         return None if self.collector is None else self.collector.flows()
 
     def counters(self) -> dict[str, int]:
-        """Every counter of the programs (cumulative): the twin's event counters (``stat_*``), parser
-        reasons (``parse_*``), packets per hook, class counters, lost flow digests."""
-        if self.view is None:
+        """Every counter of the programs (cumulative, read now): the twin's event counters (``stat_*``),
+        parser reasons (``parse_*``), packets per hook, class counters, lost flow digests."""
+        if self.obj is None:
             return {}
-        return {n: int(v) for n, v in zip(COUNTER_NAMES, self.view.ctr, strict=True)}
+        return {n: int(v) for n, v in zip(COUNTER_NAMES, self.obj.counters(), strict=True)}
 
     @property
     def drops(self) -> dict[str, int]:
