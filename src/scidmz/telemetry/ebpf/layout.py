@@ -13,7 +13,7 @@ map             type, entries              value
 ``rtt_table``   array, stages x cells      ``CELL`` (sig, ts): the RTT stages, stage-major
 ``af_table``    array, ``AF_TABLE_SIZE``    ``AF_SLOT``: Algorithm 7's per-flow registers
 ``qd_table``    array, ``QD_TABLE_SIZE``    ``CELL``: Algorithm 5's ingress stamps
-``cms``         array, rows x cols         u32: the Count-Min rows, row-major
+``cms``         array, rows x cols / 2     2 x u32: the Count-Min rows, row-major, two per value
 ``qd_last``     array, ``N_CLASSES``        u32: Algorithm 5's QD_Reg per class
 ``counters``    per-CPU array, 1           u64 x ``N_COUNTERS`` (``COUNTER_NAMES``)
 ``flow_events`` ring buffer                ``FLOW_EVENT``: the flow digests (new, ended, long)

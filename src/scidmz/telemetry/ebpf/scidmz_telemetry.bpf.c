@@ -57,7 +57,9 @@ const volatile struct scidmz_cfg scidmz_cfg SEC(".rodata.cfg") = {};
 MAPARRAY(rtt_table, SCIDMZ_RTT_STAGES * SCIDMZ_RTT_STAGE_SIZE, struct scidmz_cell, BPF_F_MMAPABLE);
 MAPARRAY(af_table, SCIDMZ_AF_TABLE_SIZE, struct scidmz_af_slot, BPF_F_MMAPABLE);
 MAPARRAY(qd_table, SCIDMZ_QD_TABLE_SIZE, struct scidmz_cell, BPF_F_MMAPABLE);
-MAPARRAY(cms, SCIDMZ_CMS_ROWS * SCIDMZ_CMS_COLS, __u32, 0);
+/* two counters per element: an array stores each value in round_up(size, 8) bytes */
+struct cms_pair { __u32 c[2]; };
+MAPARRAY(cms, SCIDMZ_CMS_ROWS * SCIDMZ_CMS_COLS / 2, struct cms_pair, 0);
 MAPARRAY(qd_last, SCIDMZ_N_CLASSES, __u32, 0);
 
 struct {
@@ -366,12 +368,14 @@ static __always_inline void algorithm7_active_flow(struct scidmz_counters *ctr, 
     }
 }
 
-static __always_inline void cms_add(__u32 key, __u64 ln, __u64 *est)
+static __always_inline void cms_add(__u32 i, __u64 ln, __u64 *est)
 {
-    __u32 *cell = bpf_map_lookup_elem(&cms, &key);
+    __u32 key = i >> 1;
+    struct cms_pair *pair = bpf_map_lookup_elem(&cms, &key);
 
-    if (!cell)
+    if (!pair)
         return;
+    __u32 *cell = &pair->c[i & 1];
     __u64 v = (__u64)*cell + ln;
     if (v > MASK)
         v = MASK;

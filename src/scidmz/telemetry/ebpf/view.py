@@ -110,7 +110,7 @@ class EbpfView:
             arr = (cells["sig"].astype(np.uint64) << np.uint64(32)) | cells["ts"]
         elif name in C.REG_CMS:
             r = C.REG_CMS.index(name)
-            arr = self.obj.array("cms")[r * C.CMS_COLS:(r + 1) * C.CMS_COLS]
+            arr = self.obj.array("cms", np.dtype((np.uint32, 2))).reshape(-1)[r * C.CMS_COLS:(r + 1) * C.CMS_COLS]
         else:
             raise ValueError(f"unknown register {name!r}")
         arr = np.asarray(arr)
