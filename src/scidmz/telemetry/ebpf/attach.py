@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -384,4 +385,7 @@ def _check(lib: Libbpf, ret: int, what: str) -> None:
     except LibbpfError as exc:
         from .objects import load_error_hint
 
+        if exc.errno in (errno.ENOENT, errno.EOPNOTSUPP):  # the kernel's answer to an unknown qdisc/filter kind
+            raise RuntimeError(f"{what}: this kernel has no clsact qdisc or cls_bpf classifier "
+                               "(CONFIG_NET_SCH_INGRESS, CONFIG_NET_CLS_BPF)") from None
         raise RuntimeError(f"{what}: {load_error_hint(exc)}") from None
