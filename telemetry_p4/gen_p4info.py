@@ -62,6 +62,7 @@ def registers(c) -> list[tuple[str, int, int]]:
         (c.REG_QD_CNT, c.N_CLASSES, c.QD_CNT_BITS),
     ]
     regs += [(n, c.CMS_COLS, c.CMS_COUNTER_BITS) for n in c.REG_CMS]
+    regs += [(c.REG_CLASS_STRIP, c.N_CLASSES, c.CLASS_STRIP_BITS)]
     return regs
 
 

@@ -183,6 +183,7 @@ def _twin_states(sent: list[list[tuple[int, int, bytes]]], samples_ns: list[int]
     pk = merge_taps(*caps)
     twin = SoftwareDataPlane(DTN_PREFIXES, REMOTE_PREFIXES)
     col = None
+    kinds: list[dict[str, int]] = []
     out, lo = [], 0
     for b in samples_ns:  # the first instant starts the collector (see run())
         hi = int(np.searchsorted(pk["ts_ns"], b, side="left"))
@@ -193,7 +194,8 @@ def _twin_states(sent: list[list[tuple[int, int, bytes]]], samples_ns: list[int]
             col = Collector(twin)
         else:
             out.append(col.sample())
-    return out, twin.read_class_counters()
+            kinds.append(_kinds(col.last_flow_digests))
+    return out, twin.read_class_counters(), kinds
 
 
 def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.060, prefix: str | None = None,
@@ -236,6 +238,7 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.060, prefix: str 
                 view.clock = clock  # type: ignore[method-assign]
                 col = None
                 sent, samples_ns, states, drain_s = [], [], [], []
+                kinds: list[dict[str, int]] = []
                 want = 0
                 for k in range(periods):
                     lo = T0 + k * S
@@ -265,9 +268,10 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.060, prefix: str 
                         col = Collector(view)
                     else:
                         states.append(col.sample())
+                        kinds.append(_kinds(col.last_flow_digests))
                     # the instant the collector read the switch's clock: the twin samples there
                     samples_ns.append(stamps[mark] if len(stamps) > mark else time.monotonic_ns())
-                twin, twin_ctr = _twin_states(sent, samples_ns, wd)
+                twin, twin_ctr, twin_kinds = _twin_states(sent, samples_ns, wd)
                 bmv2_ctr = view.read_class_counters()
             finally:
                 view.close()
@@ -298,7 +302,14 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.060, prefix: str 
         # egress-tap class counters [class][bytes, packets] after the run: every frame, IPv4 and
         # IPv6, plain or encapsulated, counted with the same length and class on both
         "class_counters": {"bmv2": bmv2_ctr.tolist(), "twin": twin_ctr.tolist()},
+        # flow digests each compared period drained, by kind (a diagnosis of active_flows)
+        "flow_digests": {"bmv2": kinds, "twin": twin_kinds},
     }
+
+
+def _kinds(d) -> dict[str, int]:
+    names = {1: "new", 2: "ended", 3: "long"}
+    return {names.get(int(k), str(int(k))): int((d["kind"] == k).sum()) for k in sorted(set(d["kind"].tolist()))}
 
 
 def _outgoing(got: list[tuple[int, int, bytes]]) -> int:

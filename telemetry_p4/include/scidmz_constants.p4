@@ -13,6 +13,7 @@
 #define SCIDMZ_CLASS_DTN 1
 #define SCIDMZ_CLASS_LPM_SIZE 64
 #define SCIDMZ_CLASS_NONE 0
+#define SCIDMZ_CLASS_STRIP_BITS 64
 #define SCIDMZ_CMS_COLS 0x10000
 #define SCIDMZ_CMS_COUNTER_BITS 32
 #define SCIDMZ_CMS_INDEX_BITS 16
@@ -156,7 +157,7 @@ struct scidmz_flow_digest_t {
 }
 
 // ---- object names the programs must declare (checked by tests) ----
-// registers: af_active af_bytes af_count af_max_eack af_recover af_recover_flag af_sig af_ts cms_row0 cms_row1 cms_row2 flow_rtt qd_cnt qd_last qd_sum qd_table rtt_stage0 rtt_stage1 rtt_stage2 rtt_stage3
+// registers: af_active af_bytes af_count af_max_eack af_recover af_recover_flag af_sig af_ts class_strip cms_row0 cms_row1 cms_row2 flow_rtt qd_cnt qd_last qd_sum qd_table rtt_stage0 rtt_stage1 rtt_stage2 rtt_stage3
 // direct counter: class_bytes
 
 #endif  // SCIDMZ_CONSTANTS_P4_

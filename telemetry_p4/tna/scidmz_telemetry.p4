@@ -149,6 +149,14 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
         size = SCIDMZ_CLASS_LPM_SIZE;
     }
 
+    // per class at the egress tap: tunnel-header bytes of the classified packets, which
+    // the control plane subtracts from class_bytes (constants.py REG_CLASS_STRIP).
+    // TNA: 32 bits (BfrtView widens it, as qd_sum).
+    Register<bit<32>, bit<8>>(SCIDMZ_N_CLASSES) class_strip;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(class_strip) class_strip_add = {
+        void apply(inout bit<32> v) { v = v + (bit<32>)meta.frame_start; }
+    };
+
     // ---- Algorithm 5: queuing delay ---------------------------------------------
     Register<cell_t, qd_index_t>(SCIDMZ_QD_TABLE_SIZE) qd_table;
     RegisterAction<cell_t, qd_index_t, bit<32>>(qd_table) qd_stamp = {
@@ -484,6 +492,9 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
         }
 
         if (measured) {
+            if (meta.dir == SCIDMZ_DIR_OUT && meta.tap == SCIDMZ_TAP_EGRESS && meta.frame_start != 0) {
+                class_strip_add.execute(meta.cls);
+            }
             if (meta.dir == SCIDMZ_DIR_OUT) { key_out(); } else { key_in(); }
             meta.key.protocol = meta.ip_proto;
             meta.key.identification = meta.ip_ident;

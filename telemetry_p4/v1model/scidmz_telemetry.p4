@@ -84,6 +84,11 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     register<bit<SCIDMZ_CMS_COUNTER_BITS>, reg_index_t>(SCIDMZ_CMS_COLS) cms_row1;
     register<bit<SCIDMZ_CMS_COUNTER_BITS>, reg_index_t>(SCIDMZ_CMS_COLS) cms_row2;
 
+    // per class at the egress tap: tunnel-header bytes of the classified packets. The
+    // direct counter adds each packet's whole length; the measured frame is the inner
+    // one, so the control plane subtracts these (constants.py REG_CLASS_STRIP).
+    register<bit<SCIDMZ_CLASS_STRIP_BITS>, reg_index_t>(SCIDMZ_N_CLASSES) class_strip;
+
     // ---- tap and class lookup (Algorithm 2) -----------------------------------
     action set_tap(bit<8> tap) {
         meta.tap = tap;
@@ -282,6 +287,12 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
             }
         } else {
             meta.dir = SCIDMZ_DIR_NONE;
+        }
+
+        if (meta.dir == SCIDMZ_DIR_OUT && meta.tap == SCIDMZ_TAP_EGRESS && meta.frame_start != 0) {
+            bit<SCIDMZ_CLASS_STRIP_BITS> strip;
+            class_strip.read(strip, (reg_index_t)meta.cls);
+            class_strip.write((reg_index_t)meta.cls, strip + (bit<SCIDMZ_CLASS_STRIP_BITS>)meta.frame_start);
         }
 
         if (meta.dir != SCIDMZ_DIR_NONE) {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC
 from typing import Any
 
 from ._shared import emit
@@ -83,7 +84,7 @@ def _when(text: str | None, what: str) -> tuple[str, int] | None:
     """--start/--end: ("rel", ns after the first packet) for a duration, ("abs", ns) for a date-time."""
     if text is None:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from ..units import parse_time
 
@@ -94,7 +95,7 @@ def _when(text: str | None, what: str) -> tuple[str, int] | None:
         except ValueError:
             raise ValueError(f"{what}: not an ISO 8601 date-time: {text!r} (e.g. 2024-05-01T12:00:00Z)") from None
         if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
+            dt = dt.replace(tzinfo=UTC)
         return "abs", round(dt.timestamp() * 1e9)
     return "rel", round(parse_time(t, what) * 1e9)
 

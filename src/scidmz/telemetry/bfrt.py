@@ -55,7 +55,7 @@ SDE_MISSING = (
 PIPE = "pipe.ScidmzIngress"
 DEPARSER = "pipe.ScidmzIngressDeparser"
 PAIR_REGISTERS = (*C.REG_RTT_STAGE, C.REG_QD_TABLE)
-WIDENED = (C.REG_QD_SUM,)  # 32-bit on Tofino, 64-bit in the twin
+WIDENED = (C.REG_QD_SUM, C.REG_CLASS_STRIP)  # 32-bit on Tofino, 64-bit in the twin
 
 
 def import_bfrt_client() -> Any:
@@ -162,6 +162,8 @@ class BfrtView:
             if 0 <= cls < C.N_CLASSES:
                 out[cls, 0] += np.uint64(d["$COUNTER_SPEC_BYTES"])
                 out[cls, 1] += np.uint64(d["$COUNTER_SPEC_PKTS"])
+        # the counters add whole packets; the measured frame of a tunnelled one is the inner one
+        out[:, 0] -= self.read_register(C.REG_CLASS_STRIP)[: C.N_CLASSES]
         return out
 
     def read_register(self, name: str, index: np.ndarray | None = None) -> np.ndarray:

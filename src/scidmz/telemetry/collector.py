@@ -43,7 +43,7 @@ import numpy as np
 
 from ..state import STATE_FIELDS, NetworkState
 from . import constants as C
-from .layout import A_BYTES, A_RTT, A_TS, AF_COLS, DIGEST_FLOW_COLS, DF_KIND, DF_SLOT
+from .layout import A_BYTES, A_RTT, A_TS, AF_COLS, DF_KIND, DF_SLOT, DIGEST_FLOW_COLS
 from .view import DataPlaneView
 
 __all__ = ["Collector", "FLOW_COLUMNS", "DEFAULT_ALPHA", "state_of_row"]
@@ -136,28 +136,37 @@ class Collector:
         return np.sort(alist[: ci[0]])
 
     # -- per-flow records ------------------------------------------------------------
-    def flows(self) -> Any:
-        """Per-flow records of the active flows, as a pandas DataFrame (``FLOW_COLUMNS``)."""
-        import pandas as pd
-
-        from .control import FF_RATE, FF_RTT, F_CLS, F_SRC_HI, F_TOTAL
+    def flow_records(self) -> list[dict[str, Any]]:
+        """Per-flow records of the active flows (``FLOW_COLUMNS``), without pandas."""
+        from .control import F_CLS, F_SRC_HI, F_TOTAL, FF_RATE, FF_RTT
         from .parse import addr_text
 
         fs, ff, _, _, _ = self.state
         slots = self.flow_vector
         k = fs[slots, F_SRC_HI:F_SRC_HI + 7]  # src hi, lo, dst hi, lo, sport, dport, proto
-        ku = k[:, :4].view(np.uint64) if k.size else np.zeros((0, 4), np.uint64)
-        longf = [tuple(x) in self.long_flows for x in k.tolist()] if self.long_flows else [False] * slots.size
-        src = [addr_text(h, lo) for h, lo in ku[:, :2].tolist()]
-        return pd.DataFrame({
-            "src": src,
-            "dst": [addr_text(h, lo) for h, lo in ku[:, 2:4].tolist()],
-            "sport": k[:, 4], "dport": k[:, 5], "proto": k[:, 6],
-            "family": [6 if ":" in a else 4 for a in src],
-            "cls": [C.CLASS_NAMES[c] for c in fs[slots, F_CLS]],
-            "slot": slots, "rtt": ff[slots, FF_RTT], "rate": ff[slots, FF_RATE], "bytes": fs[slots, F_TOTAL],
-            "long_flow": np.array(longf, dtype=bool),
-        }, columns=list(FLOW_COLUMNS))
+        words = k[:, :4].view(np.uint64).tolist()
+        out = []
+        for j, (key, w) in enumerate(zip(k.tolist(), words, strict=True)):
+            src = addr_text(w[0], w[1])
+            out.append({
+                "src": src, "dst": addr_text(w[2], w[3]), "sport": key[4], "dport": key[5], "proto": key[6],
+                "family": 6 if ":" in src else 4, "cls": C.CLASS_NAMES[int(fs[slots[j], F_CLS])],
+                "slot": int(slots[j]), "rtt": float(ff[slots[j], FF_RTT]), "rate": float(ff[slots[j], FF_RATE]),
+                "bytes": int(fs[slots[j], F_TOTAL]), "long_flow": tuple(key) in self.long_flows,
+            })
+        return out
+
+    def flows(self) -> Any:
+        """Per-flow records of the active flows, as a pandas DataFrame (``FLOW_COLUMNS``)."""
+        import pandas as pd
+
+        recs = self.flow_records()
+        df = pd.DataFrame({c: [r[c] for r in recs] for c in FLOW_COLUMNS}, columns=list(FLOW_COLUMNS))
+        for c, t in (("sport", np.int64), ("dport", np.int64), ("proto", np.int64), ("family", np.int64),
+                     ("slot", np.int64), ("rtt", np.float64), ("rate", np.float64), ("bytes", np.int64),
+                     ("long_flow", bool)):
+            df[c] = df[c].astype(t)
+        return df
 
 
 def flow_rows(d: np.ndarray) -> np.ndarray:

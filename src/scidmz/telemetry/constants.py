@@ -144,7 +144,8 @@ saturate at 2^32 - 1 and are reset by the control plane (``cms_reset``).
 
 Byte counts are L2 frame lengths without FCS (pcap ``orig_len``; P4
 ``packet_length``/``pkt_length`` minus 4 on TNA where the MAC count includes
-the FCS).
+the FCS) of the measured frame: inside a tunnel the inner frame, the switch's
+counter less ``REG_CLASS_STRIP``.
 
 Digests
 -------
@@ -279,6 +280,12 @@ REG_QD_LAST: str = "qd_last"  # indexed by class
 REG_QD_SUM: str = "qd_sum"
 REG_QD_CNT: str = "qd_cnt"
 REG_CMS: tuple[str, ...] = tuple(f"cms_row{r}" for r in range(CMS_ROWS))
+# Per class at the egress tap: the tunnel-header bytes (outer Ethernet ... ERSPAN/VXLAN) of
+# the classified packets. A switch's counters add each packet's whole length; the measured
+# frame is the inner one, so the control plane subtracts this from class_bytes. The twin
+# counts the measured frames directly (it stays 0 there).
+REG_CLASS_STRIP: str = "class_strip"
+CLASS_STRIP_BITS: int = 64
 COUNTER_CLASS_BYTES: str = "class_bytes"  # direct counter of class_lpm (bytes+packets)
 
 # -- digests -----------------------------------------------------------------

@@ -37,7 +37,18 @@ import numpy as np
 from numba import njit
 
 from . import constants as C
-from .layout import A_BYTES, A_RTT, A_TS, DF_CLS, DF_DPORT, DF_KIND, DF_PROTO, DF_SLOT, DF_SPORT, DF_SRC_HI
+from .layout import (
+    A_BYTES,
+    A_RTT,
+    A_TS,
+    DF_CLS,
+    DF_DPORT,
+    DF_KIND,
+    DF_PROTO,
+    DF_SLOT,
+    DF_SPORT,
+    DF_SRC_HI,
+)
 
 __all__ = ["new_state", "apply_flow_digests", "close_period", "OUT_COLS", "FS_COLS"]
 

@@ -112,6 +112,7 @@ class SoftwareDataPlane:
         self.regs[C.REG_QD_LAST] = np.zeros(C.N_CLASSES, u32)
         self.regs[C.REG_QD_SUM] = np.zeros(C.N_CLASSES, np.int64)  # int64: numba mixes uint64+int64 as float
         self.regs[C.REG_QD_CNT] = np.zeros(C.N_CLASSES, u32)
+        self.regs[C.REG_CLASS_STRIP] = np.zeros(C.N_CLASSES, np.uint64)  # stays 0: cls_ctr counts measured frames
         self.stats = np.zeros(len(STAT_NAMES), dtype=np.int64)
         self._rtt_buf = np.zeros((digest_capacity, len(DIGEST_RTT_COLS)), dtype=np.int64)
         self._flow_buf = np.zeros((digest_capacity, len(DIGEST_FLOW_COLS)), dtype=np.int64)

@@ -12,7 +12,8 @@ switch exactly as it does from the software twin:
   entries (DTN-r host -> CLASS_DTN, remote network -> CLASS_CAMPUS, per tap so
   the direct counters of the two taps stay apart) and the digest configs;
 * ``read_class_counters()``: a ``Read`` of ``class_lpm`` entries with their
-  direct counters (``counter_data``), summed per class at the egress tap;
+  direct counters (``counter_data``), summed per class at the egress tap,
+  less the tunnel-header bytes of the ``class_strip`` register;
 * ``read_register()``: ``Read`` of ``RegisterEntry`` (one index each, or the
   whole array by wildcard). BMv2's P4Runtime server (PI) answers register
   reads with UNIMPLEMENTED (p4lang/PI issue 376), so with ``registers="auto"``
@@ -472,6 +473,8 @@ class P4RuntimeView:
                 continue
             out[cls, 0] += np.uint64(te.counter_data.byte_count)
             out[cls, 1] += np.uint64(te.counter_data.packet_count)
+        # the counters add whole packets; the measured frame of a tunnelled one is the inner one
+        out[:, 0] -= self.read_register(C.REG_CLASS_STRIP)[: C.N_CLASSES]
         return out
 
     def _param_id(self, action: str, param: str) -> int:

@@ -139,15 +139,16 @@ def addr_text(hi: int, lo: int) -> str:
 
 
 def min_snaplen(linktype: int = LINKTYPE_ETHERNET, *, vlans: int = 0, mpls: int = 0, ipv6: bool = False,
-                ip_options: int = 0, udp: bool = False) -> int:
+                ip_options: int = 0, udp: bool = False, outer: int = 0) -> int:
     """The shortest snap length this parser measures a TCP (or UDP) packet from, in bytes.
 
     TCP needs its first 14 bytes (ports, SEQ, ACK, data offset, flags), UDP its first 6
     (ports, length); lengths come from the IP header and the record's wire length.
+    ``outer``: the bytes of a tunnel's headers before the inner Ethernet header.
     """
     link = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20, LINKTYPE_NULL: 4,
             LINKTYPE_LOOP: 4, LINKTYPE_PPP: 4, LINKTYPE_PPP_HDLC: 4}.get(linktype, 0)
-    return link + 4 * vlans + 4 * mpls + (40 if ipv6 else 20 + ip_options) + (6 if udp else 14)
+    return outer + link + 4 * vlans + 4 * mpls + (40 if ipv6 else 20 + ip_options) + (6 if udp else 14)
 
 
 _KERNEL: Any = None
@@ -309,10 +310,11 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                     et = 0x0800
                 elif nib == 6:
                     et = 0x86DD
-                elif nib == 0:  # pseudowire control word (RFC 4385), then Ethernet
+                elif nib == 0 and decaps == 0:  # pseudowire control word (RFC 4385), then Ethernet
                     if cl < p + 18:
                         reason = 1
                         break
+                    decaps = 1  # the one tunnel, as on the switch
                     eth = p + 4
                     et = _be16(buf, o + p + 16)
                     p += 18

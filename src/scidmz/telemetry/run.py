@@ -55,7 +55,8 @@ def format_state(y: NetworkState, pct: np.ndarray | None = None) -> str:
 
 
 #: RTT histogram bin edges (s): 1 us to 100 s, five bins a decade (ours: the 1-us tick to
-#: far beyond any RTT timeout anyone would set).
+#: far beyond any RTT timeout anyone would set); the first bin also holds samples below
+#: 1 us (a 0-tick RTT), the last those above 100 s.
 HIST_EDGES_S = np.logspace(-6, 2, 41)
 
 #: Reasons that are not drops: L3-only packets still count in the class rates; the time
@@ -179,8 +180,12 @@ class _Rtt:
         rtt_s = r[:, DR_RTT] * self.tick_s
         pct = np.full((batch.rows.shape[0], 2, len(QUANTILES)), np.nan)
         rtt_percentiles(cls, rtt_s, np.ascontiguousarray(batch.rtt_end), np.array(QUANTILES), pct)
-        for j, c in enumerate((C.CLASS_DTN, C.CLASS_CAMPUS)):
-            self.hist[j] += np.histogram(rtt_s[cls == c], bins=HIST_EDGES_S)[0]
+        if r.shape[0]:  # HIST_EDGES_S are uniform in log10: the bin is arithmetic
+            with np.errstate(divide="ignore"):
+                b = np.floor((np.log10(rtt_s) + 6.0) * 5.0)
+            b = np.clip(np.nan_to_num(b, neginf=0.0), 0, len(HIST_EDGES_S) - 2).astype(np.int64)
+            for j, c in enumerate((C.CLASS_DTN, C.CLASS_CAMPUS)):
+                self.hist[j] += np.bincount(b[cls == c], minlength=len(HIST_EDGES_S) - 1)
         if self.keep and r.shape[0]:
             self.samples.append(r)
         return pct
@@ -287,7 +292,7 @@ def _classified(src: Any, stats: dict[str, int]) -> int:
 def _result(src: Any, rows: np.ndarray, pct: np.ndarray, stats: dict[str, int]) -> dict[str, Any]:
     from .control import QUANTILES
 
-    flows = src.flows
+    col = src.collector
     series = []
     names = [f"rtt_{c}_p{round(q * 100)}" for c in ("dtn", "campus") for q in QUANTILES]
     for r, p in zip(rows.tolist(), pct.reshape(len(rows), -1).tolist(), strict=True):
@@ -303,7 +308,7 @@ def _result(src: Any, rows: np.ndarray, pct: np.ndarray, stats: dict[str, int]) 
         "drop_bytes": dict(sorted(getattr(src, "drop_bytes", {}).items())),
         "linktypes": {str(k): v for k, v in sorted(getattr(src, "linktypes", {}).items())},
         "stats": stats,
-        "flows": [] if flows is None else flows.to_dict(orient="records"),
+        "flows": [] if col is None else col.flow_records(),
     }
 
 

@@ -127,11 +127,9 @@ class TelemetrySource:
                   for w in window)
         if lo is not None and hi is not None and hi <= lo:
             raise ValueError("--end must be after --start")
-        keep = (lo, hi, "outside_window")
-        if body is not None:
-            keep = (*body, "outlier")
-            if lo is not None or hi is not None:  # both: the window applies inside the main body
-                keep = (max(body[0], lo or body[0]), min(body[1], hi or body[1]), "outside_window")
+        keep = [(lo, hi, "outside_window")] if lo is not None or hi is not None else []
+        if body is not None:  # the outliers first, then the window inside the main body
+            keep.insert(0, (*body, "outlier"))
         src._batches = src._replay(src._merged(streams, keep))
         src._iter = src._states(realtime)
         return src
@@ -178,7 +176,7 @@ class TelemetrySource:
         self.wire_bytes += int(cap.wire_bytes)
 
     def _merged(self, streams: list[Iterator[Any]],
-                keep: tuple[int | None, int | None, str]) -> Iterator[tuple[np.ndarray, int | None]]:
+                keep: list[tuple[int | None, int | None, str]]) -> Iterator[tuple[np.ndarray, int | None]]:
         """Time-ordered batches of the taps' packets, merged a window at a time, with their horizon.
 
         A batch holds every buffered packet older than the horizon, the newest timestamp
@@ -186,19 +184,20 @@ class TelemetrySource:
         ingress goes first on equal timestamps); the horizon is None after the last batch.
         Each chunk is sorted on arrival; a capture out of order by more than a chunk
         (``CHUNK_PACKETS``) is processed in arrival order beyond it (ours: bounded memory
-        over a full sort of the file). Packets outside ``keep`` = (lo, hi, reason) are
-        dropped and counted under ``reason``.
+        over a full sort of the file). Packets outside each (lo, hi, reason) of ``keep``
+        are dropped and counted under its reason.
         """
         n = len(streams)
         bufs: list[np.ndarray] = [np.zeros(0, dtype=PACKET_DTYPE)] * n
         live = [True] * n
-        lo, hi, why = keep
 
         def pull(j: int) -> None:
             for cap in streams[j]:
                 self._count(cap)
                 pk = cap.packets
-                if pk.size and (lo is not None or hi is not None):
+                for lo, hi, why in keep:
+                    if not pk.size:
+                        break
                     ts = pk["ts_ns"]
                     ok = np.ones(pk.size, bool)
                     if lo is not None:
