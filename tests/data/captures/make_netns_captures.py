@@ -13,9 +13,11 @@ from the client. tcpdump records (snap length ``--snap``):
   queue, and the ACKs coming back): the egress tap;
 * ``netns-ingress.pcap``: r0, BR1's campus side (packets before the queue):
   the ingress tap;
-* ``netns-sender-any.pcap``: ``tcpdump -i any`` on the client (Linux cooked
-  v2, as ``-i any`` writes today; TSO super-packets as the sending host sees
-  them), converted to pcapng by editcap.
+* ``netns-sender-any.pcapng``: ``tcpdump -i any`` on the client (Linux cooked
+  v2, as ``-i any`` writes today), converted to pcapng by editcap.
+
+Segmentation offloads are off on every interface, so both taps see frames as
+a wire carries them (tcpdump's own test captures bring TSO and BIG TCP).
 
 Prefixes for a replay: ``--dtn-prefix fd00:2::2/128,10.9.2.2/32
 --remote-prefix 10.9.2.0/24,fd00:2::/64``. Needs root, iperf3, tcpdump, editcap;
@@ -71,9 +73,10 @@ def build(tag: str, rate: str, buffer: int) -> None:
     ns(tag, "r", "tc", "class", "add", "dev", "r1", "parent", "1:", "classid", "1:1", "htb", "rate", rate,
        "ceil", rate, "quantum", "1514")
     ns(tag, "r", "tc", "qdisc", "add", "dev", "r1", "parent", "1:1", "bfifo", "limit", str(buffer))
-    # the wire as a tap would see it: no segmentation offloads on the router's interfaces
-    for dev in ("r0", "r1"):
-        ns(tag, "r", "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", check=False)
+    # the wire as a tap would see it: no segmentation offloads (veth would carry the client's
+    # TSO super-packets to the router unsegmented, and the ingress tap would see those)
+    for n, dev in (("c", "c0"), ("r", "r0"), ("r", "r1")):
+        ns(tag, n, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", check=False)
 
 
 def teardown(tag: str) -> None:
