@@ -114,8 +114,8 @@ class SoftwareDataPlane:
         self.regs[C.REG_QD_CNT] = np.zeros(C.N_CLASSES, u32)
         self.regs[C.REG_CLASS_STRIP] = np.zeros(C.N_CLASSES, np.uint64)  # stays 0: cls_ctr counts measured frames
         self.stats = np.zeros(len(STAT_NAMES), dtype=np.int64)
-        self._rtt_buf = np.zeros((digest_capacity, len(DIGEST_RTT_COLS)), dtype=np.int64)
-        self._flow_buf = np.zeros((digest_capacity, len(DIGEST_FLOW_COLS)), dtype=np.int64)
+        self._rtt_buf = np.empty((digest_capacity, len(DIGEST_RTT_COLS)), dtype=np.int64)
+        self._flow_buf = np.empty((digest_capacity, len(DIGEST_FLOW_COLS)), dtype=np.int64)
         self._n_rtt = np.zeros(1, np.int64)
         self._n_flow = np.zeros(1, np.int64)
         self._rtt_chunks: list[np.ndarray] = []
@@ -136,10 +136,13 @@ class SoftwareDataPlane:
                             self.rtt, self.af, (self.qtab, r[C.REG_QD_LAST], r[C.REG_QD_SUM], r[C.REG_QD_CNT]),
                             self.cms, self.stats, (self._rtt_buf, self._n_rtt, self._flow_buf, self._n_flow),
                             self._last_ts, self._rtt_acc, col, self._kst, period_ns, close_upto, t_out)
+        # a filled buffer is handed over as is and replaced by a fresh one (no copy)
         if self._n_rtt[0]:
-            self._rtt_chunks.append(self._rtt_buf[: self._n_rtt[0]].copy())
+            self._rtt_chunks.append(self._rtt_buf[: self._n_rtt[0]])
+            self._rtt_buf = np.empty_like(self._rtt_buf)
         if self._n_flow[0]:
-            self._flow_chunks.append(self._flow_buf[: self._n_flow[0]].copy())
+            self._flow_chunks.append(self._flow_buf[: self._n_flow[0]])
+            self._flow_buf = np.empty_like(self._flow_buf)
         self._n_rtt[0] = 0
         self._n_flow[0] = 0
         return int(i)
@@ -191,9 +194,7 @@ class SoftwareDataPlane:
 
     def take_digests(self) -> tuple[np.ndarray, np.ndarray]:
         """The digest rows (``layout.DIGEST_RTT_COLS`` / ``DIGEST_FLOW_COLS``) since the last call."""
-        rtt = np.concatenate(self._rtt_chunks) if self._rtt_chunks else np.zeros((0, len(DIGEST_RTT_COLS)), np.int64)
-        flow = (np.concatenate(self._flow_chunks) if self._flow_chunks
-                else np.zeros((0, len(DIGEST_FLOW_COLS)), np.int64))
+        rtt, flow = _joined(self._rtt_chunks, len(DIGEST_RTT_COLS)), _joined(self._flow_chunks, len(DIGEST_FLOW_COLS))
         self._rtt_chunks, self._flow_chunks = [], []
         return rtt, flow
 
@@ -247,6 +248,12 @@ class SoftwareDataPlane:
 _NO_COLLECTOR = (np.zeros((1, 16), np.int64), np.zeros((1, 2)), np.zeros(1, np.int64), np.zeros(16, np.int64),
                  np.zeros(16))
 _NO_ROWS = np.zeros((1, 16))
+
+
+def _joined(chunks: list[np.ndarray], cols: int) -> np.ndarray:
+    if not chunks:
+        return np.zeros((0, cols), np.int64)
+    return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
 
 def _to_struct(rows: np.ndarray, dtype: list[tuple[str, str]]) -> np.ndarray:

@@ -175,6 +175,27 @@ class TelemetrySource:
         self.records += int(cap.packets.size)
         self.wire_bytes += int(cap.wire_bytes)
 
+    def _kept(self, cap: Any, keep: list[tuple[int | None, int | None, str]]) -> np.ndarray:
+        """A chunk's packets after the time filters (each (lo, hi, reason) of ``keep``, counted), sorted."""
+        self._count(cap)
+        pk = cap.packets
+        for lo, hi, why in keep:
+            if not pk.size:
+                break
+            ts = pk["ts_ns"]
+            ok = np.ones(pk.size, bool)
+            if lo is not None:
+                ok &= ts >= lo
+            if hi is not None:
+                ok &= ts < hi
+            if not ok.all():
+                gone = pk[~ok]
+                _add(self.drops, {why: gone.size})
+                _add(self.drop_bytes, {why: int(gone["frame_len"].sum())})
+                pk = pk[ok]
+        ts = pk["ts_ns"]
+        return pk if bool(np.all(ts[1:] >= ts[:-1])) else pk[np.argsort(ts, kind="stable")]
+
     def _merged(self, streams: list[Iterator[Any]],
                 keep: list[tuple[int | None, int | None, str]]) -> Iterator[tuple[np.ndarray, int | None]]:
         """Time-ordered batches of the taps' packets, merged a window at a time, with their horizon.
@@ -188,27 +209,23 @@ class TelemetrySource:
         are dropped and counted under its reason.
         """
         n = len(streams)
+        if n == 1:  # one tap: nothing to wait for, a chunk is complete up to its newest packet
+            prev: np.ndarray | None = None
+            for cap in streams[0]:
+                pk = self._kept(cap, keep)
+                if pk.size:
+                    if prev is not None:
+                        yield prev, int(prev["ts_ns"][-1])
+                    prev = pk
+            if prev is not None:
+                yield prev, None
+            return
         bufs: list[np.ndarray] = [np.zeros(0, dtype=PACKET_DTYPE)] * n
         live = [True] * n
 
         def pull(j: int) -> None:
             for cap in streams[j]:
-                self._count(cap)
-                pk = cap.packets
-                for lo, hi, why in keep:
-                    if not pk.size:
-                        break
-                    ts = pk["ts_ns"]
-                    ok = np.ones(pk.size, bool)
-                    if lo is not None:
-                        ok &= ts >= lo
-                    if hi is not None:
-                        ok &= ts < hi
-                    if not ok.all():
-                        gone = pk[~ok]
-                        _add(self.drops, {why: gone.size})
-                        _add(self.drop_bytes, {why: int(gone["frame_len"].sum())})
-                        pk = pk[ok]
+                pk = self._kept(cap, keep)
                 if pk.size:
                     both = np.concatenate([bufs[j], pk]) if bufs[j].size else pk
                     ts = both["ts_ns"]
@@ -259,13 +276,15 @@ class TelemetrySource:
             if pk.size:
                 last_ns = int(pk["ts_ns"][-1])
             periods = (last_ns - t0_ns) // period_ns + 1
-            if periods > MAX_REPLAY_PERIODS:
+            # the period holding the last packet closes at the end; before, every period up to
+            # the horizon (which another tap's newest packet may have put far ahead)
+            upto = horizon if horizon is not None else t0_ns + period_ns * periods
+            span = max(last_ns, upto) - t0_ns
+            if span // period_ns + 1 > MAX_REPLAY_PERIODS:
                 raise ValueError(
-                    f"capture spans {(last_ns - t0_ns) / 1e9:.6g} s = {periods} periods of {self.period:g} s; "
+                    f"capture spans {span / 1e9:.6g} s = {span // period_ns + 1} periods of {self.period:g} s; "
                     f"at most {MAX_REPLAY_PERIODS} (a timestamp far off? use --skip-outliers or --start/--end, "
                     "or a longer --period)")
-            # the period holding the last packet closes at the end
-            upto = horizon if horizon is not None else t0_ns + period_ns * periods
             rows = dp.process_periods(pk, col.state, period_ns, upto)
             self.packets_in += int(pk.size)
             rtt, flow = dp.take_digests()
