@@ -197,7 +197,7 @@ def test_rtt_samples_equal_tshark_ack_rtt(name, tshark, tmp_path, capsys):
     theirs = {(ns(r["frame.time_epoch"]), int(r["tcp.dstport"]), int(r["tcp.srcport"])): float(r["tcp.analysis.ack_rtt"])
               for r in ref}
     mine = dict(zip(zip(ours["time"].astype("int64").tolist(), ours["sport"].astype(int).tolist(),
-                        ours["dport"].astype(int).tolist()), ours["rtt"].tolist(), strict=True))
+                        ours["dport"].astype(int).tolist(), strict=True), ours["rtt"].tolist(), strict=True))
     common = [k for k in mine if k in theirs]
     diffs = np.array([abs(mine[k] - theirs[k]) for k in common])
     assert len(common) >= least and diffs.max() <= 1.0001e-6, (len(common), diffs.max())
