@@ -377,3 +377,11 @@ def test_a_stray_timestamp_in_the_other_tap_is_refused_not_a_memory_blowup(tmp_p
     assert main(["telemetry", "replay", str(eg), "--ingress-pcap", str(ing), "--period", "1ms", "--skip-outliers",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["drops"] == {"outlier": 1}
+
+
+def test_the_return_direction_alone_is_exit_1(tmp_path, capsys):
+    """ACKs only (a one-way mirror of the wrong direction): packets match, nothing is measured."""
+    acks = [frame("10.0.3.2", "10.0.0.1", 2, 1, ack=100 * i) for i in range(30)]
+    p = write_pcap(tmp_path / "a.pcap", acks, [T0 + i * MS for i in range(30)])
+    assert main(["telemetry", "replay", str(p)]) == 1
+    assert "holds only the return direction" in capsys.readouterr().err

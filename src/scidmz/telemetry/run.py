@@ -118,6 +118,11 @@ def outcome(src: Any, stats: dict[str, int], classified: int) -> tuple[list[str]
         else:
             problems.append(f"none of {src.packets_in} packets matched --dtn-prefix or --remote-prefix "
                             "(neither as destination nor as source): nothing to measure; check the prefixes")
+    outgoing = int(src.dp.cls_ctr[C.TAP_EGRESS, 1:, 1].sum())
+    if classified and not outgoing and not problems:
+        problems.append(f"none of {classified} matching packets went to --dtn-prefix or --remote-prefix on the "
+                        "egress tap, they all came from there: the capture holds only the return direction "
+                        "(ACKs), or the prefixes name the senders; no rate or RTT can be measured")
     unc = int(stats.get("unclassified", 0))
     if classified and src.packets_in and unc / src.packets_in > UNCLASSIFIED_WARN:
         warnings += unclassified_warning(unc, src.packets_in)
