@@ -23,20 +23,22 @@ Two passive taps feed the switch: ``TAP_INGRESS`` sees packets entering the
 bottleneck router BR1 from the campus/DTN side (before its queue);
 ``TAP_EGRESS`` is the bottleneck interface itself and sees outgoing packets
 after the queue plus the incoming packets (ACKs) from the WAN. A packet is
-*outgoing* when its IPv4 destination hits the class LPM table, *incoming*
-when its source does (then the class is the source's). Per-class counters
+*outgoing* when its destination address (IPv4 or IPv6) hits the class LPM
+table, *incoming* when its source does (then the class is the source's). Per-class counters
 (Alg. 2), RTT (section 3.4.2 / JENKS 3.1), active flows (Alg. 7) and the
 Count-Min sketch run on ``TAP_EGRESS``; queuing delay (Alg. 5) pairs the same
 packet's ``TAP_INGRESS`` and ``TAP_EGRESS`` timestamps.
 
 Class LPM table (MLC Algorithms 2 and 5)
 ----------------------------------------
-One LPM table ``class_lpm`` on ``ipv4.dst_addr`` (and, for the reverse
-direction, a second lookup of the same entries on ``ipv4.src_addr``) whose
+One LPM table ``class_lpm`` on the 128-bit destination address (IPv4 as
+``::ffff:a``, see "addresses"; and, for the reverse direction, a second
+lookup of the same entries on the source address) whose
 action ``set_class(class_id)`` returns ``CLASS_DTN`` or ``CLASS_CAMPUS``;
 a miss is ``CLASS_NONE`` (packet is not measured). The control plane installs
-the DTN-r host as a /32 -> ``CLASS_DTN`` and the remote network (e.g.
-10.1.0.0/16) -> ``CLASS_CAMPUS``: longest prefix match gives the DTN-r host
+the DTN-r host as a /32 (or /128) -> ``CLASS_DTN`` and the remote network
+(e.g. 10.1.0.0/16, several prefixes of both families allowed) ->
+``CLASS_CAMPUS``: longest prefix match gives the DTN-r host
 precedence when it sits inside the remote network, exactly Algorithm 2's
 ``if dst = LPM(DTN-r) ... else if dst = LPM(IP_RN)``. Each entry carries a
 direct byte+packet counter in P4; the twin keeps them per (tap, class).
