@@ -36,7 +36,18 @@ from numba import njit, prange
 
 from ...disciplines import abc as _abc
 from ...disciplines import ffs as _ffs
-from .cca import _bbr_update, _minloss_update, _window_grow, _window_loss
+from .cca import (
+    S_STALL_END,
+    S_STALL_KIND,
+    S_STALL_W,
+    S_WEST,
+    _bbr_update,
+    _flight_lost,
+    _minloss_update,
+    _stalled,
+    _window_grow,
+    _window_loss,
+)
 from .common import (
     _FM,
     _NSLOTS,
@@ -234,6 +245,11 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
     cca = int(p[P_CCA, f])
     s[S_RI, f] = 0.0
     s[S_RIHOLD, f] = 0.0
+    if cca <= CUBIC:
+        s[S_STALL_W, f] = 0.0
+        s[S_STALL_END, f] = -INF
+        s[S_STALL_KIND, f] = -1.0
+        s[S_WEST, f] = 0.0
     if cca == MINLOSS:
         s[S_PACE, f] = INIT_CWND / base  # "starting at a low rate" (section IX): one initial window per RTT
     if cca == BBR or cca == BBR2:
@@ -807,10 +823,13 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                     if rtt < minrtt:
                         minrtt = rtt
                         s[S_MINRTT, f] = rtt
+                    if lost > 0.0 and af > 0.0 and not _stalled(s, f):
+                        _flight_lost(s, f, cca, t, dt, rtt, min(lost / af, 1.0), rng, b)
                     loss_at = s[S_LOSS_AT, f]
                     if lost > 0.0 and loss_at == INF and t >= s[S_RECOV_END, f]:
                         if _rand(rng, b) < 1.0 - math.exp(-lost / MSS):
-                            loss_at = t + LOSS_FEEDBACK_RTTS * rtt
+                            # the loss fell somewhere in this sub-step: at its middle on average
+                            loss_at = t + 0.5 * dt + LOSS_FEEDBACK_RTTS * rtt
                             s[S_LOSS_AT, f] = loss_at
                             s[S_RECOV_END, f] = INF
                     if t >= loss_at:

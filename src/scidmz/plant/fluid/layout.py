@@ -37,7 +37,7 @@ NP = 12
     S_EPOCH,  # CUBIC epoch start (time of last reduction)
     S_K,  # CUBIC K, s
     S_LOSS_AT,  # time at which a detected loss is acted on (inf: none pending)
-    S_RECOV_END,  # drops before this time belong to the last congestion event
+    S_RECOV_END,  # the last reaction to a loss: drops before it belong to that event; Recovery after it
     S_TOSEND,  # bytes still to send, including retransmissions (inf: unlimited)
     S_DELIV,  # bytes delivered of the current flow
     S_SIZE,  # size of the current flow, bytes (inf: unlimited)
