@@ -31,7 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from scidmz.disciplines import abc, ffs
-from scidmz.disciplines.waterfill import ffs_allocation, hwfq_allocation
+from scidmz.disciplines.droptail import droptail_run
+from scidmz.disciplines.ffs.waterfill import ffs_allocation, hwfq_allocation
 from scidmz.evaluation import disciplines_fluid as fluid
 
 PKT = 1500.0
@@ -42,19 +43,6 @@ def _cbr(rate: float, duration: float, rng: np.random.Generator) -> np.ndarray:
     dt = PKT * 8 / rate
     t = np.arange(rng.uniform(0, dt), duration, dt)
     return np.sort(t + rng.uniform(-0.5 * dt, 0.5 * dt, t.size).clip(-t))
-
-
-@__import__("numba").njit(cache=True)
-def _droptail(ts: np.ndarray, sizes: np.ndarray, link_bps: float, buf_pkts: float, accept: np.ndarray) -> None:
-    q = 0.0
-    tp = ts[0]
-    for k in range(ts.shape[0]):
-        q = max(0.0, q - (ts[k] - tp) * link_bps / 8.0)
-        tp = ts[k]
-        ok = q / sizes[k] < buf_pkts
-        accept[k] = ok
-        if ok:
-            q += sizes[k]
 
 
 def abc_cbr_point(r0: float, r1: float, duration: float, seed: int, use_abc: bool) -> tuple[float, float]:
@@ -72,7 +60,7 @@ def abc_cbr_point(r0: float, r1: float, duration: float, seed: int, use_abc: boo
         meter, avg = abc.new_state(2)
         abc.abc_run_fifo(meter, avg, cfg.params(), agg, ts, sizes, 50e6, acc)
     else:
-        _droptail(ts, sizes, 50e6, cfg.buffer_pkts, acc)
+        droptail_run(ts, sizes, 50e6, cfg.buffer_pkts, acc)
     late = ts > duration / 2
     return tuple(float(acc[late & (agg == k)].sum() * PAYLOAD * 8 / (duration / 2)) for k in (0, 1))
 
@@ -222,7 +210,7 @@ def reproduce_abc(out: Path, quick: bool, seed: int = 1, netns: bool = False) ->
         "## Not reproduced here",
         "",
         "- The paper measured BMv2 with its own externs; these numbers come from the float decision core "
-        "(`disciplines_p4/abc.p4` is checked against it on BMv2 by `tests/test_abc_p4.py`).",
+        "(`src/scidmz/disciplines/abc/p4/abc.p4` is checked against it on BMv2 by `tests/test_abc_p4.py`).",
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
     return res

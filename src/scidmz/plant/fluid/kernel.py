@@ -34,8 +34,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ...disciplines import abc as _abc
-from ...disciplines import ffs as _ffs
+from ...disciplines.abc import fluid as _abc
+from ...disciplines.droptail import fluid as _droptail
+from ...disciplines.ffs import fluid as _ffs
 from .cca import _bbr_update, _minloss_update, _window_grow, _window_loss
 from .common import (
     _FM,
@@ -62,8 +63,6 @@ from .constants import (
     INIT_CWND,
     LOSS_FEEDBACK_RTTS,
     MSS,
-    QDISC_ABC,
-    QDISC_FFS_EXACT,
     RTT_CAMPUS_ALPHA,
     TBF_BURST_TIME,
     TBF_MIN_BURST_PKTS,
@@ -90,6 +89,7 @@ from .layout import (
     IP_BURST,
     IP_CAMPUS_BASE,
     IP_CAP,
+    IP_DISCIPLINE,
     IP_DT,
     IP_G_MAX,
     IP_G_MIN,
@@ -99,7 +99,6 @@ from .layout import (
     IP_LINK_BURST,
     IP_NSUB,
     IP_PERIOD,
-    IP_QDISC,
     IP_Z_MAX,
     IP_Z_MIN,
     IP_Z_SCALE,
@@ -121,11 +120,9 @@ from .layout import (
     O_TBF_DELAY,
     O_TBF_L,
     O_TBF_OUT,
-    P_AGG,
     P_BASE,
     P_CCA,
     P_CLASS,
-    P_FLAB,
     P_QID,
     P_RMAX,
     P_SHAPED,
@@ -155,7 +152,6 @@ from .layout import (
     S_CWND,
     S_DELIV,
     S_EPOCH,
-    S_FFS_R,
     S_FID,
     S_FSTART,
     S_FULLBW,
@@ -262,7 +258,7 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
 
 # -- the bottleneck queue discipline -------------------------------------------------------------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
-def _serve_queues(qdisc, demand, weight, cap, served):
+def _serve_queues(demand, weight, cap, served):
     """Work-conserving weighted service of K queues in one sub-step (fluid DRR / WFQ).
 
     ``demand[k]`` = backlog + arrivals (bytes), ``cap`` = bytes the link sends
@@ -306,12 +302,6 @@ def _queue_seen(q, k):
     """Bytes a packet finds queued: the fluid mean, or the packet-level noise's mean content where
     the fluid queue is emptier than that (a shallow FIFO at a load near 1, ``_packet_noise_relax``)."""
     return max(q[k, QS_BYTES], q[k, QS_NOISE])
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _droptail(backlog, buffer):
-    """Bytes a drop-tail queue must drop to stay within its buffer."""
-    return backlog - buffer if backlog > buffer else 0.0
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
@@ -391,111 +381,38 @@ def _packet_noise_relax(m, drift, var, rate, dt, buffer, tokens):
     return target + (m - target) * math.exp(-dt / tau)
 
 
-# -- bottleneck disciplines (ABC, FFS): the decision cores of scidmz.disciplines, per sub-step ------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
-def _discipline_step(qdisc, p, s, ain, dp, dm, ds, t, dt, cap_rate, q0, buffer, gbuf, fbuf, ibuf, rej):
-    """Fraction of each flow's arrivals ``ain`` (bytes, this sub-step) the discipline rejects -> ``rej``.
-
-    Returns the rejected bytes. ABC: every aggregate's meter sees its bytes of
-    the step at its end, ``T_drop`` (packets of MSS bytes, capped by the buffer)
-    is solved exactly over the step (``abc.fluid_accept``), and the averager is
-    fed the accepted packets. FFS: ``ffs.fluid_gammas`` (estimators, Appendix A
-    tau) or ``ffs.fluid_gammas_exact`` (equation 2 solved each step); a stream's
-    r label is the rate its first node measures (``ffs.ewma_rate``, constant K).
-    """
-    F = ain.shape[0]
-    n_agg = dm.shape[0]
-    t_end = t + dt
-    rejected = 0.0
-    if qdisc == QDISC_ABC:
-        meter = ds[:n_agg, :3]
-        avg = ds[n_agg, :3]
-        arr = gbuf[0]
-        th = gbuf[1]
-        acc = gbuf[2]
-        act = gbuf[3]
-        for g in range(n_agg):
-            arr[g] = 0.0
-        for f in range(F):
-            if ain[f] > 0.0:
-                arr[int(p[P_AGG, f])] += ain[f]
-        for g in range(n_agg):
-            th[g] = buffer
-            act[g] = 0.0
-            if arr[g] > 0.0:
-                a = _abc.meter_activity(meter, dp, g, t_end, arr[g])
-                act[g] = a
-                th[g] = min(_abc.drop_threshold(dp, a, _abc.average_activity(avg, a)), dp[_abc.P_BUFFER]) * MSS
-                th[g] = min(th[g], buffer)
-        _abc.fluid_accept(q0, arr, th, cap_rate, dt, acc, MSS)
-        for g in range(n_agg):
-            if acc[g] > 0.0:
-                _abc.average_accepted(avg, dp, t_end, act[g], acc[g] / MSS)
-            gbuf[1, g] = 1.0 - acc[g] / arr[g] if arr[g] > 0.0 else 0.0
-        for f in range(F):
-            rej[f] = 0.0
-            if ain[f] > 0.0:
-                rej[f] = gbuf[1, int(p[P_AGG, f])]
-                rejected += ain[f] * rej[f]
-        return rejected
-    bits = fbuf[0]
-    rlab = fbuf[1]
-    flab = fbuf[2]
-    gam = fbuf[3]
-    for f in range(F):
-        ibuf[f] = int(p[P_AGG, f])
-        bits[f] = 8.0 * ain[f] if s[S_ON, f] > 0.0 else 0.0
-        if qdisc == QDISC_FFS_EXACT:
-            rlab[f] = bits[f] / dt
-        else:
-            if s[S_ON, f] > 0.0:
-                s[S_FFS_R, f] = _ffs.ewma_rate(s[S_FFS_R, f], bits[f], dt, dp[_ffs.P_K])
-            rlab[f] = s[S_FFS_R, f]
-            if rlab[f] <= 0.0:
-                bits[f] = 0.0
-        flab[f] = p[P_FLAB, f] if p[P_FLAB, f] > 0.0 else rlab[f]
-    if qdisc == QDISC_FFS_EXACT:
-        tau = _ffs.fluid_gammas_exact(dm, dp[_ffs.P_CAP], ibuf, rlab, flab, gam)
-        if tau < math.inf:
-            ds[n_agg, _ffs.S_TAU] = tau
-    else:
-        ri = fbuf[4]
-        _ffs.fluid_gammas(ds[n_agg, :], ds[:n_agg, :3], dp, dm, ibuf, bits, rlab, flab, t_end, dt, gam, ri)
-        for f in range(F):
-            if bits[f] > 0.0:
-                # the lowest RI of the round: during congestion the RI is the stream's minimum CFR
-                v = ri[f] * 0.125
-                if s[S_RI, f] <= 0.0 or v < s[S_RI, f]:
-                    s[S_RI, f] = v
-    for f in range(F):
-        rej[f] = 1.0 - gam[f] if ain[f] > 0.0 else 0.0
-        rejected += ain[f] * rej[f]
-    return rejected
+def _discipline_admit(kind, dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, rej, fb):
+    if kind == _abc.FLUID_ID:
+        return _abc.admit(dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, MSS, rej, fb)
+    if kind == _ffs.FLUID_ID:
+        return _ffs.admit(dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, MSS, rej, fb)
+    return 0.0
 
 
 # -- the period kernel --------------------------------------------------------------------------------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots,
-                          DP, DM, DS):
+                          DP, DM, DS, DF, DW, DG):
     """Same as ``advance_period`` without threads (B = 1, or when threads do not pay)."""
     for b in range(S.shape[0]):
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b])
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b])
 
 
 @njit(cache=True, parallel=True, error_model="numpy", fastmath=_FM)
 def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots,
-                   DP, DM, DS):
+                   DP, DM, DS, DF, DW, DG):
     """Advance every instance by one control period; results go to OUT/REC/NREC."""
     B = S.shape[0]
     for b in prange(B):
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b])
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b])
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn, short_off, n_send, slots,
-                 dp, dm, ds):
+                 dp, dm, ds, df, dw, dg):
     F = s.shape[1]
     K = q.shape[0]
     fixed_dt = ip[IP_DT]
@@ -509,7 +426,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     limit = u * ip[IP_LATENCY] + burst
     # a new rate may come with a smaller bucket: tokens never exceed it (tc change resets them)
     inst[I_TOKENS] = min(inst[I_TOKENS], burst)
-    qdisc = int(ip[IP_QDISC])
+    qdisc = int(ip[IP_DISCIPLINE])
     # packet-level noise in every drop-tail queue: the testbed's single FIFO and each Jenks queue (at
     # its ceiling, or the link rate when it borrows). Not behind ABC/FFS (ours): their fluid cores
     # decide on the mean queue, and the noise's drops, which land by arrival share, broke ABC's
@@ -539,11 +456,6 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     weight = np.empty(K)
     ceil = np.empty(K)
     qdc = np.empty(K)
-    # discipline scratch (per aggregate / per flow) and each flow's rejected fraction
-    n_agg = dm.shape[0]
-    gbuf = np.empty((4, n_agg))
-    fbuf = np.empty((5, F))
-    ibuf = np.empty(F, dtype=np.int64)
     rej = np.zeros(F)
     ain_f = np.zeros(F)
     wtot = 0.0
@@ -685,19 +597,19 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 ain_f[f] = 0.0
                 if s[S_ON, f] > 0.0:
                     ain_f[f] = (s[S_TB, f] + a[f]) * out_frac if p[P_SHAPED, f] > 0.0 else a[f]
-            qa[0] -= _discipline_step(qdisc, p, s, ain_f, dp, dm, ds, t, dt, ip[IP_CAP], q[0, QS_BYTES],
-                                      qp[0, QP_BUFFER], gbuf, fbuf, ibuf, rej)
+            qa[0] -= _discipline_admit(qdisc, dp, dm, ds, df, dw, dg, s[S_ON], ain_f, t, dt, ip[IP_CAP],
+                                       q[0, QS_BYTES], qp[0, QP_BUFFER], rej, s[S_RI])
             if qa[0] < 0.0:
                 qa[0] = 0.0
         for k in range(K):
             qd[k] = q[k, QS_BYTES] + qa[k]
             # A ceiling caps what the queue may send this sub-step (no borrowing).
             qdc[k] = min(qd[k], ceil[k] * dt)
-        _serve_queues(qdisc, qdc, weight, cap, served)
+        _serve_queues(qdc, weight, cap, served)
         qtot = 0.0
         for k in range(K):
             nq = qd[k] - served[k]
-            qdrop[k] = _droptail(nq, qp[k, QP_BUFFER])
+            qdrop[k] = _droptail.overflow(nq, qp[k, QP_BUFFER])
             q[k, QS_BYTES] = nq - qdrop[k]
             if idc > 0.0:
                 rate_k = min(ip[IP_CAP], ceil[k])
