@@ -29,9 +29,10 @@ each made of the stages of docs/fluid_model.md "Time stepping":
    (``_complete``).
 
 ``_report`` turns the period's sums into the seven Table 3 variables. The
-stages are ``inline="always"``: numba compiles them into one function, as fast
-as the undivided loop was (the per-flow helpers take numbers, not arrays: see
-``_shaper_share``). Fast-math ``reassoc`` lets LLVM order a sum by where its
+stages are ``inline="always"``: numba compiles them into one function, which
+runs without reference counting (``_advance_one`` says why), and the per-flow
+helpers take numbers, not arrays (``_shaper_share``) -- so the divided loop is
+as fast as the undivided one was, or faster. Fast-math ``reassoc`` lets LLVM order a sum by where its
 terms are defined, so moving code between stages can move a result in its last
 bits (splitting the loop did so for BBRv2, ~1e-16 relative);
 ``tests/test_trace_hash.py`` pins the results to 7 digits.
@@ -415,6 +416,22 @@ def _discipline_admit(kind, dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q
 # The period's measurement sums (time- or byte-weighted), reduced to y at its end.
 M_RTTD, M_RTTD_T, M_RTTC, M_RTTC_T, M_QDD, M_QDD_W, M_QDC, M_QDC_W = range(8)
 NM = 8
+# Per flow and sub-step, what the controllers see (rows of ``fl``, _account_range -> _react_range).
+FL_O, FL_LOST, FL_RTT, FL_QB, FL_TB = range(5)
+NFL = 5
+# One period's scratch, allocated by advance_period* (_advance_one allocates nothing): per flow, the
+# bytes it sends, of which arrive at the bottleneck, the fraction the discipline rejects, then the
+# rows of ``fl``; per queue, the rows named in _advance_one.
+FW_SENT, FW_AIN, FW_REJ, FW_FL = 0, 1, 2, 3
+NFW = FW_FL + NFL
+QW_A, QW_TBD, QW_D, QW_DC, QW_DEL, QW_SERVED, QW_DROP, QW_SFRAC, QW_DFRAC, QW_WEIGHT, QW_CEIL = range(11)
+NQW = 11
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _scratch(F, K):
+    """(per-flow, per-queue, measurement) scratch of one period for one instance."""
+    return np.zeros((NFW, F)), np.zeros((NQW, K)), np.zeros(NM)
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FM)
@@ -422,8 +439,9 @@ def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dt
                           DP, DM, DS, DF, DW, DG):
     """Same as ``advance_period`` without threads (B = 1, or when threads do not pay)."""
     for b in range(S.shape[0]):
+        fw, qw, ms = _scratch(S.shape[2], Q.shape[1])
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b])
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b], fw, qw, ms)
 
 
 @njit(cache=True, parallel=True, error_model="numpy", fastmath=_FM)
@@ -432,16 +450,22 @@ def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, shor
     """Advance every instance by one control period; results go to OUT/REC/NREC."""
     B = S.shape[0]
     for b in prange(B):
+        fw, qw, ms = _scratch(S.shape[2], Q.shape[1])
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b])
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b], fw, qw, ms)
 
 
-@njit(cache=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, error_model="numpy", fastmath=_FM, _nrt=False)
 def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn, short_off, n_send, slots,
-                 dp, dm, ds, df, dw, dg):
-    """One instance through one control period: the sub-steps of docs/fluid_model.md "Time stepping"."""
-    F = s.shape[1]
-    K = q.shape[0]
+                 dp, dm, ds, df, dw, dg, fw, qw, ms):
+    """One instance through one control period: the sub-steps of docs/fluid_model.md "Time stepping".
+
+    Compiled without numba's reference counting (``_nrt=False``): numba would incref and decref
+    every array each inlined stage receives, every sub-step -- 20 % more CPU on small-cubic than the
+    undivided loop. Without it, this function may not allocate (numba refuses to compile that), so
+    its scratch ``fw``, ``qw``, ``ms`` comes from ``_scratch``; every array it sees is owned by its
+    caller, which outlives the call.
+    """
     period = ip[IP_PERIOD]
     t_end = (inst[I_PERIODS] + 1.0) * period
     u = u_bits / 8.0
@@ -454,22 +478,21 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     # user instead of 0.4-0.6), which the kernel's ABC runs do not show.
     idc = ip[IP_ARRIVAL_IDC] if kind == _droptail.FLUID_ID else 0.0
     _period_start(s, out, nrec, b)
-    a = np.zeros(F)  # bytes each flow sends in the sub-step
-    ain = np.zeros(F)  # ... of which arrive at the bottleneck (after the shaper)
-    rej = np.zeros(F)  # the fraction of them the discipline in front of the FIFO rejects
-    fl = np.zeros((NFL, F))  # what each flow's controller sees (_account_range -> _react_range)
-    qa = np.empty(K)  # bytes arriving at each bottleneck queue
-    tbd = np.empty(K)  # shaper backlog + arrivals bound for each queue
-    qd = np.empty(K)  # backlog + arrivals of each queue
-    qdc = np.empty(K)  # ... capped by its ceiling
-    qdel = np.empty(K)  # queueing delay a packet meets in each queue
-    served = np.empty(K)
-    qdrop = np.empty(K)
-    sfrac = np.empty(K)  # fraction of backlog + arrivals served
-    dfrac = np.empty(K)  # fraction of arrivals dropped
-    weight = np.empty(K)
-    ceil = np.empty(K)
-    ms = np.zeros(NM)
+    a = fw[FW_SENT]  # bytes each flow sends in the sub-step
+    ain = fw[FW_AIN]  # ... of which arrive at the bottleneck (after the shaper)
+    rej = fw[FW_REJ]  # the fraction of them the discipline in front of the FIFO rejects
+    fl = fw[FW_FL:]  # what each flow's controller sees
+    qa = qw[QW_A]  # bytes arriving at each bottleneck queue
+    tbd = qw[QW_TBD]  # shaper backlog + arrivals bound for each queue
+    qd = qw[QW_D]  # backlog + arrivals of each queue
+    qdc = qw[QW_DC]  # ... capped by its ceiling
+    qdel = qw[QW_DEL]  # queueing delay a packet meets in each queue
+    served = qw[QW_SERVED]
+    qdrop = qw[QW_DROP]
+    sfrac = qw[QW_SFRAC]  # fraction of backlog + arrivals served
+    dfrac = qw[QW_DFRAC]  # fraction of arrivals dropped
+    weight = qw[QW_WEIGHT]
+    ceil = qw[QW_CEIL]
     wtot = _queue_params(qp, weight, ceil)
     t = inst[I_T]
     dt = ip[IP_DT] if ip[IP_DT] > 0.0 else DT_MIN
@@ -817,11 +840,6 @@ def _complete(p, s, inst, ip, q, rec, nrec, out, b, f, t, dt, u, rtt, qb, tb, we
         inst[I_DTN_LASTFIN] = max(inst[I_DTN_LASTFIN], fin)
         if inst[I_DTN_LEFT] <= 0.0:
             inst[I_DTN_DONE] = inst[I_DTN_LASTFIN]
-
-
-# Per flow and sub-step, what the controllers see (rows of the ``fl`` scratch array).
-FL_O, FL_LOST, FL_RTT, FL_QB, FL_TB = range(5)
-NFL = 5
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
