@@ -202,7 +202,3 @@ SHORT_SLOTS_PER_SENDER = 64  # concurrent short flows per Weibull sender (more w
 CCA_CODES = {"reno": 0, "cubic": 1, "bbr": 2, "bbr2": 3, "udp": 4, "minloss": 5}
 CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
 CLASS_NAMES = ("dtn", "campus", "short")
-QDISC_DROPTAIL = 0
-QDISC_ABC = 1  # activity AQM in front of the FIFO (scidmz.disciplines.abc)
-QDISC_FFS = 2  # FFS, estimators + Appendix A tau (scidmz.disciplines.ffs.fluid_gammas)
-QDISC_FFS_EXACT = 3  # FFS with tau solved exactly each step (ffs.fluid_gammas_exact)

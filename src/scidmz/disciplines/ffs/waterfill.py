@@ -12,6 +12,10 @@ HWFQ (Table II's comparison): interface-based two-level weighted max-min --
 ingresses share the egress by their matrix entries, streams share their
 ingress's allocation by their fair shares (unused share stays on the ingress
 first; that is what distinguishes it from FFS).
+
+:func:`maxmin_tau` is the one water-filling (numba): the fluid plant's exact
+mode (:func:`scidmz.disciplines.ffs.fluid.fluid_gammas_exact`) and the
+functions here call it.
 """
 
 from __future__ import annotations
@@ -19,8 +23,40 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
-from scidmz.disciplines.base import DisciplineConfigError, check_labels, check_positive
+from ..base import DisciplineConfigError, check_labels, check_positive
+
+
+@njit(cache=True)
+def maxmin_tau(demand: np.ndarray, weight: np.ndarray, capacity: float) -> float:
+    """The tau of exact weighted max-min (``x_s = min(d_s, w_s tau)``, ``sum x = C``); inf if it all fits.
+
+    Water-filling: ``g(tau)`` is piecewise linear and increasing, so the streams
+    sorted by ``d/w`` locate the segment that holds the root.
+    """
+    total = 0.0
+    for s in range(demand.shape[0]):
+        total += demand[s]
+    if total <= capacity:
+        return math.inf
+    ratio = np.full(demand.shape[0], math.inf)
+    w_left = 0.0
+    for s in range(demand.shape[0]):
+        if weight[s] > 0.0:
+            ratio[s] = demand[s] / weight[s]
+            w_left += weight[s]
+    order = np.argsort(ratio, kind="mergesort")
+    satisfied = 0.0
+    for s in order:
+        if weight[s] <= 0.0:
+            break
+        tau = (capacity - satisfied) / w_left
+        if ratio[s] >= tau:
+            return tau
+        satisfied += demand[s]
+        w_left -= weight[s]
+    return math.inf
 
 
 def weighted_maxmin(demands: np.ndarray, weights: np.ndarray, capacity: float) -> tuple[np.ndarray, float]:
@@ -38,8 +74,6 @@ def weighted_maxmin(demands: np.ndarray, weights: np.ndarray, capacity: float) -
     cap = check_positive("capacity", capacity)
     if d.sum() <= cap:
         return d.copy(), math.inf
-    from scidmz.disciplines.ffs import maxmin_tau
-
     # one water-filling for the reports, the fluid plant's exact mode and this function
     tau = float(maxmin_tau(d, w, cap))
     if math.isinf(tau):
