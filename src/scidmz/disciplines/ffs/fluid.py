@@ -47,17 +47,19 @@ from .config import (
     S_TTAU,
 )
 from .core import ewma_rate, forwarding_probability, rate_indicator, tau_uncongested, tau_update
-from .waterfill import maxmin_tau
+from .waterfill import maxmin_tau_into
 
 FLUID_ID = fluid_id("ffs")
 DP_EXACT = N_PARAMS  # 1: equation (2) solved exactly every sub-step
 DF_LABEL, DF_R = 0, 1
-_W_BITS, _W_R, _W_F, _W_GAMMA, _W_RI = range(5)
+_W_BITS, _W_R, _W_F, _W_GAMMA, _W_RI, _W_WEIGHT, _W_RATIO, _W_ORDER, _W_FSUM, _W_RIN, _W_FIN = range(11)
 
 
 def layout(config: Any, n_flows: int, labels: bool, exact: bool) -> FluidLayout:
     n = len(config.matrix_col_bps)
-    return FluidLayout(n_params=N_PARAMS + 1, n_aggregates=n, state=(n + 1, N_STATE), flow_rows=2, work=(5, n_flows))
+    # work rows 5-10: scratch of the water-filling and the estimators (the kernel may not allocate)
+    return FluidLayout(n_params=N_PARAMS + 1, n_aggregates=n, state=(n + 1, N_STATE), flow_rows=2,
+                       work=(11, max(n_flows, n)))
 
 
 def init(config: Any, dp: np.ndarray, dm: np.ndarray, ds: np.ndarray, df: np.ndarray, groups: np.ndarray,
@@ -106,12 +108,14 @@ def admit(dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, pkt, re
                 bits[f] = 0.0
         flab[f] = df[DF_LABEL, f] if df[DF_LABEL, f] > 0.0 else rlab[f]
     if exact:
-        tau = fluid_gammas_exact(dm, dp[P_CAP], grp, rlab, flab, gam)
+        tau = fluid_gammas_exact(dm, dp[P_CAP], grp, rlab, flab, gam, dw[_W_WEIGHT], dw[_W_RATIO],
+                                 dw[_W_ORDER], dw[_W_FSUM])
         if tau < math.inf:
             ds[n_ing, S_TAU] = tau
     else:
         ri = dw[_W_RI]
-        fluid_gammas(ds[n_ing, :], ds[:n_ing, :3], dp, dm, grp, bits, rlab, flab, t + dt, dt, gam, ri)
+        fluid_gammas(ds[n_ing, :], ds[:n_ing, :3], dp, dm, grp, bits, rlab, flab, t + dt, dt, gam, ri,
+                     dw[_W_RIN], dw[_W_FIN])
         for f in range(n_flows):
             if bits[f] > 0.0:
                 # the lowest RI of the round: during congestion the RI is the stream's minimum CFR
@@ -139,6 +143,8 @@ def fluid_gammas(
     dt: float,
     gamma: np.ndarray,
     ri: np.ndarray,
+    rin: np.ndarray,
+    fin: np.ndarray,
 ) -> None:
     """FFS over one fluid time step ending at ``t``: forwarding fraction of every stream.
 
@@ -150,13 +156,15 @@ def fluid_gammas(
     fed the expected forwarded bits (section VII-A). Streams offering nothing
     get gamma = 1; ``ri`` gets each stream's Algorithm 2 rate indicator (the
     source set none: inf in). Same functions as :func:`.core.ffs_packet`, so the
-    two cannot drift.
+    two cannot drift. ``rin``/``fin`` (>= the ingresses) are scratch: the fluid
+    kernel runs without allocation.
     """
     k = p[P_K]
     n_ing = ing.shape[0]
     tot = 0.0
-    rin = np.zeros(n_ing)
-    fin = np.zeros(n_ing)
+    for i in range(n_ing):
+        rin[i] = 0.0
+        fin[i] = 0.0
     for s in range(bits.shape[0]):
         if bits[s] > 0.0:
             i = ingress[s]
@@ -195,24 +203,28 @@ def fluid_gammas(
 
 @njit(cache=True)
 def fluid_gammas_exact(
-    m: np.ndarray, capacity: float, ingress: np.ndarray, rate: np.ndarray, f_pre: np.ndarray, gamma: np.ndarray
+    m: np.ndarray, capacity: float, ingress: np.ndarray, rate: np.ndarray, f_pre: np.ndarray, gamma: np.ndarray,
+    w: np.ndarray, ratio: np.ndarray, order: np.ndarray, fsum: np.ndarray,
 ) -> float:
     """Equations (1) and (2) solved exactly for the offered rates; returns tau (inf: uncongested).
 
     ``gamma[s] = min(1, f_s * tau / r_s)`` -- the forwarding fraction that gives
     every stream its FFS allocation (the exact mode of the fluid plant, checked
-    against Table II).
+    against Table II). ``w``, ``ratio``, ``order`` (>= n each) and ``fsum`` (>= the
+    ingresses) are scratch: the kernel calling this runs without allocation.
     """
     n = rate.shape[0]
-    fsum = np.zeros(m.shape[0])
+    for i in range(m.shape[0]):
+        fsum[i] = 0.0
     for s in range(n):
         if rate[s] > 0.0:
             fsum[ingress[s]] += f_pre[s]
-    w = np.zeros(n)
     for s in range(n):
+        w[s] = 0.0
         if rate[s] > 0.0 and fsum[ingress[s]] > 0.0:
             w[s] = f_pre[s] / fsum[ingress[s]] * m[ingress[s]]
-    tau = maxmin_tau(rate, w, capacity)
+    idx = order[:n]
+    tau = maxmin_tau_into(rate, w[:n], capacity, ratio[:n], idx)
     for s in range(n):
         gamma[s] = 1.0 if rate[s] <= 0.0 else min(1.0, w[s] * tau / rate[s])
     return tau

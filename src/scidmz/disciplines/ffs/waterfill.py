@@ -35,20 +35,42 @@ def maxmin_tau(demand: np.ndarray, weight: np.ndarray, capacity: float) -> float
     Water-filling: ``g(tau)`` is piecewise linear and increasing, so the streams
     sorted by ``d/w`` locate the segment that holds the root.
     """
+    n = demand.shape[0]
+    return maxmin_tau_into(demand, weight, capacity, np.empty(n), np.empty(n))
+
+
+@njit(cache=True)
+def maxmin_tau_into(demand: np.ndarray, weight: np.ndarray, capacity: float, ratio: np.ndarray,
+                    order: np.ndarray) -> float:
+    """:func:`maxmin_tau` with its scratch (``ratio``, ``order``: n floats each; ``order`` holds stream indices) given.
+
+    Allocation-free, so the fluid kernel (compiled without numba's reference
+    counting) can call it. The streams are ordered by a stable insertion sort,
+    which gives the same order as the stable mergesort it replaces (ties keep
+    their index order); n is the flows of one bottleneck, so O(n^2) is cheap.
+    """
     total = 0.0
-    for s in range(demand.shape[0]):
+    n = demand.shape[0]
+    for s in range(n):
         total += demand[s]
     if total <= capacity:
         return math.inf
-    ratio = np.full(demand.shape[0], math.inf)
     w_left = 0.0
-    for s in range(demand.shape[0]):
+    for s in range(n):
+        ratio[s] = math.inf
         if weight[s] > 0.0:
             ratio[s] = demand[s] / weight[s]
             w_left += weight[s]
-    order = np.argsort(ratio, kind="mergesort")
+    for i in range(n):
+        order[i] = i
+        j = i
+        while j > 0 and ratio[int(order[j - 1])] > ratio[i]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
     satisfied = 0.0
-    for s in order:
+    for i in range(n):
+        s = int(order[i])
         if weight[s] <= 0.0:
             break
         tau = (capacity - satisfied) / w_left
