@@ -27,7 +27,11 @@ instance's slices; the hook alone knows what is in them:
   each flow's bytes the discipline rejects to ``rej[f]``, optionally a rate
   feedback for the flow's sender to ``fb[f]`` (bytes/s; FFS's rate indicator),
   and return the bytes rejected. Drop-tail has nothing in front of its FIFO:
-  the kernel never calls its ``admit``.
+  the kernel never calls its ``admit``. ``admit`` and everything it calls must
+  not allocate (no ``np.zeros``/``np.empty``/``argsort``...): the kernel is
+  compiled without numba's reference counting, for speed, so an allocation is
+  a compile error -- one a warm numba cache hides until a fresh clone compiles
+  it. Scratch goes in the ``work`` rows the ``layout`` declares (``dw``).
 """
 
 from __future__ import annotations
