@@ -238,6 +238,11 @@ def _regime(root: Path) -> dict[str, Any]:
             "buffers": buffers, "table": table, "gap": gap}
 
 
+def _ebpf(root: Path) -> dict[str, Any]:
+    rel = "reports/ebpf/benchmark.json"
+    return {"src": rel, "b": _load(root, rel)}
+
+
 def _leaderboard(root: Path) -> dict[str, Any]:
     from .verdict import leaderboard_context
 
@@ -255,5 +260,6 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "abc": _abc,
     "disciplines-dmz": _dmz,
     "buffer-regime": _regime,
+    "ebpf-cost": _ebpf,
     "leaderboard": _leaderboard,
 }
