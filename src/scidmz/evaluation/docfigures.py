@@ -238,6 +238,16 @@ def _regime(root: Path) -> dict[str, Any]:
             "buffers": buffers, "table": table, "gap": gap}
 
 
+def _sim_vs_testbed(root: Path) -> dict[str, Any]:
+    rel = "reports/mlc/regime/sim_vs_testbed.json"
+    return {"src": rel, "d": _load(root, rel)}
+
+
+def _arrival_idc(root: Path) -> dict[str, Any]:
+    rels = [f"reports/mlc/regime/arrival_idc_{c}.json" for c in ("cubic", "bbr")]
+    return {"src": rels, "runs": [_load(root, r) for r in rels], "window": "2ms"}
+
+
 def _ebpf(root: Path) -> dict[str, Any]:
     rel = "reports/ebpf/benchmark.json"
     return {"src": rel, "b": _load(root, rel)}
@@ -260,6 +270,8 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "abc": _abc,
     "disciplines-dmz": _dmz,
     "buffer-regime": _regime,
+    "sim-vs-testbed": _sim_vs_testbed,
+    "arrival-idc": _arrival_idc,
     "ebpf-cost": _ebpf,
     "leaderboard": _leaderboard,
 }
