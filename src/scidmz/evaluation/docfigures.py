@@ -248,6 +248,11 @@ def _arrival_idc(root: Path) -> dict[str, Any]:
     return {"src": rels, "runs": [_load(root, r) for r in rels], "window": "2ms"}
 
 
+def _literature(root: Path) -> dict[str, Any]:
+    rel = "reports/fidelity/literature.json"
+    return {"src": rel, "d": _load(root, rel)}
+
+
 def _ebpf(root: Path) -> dict[str, Any]:
     rel = "reports/ebpf/benchmark.json"
     return {"src": rel, "b": _load(root, rel)}
@@ -272,6 +277,7 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "buffer-regime": _regime,
     "sim-vs-testbed": _sim_vs_testbed,
     "arrival-idc": _arrival_idc,
+    "fluid-literature": _literature,
     "ebpf-cost": _ebpf,
     "leaderboard": _leaderboard,
 }
