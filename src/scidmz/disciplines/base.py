@@ -31,7 +31,17 @@ instance's slices; the hook alone knows what is in them:
   not allocate (no ``np.zeros``/``np.empty``/``argsort``...): the kernel is
   compiled without numba's reference counting, for speed, so an allocation is
   a compile error -- one a warm numba cache hides until a fresh clone compiles
-  it. Scratch goes in the ``work`` rows the ``layout`` declares (``dw``).
+  it. Scratch goes in the ``work`` rows the ``layout`` declares (``dw``);
+- ``noise_edge(dp, dw, buffer) -> float`` and ``noise_drop(dw, grp, ain, rej,
+  extra, pkt) -> float``: numba, ``inline="always"``, allocation-free, called
+  after ``admit`` in the same sub-step: where the FIFO's packet-level noise
+  (``plant/fluid/kernel.py``, ``_packet_noise``) meets the discipline. The
+  first returns the queue length (bytes, at most ``buffer``) at which the
+  discipline starts dropping -- the noise's upper barrier; the second books
+  ``extra`` bytes of the noise's overflow as the discipline's own drops (it
+  raises ``rej`` of the flows it drops) and returns the bytes booked; the
+  FIFO drops the rest by arrivals. A discipline without them is not covered
+  by the noise model (``FluidPlant.noise_covers``).
 """
 
 from __future__ import annotations

@@ -18,6 +18,15 @@ exact-mode flag; ``dm`` the fairness-matrix column (bit/s); ``ds`` rows
 ``0..A-1`` the ingresses' estimators, row ``A`` the egress state; ``df`` rows
 each flow's f label (0: f = r) and its measured r; ``dw`` rows bits offered,
 r and f labels, gamma and rate indicator per flow.
+
+Packet-level noise (``noise_edge``, ``noise_drop``; ours, the paper has no
+fluid model): FFS drops by rate (a stream's label against tau), never by the
+queue's length, so the FIFO behind it is a plain drop-tail FIFO fed by what
+FFS forwards, and its packet noise is drop-tail's
+(``plant/fluid/kernel.py``, ``_packet_noise_excess``): reflected at the
+buffer, the extra overflow shared by arrivals (a full FIFO drops whichever
+packet arrives). FFS's estimators count forwarded bytes before that FIFO, as
+the DPDK node does, so they do not see those drops.
 """
 
 from __future__ import annotations
@@ -127,6 +136,18 @@ def admit(dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, pkt, re
         rej[f] = 1.0 - gam[f] if ain[f] > 0.0 else 0.0
         rejected += ain[f] * rej[f]
     return rejected
+
+
+@njit(cache=True, inline="always")
+def noise_edge(dp, dw, buffer):
+    """FFS drops nothing by queue length: the packet noise meets the FIFO's buffer (module docstring)."""
+    return buffer
+
+
+@njit(cache=True, inline="always")
+def noise_drop(dw, grp, ain, rej, extra, pkt):
+    """None of the noise's overflow is FFS's: the FIFO behind it drops it by arrivals (returns 0)."""
+    return 0.0
 
 
 @njit(cache=True)
