@@ -28,6 +28,18 @@ def overflow(backlog: float, buffer: float) -> float:
     return backlog - buffer if backlog > buffer else 0.0
 
 
+@njit(cache=True, inline="always")
+def noise_edge(dp, dw, buffer):
+    """The packet noise meets a drop-tail queue at its buffer (``plant/fluid/kernel.py``, ``_packet_noise``)."""
+    return buffer
+
+
+@njit(cache=True, inline="always")
+def noise_drop(dw, grp, ain, rej, extra, pkt):
+    """A full FIFO drops whichever packet arrives: the noise's overflow is shared by arrivals (returns 0)."""
+    return 0.0
+
+
 def layout(config: Any, n_flows: int, labels: bool, exact: bool) -> FluidLayout:
     no_option("drop-tail", labels, exact)
     return FluidLayout(n_params=1, n_aggregates=N_AGGREGATES, state=(1, 1), flow_rows=1, work=(1, 1))

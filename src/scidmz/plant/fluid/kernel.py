@@ -437,7 +437,7 @@ def _noise_edge(kind, dp, dw, buffer):
     discipline's ``noise_edge`` (``scidmz.disciplines.base``); -1 for a discipline without the noise
     hooks, whose queue then has no packet noise (``FluidPlant.noise_covers`` says so)."""
     if kind == _droptail.FLUID_ID:
-        return buffer
+        return _droptail.noise_edge(dp, dw, buffer)
     if kind == _abc.FLUID_ID:
         return _abc.noise_edge(dp, dw, buffer)
     if kind == _ffs.FLUID_ID:
@@ -700,7 +700,7 @@ def _send(p, s, inst, ip, q, dt, u, a, qa, tbd, paced, qdel, weight, wtot, ceil)
             tbd[k] += sent + s[S_TB, f]
         else:
             qa[k] += sent
-            if p[P_RMAX, f] < INF:
+            if p[P_RMAX, f] < INF or int(p[P_CCA, f]) == UDP:
                 paced[k] += sent
     inst[I_RTTMIN] = rtt_min
     return a_tbf, tbf_delay
@@ -765,10 +765,12 @@ def _packet_noise(q, ip, k, qa, qd, served, qdrop, paced, idc, dt, inv_dt, mu, e
     as much extra drop as extra idle, and the mean content the noise holds (``QS_NOISE``). Returns
     the service the noise left unused (the idle).
 
-    Paced flows' bytes (``paced``: a flow with a sending cap, ``P_RMAX``) add no variance (ours):
-    a paced sender spaces its packets at its rate (``SO_MAX_PACING_RATE`` turns on TCP's internal
-    pacing for every segment, capped or not; a cap upstream spaces them at its rate), so what is
-    left of the measured IDC is the unpaced flows' ACK-clocked bursts. A discipline may book the
+    Paced flows' bytes (``paced``: an unshaped flow with a sending cap, ``P_RMAX``, or a constant-rate
+    UDP sender) add no variance (ours): a paced sender spaces its packets at its rate
+    (``SO_MAX_PACING_RATE`` turns on TCP's internal pacing for every segment, capped or not; a cap
+    upstream spaces them at its rate; CBR is constant), so what is left of the measured IDC is the
+    unpaced flows' ACK-clocked bursts. Flows behind the campus shaper leave it in its bursts: never
+    paced here. A discipline may book the
     extra drops as its own (``_noise_drop``: ABC drops the most active aggregate at its threshold);
     the rest the FIFO drops by arrivals, as drop-tail does.
     """
