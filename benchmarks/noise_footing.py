@@ -13,7 +13,9 @@ active aggregate's threshold and its extra drops are that aggregate's). This mea
   leaf at B_max - R* borrowing up to B_max, each with the scenario's buffer (ours: a fixed split, so
   the run measures the leaves, not the Jenks separator);
 - ``abc``: the shaper open, ABC in front of the FIFO with the ``abc`` policy's configuration and
-  reference rates (R*, B_max - R*).
+  reference rates (R*, B_max - R*);
+- ``ffs``: the shaper open, FFS-C100 in front of the FIFO with the ``ffs`` policy's configuration
+  and fairness-matrix column (R*, B_max - R*).
 
 Per bottleneck: the DTN's fill (its rate / R*), the link's utilisation and idle (1 - utilisation),
 after a warm-up, on the netns testbed (real kernel TCP; ``--plant netns`` needs root, run it under
@@ -35,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-BOTTLENECKS = ("trivial", "htb", "abc")
+BOTTLENECKS = ("trivial", "htb", "abc", "ffs")
 TARGET_FRAC = 0.5
 
 
@@ -45,11 +47,12 @@ def _split(sc: Any, target: float) -> tuple[list[float], list[float], list[float
     return [float(sc.buffer_bytes)] * 2, [target, c - target], [target, c]
 
 
-def _abc(sc: Any, target: float) -> tuple[Any, np.ndarray]:
-    from scidmz.policies.discipline.abc import ABCPolicy
-    from scidmz.policies.discipline.common import shares
+def _discipline(sc: Any, bottleneck: str, target: float) -> tuple[Any, np.ndarray]:
+    """The discipline policy's configuration and its per-aggregate weights at ``target``."""
+    from scidmz.policies import make_policy
 
-    return ABCPolicy().configure(sc), shares(sc, np.array([target]), sc.capacity)[0]
+    pol = make_policy(bottleneck)
+    return pol.configure(sc), pol.weights(sc, np.array([target]))[0]
 
 
 def _summary(y: np.ndarray, sc: Any, target: float) -> dict[str, float]:
@@ -74,10 +77,10 @@ def run_fluid(sc: Any, bottleneck: str, noise: bool, seeds: int, warmup: int, me
         fq[: plant.shape.n_dtn] = 0
         plant.set_queues(buf, rate, fq, ceil)
     else:
-        cfg, w = _abc(sc, target)
+        cfg, w = _discipline(sc, bottleneck, target)
         plant.set_discipline(cfg)
     plant.reset()
-    if bottleneck == "abc":
+    if bottleneck in ("abc", "ffs"):
         plant.set_discipline_weights(w)
     ys = np.array([plant.step(np.full(seeds, u)).y for _ in range(warmup + measure)])[warmup:]
     per = [_summary(ys[:, i], sc, target) for i in range(seeds)]
@@ -97,17 +100,17 @@ def run_netns(sc: Any, bottleneck: str, warmup: int, measure: int) -> dict[str, 
     u = sc.trivial_rate(target) if bottleneck == "trivial" else sc.u_max
     ys, flags = [], []
     with make_plant("netns", sc, telemetry="kernel") as plant:
-        if bottleneck == "abc":
-            cfg, w = _abc(sc, target)
+        if bottleneck in ("abc", "ffs"):
+            cfg, w = _discipline(sc, bottleneck, target)
             plant.set_discipline(cfg)
         plant.reset(sc.seed)
         if bottleneck == "htb":
             buf, rate, ceil = _split(sc, target)
-            queues = tuple(QueueSpec(qid=i, rate=rate[i], ceil=ceil[i], buffer=int(buf[i]),
+            queues = tuple(QueueSpec(qid=i + 1, rate=rate[i], ceil=ceil[i], buffer=int(buf[i]),
                                      label=("dtn", "campus")[i]) for i in range(2))
-            plant.apply_queues(QueueConfig(capacity=sc.capacity, queues=queues, default=1,
-                                           rules=(FlowRule(FlowMatch(src=DTN_NET), 0),)).validate())
-        elif bottleneck == "abc":
+            plant.apply_queues(QueueConfig(capacity=sc.capacity, queues=queues, default=2,
+                                           rules=(FlowRule(FlowMatch(src=DTN_NET), 1),)).validate())
+        elif bottleneck in ("abc", "ffs"):
             plant.set_discipline_weights(w)
         for k in range(warmup + measure):
             ys.append(plant.step(u).y[0])
@@ -124,7 +127,7 @@ def run_netns(sc: Any, bottleneck: str, warmup: int, measure: int) -> dict[str, 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plant", choices=("fluid", "netns"), required=True)
-    ap.add_argument("--bottlenecks", default=",".join(BOTTLENECKS), help="comma-separated: trivial,htb,abc")
+    ap.add_argument("--bottlenecks", default=",".join(BOTTLENECKS), help="comma-separated: trivial,htb,abc,ffs")
     ap.add_argument("--seeds", type=int, default=4, help="fluid instances per bottleneck and noise setting")
     ap.add_argument("--warmup", type=int, default=15, help="periods (s) before the measurement")
     ap.add_argument("--measure", type=int, default=20, help="periods (s) measured")

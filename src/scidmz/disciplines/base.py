@@ -40,8 +40,13 @@ instance's slices; the hook alone knows what is in them:
   discipline starts dropping -- the noise's upper barrier; the second books
   ``extra`` bytes of the noise's overflow as the discipline's own drops (it
   raises ``rej`` of the flows it drops) and returns the bytes booked; the
-  FIFO drops the rest by arrivals. A discipline without them is not covered
-  by the noise model (``FluidPlant.noise_covers``).
+  FIFO drops the rest by arrivals. A discipline without them gets no noise;
+- ``NOISE_FOOTING``: bool, whether the fluid discipline with the noise was
+  checked against the kernel's and agreed (``benchmarks/noise_footing.py``,
+  ``reports/leaderboard/noise.json``). Without the hooks or without it, the
+  plant does not count the discipline's policy as on equal footing with the
+  trivial TBF (``FluidPlant.noise_covers``), and a comparison across kinds
+  marks its fluid rows "not comparable".
 """
 
 from __future__ import annotations

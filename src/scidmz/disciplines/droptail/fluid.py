@@ -18,6 +18,9 @@ from ..base import FluidLayout, no_option
 from ..registry import fluid_id
 
 FLUID_ID = fluid_id("droptail")
+#: The FIFO's noise is the one measured on the testbed (constants.ARRIVAL_IDC) and checked there, under
+#: the trivial TBF and in a queue policy's HTB leaves (reports/leaderboard/noise.json).
+NOISE_FOOTING = True
 #: The Science DMZ's two aggregates (DTN, campus): the runner's weights have one entry each.
 N_AGGREGATES = 2
 

@@ -117,9 +117,10 @@ def _disciplines_of(policy: Any, plant: FluidPlant) -> list[Any]:
 
 
 def _has_noise_hooks(entry: Any) -> bool:
-    """Whether a discipline's fluid hook meets the packet noise (``scidmz.disciplines.base``)."""
+    """Whether a discipline's fluid hook meets the packet noise and was found to agree with the kernel
+    with it (``noise_edge``, ``noise_drop``, ``NOISE_FOOTING``: ``scidmz.disciplines.base``)."""
     hooks = entry.fluid()
-    return hasattr(hooks, "noise_edge") and hasattr(hooks, "noise_drop")
+    return hasattr(hooks, "noise_edge") and hasattr(hooks, "noise_drop") and bool(getattr(hooks, "NOISE_FOOTING", False))
 
 
 def min_base_rtt(sc: Scenario) -> float:
@@ -556,7 +557,7 @@ class FluidPlant:
     #: Policy kinds whose queues the packet-noise model (``link.arrival_idc``) acts in: the rate and
     #: host policies' FIFO, a queue policy's HTB leaves (each at its own rate, lending its idle to
     #: the others), and the FIFO behind a discipline whose fluid hook has the noise hooks
-    #: (``noise_edge``/``noise_drop``, ``scidmz.disciplines.base``: ABC, FFS).
+    #: (``noise_edge``/``noise_drop``, ``scidmz.disciplines.base``) and ``NOISE_FOOTING``.
     NOISE_KINDS: frozenset[str] = frozenset({"rate", "host", "queue", "discipline"})
 
     def noise_covers(self, policy: Any) -> bool:
@@ -566,7 +567,9 @@ class FluidPlant:
 
         A comparison across kinds (``scidmz leaderboard``) marks the rows of policies not covered
         "not comparable" and keeps them out of its ranking. A discipline is covered when its fluid
-        hook has the noise hooks (the kernel skips the noise behind one that has not); the kind
+        hook has the noise hooks (the kernel skips the noise behind one that has not) and declares
+        ``NOISE_FOOTING``: the fluid discipline with the noise agreed with the kernel's
+        (``benchmarks/noise_footing.py``, ``reports/leaderboard/noise.json``); the kind
         ``"discipline"`` alone is covered when every registered discipline is. Without packet noise
         (``packet_noise=False``) every policy sees the same deterministic queue: all are covered.
         """
