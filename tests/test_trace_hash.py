@@ -60,9 +60,9 @@ def test_fluid_trace_is_unchanged(name: str) -> None:
 # a policy makes -- HTB leaves, the FIFO behind ABC and FFS -- so these traces moved on purpose when
 # they were added; the drop-tail traces above did not move). Same trace, the policy through the runner.
 EXPECTED_POLICY = {
-    ("paper-cubic", "abc"): "",
-    ("paper-cubic", "ffs"): "",
-    ("paper-cubic", "jenks"): "",
+    ("paper-cubic", "abc"): "75e5504befcd0e773966b60225dfb88664b264773502693943894bfcc5f4ecf2",
+    ("paper-cubic", "ffs"): "29286da23fda4573e8fbb22f1053cd7379990a1e235d207a6067316b869f3f5f",
+    ("paper-cubic", "jenks"): "13535a4eb410b075094a8e96c17a4d54d8f2de88f7d52d8a8b532585ec47dd53",
 }
 
 
