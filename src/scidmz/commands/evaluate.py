@@ -39,13 +39,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    resolve_model_args(a)
-    from ..evaluation.mlc.evaluate import evaluate
+    from ..evaluation.mlc.evaluate import check_request, evaluate
+    from ..scenario import resolve_scenario
+    from .build import build_policies
 
+    # Cheap checks first (counts, experiments, names), then the one assembly builds the policies.
+    names, _ = check_request(a.trials, a.experiments, a.policies, a.executor, a.plant)
+    sc = resolve_scenario(a.scenario, a.set)
+    resolve_model_args(a)
+    policies, files = build_policies(names, sc, files={"mlc": {"model": a.model, "gains": a.gains}},
+                                     tracking_uri=a.tracking_uri)
     result, human = evaluate(
-        scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
-        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
-        executor=a.executor, policies=a.policies,
+        scenario=sc, policies=policies, trials=a.trials, experiments=a.experiments,
+        out=a.out, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
+        executor=a.executor, files=files,
         progress=sys.stderr.isatty(), command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
     )
     emit(result, a.json, human)
