@@ -519,6 +519,28 @@ class FluidPlant:
         self.P[:, L.P_QID] = fq
         self._queues = (buf, w, fq.copy(), ce)
 
+    # -- which policies the packet-noise model covers (issue 25, equal footing) ---------------
+    #: Policy kinds whose queues the FIFO's packet-noise model (``link.arrival_idc``) acts in: the
+    #: rate and host policies' single drop-tail FIFO. Not yet the HTB leaves of a queue policy
+    #: nor a discipline's queue (ABC, FFS): ``_fill`` applies the noise to the one FIFO only.
+    NOISE_KINDS: frozenset[str] = frozenset({"rate", "host"})
+
+    def noise_covers(self, policy: Any) -> bool:
+        """Whether this plant models ``policy`` on equal footing with the trivial TBF: its packet-noise
+        model acts in the queues that policy creates. ``policy``: a kind (``scidmz.kinds.POLICY_KINDS``)
+        or a policy object (its ``kind``).
+
+        A comparison across kinds (``scidmz leaderboard``) marks the rows of policies not covered
+        "not comparable" and keeps them out of its ranking. Without packet noise
+        (``packet_noise=False``) every policy sees the same deterministic queue: all are covered.
+        """
+        from ...kinds import POLICY_KINDS
+
+        kind = policy if isinstance(policy, str) else getattr(policy, "kind", None)
+        if kind not in POLICY_KINDS:
+            raise ValueError(f"noise_covers: unknown policy kind {kind!r} (choose from {', '.join(POLICY_KINDS)})")
+        return not self._packet_noise or kind in self.NOISE_KINDS
+
     # -- a bottleneck discipline (ABC, FFS) in front of the FIFO -----------------------------
     def set_discipline(
         self,

@@ -1,0 +1,132 @@
+"""The sizes of a leaderboard run (``LeaderboardPlan``) and their bounds.
+
+Trial i of every policy has seed ``seed + i`` and the same target signal: column i of
+the MLC evaluation's ``mrae_targets`` (pseudo-random steps in [0.3, 0.7] x B_max held
+30 s, 120 s trials; ``--quick``: 30 s). The FCT trials move a fixed DTN transfer at
+0.5 x B_max until it is done, bounded (``fct_bound``); their utilisation rho is taken
+while the transfer runs (the MLC paper's Fig. 12). Short-flow trials add one Weibull
+short-flow sender beside the long flows; their metric is the trial's median
+short-flow FCT. Transfer sizes (ours, as the existing reports): 10 GB on the fluid
+plant (the MLC paper's section 4.3), 300 MB on a real-time plant (reports/mlc-netns:
+the testbed runs at 100 Mbit/s), 150 MB with ``--quick``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ...scenario import Scenario
+
+__all__ = ["LeaderboardPlan", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
+           "make_plan", "parse_experiments", "unit_of"]
+
+#: What a leaderboard can rank, in report order.
+EXPERIMENTS: tuple[str, ...] = ("mrae", "fct", "utilization", "short")
+#: The trials that give them: the FCT trials also give the utilisation.
+UNITS: tuple[str, ...] = ("mrae", "fct", "short")
+#: experiment -> (ledger metric, which way is better)
+METRICS: dict[str, tuple[str, str]] = {
+    "mrae": ("mrae", "lower"),
+    "fct": ("fct", "lower"),
+    "utilization": ("utilization", "higher"),
+    "short": ("short_fct_median", "lower"),
+}
+#: Bounds on every count (issue 29: checked before any work; docs/safety.md).
+MAX_TRIALS = 10_000
+MAX_POLICIES = 16
+MAX_SEED = 2**31 - 1
+
+
+def unit_of(experiment: str) -> str:
+    """The trial kind (``UNITS``) that gives ``experiment``."""
+    return "fct" if experiment == "utilization" else experiment
+
+
+def parse_experiments(spec: str | None, plant: str) -> tuple[str, ...]:
+    """``mrae,fct`` -> ('mrae', 'fct'); None: all four on the fluid plant, short flows left out on a
+    real-time plant (they are asked for there). One line for an unknown name."""
+    if spec is None or spec.strip() in ("", "all"):
+        return EXPERIMENTS if plant == "fluid" or spec == "all" else EXPERIMENTS[:3]
+    items = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [s for s in items if s not in EXPERIMENTS]
+    if bad or not items:
+        raise ValueError(f"--experiments: unknown experiment {bad[0] if bad else spec!r} "
+                         f"(choose from {', '.join(EXPERIMENTS)})")
+    return tuple(e for e in EXPERIMENTS if e in items)
+
+
+@dataclass(frozen=True)
+class LeaderboardPlan:
+    """How many trials of what; everything a resumed run must share with the ledger."""
+
+    trials: int  # MRAE trials per policy
+    fct_trials: int  # FCT / utilisation trials per policy
+    short_trials: int  # short-flow trials per policy
+    experiments: tuple[str, ...] = EXPERIMENTS
+    duration: float = 120.0  # s per MRAE trial (t_N of the MLC paper's eq. (3))
+    target_low: float = 0.3  # x B_max
+    target_high: float = 0.7  # x B_max
+    target_hold: float = 30.0  # s between target steps
+    fct_target: float = 0.5  # x B_max during FCT and short-flow trials
+    transfer: float = 10e9  # bytes of payload, the DTN transfer of an FCT trial
+    fct_max_time: float | None = None  # s; None: 4 x the transfer at the target + 60 s
+    short_duration: float = 120.0  # s per short-flow trial
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "fct_trials", "short_trials"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not 2 <= v <= MAX_TRIALS:
+                raise ValueError(f"--{name.replace('_', '-')} must be a whole number in [2, {MAX_TRIALS}] "
+                                 f"(a paired test needs two trials), got {v!r}")
+        if not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED - MAX_TRIALS:
+            raise ValueError(f"--seed must be in [0, {MAX_SEED - MAX_TRIALS}], got {self.seed!r}")
+        bad = [e for e in self.experiments if e not in EXPERIMENTS]
+        if bad or not self.experiments:
+            raise ValueError(f"leaderboard plan: unknown experiments {bad or '(none)'}")
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """The trial kinds this plan runs, in ``UNITS`` order."""
+        wanted = {unit_of(e) for e in self.experiments}
+        return tuple(u for u in UNITS if u in wanted)
+
+    def count(self, unit: str) -> int:
+        """Trials per policy of one unit kind."""
+        return {"mrae": self.trials, "fct": self.fct_trials, "short": self.short_trials}[unit]
+
+    def fct_bound(self, scenario: Scenario) -> float:
+        """Seconds an FCT trial may run before its transfer counts as unfinished."""
+        if self.fct_max_time is not None:
+            return self.fct_max_time
+        return 4.0 * 8.0 * self.transfer / (self.fct_target * scenario.capacity) + 60.0
+
+    def variant(self, scenario: Scenario, unit: str) -> Scenario:
+        """The scenario one kind of trial runs: unlimited DTN (MRAE), the transfer (FCT), one
+        short-flow sender (short)."""
+        if unit == "mrae":
+            return scenario.replace(duration=self.duration, dtn={"transfer": None})
+        if unit == "fct":
+            return scenario.replace(duration=self.fct_bound(scenario), dtn={"transfer": self.transfer})
+        return scenario.replace(duration=self.short_duration, dtn={"transfer": None},
+                                campus={"short_flow_senders": 1})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["experiments"] = list(self.experiments)
+        return d
+
+
+def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiments: tuple[str, ...],
+              quick: bool = False, seed: int = 0) -> LeaderboardPlan:
+    """The plan of a command line: ``--quick`` sizes, per-plant transfer, counts defaulting to ``trials``
+    (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one)."""
+    n = trials if trials is not None else (4 if quick else (50 if plant == "fluid" else 20))
+    kw: dict[str, Any] = {}
+    if quick:
+        kw = {"duration": 30.0, "short_duration": 30.0, "transfer": 150e6}
+    elif plant != "fluid":
+        kw = {"transfer": 300e6}
+    return LeaderboardPlan(trials=n, fct_trials=fct_trials if fct_trials is not None else n, short_trials=n,
+                           experiments=experiments, seed=seed, **kw)
