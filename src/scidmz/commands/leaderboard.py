@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import add_json_arg, add_seed_arg, add_set_arg, add_tracking_arg, emit
+from ._shared import add_json_arg, add_seed_arg, add_tracking_arg, emit
 
 #: The policies a leaderboard runs without --policies: every built-in way of serving the DTN.
 DEFAULT_POLICIES = "trivial,pi,pacing,mlc,jenks,abc,ffs"
@@ -22,7 +22,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                            "trials, resumable, with paired tests and a ranking")
     p.add_argument("scenario", nargs="?", default=None,
                    help="built-in scenario name or a .toml file (not needed with --render-only)")
-    add_set_arg(p)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key (e.g. --set dtn.cca=bbr) or, as plan.KEY=VALUE, a size of the "
+                        "trials: plan.duration, plan.target_hold, plan.transfer, plan.fct_max_time, "
+                        "plan.short_duration, plan.target_low, plan.target_high, plan.fct_target")
     p.add_argument("--plant", default="fluid", help="fluid (default, batched) | netns (real time, root)")
     p.add_argument("--policies", default=DEFAULT_POLICIES,
                    help=f"comma list of registered policies (default {DEFAULT_POLICIES}); trivial, the paired "
@@ -66,6 +69,15 @@ def _names(policies: str) -> list[str]:
     return names
 
 
+def _our_options(msg: str) -> str:
+    """The assembly's messages name ``--model``/``--gains`` (simulate's); here they are per policy."""
+    if msg.startswith("policy mlc"):
+        return msg.replace("--model DIR", "--mlc-model DIR").replace("--gains FILE", "--mlc-gains FILE")
+    if msg.startswith("policy pi"):
+        return msg.replace("--gains FILE", "--pi-gains FILE")
+    return msg
+
+
 def cmd_leaderboard(a: argparse.Namespace) -> int:
     command = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["leaderboard"] else \
         f"scidmz leaderboard {a.scenario or ''} --plant {a.plant} --out {a.out}"
@@ -85,7 +97,7 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
 def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     import math
 
-    from ..evaluation.leaderboard.plan import make_plan, parse_experiments
+    from ..evaluation.leaderboard.plan import make_plan, parse_experiments, split_plan_overrides
     from ..evaluation.leaderboard.results import DEFAULT_MAX_STARVED
     from ..evaluation.leaderboard.run import prepare, run_leaderboard
     from ..plant.base import check_plant_options
@@ -99,13 +111,18 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     if not (math.isfinite(ms) and 0.0 <= ms <= 1.0):
         raise ValueError(f"--max-starved must be a share in [0, 1], got {a.max_starved}")
     check_plant_options(a.plant)
+    scen_over, plan_over = split_plan_overrides(a.set)
+    plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
+                     plan_over)
     names = _names(a.policies)
     for n in names:
         policy_kind(n)  # unknown names: one line before anything is resolved
-    plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed)
-    sc = resolve_scenario(a.scenario, a.set)
-    policies, files = build_policies(names, sc, files={"mlc": {"model": a.mlc_model, "gains": a.mlc_gains},
-                                                       "pi": {"gains": a.pi_gains}}, tracking_uri=a.tracking_uri)
+    sc = resolve_scenario(a.scenario, scen_over)
+    try:
+        policies, files = build_policies(names, sc, files={"mlc": {"model": a.mlc_model, "gains": a.mlc_gains},
+                                                           "pi": {"gains": a.pi_gains}}, tracking_uri=a.tracking_uri)
+    except ValueError as exc:
+        raise ValueError(_our_options(str(exc))) from None
     prep = prepare(sc, policies, files, a.plant, plan, a.out, resume=a.resume)
     res = run_leaderboard(prep, command, ms)
     best = {r["experiment"]: r["policy"] for r in res["rows"] if r.get("best")}

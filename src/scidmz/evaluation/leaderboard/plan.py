@@ -19,7 +19,8 @@ from typing import Any
 from ...scenario import Scenario
 
 __all__ = ["LeaderboardPlan", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
-           "make_plan", "parse_experiments", "unit_of"]
+           "MAX_SECONDS", "MAX_TRANSFER", "PLAN_KEYS", "make_plan", "parse_experiments", "unit_of",
+           "split_plan_overrides"]
 
 #: What a leaderboard can rank, in report order.
 EXPERIMENTS: tuple[str, ...] = ("mrae", "fct", "utilization", "short")
@@ -36,6 +37,12 @@ METRICS: dict[str, tuple[str, str]] = {
 MAX_TRIALS = 10_000
 MAX_POLICIES = 16
 MAX_SEED = 2**31 - 1
+MAX_SECONDS = 86_400.0  # one trial at most a day
+MAX_TRANSFER = 1e13  # bytes (10 TB)
+#: ``--set plan.KEY=VALUE``: the plan's sizes a command line may change, and how each is read.
+PLAN_KEYS: dict[str, str] = {"duration": "time", "target_low": "share", "target_high": "share",
+                             "target_hold": "time", "fct_target": "share", "transfer": "size",
+                             "fct_max_time": "time", "short_duration": "time"}
 
 
 def unit_of(experiment: str) -> str:
@@ -85,6 +92,16 @@ class LeaderboardPlan:
         bad = [e for e in self.experiments if e not in EXPERIMENTS]
         if bad or not self.experiments:
             raise ValueError(f"leaderboard plan: unknown experiments {bad or '(none)'}")
+        for key in ("duration", "target_hold", "short_duration", "fct_max_time"):
+            v = getattr(self, key)
+            if v is not None and not 0 < v <= MAX_SECONDS:
+                raise ValueError(f"plan.{key} must be in (0, {MAX_SECONDS:g}] s, got {v!r}")
+        if not 0 < self.target_low <= self.target_high <= 1:
+            raise ValueError("plan: need 0 < target_low <= target_high <= 1 (shares of B_max)")
+        if not 0 < self.fct_target <= 1:
+            raise ValueError(f"plan.fct_target must be a share of B_max in (0, 1], got {self.fct_target!r}")
+        if not 0 < self.transfer <= MAX_TRANSFER:
+            raise ValueError(f"plan.transfer must be in (0, {MAX_TRANSFER:g}] bytes, got {self.transfer!r}")
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -118,10 +135,35 @@ class LeaderboardPlan:
         return d
 
 
+def split_plan_overrides(items: list[str] | None) -> tuple[list[str], dict[str, float]]:
+    """``--set`` items -> (the rest, the plan's ``plan.KEY=VALUE`` in SI units); one line if unknown."""
+    import math
+
+    from ...scenario import parse_override
+    from ...units import parse_size, parse_time
+
+    rest, plan = [], {}
+    for item in items or []:
+        if not item.strip().startswith("plan."):
+            rest.append(item)
+            continue
+        key, val = parse_override(item.strip()[len("plan."):])
+        how = PLAN_KEYS.get(key)
+        if how is None:
+            raise ValueError(f"--set plan.{key}: unknown plan key (choose from {', '.join(PLAN_KEYS)})")
+        what = f"plan.{key}"
+        v = parse_time(val, what) if how == "time" else parse_size(val, what) if how == "size" else val
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"--set {what}: expected a finite number, got {val!r}")
+        plan[key] = float(v)
+    return rest, plan
+
+
 def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiments: tuple[str, ...],
-              quick: bool = False, seed: int = 0) -> LeaderboardPlan:
+              quick: bool = False, seed: int = 0, overrides: dict[str, float] | None = None) -> LeaderboardPlan:
     """The plan of a command line: ``--quick`` sizes, per-plant transfer, counts defaulting to ``trials``
-    (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one)."""
+    (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one), then ``overrides``
+    (``--set plan.KEY=VALUE``, ``split_plan_overrides``)."""
     n = trials if trials is not None else (4 if quick else (50 if plant == "fluid" else 20))
     kw: dict[str, Any] = {}
     if quick:
@@ -129,4 +171,4 @@ def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiment
     elif plant != "fluid":
         kw = {"transfer": 300e6}
     return LeaderboardPlan(trials=n, fct_trials=fct_trials if fct_trials is not None else n, short_trials=n,
-                           experiments=experiments, seed=seed, **kw)
+                           experiments=experiments, seed=seed, **{**kw, **(overrides or {})})

@@ -99,10 +99,14 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
             plant: str, plan: LeaderboardPlan, out: str | os.PathLike[str], resume: bool = False) -> Prepared:
     """Check the run and open its ledger (module docstring); one-line ValueError for bad input."""
     from ...fileio import ensure_dir
+    from ...plant.base import check_plant_options
 
     if BASELINE not in policies:
         raise ValueError(f"the {BASELINE} baseline must be among the policies (it is the paired reference)")
     check_capabilities(plant, policies)
+    if check_plant_options(plant).max_batch is not None and "short" in plan.units and len(plan.units) > 1:
+        raise ValueError(f"short-flow trials on the {plant} plant need a testbed of their own (an extra sender): "
+                         "run them in a leaderboard of their own (--experiments short)")
     header = {
         "scenario": _scenario_id(scenario), "plant": plant, "plant_model": plant_model(plant, scenario),
         "code": code_identity(), "plan": plan.to_dict(),

@@ -60,18 +60,20 @@ def unit_metrics(unit: str, trace: Trace, sc: Scenario, plan: LeaderboardPlan, s
     """One finished trial's ledger fields (``metrics``, ``starved_periods``, ``periods``).
 
     mrae: MRAE of R_DTN vs R*_DTN over the trial (eq. (3)), and its mean utilisation.
-    fct: the DTN transfer's FCT (None if unfinished within the bound), rho while it ran.
+    fct: the DTN transfer's FCT (None if unfinished within the bound), rho while it ran;
+    its periods (and starved periods) are those until the transfer finished.
     short: the median FCT of the trial's finished short flows (``short``: their FCTs).
     """
     df = trace.df
     rd, rc = df["rate_dtn"].to_numpy(), df["rate_campus"].to_numpy()
+    run = df  # the periods the trial counts: an FCT trial ends with its transfer (a batch may go on)
     if unit == "mrae":
         m = {"mrae": mrae(df["target"].to_numpy(), rd), "utilization": float(np.mean(utilization(rd, rc, sc.capacity))),
              "mean_rate_dtn": float(rd.mean()), "mean_target": float(df["target"].mean())}
     elif unit == "fct":
-        col = df["dtn_fct"].to_numpy(dtype=np.float64) if "dtn_fct" in df.columns else np.array([])
         if "dtn_fct" not in df.columns:
             raise ValueError("the plant does not report 'dtn_fct'; the FCT trials need it")
+        col = df["dtn_fct"].to_numpy(dtype=np.float64)
         fin = col[np.isfinite(col)]
         f = float(fin[0]) if fin.size else math.nan
         run = df if not math.isfinite(f) else df[df["t"] <= f + sc.dtn.start + sc.period]
@@ -82,7 +84,7 @@ def unit_metrics(unit: str, trace: Trace, sc: Scenario, plan: LeaderboardPlan, s
         v = np.asarray(short if short is not None else [], dtype=np.float64)
         v = v[np.isfinite(v)]
         m = {"short_fct_median": float(np.median(v)) if v.size else math.nan, "short_flows": int(v.size)}
-    return {"metrics": m, "starved_periods": _starved(df), "periods": len(df)}
+    return {"metrics": m, "starved_periods": _starved(run), "periods": len(run)}
 
 
 def _short_fcts(records: Any, instance: int) -> np.ndarray:

@@ -9,8 +9,14 @@ taps) or the interim kernel-counter source (``"kernel"``); ``"auto"`` takes
 the data plane when it can be started and falls back to kernel counters.
 
 ``reset()`` builds the testbed on first use (kept up across episodes),
-stops the previous episode's traffic, lets the queues drain, restores the
-initial shaper rate and starts the scenario's traffic; the DTN transfer
+stops the previous episode's traffic, returns the testbed to its default
+configuration (``_restore_default``: the bottleneck's own TBF, no HTB queues left
+by a queue policy, no NFQUEUE discipline stage unless ``set_discipline`` asked for
+one before this reset, no DTN pacing), lets the queues drain, restores the
+initial shaper rate and starts the scenario's traffic, so policies of
+different kinds can alternate episode by episode on one testbed
+(``scidmz leaderboard``). ``set_scenario`` switches the episodes' scenario on the
+same testbed (an unlimited DTN, a fixed-size transfer, another duration). The DTN transfer
 starts ``dtn.start`` seconds into the episode. ``info`` after a step holds
 bytes delivered per class in that period and, once a fixed-size DTN
 transfer has completed, its FCT (``dtn_fct``, s). ``close()`` tears it all
@@ -80,9 +86,12 @@ class NetnsPlant:
         self._fct_reported = False
         self._monitor: Any = None
         self._tap_drops_prev = 0.0
-        self._discipline: Any = None
+        self._discipline: Any = None  # the stage's configuration this episode
+        self._discipline_next: Any = None  # set_discipline's, for the next reset only
         self._stage: Any = None
         self._queues: Any = None
+        #: the DTN's pacing rate (bit/s) set by a host policy this episode; None: unpaced (reset's default)
+        self._pacing: Any = None
         # Time for the previous episode's packets to leave: the longest RTT plus a full buffer.
         self._drain = drain if drain is not None else (
             2 * max(h.rtt for h in self._tb.senders) + scenario.buffer_bytes * 8 / scenario.capacity + 0.2
@@ -132,14 +141,16 @@ class NetnsPlant:
 
     # -- a bottleneck discipline on BR1's WAN egress (the NFQUEUE stage) ------------------------
     def set_discipline(self, config: Any, **kwargs: Any) -> None:
-        """Run ABC or FFS (an ``ABCConfig`` / ``FFSConfig``) on BR1's WAN egress from the next ``reset``.
+        """Run ABC or FFS (an ``ABCConfig`` / ``FFSConfig``) on BR1's WAN egress in the next episode.
 
         The NFQUEUE stage (``stages/nfq.py``, the same numba core as the fluid plant) sits
         on BR1's forwarded traffic towards ``wan``, in front of the bottleneck's TBF;
         the DTN host is aggregate/ingress 0, every campus host 1. Weights follow
         ``set_discipline_weights`` (a file the stage re-reads every second). The
         campus shaper stays at whatever rate the policy gives (B_max for the
-        discipline policies). ``None`` removes it at the next reset.
+        discipline policies). It holds for the episode the next ``reset`` starts
+        only (the runner sets it before every reset of a discipline policy's
+        episode); a reset without it runs no stage.
         """
         if kwargs.get("groups") is not None or kwargs.get("labels") is not None or kwargs.get("exact"):
             raise ValueError("the netns plant's discipline takes no groups, labels or exact mode "
@@ -147,7 +158,7 @@ class NetnsPlant:
         kind = getattr(config, "kind", None)
         if config is not None and kind not in ("abc", "ffs"):
             raise ValueError(f"unknown bottleneck discipline {config!r}: give an ABCConfig or FFSConfig")
-        self._discipline = config
+        self._discipline_next = config
 
     def set_discipline_weights(self, weights: np.ndarray | list[float]) -> None:
         """Per-aggregate weights (bit/s, (2,) or (1, 2)): the stage picks them up within a second."""
@@ -165,6 +176,48 @@ class NetnsPlant:
         dev, ns = tb.spec.bottleneck
         ingress = {h.ip: (0 if h.kind == "dtn" else 1) for h in tb.senders}
         self._stage = NfqStage.start(tb.spawn, ns, dev, tb.logdir, self._discipline, self.scenario.capacity, ingress)
+
+    def _restore_default(self) -> None:
+        """The testbed's default configuration for a new episode (module docstring): the bottleneck's
+        own TBF instead of a queue policy's HTB, a fresh discipline stage only if one was asked for
+        since the last reset, no pacing."""
+        if self._queues is not None:
+            from .build import Links, bottleneck_qdisc
+
+            queues, self._queues = self._queues, None
+            queues.close()  # deletes its root HTB (classes, bfifos, filters)
+            with Links(self._tb.spec) as links:
+                bottleneck_qdisc(self._tb.spec, links)
+        if self._stage is not None:
+            # A fresh stage every episode: no meter or queue state carries over between trials.
+            stage, self._stage = self._stage, None
+            stage.stop()
+        self._discipline, self._discipline_next = self._discipline_next, None
+        if self._discipline is not None:
+            self._start_stage()
+        self._pacing = None
+
+    def set_scenario(self, scenario: Scenario) -> None:
+        """Run ``scenario`` from the next ``reset`` on, on the same testbed.
+
+        Only what an episode's traffic reads may differ (duration, seed, the DTN's transfer
+        size and start): anything that shapes the testbed (hosts, rates, buffer, RTTs, CCAs,
+        period) is a one-line ``ValueError``; build another plant for it.
+        """
+        old = self.scenario
+        same = scenario.replace(name=old.name, description=old.description, duration=old.duration,
+                                seed=old.seed, dtn={"transfer": old.dtn.transfer, "start": old.dtn.start})
+        if same != old:
+            raise ValueError(f"the netns plant cannot switch from scenario '{old.name}' to '{scenario.name}' "
+                             "on one testbed (only duration, seed and the DTN transfer may differ)")
+        import dataclasses
+
+        self.scenario = scenario
+        self._tb.scenario = scenario
+        self._tb.spec = dataclasses.replace(self._tb.spec, scenario=scenario)
+        if self._traffic is not None:
+            self._traffic.sc = scenario
+            self._traffic.start_servers()  # a fixed-size transfer needs the DTN receiver's sockflows server
 
     def discipline_stats(self) -> dict[str, Any]:
         """The stage's counters (received, accepted, dropped, stage drops, CPU per packet), {} without one."""
@@ -215,10 +268,7 @@ class NetnsPlant:
         self._traffic.stop_clients()
         self._traffic.seed = sc.seed if seed is None else int(seed)
         self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None and sc.shaper.enabled else sc.u_max)
-        if self._discipline is not None and self._stage is None:
-            self._start_stage()
-        elif self._discipline is None and self._stage is not None:
-            raise ValueError("the netns plant cannot drop its discipline between episodes; build a new plant")
+        self._restore_default()
         time.sleep(self._drain)
         self._traffic.start_campus()
         tel = self._tel = self._tel_factory(self._tb)
