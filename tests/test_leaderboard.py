@@ -319,3 +319,22 @@ def test_fluid_plant_declares_which_policies_its_noise_covers() -> None:
             p.noise_covers("nope")
     with FluidPlant(sc, packet_noise=False) as p:
         assert p.noise_covers("discipline")  # no noise anywhere: every queue alike
+
+
+def test_merge_combines_the_runs_of_a_folder(quick_run, tmp_path, capsys) -> None:
+    import shutil
+
+    out, doc = quick_run
+    top = tmp_path / "leaderboard"
+    for name in ("fluid-small-cubic", "fluid-small-cubic-again"):
+        (top / name).mkdir(parents=True)
+        shutil.copy(out / "results.json", top / name / "results.json")
+    code, res, _ = _lb(capsys, "--merge", "--out", str(top), "--json")
+    assert code == 0
+    merged = json.loads((top / "results.json").read_text())
+    assert [r["run"] for r in merged["runs"]] == ["fluid-small-cubic", "fluid-small-cubic-again"]
+    assert len(merged["rows"]) == 2 * len(doc["rows"]) and merged["rows"][0]["scenario"] == "small-cubic"
+    text = (top / "report.md").read_text()
+    assert "[fluid-small-cubic](fluid-small-cubic/report.md)" in text and "**best**" in text
+    code, _, err = _lb(capsys, "--merge", "--out", str(tmp_path / "empty"))
+    assert code == 2 and "no leaderboard runs to merge" in err

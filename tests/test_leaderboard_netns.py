@@ -70,6 +70,7 @@ def test_sigint_mid_trial_leaves_no_line_and_no_testbed_then_resume_finishes(tmp
     # trial-major, the policy order rotated by the trial: trivial,none then none,trivial
     assert [(u["policy"], u["trial"]) for u in units][0] == ("trivial", 0)
     rows = json.loads((out / "results.json").read_text())["rows"]
-    assert {r["policy"]: r["trials"] for r in rows} == {"trivial": 2, "none": 2}
+    # a trial the machine starved (a loaded CI box) is left out of the statistics, but counted
+    assert {r["policy"]: r["trials"] + r["excluded_trials"] for r in rows} == {"trivial": 2, "none": 2}
     assert all(r["comparable"] for r in rows) and rows[0]["plant"] == "netns"
     assert _namespaces() == before

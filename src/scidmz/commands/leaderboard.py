@@ -42,6 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="small sizes: 30 s trials, 150 MB transfer, 4 trials")
     p.add_argument("--render-only", action="store_true",
                    help="re-render report.md and ranking.png from --out/results.json; run nothing")
+    p.add_argument("--merge", action="store_true",
+                   help="merge the runs in --out's subfolders (--out/*/results.json) into --out/results.json and "
+                        "--out/report.md; run nothing")
     add_seed_arg(p, what="trial i uses seed S + i")
     p.add_argument("--mlc-model", default=None, help="mlc's inverse-model directory or models:/... reference "
                                                      "(default: the one shipped for the scenario)")
@@ -50,6 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pi-gains", default=None, help="pi's gains JSON (default: the one shipped for the scenario)")
     p.add_argument("--max-starved", type=float, default=None,
                    help="leave out trials whose share of starved periods exceeds this (default 0.05)")
+    p.add_argument("--executor", default=None, metavar="SPEC",
+                   help="where the fluid plant's trials run: local (default) | processes[:N] | dask://HOST:PORT "
+                        "(the same numbers)")
     add_tracking_arg(p)
     add_json_arg(p)
     p.set_defaults(func=cmd_leaderboard)
@@ -83,6 +89,12 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
         f"scidmz leaderboard {a.scenario or ''} --plant {a.plant} --out {a.out}"
     if not a.out:
         raise ValueError("--out DIR is required (the run's ledger and results go there)")
+    if a.merge:
+        from ..evaluation.leaderboard.results import write_merged
+
+        files = write_merged(a.out, command)
+        emit({"out": a.out, **files}, a.json, f"merged: {files['report']}")
+        return 0
     if a.render_only:
         from ..evaluation.leaderboard.run import render_only
 
@@ -111,6 +123,11 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     if not (math.isfinite(ms) and 0.0 <= ms <= 1.0):
         raise ValueError(f"--max-starved must be a share in [0, 1], got {a.max_starved}")
     check_plant_options(a.plant)
+    from ..executors import parse_executor
+
+    if parse_executor(a.executor).kind != "local" and a.plant != "fluid":
+        raise ValueError(f"--executor {a.executor} runs fluid-plant trials only; the {a.plant} plant runs in real "
+                         "time, one testbed at a time")
     scen_over, plan_over = split_plan_overrides(a.set)
     plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
                      plan_over)
@@ -124,7 +141,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     except ValueError as exc:
         raise ValueError(_our_options(str(exc))) from None
     prep = prepare(sc, policies, files, a.plant, plan, a.out, resume=a.resume)
-    res = run_leaderboard(prep, command, ms)
+    res = run_leaderboard(prep, command, ms, a.executor)
     best = {r["experiment"]: r["policy"] for r in res["rows"] if r.get("best")}
     human = (f"{res['units_run']} trials run, {res['units']} in the ledger; best: "
              + ", ".join(f"{e} {p}" for e, p in best.items()) + f"\nreport: {res['report']}")

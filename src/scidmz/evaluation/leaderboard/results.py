@@ -41,7 +41,7 @@ from . import stats
 from .plan import EXPERIMENTS, METRICS, unit_of
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
-           "write_results", "machine", "load_avg"]
+           "write_results", "merge_runs", "write_merged", "machine", "load_avg"]
 
 RESULTS_FORMAT = 1
 #: Trials whose starved share exceeds this are left out of the statistics (``--max-starved``).
@@ -162,3 +162,40 @@ def render_outputs(out_dir: str | os.PathLike[str], doc: Mapping[str, Any] | Non
 def write_results(doc: Mapping[str, Any], out_dir: str | os.PathLike[str]) -> Path:
     """``out_dir/results.json``, atomically."""
     return write_json(dict(doc), Path(out_dir) / "results.json")
+
+
+def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
+    """The combined results of every run under ``top`` (``top/*/results.json``, one folder per run):
+    their rows, each with its ``run`` (folder name) and ``scenario``, and what made each run."""
+    import time
+
+    from ..._version import __version__
+
+    root = Path(top)
+    docs = []
+    for p in sorted(root.glob("*/results.json")):
+        doc = read_results(p, "scidmz leaderboard")
+        if isinstance(doc.get("rows"), list):
+            docs.append((p.parent.name, doc))
+    if not docs:
+        raise ValueError(f"{root}: no leaderboard runs to merge (no {root}/*/results.json with \"rows\")")
+    runs, rows = [], []
+    for name, doc in docs:
+        sc = (doc.get("scenario") or {}).get("name")
+        runs.append({"run": name, "scenario": sc, "plant": doc.get("plant"), "command": doc.get("command"),
+                     "git_commit": doc.get("git_commit"), "generated": doc.get("generated"),
+                     "plant_model": doc.get("plant_model"), "plan": doc.get("plan"), "load": doc.get("load")})
+        rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
+    return {"format_version": RESULTS_FORMAT, "scidmz_version": __version__,
+            "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "merged": True, "runs": runs,
+            "rows": rows}
+
+
+def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
+    """``top/results.json`` and ``top/report.md`` merging the runs under ``top`` (``merge_runs``)."""
+    doc = merge_runs(top)
+    res = write_results(doc, top)
+    report = write_report(render("leaderboard_combined.md.j2", top, doc=doc, command=command,
+                                 experiments=[e for e in EXPERIMENTS if any(r["experiment"] == e for r in doc["rows"])]),
+                          top)
+    return {"results": str(res), "report": str(report)}

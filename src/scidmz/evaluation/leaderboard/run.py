@@ -136,9 +136,17 @@ def _command_file(out: Path, command: str, resumed: bool) -> None:
     atomic_write_text(path, old + ("# resumed\n" if old else "") + command + "\n")
 
 
-def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_MAX_STARVED) -> dict[str, Any]:
-    """Run every trial not yet in the ledger, then write results.json, report.md and ranking.png."""
+def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_MAX_STARVED,
+                    executor: str | None = None) -> dict[str, Any]:
+    """Run every trial not yet in the ledger, then write results.json, report.md and ranking.png.
+
+    ``executor``: where a batched plant's trials run (``local``, ``processes[:N]``,
+    ``dask://HOST:PORT``; ``evaluation.trials.using_executor``): the same seeds per trial, so
+    the same numbers.
+    """
+    from ...executors import open_executor, parse_executor
     from ...plant.base import check_plant_options
+    from ..trials import using_executor
 
     t0 = time.perf_counter()
     load0 = load_avg()
@@ -149,8 +157,9 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
     bar = _progress(todo)
     tick = bar.update if bar is not None else None
     realtime = check_plant_options(prep.plant).max_batch is not None
+    spec = parse_executor(executor)
     try:
-        with prep.ledger, provenance(command):
+        with prep.ledger, provenance(command), open_executor(spec) as ex, using_executor(ex):
             prep.ledger.start()
             if realtime:
                 run_realtime(prep.scenario, prep.policies, prep.plan, prep.ledger, prep.plant, tick)
