@@ -1,6 +1,7 @@
 """``scidmz leaderboard`` speed (issue 25): prints one JSON object.
 
-1. ``--fluid``: the fluid leaderboard at paper scale, every registered policy of
+1. ``--fluid``: the fluid leaderboard at paper scale (``--executor processes:2``: both cores), every
+   registered policy of
    ``trivial,pi,pacing,mlc,jenks,abc,ffs`` x ``paper-cubic``/``paper-bbr2`` x ``--trials``
    (default 50) trials (goal <= 600 s in all). No MLC model or pi gains ship for the paper
    scenarios, so ``mlc`` and ``pi`` run with the files shipped for ``testbed`` (speed only:
@@ -13,7 +14,7 @@
    its episode time (goal <= 10 %), and the run's whole overhead (testbed build and teardown
    included) over the sum of episode times.
 
-Each part runs the command in this process (``scidmz.cli.main``), in a temporary directory.
+Each part runs the command in a process of its own, in a temporary directory (or ``--keep``).
 
 Usage: PYTHONPATH=src python3 benchmarks/leaderboard_speed.py [--fluid] [--quick] [--netns]
        [--trials 50] [--episode 30] [--keep DIR]
@@ -22,10 +23,10 @@ Usage: PYTHONPATH=src python3 benchmarks/leaderboard_speed.py [--fluid] [--quick
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,28 +59,39 @@ def _files(policies: list[str]) -> list[str]:
 
 
 def _run(argv: list[str]) -> tuple[float, dict[str, Any]]:
-    from scidmz.cli import main
-
-    buf = io.StringIO()
+    """One ``scidmz leaderboard`` in its own process, as a user runs it (a process pool forked from a
+    process that already ran the numba kernels in threads may not survive)."""
+    cmd = [sys.executable, "-c", "import sys; from scidmz.cli import main; sys.exit(main())", "leaderboard", *argv,
+           "--json"]
     t0 = time.perf_counter()
-    with contextlib.redirect_stdout(buf):
-        code = main(["leaderboard", *argv, "--json"])
+    res = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    if code != 0:
-        raise SystemExit(f"scidmz leaderboard {' '.join(argv)} exited {code}")
-    return wall, json.loads(buf.getvalue().strip().splitlines()[-1])
+    if res.returncode != 0:
+        raise SystemExit(f"scidmz leaderboard {' '.join(argv)} exited {res.returncode}: {res.stderr.strip()[-300:]}")
+    return wall, json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def bench_fluid(tmp: Path, trials: int) -> dict[str, Any]:
+def _per_policy(out: Path) -> dict[str, float]:
+    """Wall seconds per policy from the ledger (a batch's time shared by its trials)."""
+    per: dict[str, float] = {}
+    for s in (out / "ledger.jsonl").read_text().splitlines()[1:]:
+        u = json.loads(s)
+        per[u["policy"]] = per.get(u["policy"], 0.0) + u["wall_s"]
+    return {k: round(v, 1) for k, v in per.items()}
+
+
+def bench_fluid(tmp: Path, trials: int, executor: str) -> dict[str, Any]:
     pols, missing = _available()
     runs = {}
     for sc in ("paper-cubic", "paper-bbr2"):
+        out = tmp / f"fluid-{sc}"
         wall, res = _run([sc, "--policies", ",".join(pols), "--trials", str(trials), *_files(pols),
-                          "--out", str(tmp / f"fluid-{sc}")])
-        runs[sc] = {"wall_s": round(wall, 1), "units": res["units"]}
+                          "--executor", executor, "--out", str(out)])
+        runs[sc] = {"wall_s": round(wall, 1), "units": res["units"], "per_policy_s": _per_policy(out)}
     total = sum(r["wall_s"] for r in runs.values())
-    return {"policies": pols, "missing_policies": missing, "trials": trials, "runs": runs,
-            "total_s": round(total, 1), "goal_s": 600, "meets_goal": total <= 600}
+    return {"policies": pols, "missing_policies": missing, "trials": trials, "executor": executor, "runs": runs,
+            "total_s": round(total, 1), "goal_s": 600, "meets_goal": total <= 600,
+            "load_avg": list(os.getloadavg())}
 
 
 def bench_quick(tmp: Path) -> dict[str, Any]:
@@ -115,6 +127,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=50)
     ap.add_argument("--episode", type=float, default=30.0, help="netns trial length, s (default 30)")
     ap.add_argument("--keep", default=None, help="keep the runs' directories here")
+    ap.add_argument("--executor", default="processes:2", help="the fluid runs' --executor (default processes:2)")
     a = ap.parse_args()
     if not (a.fluid or a.quick or a.netns):
         a.quick = True
@@ -125,7 +138,7 @@ def main() -> None:
         if a.quick:
             out["quick"] = bench_quick(tmp)
         if a.fluid:
-            out["fluid"] = bench_fluid(tmp, a.trials)
+            out["fluid"] = bench_fluid(tmp, a.trials, a.executor)
         if a.netns:
             out["netns"] = bench_netns(tmp, a.episode)
     print(json.dumps(out))
