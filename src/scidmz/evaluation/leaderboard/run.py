@@ -151,6 +151,9 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
     t0 = time.perf_counter()
     load0 = load_avg()
     resumed = prep.ledger.path.exists()
+    if prep.ledger.cut:
+        print(f"scidmz: leaderboard: cut a partial last line ({prep.ledger.cut} bytes) off {prep.ledger.path}: "
+              "a write the last run did not finish", file=sys.stderr)
     names = list(prep.policies)
     todo = todo_count(prep.plan, names, prep.ledger)
     _command_file(prep.out, command, resumed)
