@@ -24,9 +24,10 @@ def _scidmz(*argv: str) -> list[str]:
     return [sys.executable, "-c", "import sys; from scidmz.cli import main; sys.exit(main())", *argv]
 
 
-def _namespaces() -> set[str]:
+def _namespaces(pid: int) -> set[str]:
+    """The namespaces of testbeds made by process ``pid`` (default prefix ``n<pid % 100000>NN``)."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
-    return {ln.split()[0] for ln in out.splitlines() if ln.strip()}
+    return {ln.split()[0] for ln in out.splitlines() if ln.startswith(f"n{pid % 100000:05d}")}
 
 
 def _units(out: Path) -> list[dict]:
@@ -38,7 +39,6 @@ def _units(out: Path) -> list[dict]:
 def test_sigint_mid_trial_leaves_no_line_and_no_testbed_then_resume_finishes(tmp_path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    before = _namespaces()
     proc = subprocess.Popen(_scidmz(*_ARGV, "--out", str(out)), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -57,12 +57,13 @@ def test_sigint_mid_trial_leaves_no_line_and_no_testbed_then_resume_finishes(tmp
     assert proc.returncode == 130, err
     done = _units(out)
     assert len(done) == 1 and done[0]["periods"] == 10  # the interrupted trial wrote nothing
-    assert _namespaces() == before  # the testbed went down with the Ctrl-C
+    assert not _namespaces(proc.pid)  # the testbed went down with the Ctrl-C
 
-    res = subprocess.run(_scidmz(*_ARGV, "--out", str(out), "--resume"), env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode == 0, res.stderr
-    doc = json.loads(res.stdout.strip().splitlines()[-1])
+    again = subprocess.Popen(_scidmz(*_ARGV, "--out", str(out), "--resume"), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    stdout, err = again.communicate(timeout=600)
+    assert again.returncode == 0, err
+    doc = json.loads(stdout.strip().splitlines()[-1])
     assert doc["units_run"] == 3 and doc["units"] == 4
     units = _units(out)
     assert sorted((u["policy"], u["trial"]) for u in units) == [("none", 0), ("none", 1), ("trivial", 0),
@@ -73,4 +74,4 @@ def test_sigint_mid_trial_leaves_no_line_and_no_testbed_then_resume_finishes(tmp
     # a trial the machine starved (a loaded CI box) is left out of the statistics, but counted
     assert {r["policy"]: r["trials"] + r["excluded_trials"] for r in rows} == {"trivial": 2, "none": 2}
     assert all(r["comparable"] for r in rows) and rows[0]["plant"] == "netns"
-    assert _namespaces() == before
+    assert not _namespaces(again.pid)
