@@ -108,7 +108,7 @@ def test_ledger_appends_fsynced_lines_resumes_and_cuts_a_partial_line(tmp_path) 
     from scidmz.evaluation.leaderboard.ledger import Ledger
 
     with Ledger.open(tmp_path, _header(), resume=False) as led:
-        led.start()
+        assert not (tmp_path / "ledger.jsonl").exists()  # nothing before the first finished trial
         led.append("mrae", "trivial", 0, {"metrics": {"mrae": 0.05}, "periods": 120, "starved_periods": 0})
         led.append("mrae", "trivial", 1, {"metrics": {"mrae": math.nan}, "periods": 120, "starved_periods": 0})
     lines = (tmp_path / "ledger.jsonl").read_text().splitlines()
@@ -120,8 +120,7 @@ def test_ledger_appends_fsynced_lines_resumes_and_cuts_a_partial_line(tmp_path) 
     assert set(led.done) == {("mrae", "trivial", 0), ("mrae", "trivial", 1)} and led.cut > 0
     assert (tmp_path / "ledger.jsonl").read_text().endswith("}\n")  # the partial line is gone
     with led:
-        led.start()  # a resumed ledger keeps its header
-        led.append("fct", "trivial", 0, {"metrics": {"fct": 10.0}})
+        led.append("fct", "trivial", 0, {"metrics": {"fct": 10.0}})  # a resumed ledger keeps its header
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 4
 
 
@@ -131,7 +130,7 @@ def test_ledger_refusals(tmp_path) -> None:
     with pytest.raises(ValueError, match="no ledger"):
         Ledger.open(tmp_path, _header(), resume=True)
     with Ledger.open(tmp_path, _header(), resume=False) as led:
-        led.start()
+        led.append("mrae", "trivial", 0, {})
     with pytest.raises(ValueError, match="exists: pass --resume"):
         Ledger.open(tmp_path, _header(), resume=False)
     with pytest.raises(ValueError, match=r"another run \(plan.seed: 0 in the ledger, 1 now\)"):

@@ -17,7 +17,7 @@ Then one line per finished unit (trial kind, policy, trial)::
     {"kind": "unit", "unit": "mrae"|"fct"|"short", "policy", "trial", "seed", "metrics": {...},
      "starved_periods", "periods", "wall_s", "finished_at"}
 
-Each line is written with ONE ``os.write`` on an ``O_APPEND`` descriptor followed by
+The header is written with the first finished unit. Each line is written with ONE ``os.write`` on an ``O_APPEND`` descriptor followed by
 ``os.fsync``: a crash leaves at most one partial last line, which a resume cuts off
 (and counts). A unit is written only once it finished: an interrupted trial leaves
 no line.
@@ -178,15 +178,14 @@ class Ledger:
         os.fsync(self._fd)
         return line.decode()
 
-    def start(self) -> None:
-        """Write the header of a new ledger (nothing for a resumed one)."""
-        if not self.path.exists():
-            self._write_line(self.header)
-
     def append(self, unit: str, policy: str, trial: int, record: Mapping[str, Any]) -> dict[str, Any]:
         """Record one finished unit (``record``: seed, metrics, starved_periods, periods, wall_s)."""
         rec = {"kind": "unit", "unit": unit, "policy": policy, "trial": int(trial), **record,
                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if self._fd is None and not self.path.exists():
+            # A new ledger's header goes with its first trial: a run that fails before any
+            # trial finished (no root, a testbed that does not build) leaves no ledger to refuse.
+            self._write_line(self.header)
         line = self._write_line(rec)
         self.done[(unit, policy, int(trial))] = json.loads(line)
         return self.done[(unit, policy, int(trial))]

@@ -163,7 +163,6 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
     spec = parse_executor(executor)
     try:
         with prep.ledger, provenance(command), open_executor(spec) as ex, using_executor(ex):
-            prep.ledger.start()
             if realtime:
                 run_realtime(prep.scenario, prep.policies, prep.plan, prep.ledger, prep.plant, tick)
             else:
