@@ -5,7 +5,8 @@ discipline capabilities), the hardware plant composed with a software data plane
 switch (no root: what BMv2's simple_switch_grpc would be, see test_plant_composition.py;
 BMv2 itself needs a namespace, a compiled program and ~1 min per build, and exercises the
 same ``HardwarePlant`` code), the netns plant (root, real kernel TCP, under the lock), and
-every registered policy (the MLC with the model shipped for the ``testbed`` scenario).
+every registered policy (the MLC with the model shipped for the ``testbed`` scenario, ``pi``
+with the gains shipped for it).
 The broken doubles show each kind of failure is reported, naming its check.
 """
 
@@ -66,10 +67,12 @@ def test_netns_plant_conforms():
 
 
 def _built_in(name: str):
+    from scidmz.data import shipped_model, shipped_pi_gains
+
+    if name == "pi":
+        return make_policy("pi", gains=str(shipped_pi_gains(load_scenario("testbed")))), "testbed"
     if name != "mlc":
         return make_policy(name), "small-cubic"
-    from scidmz.data import shipped_model
-
     model, gains = shipped_model(load_scenario("testbed"))
     return make_policy("mlc", model=str(model), gains=str(gains)), "testbed"
 

@@ -5,7 +5,7 @@ arguments into: the scenario (a name or a .toml file, with ``--set`` overrides,
 duration and seed), the policy object (``--policy`` with its ``--set
 policy.KEY=VALUE`` options; for the MLC its model and gains, from
 ``--model``/``--gains``, a registry reference ``models:/...`` or the model
-shipped for the scenario), the plant by name with its options (checked against
+shipped for the scenario; for ``pi`` its gains, ``--gains`` or those shipped), the plant by name with its options (checked against
 the backend's signature, built later by ``Run.make_plant``) and the DTN target.
 Every problem is one ``ValueError`` line (exit 2) before a plant exists.
 """
@@ -64,7 +64,8 @@ def build_run(
     the policy (its registry factory's options), the rest the scenario.
     ``target``: a rate (``"600M"``) or bit/s; None = ``DEFAULT_TARGET_FRACTION``
     of B_max. ``model``/``gains``/``tracking_uri``: the MLC's files (a
-    ``models:/NAME/VERSION`` reference is fetched from the mlflow registry).
+    ``models:/NAME/VERSION`` reference is fetched from the mlflow registry); ``gains``
+    alone for ``pi``.
     """
     from ..plant.base import check_plant_options
     from ..policies.registry import make_policy, split_policy_overrides
@@ -83,6 +84,13 @@ def build_run(
         model, gains, _ = resolve_model_ref(model or options.pop("model", None), gains or options.pop("gains", None),
                                             tracking_uri)
         options["model"], options["gains"] = mlc_files(sc, model, gains)
+    elif policy == "pi":
+        # The MLC without its model: gains only (given, or shipped for the scenario).
+        from ..policies.rate.pi import pi_gains_file
+
+        if model or "model" in options:
+            raise ValueError("policy pi takes no --model (it is the MLC's anti-windup PI without the inverse model)")
+        options["gains"] = pi_gains_file(sc, gains or options.pop("gains", None))
     return Run(sc, make_policy(policy, **options), plant, tgt, dict(plant_options or {}))
 
 

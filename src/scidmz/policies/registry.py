@@ -37,6 +37,7 @@ _REGISTRY: dict[str, _Entry] = {}
 _BUILTIN: dict[str, tuple[str, str]] = {
     "trivial": ("rate", "scidmz.policies.rate.trivial"),
     "none": ("rate", "scidmz.policies.rate.trivial"),
+    "pi": ("rate", "scidmz.policies.rate.pi"),
     "mlc": ("rate", "scidmz.policies.rate.mlc"),
     "jenks": ("queue", "scidmz.policies.queue.jenks"),
     "abc": ("discipline", "scidmz.policies.discipline.abc"),

@@ -19,7 +19,7 @@ from .tracking import EVALUATE_EXPERIMENT, log_results, tracked
 __all__ = ["EVALUABLE", "evaluate", "load_mlc_policy"]
 
 #: Policies ``--policies`` may name; the trivial TBF always runs as the paired baseline.
-EVALUABLE = ("mlc", "jenks", "abc", "ffs", "none")
+EVALUABLE = ("mlc", "pi", "pacing", "jenks", "abc", "ffs", "none")
 
 
 def load_mlc_policy(model: str | os.PathLike[str], gains: str | os.PathLike[str]) -> Policy:
@@ -49,7 +49,7 @@ def _policy_names(policies: str | Sequence[str]) -> list[str]:
 
 
 def _build_policies(names: list[str], sc: Scenario, model: str | None,
-                    gains: str | None) -> tuple[dict[str, Policy], str | None, str | None]:
+                    gains: str | None, pi_gains: str | None = None) -> tuple[dict[str, Policy], str | None, str | None]:
     """The named policies and the trivial baseline (last); the MLC's model and gains as resolved."""
     from ...policies import TrivialPolicy, make_policy
 
@@ -60,6 +60,8 @@ def _build_policies(names: list[str], sc: Scenario, model: str | None,
 
             model, gains = mlc_files(sc, model, gains)
             pols["mlc"] = load_mlc_policy(model, gains)
+        elif n == "pi":
+            pols["pi"] = make_policy("pi", gains=pi_gains)
         elif n != BASELINE:
             pols[n] = make_policy(n)
     pols[BASELINE] = TrivialPolicy()
@@ -89,10 +91,13 @@ def evaluate(
     executor: str | None = None,
     policies: str | Sequence[str] = ("mlc",),
     command: str | None = None,
+    pi_gains: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The chosen policies vs trivial on the chosen experiments; returns (JSON summary, human lines).
 
-    ``policies``: any of ``mlc`` (needs ``model`` and ``gains``), ``jenks`` (RTT queue
+    ``policies``: any of ``mlc`` (needs ``model`` and ``gains``), ``pi`` (the MLC's
+    anti-windup PI without its model: ``pi_gains`` or the shipped ones), ``pacing`` (the
+    DTN's own streams paced at the target: a plant with DTN-host control), ``jenks`` (RTT queue
     separation at the border router, the DTN's queue given the target), ``abc`` / ``ffs``
     (bottleneck disciplines weighted by the target, fluid plant), ``none``; the
     trivial TBF is always run as the paired baseline.
@@ -116,10 +121,15 @@ def evaluate(
     exps = parse_experiments(experiments)
     names = _policy_names(policies)
     sc = resolve_scenario(scenario, overrides)
-    pols, model, gains = _build_policies(names, sc, model, gains)
+    if "pi" in names:
+        from ...policies.rate.pi import pi_gains_file
+
+        pi_gains = pi_gains_file(sc, pi_gains)
+    pols, model, gains = _build_policies(names, sc, model, gains, pi_gains)
     plan = _plan(trials, seed, quick)
     params = {"scenario": sc.name, "model": str(model), "gains": str(gains), "plant": plant, "executor": spec.kind,
-              "policies": ",".join(pols), "experiments": ",".join(exps), **plan.to_dict()}
+              "policies": ",".join(pols), "experiments": ",".join(exps), **plan.to_dict(),
+              **({"pi_gains": str(pi_gains)} if "pi" in names else {})}
     gp = None if gains is None else (Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains))
     t0 = time.perf_counter()
     cmd = command or f"scidmz evaluate {sc.name} --policies {','.join(names)}"
@@ -131,7 +141,7 @@ def evaluate(
                     {"gains_sha256": file_sha256(gp)} if gp is not None else None)
     out_json: dict[str, Any] = {
         "scenario": sc.name, "model": str(model), "gains": str(gains), "trials": int(trials),
-        "experiments": list(exps), "results": {k: v.summary for k, v in results.items()},
+        **({"pi_gains": str(pi_gains)} if "pi" in names else {}), "experiments": list(exps), "results": {k: v.summary for k, v in results.items()},
         "wall_s": time.perf_counter() - t0,
     }
     if out:
