@@ -27,7 +27,7 @@ def test_fluid_plant_conforms():
     passed = check_plant(lambda sc, b: make_plant("fluid", sc, batch=b), "small-cubic")
     for name in ("reset_step_batch3", "same_seed_same_trace_batch3", "flows_batch3", "info_batch1",
                  "rejects_nonfinite_u_batch1", "close_twice_batch3", "context_manager", "capability_queue",
-                 "capability_discipline"):
+                 "capability_discipline", "capability_host"):
         assert name in passed
 
 
@@ -63,7 +63,7 @@ def test_netns_plant_conforms():
     prefix = f"cf{os.getpid() % 10000}"
     passed = check_plant(lambda s, b: make_plant("netns", s, prefix=prefix, telemetry="kernel"), sc,
                          batches=(1,), simulated=False)
-    assert {"flows_batch1", "capability_queue", "capability_discipline"} <= set(passed)
+    assert {"flows_batch1", "capability_queue", "capability_discipline", "capability_host"} <= set(passed)
 
 
 def _built_in(name: str):
