@@ -244,7 +244,7 @@ def test_netns_dtn_follows_the_pacing_up_and_down_and_reset_lifts_it() -> None:
         tr = run_episode(pl, _Schedule(rates), rates, seed=1)[0]
         rd = tr.column("rate_dtn")
         np.testing.assert_array_equal(tr.column("pacing"), rates)
-        assert tr.column("dtn_paced_sockets")[-1] == 4
+        assert tr.column("dtn_paced_sockets")[-1] == 5  # 4 streams + iperf3's control connection
         for k in range(3):
             tail = rd[hold * k + 4: hold * (k + 1)]
             assert abs(tail.mean() / rates[hold * k] - 1) < 0.15, (k, tail, rates[hold * k])
@@ -253,10 +253,10 @@ def test_netns_dtn_follows_the_pacing_up_and_down_and_reset_lifts_it() -> None:
         # The next episode starts unpaced: a fresh sender, no cap on its sockets.
         from scidmz.policies.registry import make_policy
 
-        tr2 = run_episode(pl, make_policy("none"), np.full(6, 4e6), seed=2)[0]
+        tr2 = run_episode(pl, make_policy("trivial"), np.full(8, 32e6), seed=2)[0]  # campus held at 8 Mbit/s
         assert "pacing" not in tr2.columns and "dtn_paced_sockets" not in tr2.columns
         assert pl.pacing_readback() and all(v == UNLIMITED for v in pl.pacing_readback())
-        assert tr2.column("rate_dtn")[2:].mean() > 1.5 * 4e6
+        assert tr2.column("rate_dtn")[4:].mean() > 3 * 4e6  # far above the last episode's cap
 
 
 @pytest.mark.root

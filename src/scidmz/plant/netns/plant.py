@@ -407,7 +407,8 @@ class NetnsPlant:
         return out
 
     def _pacing_info(self) -> dict[str, Any]:
-        """While the DTN is paced: how many of its sockets carry the pacing now (a trace column)."""
+        """While the DTN is paced: how many of its sockets to its receiver carry the pacing now (a trace
+        column; an iperf3 sender's control connection is one of them, harmlessly: it carries no data)."""
         if self._pacing is None or self._pacer is None:
             return {}
         return {"dtn_paced_sockets": np.array([float(self._pacer.paced_sockets)])}
