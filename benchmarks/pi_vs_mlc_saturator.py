@@ -62,7 +62,7 @@ def _tune(cca: str, policy: str, model: Path, limiter: str, du: float, a: argpar
     out = work / f"{cca}-{policy}-{limiter}-{du:g}.json"
     t0 = time.perf_counter()
     doc, _ = tune_from_paths(SCENARIOS[cca], str(model) if policy == "mlc" else None, str(out), policy=policy,
-                             generations=a.generations, population=a.population,
+                             generations=a.generations, population=a.population, episode=_ga_episode(a),
                              parents=max(1, a.population // 2), seed=a.seed, delta_u=du, limiter=limiter,
                              track=False)
     g = Gains.load(out)
@@ -70,11 +70,18 @@ def _tune(cca: str, policy: str, model: Path, limiter: str, du: float, a: argpar
                "ga_seconds": round(time.perf_counter() - t0, 2)}
 
 
+def _ga_episode(a: argparse.Namespace) -> float:
+    return 30.0 if a.quick else 120.0
+
+
 def _trials(sc: Any, policies: dict[str, Any], a: argparse.Namespace) -> tuple[Any, Any]:
     """(MRAE table, FCT table) of ``policies`` on the paired trials (seed ``a.seed``)."""
+    from dataclasses import replace
+
     from scidmz.evaluation.mlc.experiments import ExperimentPlan, fct_experiment, mrae_experiment
 
-    plan = ExperimentPlan(trials=a.trials, fct_trials=a.fct_trials, seed=a.seed)
+    base = ExperimentPlan.quick(a.seed) if a.quick else ExperimentPlan(seed=a.seed)
+    plan = replace(base, trials=a.trials, fct_trials=a.fct_trials)
     m = mrae_experiment(sc, policies, plan)
     f, _ = fct_experiment(sc, policies, plan)
     return m.table, f.table
@@ -194,6 +201,8 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     ap.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
     ap.add_argument("--population", type=int, default=30, help="GA population (default 30)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke-test sizes: 30 s trials and GA episodes, a 150 MB transfer (not for conclusions)")
     ap.add_argument("--out", default=None, help="also write the JSON here")
     a = ap.parse_args(argv)
     ccas = [c.strip() for c in a.cca.split(",") if c.strip()]
@@ -225,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                            "command": "python benchmarks/pi_vs_mlc_saturator.py " + " ".join(argv or sys.argv[1:]),
                            **_provenance(), "from": a.src,
                            "plan": {"trials": a.trials, "fct_trials": a.fct_trials or a.trials, "ga": [a.generations,
-                                    a.population, max(1, a.population // 2)], "ga_episode_s": 120.0, "seed": a.seed,
+                                    a.population, max(1, a.population // 2)], "ga_episode_s": _ga_episode(a),
+                                    "quick": bool(a.quick), "seed": a.seed,
                                     "configs": [list(c) for c in configs], "plant": "fluid"},
                            "results": {}}
     with tempfile.TemporaryDirectory(prefix="scidmz-saturator-") as tmp:

@@ -185,3 +185,34 @@ def test_simulate_and_evaluate_run_pi(tmp_path) -> None:
     r = _cli("evaluate", "small-cubic", "--policies", "pi", "--quick", "--trials", "2", "--experiments", "mrae",
              cwd=tmp_path)
     assert r.returncode == 2 and "no pi gains ship for 'small-cubic'" in r.stderr
+
+
+def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
+    """benchmarks/pi_vs_mlc_saturator.py at smoke sizes (the shipped testbed model standing in for a
+    paper-scale one), and its one-line refusals."""
+    pytest.importorskip("pygad")
+    from pathlib import Path
+
+    from scidmz.data import shipped_model
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pi_vs_mlc_saturator.py"
+    (tmp_path / "repro" / "cubic").mkdir(parents=True)
+    (tmp_path / "repro" / "cubic" / "model").symlink_to(shipped_model(load_scenario("testbed"))[0])
+    out = tmp_path / "sat.json"
+    r = subprocess.run([sys.executable, str(script), "--from", str(tmp_path / "repro"), "--cca", "cubic", "--quick",
+                        "--trials", "2", "--generations", "1", "--population", "2", "--bands", "0.05",
+                        "--rate-bands", "0.1", "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc == json.loads(out.read_text())
+    res = doc["results"]["cubic"]
+    assert [(c["limiter"], c["delta_u"]) for c in res["configs"]] == [("band", 0.05), ("rate", 0.1)]
+    for c in res["configs"]:
+        assert c["mlc"]["gains"] and c["pi"]["mrae"] > 0 and c["mlc_vs_pi"]["mrae"]["n"] == 2
+    assert {"mlc", "pi", "mlc_vs_pi", "trade_off"} <= set(res["best"])
+    for args, msg in ((["--from", str(tmp_path)], "no inverse model at"),
+                      (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--bands", "2"], "(0, 1]"),
+                      (["--from", str(tmp_path / "repro"), "--cca", "reno"], "--cca must be among"),
+                      (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "1"], ">= 2")):
+        r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
