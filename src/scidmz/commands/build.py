@@ -5,7 +5,7 @@ arguments into: the scenario (a name or a .toml file, with ``--set`` overrides,
 duration and seed), the policy object (``--policy`` with its ``--set
 policy.KEY=VALUE`` options; for the MLC its model and gains, from
 ``--model``/``--gains``, a registry reference ``models:/...`` or the model
-shipped for the scenario), the plant by name with its options (checked against
+shipped for the scenario; for ``pi`` its gains, ``--gains`` or those shipped), the plant by name with its options (checked against
 the backend's signature, built later by ``Run.make_plant``) and the DTN target.
 Every problem is one ``ValueError`` line (exit 2) before a plant exists.
 
@@ -75,7 +75,8 @@ def build_run(
     the policy (its registry factory's options), the rest the scenario.
     ``target``: a rate (``"600M"``) or bit/s; None = ``DEFAULT_TARGET_FRACTION``
     of B_max. ``model``/``gains``/``tracking_uri``: the MLC's files (a
-    ``models:/NAME/VERSION`` reference is fetched from the mlflow registry).
+    ``models:/NAME/VERSION`` reference is fetched from the mlflow registry); ``gains``
+    alone for ``pi``.
     """
     from ..plant.base import check_plant_options
     from ..policies.registry import make_policy, split_policy_overrides

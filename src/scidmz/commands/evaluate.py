@@ -28,9 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_seed_arg(p, what="seed of the trials")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
+    p.add_argument("--pi-gains", default=None, metavar="FILE",
+                   help="gains JSON of policy pi (default: the pi gains shipped for the scenario)")
     p.add_argument("--policies", default="mlc",
-                   help="comma list of mlc, jenks, abc, ffs, none, each against the trivial TBF on the same paired "
-                        "trials (default mlc)")
+                   help="comma list of mlc, pi, pacing, jenks, abc, ffs, none, each against the trivial TBF on the "
+                        "same paired trials (default mlc)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where the trials run: local (default) | processes[:N] | dask://HOST:PORT (fluid plant)")
     add_tracking_arg(p)
@@ -47,7 +49,8 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     names, _ = check_request(a.trials, a.experiments, a.policies, a.executor, a.plant)
     sc = resolve_scenario(a.scenario, a.set)
     resolve_model_args(a)
-    policies, files = build_policies(names, sc, files={"mlc": {"model": a.model, "gains": a.gains}},
+    policies, files = build_policies(names, sc, files={"mlc": {"model": a.model, "gains": a.gains},
+                                                            "pi": {"gains": a.pi_gains}},
                                      tracking_uri=a.tracking_uri)
     result, human = evaluate(
         scenario=sc, policies=policies, trials=a.trials, experiments=a.experiments,

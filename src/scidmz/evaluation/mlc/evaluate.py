@@ -23,7 +23,7 @@ from .tracking import EVALUATE_EXPERIMENT, log_results, tracked
 __all__ = ["EVALUABLE", "evaluate", "check_request", "policy_list", "make_policies"]
 
 #: Policies ``--policies`` may name; the trivial TBF always runs as the paired baseline.
-EVALUABLE = ("mlc", "jenks", "abc", "ffs", "none")
+EVALUABLE = ("mlc", "pi", "pacing", "jenks", "abc", "ffs", "none")
 
 
 def policy_list(policies: str | Sequence[str]) -> list[str]:
@@ -83,11 +83,14 @@ def evaluate(
     """The chosen policies vs trivial on the chosen experiments; returns (JSON summary, human lines).
 
     ``policies``: name -> policy object (``commands.build.build_policies`` or
-    ``make_policies``), e.g. ``mlc``, ``jenks`` (RTT queue separation at the border
-    router, the DTN's queue given the target), ``abc`` / ``ffs`` (bottleneck
-    disciplines weighted by the target), ``none``; the trivial TBF must be among
-    them: it is the paired baseline. ``files``: the trained files each policy runs
-    with (``{"mlc": {"model": ..., "gains": ...}}``), recorded with the results.
+    ``make_policies``), e.g. ``mlc``, ``pi`` (the MLC's anti-windup PI without its
+    model), ``pacing`` (the DTN's own streams paced at the target: a plant with
+    DTN-host control), ``jenks`` (RTT queue separation at the border router, the
+    DTN's queue given the target), ``abc`` / ``ffs`` (bottleneck disciplines
+    weighted by the target), ``none``; the trivial TBF must be among them: it is
+    the paired baseline. ``files``: the trained files each policy runs with
+    (``{"mlc": {"model": ..., "gains": ...}, "pi": {"gains": ...}}``), recorded
+    with the results.
 
     ``executor``: ``local`` (default), ``processes[:N]`` or ``dask://HOST:PORT``; the same
     trials with the same seeds, so the same numbers.
@@ -104,10 +107,12 @@ def evaluate(
         raise ValueError(f"evaluate: the {BASELINE} baseline must be among the policies (paired comparison)")
     mlc = dict((files or {}).get("mlc") or {})
     model, gains = mlc.get("model"), mlc.get("gains")
+    pi = {"pi_gains": str(((files or {}).get("pi") or {}).get("gains"))} if "pi" in policies else {}
     plan = _plan(trials, seed, quick)
     spec = parse_executor(executor)
     params = {"scenario": scenario.name, "model": str(model), "gains": str(gains), "plant": plant,
-              "executor": spec.kind, "policies": ",".join(policies), "experiments": ",".join(exps), **plan.to_dict()}
+              "executor": spec.kind, "policies": ",".join(policies), "experiments": ",".join(exps), **plan.to_dict(),
+              **pi}
     from pathlib import Path
 
     gp = None if gains is None else (Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains))
@@ -122,7 +127,7 @@ def evaluate(
                     {"gains_sha256": file_sha256(gp)} if gp is not None else None)
     out_json: dict[str, Any] = {
         "scenario": scenario.name, "model": str(model), "gains": str(gains), "trials": int(trials),
-        "experiments": list(exps), "results": {k: v.summary for k, v in results.items()},
+        **pi, "experiments": list(exps), "results": {k: v.summary for k, v in results.items()},
         "wall_s": time.perf_counter() - t0,
     }
     if out:

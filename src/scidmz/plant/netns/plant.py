@@ -22,6 +22,10 @@ bytes delivered per class in that period and, once a fixed-size DTN
 transfer has completed, its FCT (``dtn_fct``, s). ``close()`` tears it all
 down.
 
+``set_pacing`` (``HostPlant``) paces the DTN's own streams: ``SO_MAX_PACING_RATE`` on
+the running sender's sockets (``actuators.pacing.SocketPacer``), changed live; the
+next ``reset`` lifts it (a new sender starts unpaced).
+
 Every ``info`` also says whether the machine, not TCP, limited that period:
 ``info["starved"]`` (a one-element bool array, a trace column) with ``info["starvation"]`` (the evidence and the
 reasons, ``manage.starvation.StarvationMonitor``) and ``info["starved_periods"]``
@@ -90,8 +94,8 @@ class NetnsPlant:
         self._discipline_next: Any = None  # set_discipline's, for the next reset only
         self._stage: Any = None
         self._queues: Any = None
-        #: the DTN's pacing rate (bit/s) set by a host policy this episode; None: unpaced (reset's default)
-        self._pacing: Any = None
+        self._pacer: Any = None  # actuators.pacing.SocketPacer on the running DTN sender
+        self._pacing: float | None = None  # the DTN's aggregate pacing (frame bit/s); None: unpaced
         # Time for the previous episode's packets to leave: the longest RTT plus a full buffer.
         self._drain = drain if drain is not None else (
             2 * max(h.rtt for h in self._tb.senders) + scenario.buffer_bytes * 8 / scenario.capacity + 0.2
@@ -196,7 +200,10 @@ class NetnsPlant:
         self._discipline, self._discipline_next = self._discipline_next, None
         if self._discipline is not None:
             self._start_stage()
+        # An episode starts unpaced: the old sender is gone, and the new one is not paced until asked.
         self._pacing = None
+        if self._pacer is not None:
+            self._pacer.detach()
 
     def set_scenario(self, scenario: Scenario) -> None:
         """Run ``scenario`` from the next ``reset`` on, on the same testbed.
@@ -259,6 +266,45 @@ class NetnsPlant:
         """The HTB on BR1's WAN port once a queue policy ran (None before)."""
         return self._queues
 
+    # -- the DTN host's own pacing (HostPlant; runner.Episode: host policies) ---------------------
+    def set_pacing(self, rates: np.ndarray | float | None) -> None:
+        """Pace the DTN at ``rates`` (bit/s of Ethernet frames, its aggregate over its streams; (1,) or a
+        number) from now on: every stream's socket gets ``SO_MAX_PACING_RATE`` = rate / streams in TCP
+        payload bytes/s (``actuators.pacing``), set live on the running sender; streams that open later
+        get it too. ``None`` lifts it; so does the next ``reset``. This acts on the DTN host itself:
+        on a real network it needs that host's control (root or CAP_SYS_PTRACE there)."""
+        if rates is None:
+            self._pacing = None
+            if self._pacer is not None:
+                self._pacer.lift()
+            return
+        arr = check_rates(rates, 1, 0.0, np.inf, "netns plant pacing", clip=False)
+        self._pacing = float(arr[0])
+        if self._pacer is not None:
+            self._pacer.set_rate(self._pacing)
+
+    def pacing_readback(self) -> list[int]:
+        """``SO_MAX_PACING_RATE`` read back from each socket of the running DTN sender to its receiver
+        (TCP payload bytes/s; ``actuators.pacing.UNLIMITED`` when unpaced); [] before a sender runs."""
+        return self._pacer.socket_rates() if self._pacer is not None else []
+
+    def _attach_pacer(self) -> None:
+        """A new DTN sender started: pace it from its first socket if a pacing is set."""
+        from ...actuators.pacing import SocketPacer
+
+        proc = self._traffic.dtn_proc
+        if proc is None:
+            return
+        if self._pacer is None:
+            self._pacer = SocketPacer(self._tb.hosts["dtnr"].ip, max(self.scenario.dtn.streams, 1))
+        self._pacer.attach(proc.pid)
+        if self._pacing is not None:
+            self._pacer.set_rate(self._pacing)
+
+    def _pace_new_sockets(self) -> None:
+        if self._pacer is not None and self._pacing is not None:
+            self._pacer.refresh()
+
     # -- episodes -----------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> StateBatch:
         self._ensure_up()
@@ -300,10 +346,16 @@ class NetnsPlant:
         if not self._dtn_started and t >= self.scenario.dtn.start - 1e-9:
             self._traffic.start_dtn()
             self._dtn_started = True
+            self._attach_pacer()
 
     def _wait_until(self, deadline: float) -> float:
-        """Sleep until ``deadline`` (monotonic s); how late we woke (s)."""
+        """Sleep until ``deadline`` (monotonic s), pacing the DTN's new sockets meanwhile; how late we woke (s).
+
+        A sender opens its streams after it starts (iperf3: a few RTTs): every 50 ms the
+        sockets that appeared get the pacing, so none runs unpaced for long.
+        """
         while True:
+            self._pace_new_sockets()
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -332,7 +384,7 @@ class NetnsPlant:
             self._fct_reported = True
         ti = self._tel.last_info
         starvation = self._starvation(ti, woke_late, dtn_done=res is not None)
-        self._info = self._period_info(st, ti, fct, deadline, starvation) | self._extra_info(ti)
+        self._info = self._period_info(st, ti, fct, deadline, starvation) | self._extra_info(ti) | self._pacing_info()
         y = st.as_vector()
         if not np.all(np.isfinite(y)):
             bad = [i for i in range(N_STATE) if not math.isfinite(y[i])]
@@ -402,6 +454,13 @@ class NetnsPlant:
             out["cca_mapped"] = {k: f"{a}->{b}" for k, (a, b) in self._tb.spec.cca_mapped.items()}
         return out
 
+    def _pacing_info(self) -> dict[str, Any]:
+        """While the DTN is paced: how many of its sockets to its receiver carry the pacing now (a trace
+        column; an iperf3 sender's control connection is one of them, harmlessly: it carries no data)."""
+        if self._pacing is None or self._pacer is None:
+            return {}
+        return {"dtn_paced_sockets": np.array([float(self._pacer.paced_sockets)])}
+
     @property
     def info(self) -> dict[str, Any]:
         return dict(self._info)
@@ -453,6 +512,8 @@ class NetnsPlant:
         try:
             if self._tel is not None:
                 self._tel.close()
+            if self._pacer is not None:
+                self._pacer.close()
             for a in (self._act, self._queues):
                 if a is None:
                     continue
@@ -464,6 +525,7 @@ class NetnsPlant:
             self._tel = None
             self._act = None
             self._queues = None
+            self._pacer = None
             self._tb.down()
 
 
