@@ -113,7 +113,7 @@ def policy_files(name: str, scenario: Scenario, *, model: str | None = None, gai
         _check_model_files(m, g)
         return {"model": m, "gains": g}
     if model:
-        raise ValueError(f"policy {name} takes no model (only mlc runs an inverse model)")
+        raise ValueError(f"policy {name} takes no --model (only mlc runs an inverse model)")
     if name == "pi":
         # The MLC without its model: gains only (policies/rate/pi.py resolves the shipped ones).
         from ..policies.rate.pi import pi_gains_file
@@ -122,7 +122,7 @@ def policy_files(name: str, scenario: Scenario, *, model: str | None = None, gai
         _check_model_files(None, g)
         return {"gains": g}
     if gains:
-        raise ValueError(f"policy {name} takes no gains (only mlc and pi run from tuned gains)")
+        raise ValueError(f"policy {name} takes no --gains (only mlc and pi run from tuned gains)")
     return {}
 
 
