@@ -337,3 +337,50 @@ def test_merge_combines_the_runs_of_a_folder(quick_run, tmp_path, capsys) -> Non
     assert "[fluid-small-cubic](fluid-small-cubic/report.md)" in text and "**best**" in text
     code, _, err = _lb(capsys, "--merge", "--out", str(tmp_path / "empty"))
     assert code == 2 and "no leaderboard runs to merge" in err
+
+
+# -- fewer trials for some policies ------------------------------------------------------------
+
+
+def test_policy_trials_run_fewer_paired_trials_and_say_so(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    code, doc, err = _lb(capsys, "small-cubic", "--quick", "--trials", "3", "--policies", "trivial,none,abc",
+                         "--experiments", "mrae,fct", "--policy-trials", "abc=2", "--out", str(out), "--json")
+    assert code == 0, err
+    trials = {(r["policy"], r["experiment"]): r["trials"] for r in doc["rows"]}
+    assert trials[("abc", "mrae")] == trials[("abc", "fct")] == 2
+    assert trials[("none", "mrae")] == trials[("trivial", "fct")] == 3
+    units = [json.loads(ln) for ln in (out / "ledger.jsonl").read_text().splitlines()[1:]]
+    assert len(units) == 2 * (3 + 3 + 2)  # two trial kinds x (trivial, none, abc)
+    assert {u["trial"] for u in units if u["policy"] == "abc"} == {0, 1}  # the first trials: paired
+    assert json.loads((out / "results.json").read_text())["plan"]["policy_trials"] == {"abc": [2, 2]}
+    assert "Fewer trials (the first ones" in (out / "report.md").read_text()
+
+
+def test_realtime_order_is_trial_major_rotated_and_stops_each_policy_at_its_count() -> None:
+    from scidmz.evaluation.leaderboard.plan import make_plan
+    from scidmz.evaluation.leaderboard.units import realtime_order
+
+    plan = make_plan("netns", 3, 2, ("mrae", "fct"), policy_trials=(("b", 2, 2),))
+    order = realtime_order(plan, ["a", "b", "c"], {(("mrae", "a", 0))})
+    assert order == [(0, "mrae", "b"), (0, "mrae", "c"), (0, "fct", "a"), (0, "fct", "b"), (0, "fct", "c"),
+                     (1, "mrae", "b"), (1, "mrae", "c"), (1, "mrae", "a"), (1, "fct", "b"), (1, "fct", "c"),
+                     (1, "fct", "a"), (2, "mrae", "c"), (2, "mrae", "a")]
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("trivial=2", "trivial is the paired baseline"),
+    ("abc=2", "abc is not among --policies"),
+    ("none=5", "none's counts must be whole numbers in [2, --trials = 4]"),
+    ("none=3/1", "none's counts must be whole numbers in [2, --fct-trials = 4]"),
+    ("none", "expected NAME=N or NAME=N/M"),
+    ("none=x", "expected NAME=N or NAME=N/M"),
+    ("none=2,none=3", "none given twice"),
+])
+def test_bad_policy_trials_are_one_line_exit_2(tmp_path, capsys, spec, msg) -> None:
+    out = tmp_path / "out"
+    code, _, err = _lb(capsys, "small-cubic", "--quick", "--policies", "trivial,none", "--policy-trials", spec,
+                       "--out", str(out))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and msg in err, err
+    assert not (out / "ledger.jsonl").exists()

@@ -33,6 +33,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=int, default=None,
                    help="MRAE (and short-flow) trials per policy, >= 2 (default 50 fluid, 20 netns, 4 --quick)")
     p.add_argument("--fct-trials", type=int, default=None, help="FCT/utilisation trials per policy (default --trials)")
+    p.add_argument("--policy-trials", default=None, metavar="NAME=N[/M],...",
+                   help="fewer trials for some policies: N MRAE (and short-flow) trials, M FCT trials (default N), "
+                        "each at most --trials / --fct-trials; they are trials 0..N-1, paired with the others' "
+                        "(e.g. jenks=10/5,abc=10/5,ffs=10/5); not the trivial baseline")
     p.add_argument("--experiments", default=None,
                    help="comma list of mrae,fct,utilization,short (default all on fluid; mrae,fct,utilization "
                         "on netns)")
@@ -75,6 +79,17 @@ def _names(policies: str) -> list[str]:
     return names
 
 
+def _check_policy_trials(fewer: tuple[tuple[str, int, int], ...], names: list[str]) -> None:
+    """``--policy-trials`` names policies of this run, and never the baseline (it runs every trial)."""
+    from ..evaluation.leaderboard.stats import BASELINE
+
+    for name, _, _ in fewer:
+        if name == BASELINE:
+            raise ValueError(f"--policy-trials: {BASELINE} is the paired baseline and runs every trial")
+        if name not in names:
+            raise ValueError(f"--policy-trials: {name} is not among --policies ({','.join(names)})")
+
+
 def _our_options(msg: str) -> str:
     """The assembly's messages name ``--model``/``--gains`` (simulate's); here they are per policy."""
     if msg.startswith("policy mlc"):
@@ -109,7 +124,12 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
 def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     import math
 
-    from ..evaluation.leaderboard.plan import make_plan, parse_experiments, split_plan_overrides
+    from ..evaluation.leaderboard.plan import (
+        make_plan,
+        parse_experiments,
+        parse_policy_trials,
+        split_plan_overrides,
+    )
     from ..evaluation.leaderboard.results import DEFAULT_MAX_STARVED
     from ..evaluation.leaderboard.run import prepare, run_leaderboard
     from ..plant.base import check_plant_options
@@ -129,9 +149,11 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
         raise ValueError(f"--executor {a.executor} runs fluid-plant trials only; the {a.plant} plant runs in real "
                          "time, one testbed at a time")
     scen_over, plan_over = split_plan_overrides(a.set)
-    plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
-                     plan_over)
     names = _names(a.policies)
+    fewer = parse_policy_trials(a.policy_trials)
+    _check_policy_trials(fewer, names)
+    plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
+                     plan_over, fewer)
     for n in names:
         policy_kind(n)  # unknown names: one line before anything is resolved
     sc = resolve_scenario(a.scenario, scen_over)

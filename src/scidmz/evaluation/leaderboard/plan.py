@@ -20,7 +20,7 @@ from ...scenario import Scenario
 
 __all__ = ["LeaderboardPlan", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
            "MAX_SECONDS", "MAX_TRANSFER", "PLAN_KEYS", "make_plan", "parse_experiments", "unit_of",
-           "split_plan_overrides"]
+           "split_plan_overrides", "parse_policy_trials"]
 
 #: What a leaderboard can rank, in report order.
 EXPERIMENTS: tuple[str, ...] = ("mrae", "fct", "utilization", "short")
@@ -80,6 +80,9 @@ class LeaderboardPlan:
     fct_max_time: float | None = None  # s; None: 4 x the transfer at the target + 60 s
     short_duration: float = 120.0  # s per short-flow trial
     seed: int = 0
+    #: fewer trials for some policies: (name, MRAE and short-flow trials, FCT trials), each at most
+    #: the plan's count; trials 0..n-1 of such a policy are paired with the same trials of the others
+    policy_trials: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("trials", "fct_trials", "short_trials"):
@@ -102,6 +105,19 @@ class LeaderboardPlan:
             raise ValueError(f"plan.fct_target must be a share of B_max in (0, 1], got {self.fct_target!r}")
         if not 0 < self.transfer <= MAX_TRANSFER:
             raise ValueError(f"plan.transfer must be in (0, {MAX_TRANSFER:g}] bytes, got {self.transfer!r}")
+        self._check_policy_trials()
+
+    def _check_policy_trials(self) -> None:
+        seen: set[str] = set()
+        for item in self.policy_trials:
+            name, n, m = item
+            if name in seen:
+                raise ValueError(f"--policy-trials: {name} given twice")
+            seen.add(name)
+            for v, most, what in ((n, self.trials, "--trials"), (m, self.fct_trials, "--fct-trials")):
+                if not isinstance(v, int) or isinstance(v, bool) or not 2 <= v <= most:
+                    raise ValueError(f"--policy-trials: {name}'s counts must be whole numbers in [2, {what} = "
+                                     f"{most}] (a paired test needs two trials), got {v!r}")
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -109,9 +125,13 @@ class LeaderboardPlan:
         wanted = {unit_of(e) for e in self.experiments}
         return tuple(u for u in UNITS if u in wanted)
 
-    def count(self, unit: str) -> int:
-        """Trials per policy of one unit kind."""
-        return {"mrae": self.trials, "fct": self.fct_trials, "short": self.short_trials}[unit]
+    def count(self, unit: str, policy: str | None = None) -> int:
+        """Trials of one unit kind: the plan's (the most any policy runs), or ``policy``'s own."""
+        n = {"mrae": self.trials, "fct": self.fct_trials, "short": self.short_trials}[unit]
+        for name, mrae_n, fct_n in self.policy_trials:
+            if name == policy:
+                return min(n, fct_n if unit == "fct" else mrae_n)
+        return n
 
     def fct_bound(self, scenario: Scenario) -> float:
         """Seconds an FCT trial may run before its transfer counts as unfinished."""
@@ -132,6 +152,10 @@ class LeaderboardPlan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["experiments"] = list(self.experiments)
+        # Left out when unused: a plan without per-policy counts keeps the header it always had.
+        d.pop("policy_trials")
+        if self.policy_trials:
+            d["policy_trials"] = {name: [n, m] for name, n, m in self.policy_trials}
         return d
 
 
@@ -159,11 +183,31 @@ def split_plan_overrides(items: list[str] | None) -> tuple[list[str], dict[str, 
     return rest, plan
 
 
+def parse_policy_trials(spec: str | None) -> tuple[tuple[str, int, int], ...]:
+    """``--policy-trials jenks=10/5,abc=10`` -> (("jenks", 10, 5), ("abc", 10, 10)): N MRAE (and
+    short-flow) trials, M FCT trials (M defaults to N). One line for a malformed item."""
+    out = []
+    for item in (s.strip() for s in (spec or "").split(",")):
+        if not item:
+            continue
+        name, eq, counts = item.partition("=")
+        n, _, m = counts.partition("/")
+        try:
+            out.append((name.strip(), int(n), int(m or n)))
+        except ValueError:
+            raise ValueError(f"--policy-trials: expected NAME=N or NAME=N/M (MRAE/FCT trials), got {item!r}") from None
+        if not eq or not name.strip():
+            raise ValueError(f"--policy-trials: expected NAME=N or NAME=N/M (MRAE/FCT trials), got {item!r}")
+    return tuple(out)
+
+
 def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiments: tuple[str, ...],
-              quick: bool = False, seed: int = 0, overrides: dict[str, float] | None = None) -> LeaderboardPlan:
+              quick: bool = False, seed: int = 0, overrides: dict[str, float] | None = None,
+              policy_trials: tuple[tuple[str, int, int], ...] = ()) -> LeaderboardPlan:
     """The plan of a command line: ``--quick`` sizes, per-plant transfer, counts defaulting to ``trials``
     (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one), then ``overrides``
-    (``--set plan.KEY=VALUE``, ``split_plan_overrides``)."""
+    (``--set plan.KEY=VALUE``, ``split_plan_overrides``) and fewer trials for some policies
+    (``--policy-trials``, ``parse_policy_trials``)."""
     n = trials if trials is not None else (4 if quick else (50 if plant == "fluid" else 20))
     kw: dict[str, Any] = {}
     if quick:
@@ -171,4 +215,5 @@ def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiment
     elif plant != "fluid":
         kw = {"transfer": 300e6}
     return LeaderboardPlan(trials=n, fct_trials=fct_trials if fct_trials is not None else n, short_trials=n,
-                           experiments=experiments, seed=seed, **{**kw, **(overrides or {})})
+                           experiments=experiments, seed=seed, policy_trials=tuple(policy_trials),
+                           **{**kw, **(overrides or {})})

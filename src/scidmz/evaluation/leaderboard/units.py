@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,7 @@ from ..trials import run_trials
 from .ledger import Ledger
 from .plan import LeaderboardPlan
 
-__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "todo_count"]
+__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "todo_count", "realtime_order"]
 
 #: Fluid trials per batched plant: bounds memory and how much an interruption loses.
 CHUNK = 50
@@ -116,10 +116,20 @@ def _runs(todo: list[int], chunk: int) -> list[tuple[int, int]]:
 
 def todo_count(plan: LeaderboardPlan, names: list[str], ledger: Ledger) -> int:
     """Units of the plan not yet in the ledger."""
-    return sum(1 for u in plan.units for n in names for i in range(plan.count(u)) if (u, n, i) not in ledger.done)
+    return sum(1 for u in plan.units for n in names for i in range(plan.count(u, n)) if (u, n, i) not in ledger.done)
 
 
 Tick = Callable[[int], None]
+
+
+def realtime_order(plan: LeaderboardPlan, names: list[str], done: Container[tuple[str, str, int]],
+                   ) -> list[tuple[int, str, str]]:
+    """The (trial, unit, policy) still to run on a real-time plant: trial-major, the policies' order
+    rotated by the trial, each policy up to its own count (``plan.count(unit, policy)``)."""
+    return [(i, u, n) for i in range(max(plan.count(u) for u in plan.units))
+            for u in plan.units if i < plan.count(u)
+            for n in names[i % len(names):] + names[:i % len(names)]
+            if i < plan.count(u, n) and (u, n, i) not in done]
 
 
 def run_batched(scenario: Scenario, policies: Mapping[str, Policy], plan: LeaderboardPlan, ledger: Ledger,
@@ -129,7 +139,7 @@ def run_batched(scenario: Scenario, policies: Mapping[str, Policy], plan: Leader
         sc = plan.variant(scenario, unit)
         tg = targets(unit, sc, plan)
         for name, pol in policies.items():
-            todo = [i for i in range(plan.count(unit)) if (unit, name, i) not in ledger.done]
+            todo = [i for i in range(plan.count(unit, name)) if (unit, name, i) not in ledger.done]
             for lo, hi in _runs(todo, CHUNK):
                 t0 = time.perf_counter()
                 trs, flows = run_trials(sc, pol, tg[:, lo:hi], seed=plan.seed + lo, plant=plant,
@@ -149,12 +159,9 @@ def run_realtime(scenario: Scenario, policies: Mapping[str, Policy], plan: Leade
     """Every remaining unit on one real-time plant, trial-major, policy order rotated by the trial."""
     from ...runner import run_episode
 
-    names = list(policies)
     variants = {u: plan.variant(scenario, u) for u in plan.units}
     tgs = {u: targets(u, variants[u], plan) for u in plan.units}
-    todo = [(i, u, n) for i in range(max(plan.count(u) for u in plan.units))
-            for u in plan.units if i < plan.count(u)
-            for n in names[i % len(names):] + names[:i % len(names)] if (u, n, i) not in ledger.done]
+    todo = realtime_order(plan, list(policies), ledger.done)
     if not todo:
         return
     first = variants[todo[0][1]]
