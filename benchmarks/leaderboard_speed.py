@@ -3,9 +3,10 @@
 1. ``--fluid``: the fluid leaderboard at paper scale (``--executor processes:2``: both cores), every
    registered policy of
    ``trivial,pi,pacing,mlc,jenks,abc,ffs`` x ``paper-cubic``/``paper-bbr2`` x ``--trials``
-   (default 50) trials (goal <= 600 s in all). No MLC model or pi gains ship for the paper
-   scenarios, so ``mlc`` and ``pi`` run with the files shipped for ``testbed`` (speed only:
-   their numbers mean nothing here); policies not registered yet are listed as missing.
+   (default 50) trials (goal <= 600 s in all). ``pi`` runs with the gains shipped for each
+   scenario; no MLC model ships for the paper scenarios, so ``mlc`` runs with the files shipped
+   for ``testbed`` (speed only: its numbers mean nothing here); policies not registered yet are
+   listed as missing.
 2. ``--quick``: ``scidmz leaderboard paper-cubic --quick`` with the same policies, and the CI
    test's run (``small-cubic --quick --trials 3 --policies trivial,none,abc``) (goal <= 180 s).
 3. ``--netns`` (root, under ``flock /tmp/scidmz-root.lock``, on a quiet machine): a tiny real-time
@@ -42,18 +43,17 @@ def _available() -> tuple[list[str], list[str]]:
     return [p for p in POLICIES if p in have], [p for p in POLICIES if p not in have]
 
 
-def _files(policies: list[str]) -> list[str]:
-    """mlc's and pi's files: the ones shipped for testbed (speed only)."""
-    from scidmz.data import shipped_model
+def _files(policies: list[str], scenario: str) -> list[str]:
+    """mlc's and pi's files: those shipped for ``scenario``, else those shipped for testbed (speed only)."""
+    from scidmz.data import shipped_model, shipped_pi_gains
     from scidmz.scenario import load_scenario
 
+    sc = load_scenario(scenario)
     found = shipped_model(load_scenario("testbed"))
-    if found is None:
-        return []
     argv = []
-    if "mlc" in policies:
+    if "mlc" in policies and shipped_model(sc) is None and found is not None:
         argv += ["--mlc-model", str(found[0]), "--mlc-gains", str(found[1])]
-    if "pi" in policies:
+    if "pi" in policies and shipped_pi_gains(sc) is None and found is not None:
         argv += ["--pi-gains", str(found[1])]
     return argv
 
@@ -85,7 +85,7 @@ def bench_fluid(tmp: Path, trials: int, executor: str) -> dict[str, Any]:
     runs = {}
     for sc in ("paper-cubic", "paper-bbr2"):
         out = tmp / f"fluid-{sc}"
-        wall, res = _run([sc, "--policies", ",".join(pols), "--trials", str(trials), *_files(pols),
+        wall, res = _run([sc, "--policies", ",".join(pols), "--trials", str(trials), *_files(pols, sc),
                           "--executor", executor, "--out", str(out)])
         runs[sc] = {"wall_s": round(wall, 1), "units": res["units"], "per_policy_s": _per_policy(out)}
     total = sum(r["wall_s"] for r in runs.values())
@@ -96,7 +96,7 @@ def bench_fluid(tmp: Path, trials: int, executor: str) -> dict[str, Any]:
 
 def bench_quick(tmp: Path) -> dict[str, Any]:
     pols, missing = _available()
-    wall, res = _run(["paper-cubic", "--quick", "--policies", ",".join(pols), *_files(pols),
+    wall, res = _run(["paper-cubic", "--quick", "--policies", ",".join(pols), *_files(pols, "paper-cubic"),
                       "--out", str(tmp / "quick")])
     ci, _ = _run(["small-cubic", "--quick", "--trials", "3", "--policies", "trivial,none,abc",
                   "--out", str(tmp / "ci")])
