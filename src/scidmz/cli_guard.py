@@ -46,6 +46,7 @@ OUTPUTS: dict[str, dict[str, str]] = {
     "train": {"out": "model"},
     "tune": {"out": "file_or_dir"},
     "evaluate": {"out": "dir"},
+    "leaderboard": {"out": "dir"},
     "reproduce": {"out": "dir"},
     "control": {"log": "log", "token_file": "file"},
 }
@@ -56,11 +57,13 @@ INPUTS: dict[str, dict[str, str]] = {
     "reproduce": {"notes": "file"},
     "simulate": {"model": "dir", "gains": "file_or_dir"},
     "evaluate": {"model": "dir", "gains": "file_or_dir"},
+    "leaderboard": {"mlc_model": "dir", "mlc_gains": "file_or_dir", "pi_gains": "file_or_dir"},
     "tune": {"model": "dir"},
     "control": {"model": "dir", "gains": "file_or_dir"},
 }
 _INPUT_NAMES = {"dataset": "dataset", "pcap": "capture", "egress_pcap": "capture", "ingress_pcap": "capture",
-                "notes": "notes file", "gains": "gains file", "model": "model directory"}
+                "notes": "notes file", "gains": "gains file", "model": "model directory",
+                "mlc_model": "mlc model directory", "mlc_gains": "mlc gains file", "pi_gains": "pi gains file"}
 _MKDIR_FOR = ("out", "plot", "log")
 
 
@@ -196,6 +199,7 @@ EXTRA_OF_MODULE = {
     "uvicorn": "testbed", "starlette": "testbed", "netfilterqueue": "datapath",
     "dpkt": "telemetry", "grpc": "telemetry", "p4": "telemetry", "google": "telemetry", "thrift": "telemetry",
     "jenkspy": "baselines", "gymnasium": "rl", "dask": "distributed", "distributed": "distributed",
+    "statsmodels": "stats",
 }
 
 

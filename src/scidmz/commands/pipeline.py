@@ -47,10 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_json_arg(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2)")
+    p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2), or pi's")
     add_scenario_args(p)
-    add_model_args(p, gains_help=None, required=True,
-                   model_note="; with a registry reference the gains are attached to that version")
+    p.add_argument("--policy", default="mlc", choices=["mlc", "pi"],
+                   help="mlc (default; needs --model) or pi (the MLC's anti-windup PI without its model; no --model)")
+    add_model_args(p, gains_help=None,
+                   model_note=" (policy mlc; with a registry reference the gains are attached to that version)")
     p.add_argument("--out", required=True, help="gains .json file, or a directory for gains + convergence")
     p.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
     p.add_argument("--population", type=int, default=30, help="population / mating pool (default 30)")
@@ -125,7 +127,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
             raise ValueError(f"--refine-factors: expected a comma list of numbers, got {a.refine_factors!r}") from None
 
     result, human = tune_from_paths(
-        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, generations=a.generations,
+        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, policy=a.policy, generations=a.generations,
         population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
         executor=a.executor, delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
         tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), refine_plant=a.refine_plant,

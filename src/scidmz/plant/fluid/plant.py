@@ -755,6 +755,22 @@ class FluidPlant:
             raise ValueError("rate limits must be > 0 bit/s (inf: none)")
         self.P[:, L.P_RMAX] = np.broadcast_to(lim / 8.0, (B, F))
 
+    def set_pacing(self, rates: np.ndarray | float | None) -> None:
+        """Pace the DTN (``HostPlant``): its aggregate rate, bit/s of frames ((B,) or a number), shared
+        evenly by its streams as per-flow rate caps (``P_RMAX``, frame bytes/s), from the next period on.
+
+        As ``SO_MAX_PACING_RATE`` on each DTN socket (``actuators.pacing`` on the netns plant). ``None``
+        lifts it; ``reset`` does too. Which flows are paced, and at what rate, is ``P_RMAX`` of the DTN
+        flows (finite while paced).
+        """
+        self._check_open()
+        d = self.shape.n_dtn
+        if rates is None:
+            self.P[:, L.P_RMAX, :d] = math.inf
+            return
+        arr = check_rates(rates, self.batch, 0.0, np.inf, "fluid plant pacing", clip=False)
+        self.P[:, L.P_RMAX, :d] = (arr / 8.0 / max(d, 1))[:, None]
+
     def queue_state(self) -> dict[str, np.ndarray]:
         """Per-queue state now, (B, K) arrays: ``bytes`` queued, ``buffer``, ``weight``, ``rate`` (bytes/s served)."""
         return {
