@@ -9,7 +9,8 @@ Once per control period T, ``Collector.sample()``:
   the flow (keyed by its flow-table slot, which is what the switch knows) to
   ``flow_vector``, ``timeout`` removes it. Flows whose ``af_ts`` register is
   older than T_TH are removed too (the switch only notices idleness when a
-  packet arrives). active_flows = len(flow_vector).
+  packet arrives; ages in serial arithmetic, so a stamp newer than the
+  collector's clock is not an old one). active_flows = len(flow_vector).
 * Algorithm 4 (RTT): RTT_campus = mean of the ``flow_rtt`` registers of the
   campus flows in ``flow_vector`` (flows without a sample yet are skipped),
   smoothed RTT_campus <- alpha * RTT_campus + (1 - alpha) * mean (the first
@@ -178,7 +179,11 @@ class Collector:
         ts = self.view.read_register(C.REG_AF_TS, slots).astype(np.int64)
         now_t = int(round(now / self.tick_s)) & C.TS_MASK
         age = (now_t - ts) & C.TS_MASK
-        self.active[slots[age >= self._t_th_ticks]] = False
+        # Serial arithmetic: an age in the upper half of the 32-bit tick space is a stamp *newer*
+        # than `now` (a live data plane stamps packets after the collector read its clock), not a
+        # 71-minute-old one. The twin never sees it (its clock is its newest packet); an active
+        # flow is checked every period, long before a real age reaches 2^31 ticks.
+        self.active[slots[(age >= self._t_th_ticks) & (age < 1 << (C.TS_BITS - 1))]] = False
 
     def _update_flows(self, dt: float) -> np.ndarray:
         slots = np.flatnonzero(self.active)

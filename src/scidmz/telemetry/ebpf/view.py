@@ -13,17 +13,12 @@ it does on the twin and on a switch:
 * ``drain_digests``: no RTT digests (the programs add each sample to a
   per-class sum and count instead) and the flow digests from the ring buffer.
 
-``EbpfCollector`` is the collector with two changes:
-
-* ``rtt_dtn`` is the period's sum of DTN samples over their count, read from
-  the counter block (the twin's mean of the period's DTN RTT digests,
-  without a digest per sample);
-* idle expiry (Algorithm 4's timeout) compares ``af_ts`` with the period's
-  clock in serial arithmetic: on a live router a packet stamped after the
-  collector read its clock has an ``af_ts`` *newer* than "now", which the
-  plain ``(now - af_ts) mod 2^32`` reads as 71 minutes old (the twin never
-  sees that: its clock is the newest packet's). Equal to the twin otherwise:
-  an active flow is checked every period, long before an age reaches 2^31.
+``EbpfCollector`` is the collector with one change: ``rtt_dtn`` is the
+period's sum of DTN samples over their count, read from the counter block
+(the twin's mean of the period's DTN RTT digests, without a digest per
+sample). (Idle expiry compares ``af_ts`` with the period's clock in serial
+arithmetic, because a live router stamps packets after the collector read
+its clock; that lives in ``collector.Collector`` itself, for every view.)
 
 ``snapshot()`` reads the counter block once per period, so the period's
 counters are read together.
@@ -144,12 +139,3 @@ class EbpfCollector(Collector):
             self.rtt_dtn = float(dsum[C.CLASS_DTN]) / float(dcnt[C.CLASS_DTN]) * self.tick_s
         self.stale["rtt_dtn"] = not fresh
         return dataclasses.replace(y, rtt_dtn=self.rtt_dtn)
-
-    def _expire_idle(self, now: float) -> None:
-        slots = np.flatnonzero(self.active)
-        if slots.size == 0:
-            return
-        ts = self.view.read_register(C.REG_AF_TS, slots).astype(np.int64)
-        age = ((int(round(now / self.tick_s)) & C.TS_MASK) - ts) & C.TS_MASK
-        # an age in the upper half is a stamp newer than `now` (see the module docstring)
-        self.active[slots[(age >= self._t_th_ticks) & (age < 1 << (C.TS_BITS - 1))]] = False
