@@ -8,6 +8,11 @@ policy.KEY=VALUE`` options; for the MLC its model and gains, from
 shipped for the scenario), the plant by name with its options (checked against
 the backend's signature, built later by ``Run.make_plant``) and the DTN target.
 Every problem is one ``ValueError`` line (exit 2) before a plant exists.
+
+``plant_choice`` is the other half every command that takes a plant shares:
+the plant flags (``--plant``, ``--telemetry``, ``--dev``/``--ovs-port``...,
+``--plant-opt``) as one ``PlantChoice``, the name with its options, which
+``build_run`` and the evaluation and identification pass on to ``make_plant``.
 """
 
 from __future__ import annotations
@@ -20,11 +25,49 @@ from ..kinds import Policy
 from ..plant.base import Plant
 from ..scenario import Scenario
 
-__all__ = ["Run", "build_run", "resolve_model_ref", "DEFAULT_TARGET_FRACTION"]
+__all__ = ["Run", "build_run", "resolve_model_ref", "plant_choice", "DEFAULT_TARGET_FRACTION", "HARDWARE_FLAGS"]
 
 #: The target without --target, as a fraction of the scenario's bottleneck capacity B_max
 #: (ours: half of B_max, a target every scenario can reach).
 DEFAULT_TARGET_FRACTION = 0.5
+
+
+#: The hardware plant's flags (``build_hardware_plant``'s options of the same names).
+HARDWARE_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode")
+
+
+def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] | tuple[str, ...] = (),
+                 **hardware: Any) -> Any:
+    """The plant flags as a ``PlantChoice`` (the name with its options); one-line ``ValueError``.
+
+    ``telemetry``: the netns plant's source (``auto | dataplane | kernel | ebpf``) or the hardware
+    plant's (``HOST:PORT`` of a P4Runtime switch, or ``ebpf:LAN_IF[,LAN_IF...],WAN_IF``); the fluid
+    plant has none. ``hardware``: ``HARDWARE_FLAGS`` (None = not given), the hardware plant's only.
+    ``extra``: ``--plant-opt KEY=VALUE`` items, any plant's options (checked when the plant is).
+    """
+    from ..plant.base import PlantChoice
+    from ..scenario import parse_override
+
+    unknown = [k for k in hardware if k not in HARDWARE_FLAGS]
+    if unknown:
+        raise TypeError(f"plant_choice() got an unexpected flag {unknown[0]!r}")
+    given = {k: v for k, v in hardware.items() if v is not None}
+    opts: dict[str, Any] = {}
+    if plant == "hardware":
+        opts = {**given, "telemetry": telemetry}
+    elif given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ValueError(f"{flags}: for --plant hardware only")
+    elif telemetry is not None:
+        if plant != "netns":
+            raise ValueError(f"--telemetry: the {plant} plant has no telemetry to choose (netns and hardware do)")
+        opts["telemetry"] = telemetry
+    for item in extra:
+        if "=" not in item:
+            raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
+        key, value = parse_override(item)
+        opts[key] = value
+    return PlantChoice(plant, opts)
 
 
 @dataclass(frozen=True)
@@ -75,6 +118,8 @@ def build_run(
     sc = resolve_scenario(scenario, scen_over, duration, seed)
     bps = DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target")
     tgt = sc.check_target(bps)
+    plant_options = {**getattr(plant, "options", {}), **(plant_options or {})}
+    plant = str(plant)
     check_plant_options(plant, 1, plant_options)
     if policy == "mlc":
         # The one policy with trained files: given ones, a registry reference, or the shipped ones.

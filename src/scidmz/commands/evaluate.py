@@ -8,10 +8,12 @@ import sys
 from ._shared import (
     add_json_arg,
     add_model_args,
+    add_plant_args,
     add_scenario_args,
     add_seed_arg,
     add_tracking_arg,
     emit,
+    plant_arg,
     resolve_model_args,
 )
 
@@ -26,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="comma list of mrae,fct,utilization,sweep,short (default all)")
     p.add_argument("--quick", action="store_true", help="small sizes (30 s trials, 150 MB transfer)")
     add_seed_arg(p, what="seed of the trials")
-    p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    add_plant_args(p)
     p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
     p.add_argument("--policies", default="mlc",
                    help="comma list of mlc, jenks, abc, ffs, none, each against the trivial TBF on the same paired "
@@ -40,11 +42,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
     resolve_model_args(a)
+    plant = plant_arg(a)
     from ..evaluation.mlc.evaluate import evaluate
 
     result, human = evaluate(
         scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
-        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
+        out=a.out, overrides=a.set, plant=plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
         executor=a.executor, policies=a.policies,
         progress=sys.stderr.isatty(), command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
     )
