@@ -116,6 +116,10 @@ class EbpfView:
     def drain_digests(self) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=C.DIGEST_RTT_DTYPE), self.obj.drain_events()
 
+    def new_collector(self, alpha: float = DEFAULT_ALPHA, t0: float | None = None) -> EbpfCollector:
+        """The collector for these maps (a plant that takes any view asks the view for it)."""
+        return EbpfCollector(self, alpha, t0)
+
 
 class EbpfCollector(Collector):
     """``Collector`` over an ``EbpfView``: RTT_DTN from the per-class sums (see module docstring)."""
