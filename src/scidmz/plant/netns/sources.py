@@ -122,14 +122,22 @@ def ebpf_points(tb: Testbed) -> dict[str, Any]:
             "dtn_prefix": f"{spec.hosts['dtnr'].ip}/32", "remote_prefix": REMOTE_NET}
 
 
-def ebpf_telemetry(tb: Testbed, reference: TelemetryFactory | None = None) -> NetnsTelemetry:
-    """The eBPF programs on BR1 (``telemetry.ebpf``), kernel counters beside them for ground truth;
-    ``reference=dataplane_telemetry`` runs the twin on the taps beside them instead (comparisons)."""
+def ebpf_telemetry(tb: Testbed, twin: bool = False) -> NetnsTelemetry:
+    """The eBPF programs on BR1 (``telemetry.ebpf``), kernel counters beside them for ground truth.
+
+    ``twin=True`` (comparisons: ``functools.partial(ebpf_telemetry, twin=True)``) runs the software
+    twin on the passive taps beside them instead, which keeps kernel counters itself. The taps' mirrors
+    are made first, so the programs' filters go in front of them on BR1's hooks (a mirror ends the
+    filter chain; the programs pass every packet on), and the twin's periods start after the programs
+    are loaded, with theirs.
+    """
     from ...state import RTT_CAMPUS_ALPHA
     from ...telemetry.ebpf.router import RouterTelemetry
     from ...telemetry.ebpf.source import EbpfTelemetry
 
-    ref = reference or kernel_telemetry
+    if twin:
+        tap_points(tb)
+    ref = dataplane_telemetry if twin else kernel_telemetry
     try:
         tel = EbpfTelemetry(**ebpf_points(tb), alpha=RTT_CAMPUS_ALPHA)
         return RouterTelemetry(tel, lambda: ref(tb), {h.ip: h.role for h in tb.spec.senders})

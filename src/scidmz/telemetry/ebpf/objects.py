@@ -200,6 +200,11 @@ class EbpfObject:
         info = self._prog_info(name)
         return int.from_bytes(info[192:200], "little"), int.from_bytes(info[200:208], "little")
 
+    def prog_misses(self, name: str) -> int:
+        """How often the kernel skipped the program because it was already running on that CPU
+        (``recursion_misses``: tracing programs only; counted whether or not stats are on)."""
+        return int.from_bytes(self._prog_info(name)[208:216], "little")
+
     def enable_stats(self) -> int:
         """Turn the kernel's per-program run-time statistics on until the returned fd is closed."""
         return self.lib.check(self.lib.bpf_enable_stats(0), "BPF_ENABLE_STATS")  # BPF_STATS_RUN_TIME

@@ -42,11 +42,13 @@ class RouterTelemetry:
 
     def __init__(self, tel: EbpfTelemetry, reference: Callable[[], Any], roles: Mapping[str, str]) -> None:
         self.roles = dict(roles)
-        self.reference = reference()
+        # The programs first: loading them takes a second or two, and a reference that counts its own
+        # periods (the twin, from the moment its rings open) must start after that, with the programs'.
+        self.tel = tel.open()
         try:
-            self.tel = tel.open()
+            self.reference = reference()
         except BaseException:
-            self.reference.close()
+            self.tel.close()
             raise
         self.last_info: dict[str, Any] = {}
 
