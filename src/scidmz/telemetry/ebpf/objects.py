@@ -162,6 +162,9 @@ class EbpfObject:
                                   "hook needs it; use egress_hook='tc' (before WAN_IF's qdisc)", msgs)
         if bad is not None:
             log = self._logs[bad].value.decode(errors="replace")
+            if "for !root" in log:  # what the verifier allows only to CAP_PERFMON (measured: reports/ebpf)
+                raise EbpfUnavailable(f"no permission to load BPF programs: CAP_PERFMON is missing ({_PERM_HINT})",
+                                      log)
             raise EbpfUnavailable(f"the kernel's verifier rejected {bad}: {_verifier_reason(log)}", log)
         if err in (errno.EPERM, errno.EACCES):
             raise EbpfUnavailable(f"no permission to load BPF programs: {_PERM_HINT}", msgs)
