@@ -14,15 +14,17 @@ kernel, and what the programs cost BR1 at 100 Mbit/s (root); prints one JSON obj
   delays in ms, flows in flows).
 * ``overhead``: the testbed's own traffic (8 DTN streams at 100 ms, 10 campus
   hosts at 10 ms; the campus unshaped, so the 100 Mbit/s bottleneck is
-  saturated) for ``--seconds`` without the programs, then as long with them
-  on BR1, sampled every T. For each: BR1's forwarding rate (bytes its WAN
-  interface sent over the window) and the bytes delivered at S2. With the
-  programs: packets the hooks saw against BR1's interface counters, read
-  when no traffic runs (before the clients start, after they stopped and the
-  queues drained), so both are exact (``missed`` = interface - hook);
-  periods without a fresh rate sample; lost flow digests; parser counts; the
-  programs' run time per packet (the kernel's BPF_ENABLE_STATS) and the
-  share of one core they took.
+  saturated) in ``--repeats`` pairs of ``--seconds`` windows, without the
+  programs and with them on BR1 (sampled every T), alternating. For each:
+  BR1's forwarding rate (bytes its WAN interface sent over the window) and
+  the bytes delivered at S2. With the programs: packets the hooks saw
+  against BR1's interface counters, read when no traffic runs (before the
+  clients start, after they stopped and the queues drained), so both are
+  exact (``missed`` = interface - hook); periods without a fresh rate
+  sample; lost flow digests; parser counts. A last window with the kernel's
+  BPF_ENABLE_STATS on gives the programs' run time per packet and the share
+  of one core they took (statistics slow every program down, so the counts
+  above come from windows without them).
 
 Run it alone: ``flock /tmp/scidmz-root.lock sh -c 'touch /tmp/scidmz-quiet; trap "rm -f
 /tmp/scidmz-quiet" EXIT; python benchmarks/ebpf_netns.py --out reports/ebpf/netns.json'``.
@@ -130,59 +132,80 @@ def _window(tb: Any, traffic: Any, seconds: float, warm: float, tel: Any = None)
             "periods": samples, "periods_without_fresh_rates": stale}
 
 
-def overhead(seconds: float, prefix: str, warm: float = 5.0) -> dict[str, Any]:
+def _with_programs(tb: Any, traffic: Any, seconds: float, warm: float, stats: bool) -> dict[str, Any]:
+    """One window with the programs on BR1; packets against interface counters read with no traffic."""
     from scidmz.plant.netns.sources import ebpf_points
+    from scidmz.telemetry.ebpf.source import EbpfTelemetry
+
+    pts = ebpf_points(tb)
+    br1, progs = pts["netns"], ("scidmz_lan_in", "scidmz_wan_in", "scidmz_wan_xmit")
+    with EbpfTelemetry(**pts) as tel:
+        stats_fd = tel.obj.enable_stats() if stats else None
+        try:
+            time.sleep(1.0)  # whatever was in flight is gone; nothing runs now
+            i0, c0, m0 = _links(br1), tel.counters(), tel.obj.prog_misses("scidmz_wan_xmit")
+            r0 = {p: tel.obj.prog_stats(p) for p in progs}
+            out = _window(tb, traffic, seconds, warm, tel)
+            time.sleep(2.0)  # the queues drain, the last ACKs arrive
+            i1, c1, m1 = _links(br1), tel.counters(), tel.obj.prog_misses("scidmz_wan_xmit")
+            r1 = {p: tel.obj.prog_stats(p) for p in progs}
+        finally:
+            if stats_fd is not None:
+                os.close(stats_fd)
+    dc = {k: int(c1[k] - c0[k]) for k in c0}
+    seen = {"lan_in": sum(_delta(i0, i1, d, "rx_packets") for d in pts["lan"]),
+            "wan_in": _delta(i0, i1, "wan", "rx_packets"), "wan_out": _delta(i0, i1, "wan", "tx_packets")}
+    hooks = {h: dc[f"hook_{h}"] for h in seen}
+    out.update({
+        "bpf_stats": stats, "interface_packets": seen, "hook_packets": hooks,
+        "missed_packets": {h: seen[h] - hooks[h] for h in seen},
+        "flow_events_lost": dc["events_lost"], "xmit_recursion_misses": m1 - m0,
+        "parsed_not_measured": {k[len("parse_"):]: v for k, v in dc.items() if k.startswith("parse_") and v},
+    })
+    if stats:
+        run = {p: (r1[p][0] - r0[p][0], r1[p][1] - r0[p][1]) for p in progs}
+        out["ns_per_run"] = {p: (v[0] / v[1] if v[1] else None) for p, v in run.items()}
+        out["runs"] = {p: v[1] for p, v in run.items()}
+        out["core_share"] = sum(v[0] for v in run.values()) / 1e9 / (out["seconds"] + warm + 2.0)
+    return out
+
+
+def overhead(seconds: float, prefix: str, repeats: int, warm: float = 5.0) -> dict[str, Any]:
+    """``repeats`` pairs of windows without and with the programs, alternating (so a drift in the
+    machine's load hits both), then one with the kernel's run-time statistics on (they slow every
+    BPF program down, so the counts come from the windows without them)."""
     from scidmz.plant.netns.testbed import Testbed
     from scidmz.plant.netns.traffic.episode import Traffic
     from scidmz.scenario import resolve_scenario
-    from scidmz.telemetry.ebpf.source import EbpfTelemetry
 
     sc = resolve_scenario("testbed")
+    without, with_ = [], []
     with Testbed(sc, prefix=prefix) as tb:
         tb.up()
         traffic = Traffic(tb, 0)
         traffic.start_servers()
-        without = _window(tb, traffic, seconds, warm)
-        time.sleep(2.0)
-        pts = ebpf_points(tb)
-        br1 = pts["netns"]
-        with EbpfTelemetry(**pts) as tel:
-            stats_fd = tel.obj.enable_stats()
-            try:
-                time.sleep(1.0)  # whatever was in flight is gone; nothing runs now
-                i0, c0, m0 = _links(br1), tel.counters(), tel.obj.prog_misses("scidmz_wan_xmit")
-                r0 = {p: tel.obj.prog_stats(p) for p in ("scidmz_lan_in", "scidmz_wan_in", "scidmz_wan_xmit")}
-                with_ = _window(tb, traffic, seconds, warm, tel)
-                time.sleep(2.0)  # the queues drain, the last ACKs arrive
-                i1, c1, m1 = _links(br1), tel.counters(), tel.obj.prog_misses("scidmz_wan_xmit")
-                r1 = {p: tel.obj.prog_stats(p) for p in ("scidmz_lan_in", "scidmz_wan_in", "scidmz_wan_xmit")}
-            finally:
-                os.close(stats_fd)
-        dc = {k: int(c1[k] - c0[k]) for k in c0}
-        lan = pts["lan"]
-        seen = {"lan_in": sum(_delta(i0, i1, d, "rx_packets") for d in lan),
-                "wan_in": _delta(i0, i1, "wan", "rx_packets"), "wan_out": _delta(i0, i1, "wan", "tx_packets")}
-        hooks = {h: dc[f"hook_{h}"] for h in seen}
-        run = {p: (r1[p][0] - r0[p][0], r1[p][1] - r0[p][1]) for p in r0}
-        busy = sum(v[0] for v in run.values())
-        with_.update({
-            "interface_packets": seen, "hook_packets": hooks,
-            "missed_packets": {h: seen[h] - hooks[h] for h in seen},
-            "flow_events_lost": dc["events_lost"],
-            "xmit_recursion_misses": m1 - m0,
-            "parsed_not_measured": {k[len("parse_"):]: v for k, v in dc.items() if k.startswith("parse_") and v},
-            "ns_per_run": {p: (v[0] / v[1] if v[1] else None) for p, v in run.items()},
-            "runs": {p: v[1] for p, v in run.items()},
-            "core_share": busy / 1e9 / (with_["seconds"] + warm + 2.0),
-        })
-    return {"without_programs": without, "with_programs": with_,
-            "forwarding_ratio": with_["br1_forwarded_bps"] / without["br1_forwarded_bps"]}
+        for _ in range(repeats):
+            without.append(_window(tb, traffic, seconds, warm))
+            time.sleep(2.0)
+            with_.append(_with_programs(tb, traffic, seconds, warm, stats=False))
+            time.sleep(2.0)
+        cost = _with_programs(tb, traffic, seconds, warm, stats=True)
+    fwd = [w["br1_forwarded_bps"] for w in without], [w["br1_forwarded_bps"] for w in with_]
+    missed = {h: sum(w["missed_packets"][h] for w in with_) for h in ("lan_in", "wan_in", "wan_out")}
+    seen = {h: sum(w["interface_packets"][h] for w in with_) for h in missed}
+    return {"without_programs": without, "with_programs": with_, "with_programs_and_bpf_stats": cost,
+            "forwarded_bps_without": float(np.mean(fwd[0])), "forwarded_bps_with": float(np.mean(fwd[1])),
+            "forwarding_ratio": float(np.mean(fwd[1]) / np.mean(fwd[0])),
+            "missed_packets": missed, "missed_share": {h: missed[h] / max(seen[h], 1) for h in missed},
+            "periods_without_fresh_rates": sum(w["periods_without_fresh_rates"] for w in with_),
+            "flow_events_lost": sum(w["flow_events_lost"] for w in with_)}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--periods", type=int, default=30, help="compare: periods (default 30)")
-    ap.add_argument("--seconds", type=float, default=20.0, help="overhead: measured seconds per window (default 20)")
+    ap.add_argument("--seconds", type=float, default=15.0, help="overhead: measured seconds per window (default 15)")
+    ap.add_argument("--repeats", type=int, default=2, help="overhead: window pairs without/with (default 2)")
     ap.add_argument("--skip", choices=("compare", "overhead"), action="append", default=[])
     ap.add_argument("--out", default=None, help="also write the JSON here")
     a = ap.parse_args(argv)
@@ -195,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if "compare" not in a.skip:
         res["compare"] = compare(a.periods, p + "c")
     if "overhead" not in a.skip:
-        res["overhead"] = overhead(a.seconds, p + "o")
+        res["overhead"] = overhead(a.seconds, p + "o", a.repeats)
     res["loadavg_end"] = os.getloadavg()[0]
     text = json.dumps(res)
     if a.out:

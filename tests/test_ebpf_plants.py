@@ -51,26 +51,30 @@ def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
 
 # -- the netns testbed: eBPF against the twin and kernel truth -------------------------------------------
 #
-# Tolerances (periods 3 on; the first two carry the flows' start-up), and why:
-# * rates, eBPF vs twin: 3 %. Both count the Ethernet frames that left BR1's bottleneck in the
-#   same period, the programs at BR1's transmit, the twin at BR2's WAN ingress (the wire between
-#   is a veth: no time). The boundaries are read within a millisecond of each other (0.1 % at
-#   100 Mbit/s); the rest is the transmit tracepoint's own misses, measured at up to 2.5 % of
-#   the WAN's packets by benchmarks/ebpf_netns.py (reports/ebpf/netns.json).
-# * rates, eBPF vs kernel (S2's delivery counters): 3 %: the same frames, counted a one-way delay
-#   (up to 50 ms for the DTN) later, plus the misses above.
-# * RTT, eBPF vs twin: 1 ms. The same SEQ/eACK matching on the same packets at the same points;
-#   only the time stamps differ (kernel hook time against capture time, microseconds).
-#   RTT_DTN vs kernel: 5 ms (5 % of its 100 ms): the senders' smoothed tcpi_rtt includes their
-#   access segment and is smoothed over more than one period. RTT_campus is not compared with the
-#   kernel: its EWMA of 10 ms-RTT flows carries the start-up's inflated samples for many periods.
-# * queuing delay: 0.5 ms vs the twin (the same pairs of copies), 1.5 ms vs the kernel (its
-#   backlog, sampled every 0.1 s, over B_max).
-# * active flows: exact vs the twin, +-2 vs the kernel (sockets whose acked bytes grew, not flows
-#   over the activity threshold).
-TOL_TWIN = {"rate_dtn": 0.03, "rate_campus": 0.03, "rtt_dtn": 1e-3, "rtt_campus": 1e-3, "qdelay_dtn": 0.5e-3,
-            "qdelay_campus": 0.5e-3, "active_flows": 0}
-TOL_KERNEL = {"rate_dtn": 0.03, "rate_campus": 0.03, "rtt_dtn": 5e-3, "qdelay_dtn": 1.5e-3, "qdelay_campus": 1.5e-3,
+# Tolerances (periods 3 on; the first two carry the flows' start-up), and why. The figures in
+# brackets are the largest differences benchmarks/ebpf_netns.py measured over 30 periods on a
+# machine at load average 8 (reports/ebpf/netns.json; medians are ten times smaller):
+# * rates, eBPF vs twin: 5 % [4.4 %]. Both count the Ethernet frames that left BR1's bottleneck in
+#   the same period, the programs at BR1's transmit, the twin at BR2's WAN ingress (the wire
+#   between is a veth: no time). The boundaries are read within a millisecond of each other (0.1 %
+#   at 100 Mbit/s); the rest is the transmit tracepoint's own misses: some of the WAN's packets
+#   never reach it (0.01-2.5 % of them per 15 s window, more under load; docs/telemetry_ebpf.md).
+# * rates, eBPF vs kernel (S2's delivery counters): 5 % [4.3 %]: the same frames, counted a
+#   one-way delay (up to 50 ms for the DTN) later, plus the misses above.
+# * RTT, eBPF vs twin: 1 ms [0.6 ms]. The same SEQ/eACK matching on the same packets at the same
+#   points; only the time stamps differ (the hook's time against the mirrored copy's capture).
+#   RTT_DTN vs kernel: 6 ms [4.2 ms, 4 % of its 100 ms]: the senders' smoothed tcpi_rtt includes
+#   their access segment and is smoothed over more than one period. RTT_campus is not compared
+#   with the kernel: its EWMA of 10 ms-RTT flows carries the start-up's inflated samples for many
+#   periods [11 ms].
+# * queuing delay: 1 ms vs the twin [0.6 ms] (the same packets, time-stamped at the hooks against
+#   at the copies' capture, which lags under load), 1.5 ms vs the kernel [0.9 ms] (its backlog,
+#   sampled every 0.1 s, over B_max).
+# * active flows: exact vs the twin [0], +-2 vs the kernel [0] (sockets whose acked bytes grew,
+#   not flows over the activity threshold).
+TOL_TWIN = {"rate_dtn": 0.05, "rate_campus": 0.05, "rtt_dtn": 1e-3, "rtt_campus": 1e-3, "qdelay_dtn": 1e-3,
+            "qdelay_campus": 1e-3, "active_flows": 0}
+TOL_KERNEL = {"rate_dtn": 0.05, "rate_campus": 0.05, "rtt_dtn": 6e-3, "qdelay_dtn": 1.5e-3, "qdelay_campus": 1.5e-3,
               "active_flows": 2}
 
 
