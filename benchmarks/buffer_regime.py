@@ -241,7 +241,7 @@ def netns_run(cca: str, buffer_bdp: float, duration: float, warmup: float, targe
                            "campus_cca": campus_cca, "wall_s": time.time() - t0, "starved_periods": n_starved,
                            "periods": int(y.shape[0]), "tcp_counters": counters, "bottleneck_drops": drops,
                            "sockets": snaps}
-    for key in ("stage_late_mean_s", "bottleneck_service", "cpu_pressure", "dtn_sender_busy"):
+    for key in ("stage_late_mean_s", "bottleneck_service", "cpu_pressure", "dtn_sender_busy", "dtn_rwnd_limited"):
         vals = [e[key] for e in evid if isinstance(e.get(key), float)]
         if vals:
             row[f"{key}_median"] = float(np.median(vals))

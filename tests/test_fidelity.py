@@ -99,18 +99,26 @@ def test_adaptive_substep_agrees_with_a_fine_fixed_step():
     # few ms between the two step sizes (measured, 4 seeds: 1.43 vs 1.62 ms shallow, 14.1 vs 17.4 ms
     # in the 100 ms deep buffer): 20 % or 5 ms. The packet noise (constants.ARRIVAL_IDC) reads each
     # sub-step's drift, so BBRv2's rates, which react to its losses, may differ by up to 2 % deep.
+    # Since the window CCAs' congestion events end at the reaction (issue 28, round 2) the campus
+    # CUBIC flows react more often, and the deep BBRv2 queue's step dependence grew: 9 seeds, 15.8 ms
+    # (1 ms step) vs 21.6 ms (adaptive), one seed's mean ranging over 10.8-33.5 ms (seeds 0-2 alone:
+    # 14.5 vs 24.4 ms), so that one is compared over 9 seeds, within 8 ms.
     for name in ("paper-cubic", "paper-bbr2", "paper-cubic-deep", "paper-bbr2-deep"):
         sc = load_scenario(name)
         means = []
         for dt in (0.001, None):
-            plant = FluidPlant(sc, scenarios=[sc.replace(seed=s) for s in range(3)], dt=dt)
-            ys = np.array([plant.step(np.full(3, 400e6)).y for _ in range(40)])
+            n = 9 if name == "paper-bbr2-deep" else 3
+            plant = FluidPlant(sc, scenarios=[sc.replace(seed=s) for s in range(n)], dt=dt)
+            ys = np.array([plant.step(np.full(n, 400e6)).y for _ in range(40)])
             means.append(ys[10:].mean(axis=(0, 1)))
         fine, adaptive = means
         rtol = 0.03 if "bbr2" in name else 0.02
         assert adaptive[0] == pytest.approx(fine[0], rel=rtol), name  # DTN rate
         assert adaptive[1] == pytest.approx(fine[1], rel=rtol), name  # campus rate
         if "bbr2" in name:
-            assert adaptive[4] == pytest.approx(fine[4], rel=0.20, abs=0.005), name  # queueing delay
+            assert adaptive[4] == pytest.approx(fine[4], rel=0.20, abs=0.008 if "deep" in name else 0.005), name
         else:
-            assert adaptive[4] == pytest.approx(fine[4], rel=0.05), name
+            # paper-cubic's shallow queue averages 0.25 ms, and one seed's 30 s mean ranges over
+            # 0.19-0.31 ms with either step (measured, 9 seeds, issue 28 round 2): 3-seed means
+            # differ by up to ~0.1 ms by chance, so 5 % or 0.1 ms
+            assert adaptive[4] == pytest.approx(fine[4], rel=0.05, abs=1e-4), name

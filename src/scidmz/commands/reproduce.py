@@ -45,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--ns-max-flows", type=int, default=None, help="cap on trials x N_s per sweep point")
     g.add_argument("--short-trials", type=int, default=None, help="short-flow trials (600 s each)")
     g.add_argument("--experiments", default=None, help="comma list of mrae,fct,utilization,sweep,short")
+    p.add_argument("--cca", default=None, metavar="LIST",
+                   help="mlc --plant netns: the DTN congestion controls, each a section on `testbed` "
+                        "(default cubic; this kernel has reno, cubic, bbr)")
     p.add_argument("--resume", action="store_true",
                    help="mlc: reuse identification datasets in --out that match this run (after an interruption)")
     add_json_arg(p)
@@ -100,8 +103,15 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     cmd = _command()
     from ..evaluation.mlc.reproduce import ReproducePlan
 
+    if a.cca is not None and (a.paper != "mlc" or a.plant != "netns"):
+        raise ValueError("--cca goes with reproduce mlc --plant netns")
     if a.plant == "netns":
-        base = ReproducePlan.netns(a.seed, quick=a.quick)
+        ccas = tuple(c.strip() for c in (a.cca or "cubic").split(",") if c.strip())
+        bad = [c for c in ccas if c not in ("reno", "cubic", "bbr")]
+        if bad or not ccas:
+            raise ValueError(f"--cca: {bad[0] if bad else 'empty'!r} is not a congestion control of this kernel "
+                             "(reno, cubic, bbr)")
+        base = ReproducePlan.netns(a.seed, quick=a.quick, ccas=ccas)
     else:
         base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)
     plan = base.scaled(

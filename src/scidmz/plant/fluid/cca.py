@@ -8,11 +8,13 @@ in constants.py with its source.
 
 from __future__ import annotations
 
+import math
+
 from numba import njit
 
 from .bbr1 import bbr1_update
 from .bbr2 import bbr2_update
-from .common import _FM, _RENO_FRIENDLY_SLOPE, BBR, CUBIC, INF
+from .common import _FM, _RENO_FRIENDLY_SLOPE, BBR, CUBIC, INF, _rand
 from .constants import (
     CUBIC_BETA,
     CUBIC_C,
@@ -29,18 +31,16 @@ from .constants import (
     RENO_BETA,
     SS_ACK_GAIN,
     TCP_RTO_MIN,
-    TCP_STALL_P_MAX,
     TCP_TIMEOUT_MIN,
 )
 from .layout import (
+    S_BWLO,
     S_CWND,
-    S_DELIV,
     S_EPOCH,
     S_K,
     S_LOSS_AT,
     S_PACE,
-    S_PBYTES,
-    S_PLOST,
+    S_PRIOR_MODE,
     S_PRTT_DONE,
     S_RECOV_END,
     S_RI,
@@ -52,9 +52,11 @@ from .layout import (
 )
 
 # -- window-based controllers (Reno, CUBIC) ----------------------------------------------------
-# A window flow stalled by a tail-loss probe or timeout keeps, in these columns (BBR-only otherwise):
-S_STALL_W = S_PRTT_DONE  # > 0 while stalled: the window (bytes) the loss that stalled it found
-S_STALL_CREDIT = S_RSINCE  # accumulated stall probability of its loss events (see _timeout_stall)
+# Columns that are BBR-only otherwise, used by the window CCAs' timer recovery and CUBIC:
+S_STALL_W = S_PRTT_DONE  # > 0 while stalled by a probe or timeout: the window (bytes) of the lost flight
+S_STALL_END = S_RSINCE  # when the last stall ended (the round of its retransmission follows)
+S_STALL_KIND = S_PRIOR_MODE  # the last stall: -1 a tail-loss probe that repaired it, k >= 0 an RTO after k backoffs
+S_WEST = S_BWLO  # CUBIC's Reno-friendly window W_est (tcp_cubic.c ca->tcp_cwnd), packets
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
@@ -63,61 +65,101 @@ def _stalled(s, f):
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FM)
-def _timeout_stall(s, f, t, rtt):
-    """How long the loss detected now stalls the flow (0: SACK/RACK recovery goes on sending).
+def _flight_lost(s, f, cca, t, dt, rtt, p, rng, b):
+    """Whether the whole flight of the last RTT was lost in this sub-step; if so, stall the flow.
 
-    Linux recovers a loss without a timer only if a packet sent after it is SACKed (RACK); with
-    w packets in flight that fails when the other w - 1 are lost too, probability p^(w - 1) at a
-    loss rate p (1 for a lone packet). The flow then sends nothing until the tail-loss probe, 2 SRTT
-    + 2 ms, or 2 SRTT + 200 ms with one packet out (tcp_schedule_loss_probe), and if the probe is
-    lost too (p) until the retransmission timeout, SRTT + 200 ms (tcp_set_rto with rto_min), doubled
-    for every further loss: p / (1 - 2p) RTOs expected. p is the flow's loss fraction this period.
-    Which events stall is decided by accumulating their probabilities (ours: the window CCAs have
-    no random stream; the mean rate of stalls is the same)."""
-    w = s[S_CWND, f] / MSS
-    lost = s[S_PLOST, f]
-    tot = lost + s[S_DELIV, f] + s[S_PBYTES, f]
-    p = min(max(lost - MSS, 0.0) / tot, TCP_STALL_P_MAX) if tot > 0.0 else 0.0
-    # no later packet SACKed, or the retransmission lost and none of the ~0.7 w - 1 sent after it SACKed
-    q = p ** max(w - 1.0, 0.0) + p * p ** max(CUBIC_BETA * w - 1.0, 0.0)
-    credit = s[S_STALL_CREDIT, f] + q
-    if credit < 1.0:
-        s[S_STALL_CREDIT, f] = credit
-        return 0.0
-    s[S_STALL_CREDIT, f] = credit - 1.0
-    pto = 2.0 * rtt + (TCP_RTO_MIN if w <= 1.5 else TCP_TIMEOUT_MIN)
-    rto = rtt + TCP_RTO_MIN
-    return min(pto, rto) + rto * p / (1.0 - 2.0 * p)
+    Linux repairs a loss without a timer only when a packet sent after it is (S)ACKed (RACK,
+    tcp_rack_detect_loss), so a flight of w packets that is lost whole gets no ACK at all: with
+    the loss fraction p it happens with probability p^w per round trip, p^w dt / RTT in a sub-step.
+    w is the whole packets in flight, cwnd rounded down (tcp_cwnd_test), at least one. Then:
+
+    - Open (neither in Recovery nor slow-starting after a timeout: tcp_schedule_loss_probe
+      probes only in TCP_CA_Open/CWR): the tail-loss probe after PTO = 2 SRTT + TCP_TIMEOUT_MIN,
+      + TCP_RTO_MIN with one packet out, capped at the RTO left. A delivered probe (1 - p) is
+      SACKed one RTT later and the flow recovers as after any loss (tcp_enter_recovery); a lost
+      probe leaves the RTO.
+    - Recovery or the slow start after a timeout: the RTO. It runs from the head of the flight,
+      sent (w - 1) / w RTT ago, so it fires TCP_RTO_MIN + RTT / w from now (tcp_rearm_rto,
+      tcp_set_rto: SRTT + rttvar, rttvar >= TCP_RTO_MIN). If the loss is the retransmission an
+      RTO just sent (the first round after it), the timer was doubled (tcp_retransmit_timer:
+      icsk_rto << 1; icsk_backoff is cleared by the next RTT sample).
+    - An RTO restarts from one packet (tcp_enter_loss: cwnd = in flight + 1) with ssthresh
+      reduced unless this window was already reduced (from Recovery, or a backoff).
+    p is the flow's loss fraction in the sub-step. Derivation and the packet-level check:
+    docs/fluid_model.md, "Timer-driven recovery at small windows"."""
+    cwnd = s[S_CWND, f]
+    w = max(math.floor(cwnd / MSS), 1.0)
+    kind = s[S_STALL_KIND, f]
+    loss_state = kind >= 0.0 and cwnd < s[S_SSTH, f]  # slow-starting after an RTO (TCP_CA_Loss)
+    # Recovery lasts a round plus one per lost retransmission (1 / (1 - p) rounds); a loss detected
+    # but not yet acted on (S_LOSS_AT pending) leaves the flow Open until then
+    in_recovery = (not loss_state and s[S_LOSS_AT, f] == INF
+                   and t < s[S_RECOV_END, f] + rtt / (1.0 - min(p, 0.5)))
+    n = w
+    if in_recovery:
+        # what can SACK a retransmission is what PRR sends after it: beta (ssthresh / prior cwnd,
+        # RFC 6937) packets per packet delivered, of the at most ssthresh ahead of it (ours)
+        n = max((CUBIC_BETA if cca == CUBIC else RENO_BETA) * w, 1.0)
+    if _rand(rng, b) >= p ** n * dt / rtt:
+        return
+    rto_left = TCP_RTO_MIN + rtt / w
+    if not in_recovery and not loss_state:
+        pto = min(2.0 * rtt + (TCP_RTO_MIN if w == 1.0 else TCP_TIMEOUT_MIN), rto_left)
+        if _rand(rng, b) >= p:
+            end = t + pto + rtt
+            kind = -1.0
+        else:
+            end = t + rto_left
+            kind = 0.0
+        _window_reduce(s, f, cca, t, rtt, cwnd)
+    elif loss_state and t < s[S_STALL_END, f] + rtt:
+        kind += 1.0
+        end = s[S_STALL_END, f] + (rtt + TCP_RTO_MIN) * 2.0 ** kind
+    else:
+        end = t + rto_left
+        kind = 0.0
+    s[S_STALL_W, f] = max(cwnd, 1.0)
+    s[S_STALL_KIND, f] = kind
+    s[S_CWND, f] = 0.0  # nothing is sent until the probe or the timeout
+    s[S_LOSS_AT, f] = max(end, t + dt)  # the kernel calls back then (_window_loss)
+    s[S_RECOV_END, f] = INF
 
 
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def _window_loss(s, f, cca, t, rtt):
-    """Multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with fast convergence),
-    after a stall when the window was too small for SACK recovery (_timeout_stall)."""
-    cwnd = s[S_CWND, f]
-    if _stalled(s, f):
-        # the stall is over: reduce from the window the loss found, and restart from one packet
-        # as after a timeout (tcp_enter_loss: cwnd 1, ssthresh from the CCA)
-        w = s[S_STALL_W, f]
-        s[S_STALL_W, f] = 0.0
-        _window_reduce(s, f, cca, t, rtt, w)
-        s[S_CWND, f] = MSS
+    """A detected loss: multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with
+    fast convergence); or the end of a probe or timeout stall (_flight_lost)."""
+    if not _stalled(s, f):
+        # the reaction is due at S_LOSS_AT, and the sub-step that applies it may start after that:
+        # the event's boundary (and CUBIC's epoch) is the reaction's own time, whatever the step
+        _window_reduce(s, f, cca, min(s[S_LOSS_AT, f], t), rtt, s[S_CWND, f])
         return
-    else:
-        stall = _timeout_stall(s, f, t, rtt)
-        if stall > 0.0:
-            s[S_STALL_W, f] = cwnd
-            s[S_CWND, f] = 0.0  # nothing is sent until the probe or the timeout
-            s[S_LOSS_AT, f] = t + stall  # the kernel calls back then
-            return
-    _window_reduce(s, f, cca, t, rtt, cwnd)
+    s[S_STALL_W, f] = 0.0
+    s[S_STALL_END, f] = t
+    s[S_LOSS_AT, f] = INF
+    s[S_RECOV_END, f] = t
+    ssth = s[S_SSTH, f]
+    s[S_EPOCH, f] = t
+    if s[S_STALL_KIND, f] < 0.0:
+        s[S_CWND, f] = ssth  # the probe's SACK starts an ordinary recovery, reduced at the stall's start
+        s[S_WEST, f] = ssth / MSS
+        return
+    # RTO: slow start from one packet to ssthresh; CUBIC forgets W_max (bictcp_state -> bictcp_reset),
+    # so its next epoch starts at the window it reaches (K = 0)
+    s[S_CWND, f] = MSS
+    s[S_WMAX, f] = ssth / MSS
+    s[S_K, f] = 0.0
+    s[S_WEST, f] = ssth / MSS
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _window_reduce(s, f, cca, t, rtt, cwnd):
-    """The multiplicative decrease of one congestion event from window ``cwnd`` (bytes)."""
+    """The multiplicative decrease of one congestion event from window ``cwnd`` (bytes).
+
+    Losses after this moment are of packets sent after the loss was detected: a new congestion
+    event (RFC 6675 / RFC 6582 recovery covers what was outstanding at detection)."""
     s[S_LOSS_AT, f] = INF
-    s[S_RECOV_END, f] = t + rtt
+    s[S_RECOV_END, f] = t
     if cca == CUBIC:
         w = cwnd / MSS
         if CUBIC_FAST_CONVERGENCE and w < s[S_WMAX, f]:
@@ -127,6 +169,7 @@ def _window_reduce(s, f, cca, t, rtt, cwnd):
         cwnd = max(cwnd * CUBIC_BETA, MIN_CWND)
         s[S_EPOCH, f] = t
         s[S_K, f] = (max(s[S_WMAX, f] - cwnd / MSS, 0.0) / CUBIC_C) ** (1.0 / 3.0)
+        s[S_WEST, f] = cwnd / MSS
     else:
         cwnd = max(cwnd * RENO_BETA, MIN_CWND)
     s[S_SSTH, f] = cwnd
@@ -148,14 +191,19 @@ def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
                 s[S_WMAX, f] = cwnd / MSS
                 s[S_EPOCH, f] = t
                 s[S_K, f] = 0.0
+                s[S_WEST, f] = cwnd / MSS
     elif cca == CUBIC:
         el = t - s[S_EPOCH, f]
         wmax = s[S_WMAX, f]
         tt = el + minrtt - s[S_K, f]
         target = (CUBIC_C * tt * tt * tt + wmax) * MSS
         inv = 1.0 / (cwnd * minrtt)  # one division serves 1/cwnd and 1/minrtt
-        # TCP-friendly region: what Reno with the same beta would have reached
-        west = (wmax * CUBIC_BETA + _RENO_FRIENDLY_SLOPE * el * cwnd * inv) * MSS
+        # TCP-friendly region: what Reno with the same beta would have reached, counted in ACKs
+        # (tcp_cubic.c: ca->tcp_cwnd + 1 per cwnd x beta_scale / 8 acked packets), i.e. per RTT
+        # whatever the queue, not per min RTT
+        west_p = s[S_WEST, f] + _RENO_FRIENDLY_SLOPE * acked / cwnd
+        s[S_WEST, f] = west_p
+        west = west_p * MSS
         if west > target:
             target = west
         if target > cwnd:

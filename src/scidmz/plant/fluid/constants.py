@@ -64,23 +64,27 @@ DT_MAX = 10e-3
 
 # -- loss detection ------------------------------------------------------------
 # A flow notices a drop one (current) RTT after it happens (dup-ACKs / SACK)
-# and treats every further drop until one RTT after its reaction as the same
-# congestion event (fast recovery).
+# and treats every further drop until its reaction as the same congestion event
+# (fast recovery covers what was outstanding when the loss was detected, RFC 6675:
+# in the fluid a drop happens when its packet is sent, so a drop after the reaction
+# is of a packet sent after it, a new event; before issue 28 round 2 the event
+# lasted one RTT more, which halved the reductions a flow makes at high loss).
 LOSS_FEEDBACK_RTTS = 1.0
 # Drops hit flows as packets: a flow that lost d bytes in a sub-step sees a
 # loss event with probability 1 - exp(-d / MSS) (Poisson thinning keeps the
 # expected number of lost packets right and de-synchronises the flows).
 
-# Small windows: Linux recovers a loss without a timer only if a later packet is SACKed (RACK). If
-# none is, the flow waits for the tail-loss probe, 2 SRTT + TCP_TIMEOUT_MIN, or 2 SRTT + TCP_RTO_MIN
-# with a single packet out (net/ipv4/tcp_output.c, tcp_schedule_loss_probe), and if that is lost too
-# for the retransmission timeout, SRTT + TCP_RTO_MIN at least (tcp_input.c, tcp_set_rto: rttvar is
-# floored at tcp_rto_min). This is what holds CUBIC campus flows far below their shaper's rate next to
-# BBR v1 DTNs, whose 15 % loss leaves them 1-5 packet windows and 0.5-1.4 RTOs per flow and second
-# (reports/fidelity, kernel TCPTimeouts); cca._timeout_stall.
+# Small windows: Linux repairs a loss without a timer only if a packet sent after it is (S)ACKed
+# (RACK). A flight lost whole (probability p^w per RTT at w packets and loss fraction p) gets no ACK:
+# the flow waits for the tail-loss probe, 2 SRTT + TCP_TIMEOUT_MIN, or 2 SRTT + TCP_RTO_MIN with a
+# single packet out (net/ipv4/tcp_output.c, tcp_schedule_loss_probe; in Open only), or in Recovery
+# and after a timeout for the retransmission timeout, SRTT + TCP_RTO_MIN at least (tcp_input.c,
+# tcp_set_rto: rttvar is floored at tcp_rto_min), doubled per lost retransmission. This is what holds
+# CUBIC campus flows far below their shaper's rate next to BBR v1 DTNs, whose 15 % loss leaves them
+# 1-5 packet windows and 0.5-1.4 RTOs per flow and second (reports/fidelity, kernel TCPTimeouts,
+# and benchmarks/small_window_tcp.py, the packet-level check); cca._flight_lost.
 TCP_RTO_MIN = 0.200  # s; include/net/tcp.h TCP_RTO_MIN = HZ / 5
 TCP_TIMEOUT_MIN = 0.002  # s; include/net/tcp.h TCP_TIMEOUT_MIN_US
-TCP_STALL_P_MAX = 0.4  # ours: caps the loss fraction in the expected-backoff term p / (1 - 2p)
 
 # -- Reno ----------------------------------------------------------------------
 RENO_BETA = 0.5
@@ -198,7 +202,3 @@ SHORT_SLOTS_PER_SENDER = 64  # concurrent short flows per Weibull sender (more w
 CCA_CODES = {"reno": 0, "cubic": 1, "bbr": 2, "bbr2": 3, "udp": 4, "minloss": 5}
 CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
 CLASS_NAMES = ("dtn", "campus", "short")
-QDISC_DROPTAIL = 0
-QDISC_ABC = 1  # activity AQM in front of the FIFO (scidmz.disciplines.abc)
-QDISC_FFS = 2  # FFS, estimators + Appendix A tau (scidmz.disciplines.ffs.fluid_gammas)
-QDISC_FFS_EXACT = 3  # FFS with tau solved exactly each step (ffs.fluid_gammas_exact)

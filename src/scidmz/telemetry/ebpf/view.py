@@ -26,7 +26,6 @@ counters are read together.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 
@@ -133,13 +132,11 @@ class EbpfCollector(Collector):
 
     def sample(self) -> NetworkState:
         self.view.snapshot()
-        y = super().sample()
+        return super().sample()
+
+    def rtt_accumulators(self, rtt_d: np.ndarray) -> np.ndarray:
+        """The period's per-class RTT (sum, count): deltas of the programs' cumulative sums."""
         rsum, rcnt = self.view.rtt_aggregate()
-        dsum, dcnt = rsum - self._prev_rtt[0], rcnt - self._prev_rtt[1]
+        acc = np.stack([rsum - self._prev_rtt[0], rcnt - self._prev_rtt[1]], axis=1)
         self._prev_rtt = (rsum, rcnt)
-        self.rtt_samples += int(dcnt.sum())
-        fresh = dcnt[C.CLASS_DTN] > 0
-        if fresh:
-            self.rtt_dtn = float(dsum[C.CLASS_DTN]) / float(dcnt[C.CLASS_DTN]) * self.tick_s
-        self.stale["rtt_dtn"] = not fresh
-        return dataclasses.replace(y, rtt_dtn=self.rtt_dtn)
+        return acc

@@ -3,7 +3,7 @@
  * Wyss et al., "Lightweight Internet Bandwidth Allocation and Isolation with
  * Fractional Fair Shares": Algorithm 1 (section VI), the section XII
  * estimators and the Appendix A tau update -- the same steps, in the same
- * order, as the numba core scidmz.disciplines.ffs.ffs_packet, with no floats
+ * order, as the numba core scidmz.disciplines.ffs.core.ffs_packet, with no floats
  * and no division in the data plane:
  *   - estimators in units of R K (bits, Q8): RK <- d RK + c bits, with
  *     d = e^{-T/K} and c = K (1 - e^{-T/K}) / T from one range table on T  (decay_e, decay_i)
@@ -15,7 +15,7 @@
  *   - forward iff u < gamma: u is a 16-bit random number, gamma's threshold
  *     is 2^(frac/256) (table exp2_frac, Q16) shifted by gamma's integer part
  * Table contents and constants are generated from the Python configuration by
- * gen_ffs_tables.py (include/ffs_tables.p4).
+ * gen_tables.py (include/ffs_tables.p4).
  *
  * Packets: the cross-check header (ethertype 0x88B6) carries the arrival time
  * (us since the node started), ingress, IP length, the labels r and f as

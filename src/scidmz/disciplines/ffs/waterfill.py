@@ -12,6 +12,10 @@ HWFQ (Table II's comparison): interface-based two-level weighted max-min --
 ingresses share the egress by their matrix entries, streams share their
 ingress's allocation by their fair shares (unused share stays on the ingress
 first; that is what distinguishes it from FFS).
+
+:func:`maxmin_tau` is the one water-filling (numba): the fluid plant's exact
+mode (:func:`scidmz.disciplines.ffs.fluid.fluid_gammas_exact`) and the
+functions here call it.
 """
 
 from __future__ import annotations
@@ -19,8 +23,62 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
-from scidmz.disciplines.base import DisciplineConfigError, check_labels, check_positive
+from ..base import DisciplineConfigError, check_labels, check_positive
+
+
+@njit(cache=True)
+def maxmin_tau(demand: np.ndarray, weight: np.ndarray, capacity: float) -> float:
+    """The tau of exact weighted max-min (``x_s = min(d_s, w_s tau)``, ``sum x = C``); inf if it all fits.
+
+    Water-filling: ``g(tau)`` is piecewise linear and increasing, so the streams
+    sorted by ``d/w`` locate the segment that holds the root.
+    """
+    n = demand.shape[0]
+    return maxmin_tau_into(demand, weight, capacity, np.empty(n), np.empty(n))
+
+
+@njit(cache=True)
+def maxmin_tau_into(demand: np.ndarray, weight: np.ndarray, capacity: float, ratio: np.ndarray,
+                    order: np.ndarray) -> float:
+    """:func:`maxmin_tau` with its scratch (``ratio``, ``order``: n floats each; ``order`` holds stream indices) given.
+
+    Allocation-free, so the fluid kernel (compiled without numba's reference
+    counting) can call it. The streams are ordered by a stable insertion sort,
+    which gives the same order as the stable mergesort it replaces (ties keep
+    their index order); n is the flows of one bottleneck, so O(n^2) is cheap.
+    """
+    total = 0.0
+    n = demand.shape[0]
+    for s in range(n):
+        total += demand[s]
+    if total <= capacity:
+        return math.inf
+    w_left = 0.0
+    for s in range(n):
+        ratio[s] = math.inf
+        if weight[s] > 0.0:
+            ratio[s] = demand[s] / weight[s]
+            w_left += weight[s]
+    for i in range(n):
+        order[i] = i
+        j = i
+        while j > 0 and ratio[int(order[j - 1])] > ratio[i]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = i
+    satisfied = 0.0
+    for i in range(n):
+        s = int(order[i])
+        if weight[s] <= 0.0:
+            break
+        tau = (capacity - satisfied) / w_left
+        if ratio[s] >= tau:
+            return tau
+        satisfied += demand[s]
+        w_left -= weight[s]
+    return math.inf
 
 
 def weighted_maxmin(demands: np.ndarray, weights: np.ndarray, capacity: float) -> tuple[np.ndarray, float]:
@@ -38,8 +96,6 @@ def weighted_maxmin(demands: np.ndarray, weights: np.ndarray, capacity: float) -
     cap = check_positive("capacity", capacity)
     if d.sum() <= cap:
         return d.copy(), math.inf
-    from scidmz.disciplines.ffs import maxmin_tau
-
     # one water-filling for the reports, the fluid plant's exact mode and this function
     tau = float(maxmin_tau(d, w, cap))
     if math.isinf(tau):

@@ -1,4 +1,4 @@
-"""Fractional Fair Shares (FFS) -- the one decision core of an FFS egress.
+"""Fractional Fair Shares (FFS) -- the one per-packet decision core of an FFS egress.
 
 Paper: Wyss, Hu, Lenders, Meier, Perrig, "Lightweight Internet Bandwidth
 Allocation and Isolation with Fractional Fair Shares".
@@ -45,83 +45,29 @@ Our choices where the paper is silent (labelled, with reasons):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 from numba import njit
 
-from scidmz.disciplines.base import (
-    BottleneckDiscipline,
-    DisciplineConfigError,
-    check_at_least,
-    check_labels,
-    check_positive,
+from ..base import DisciplineConfigError, check_labels
+from .config import (
+    I_F,
+    I_R,
+    I_TLAST,
+    P_CAP,
+    P_DELTA,
+    P_K,
+    P_TAU_MAX,
+    P_TAU_MIN,
+    P_TAU_PERIOD,
+    S_A,
+    S_CONG,
+    S_RSTAR,
+    S_TAU,
+    S_TLAST,
+    S_TTAU,
+    FFSConfig,
 )
-
-P_CAP, P_K, P_TAU_PERIOD, P_DELTA, P_TAU_MIN, P_TAU_MAX = range(6)
-N_PARAMS = 6
-# Egress state: R_*, A, time of last arrival, tau, time of last tau update.
-S_RSTAR, S_A, S_TLAST, S_TAU, S_TTAU, S_CONG = range(6)  # S_CONG: 1 while congested
-N_STATE = 6
-# Per-ingress state: R_(i,j), F^pre_(i,j), time of last arrival on that ingress.
-I_R, I_F, I_TLAST = range(3)
-
-
-@dataclass(frozen=True)
-class FFSConfig(BottleneckDiscipline):
-    """One FFS egress: capacity C (bit/s) and its fairness-matrix column M_(.,j) (bit/s)."""
-
-    kind: ClassVar[str] = "ffs"
-    matrix_col_bps: tuple[float, ...] = field(default=())
-    estimator_s: float = 0.010
-    tau_period_s: float = 0.001
-    delta_bps: float | None = None
-    tau_init: float = 1.0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        col = tuple(float(x) for x in self.matrix_col_bps)
-        if not col:
-            raise DisciplineConfigError("matrix_col_bps must list one entry per ingress")
-        if any(not math.isfinite(x) or x < 0 for x in col) or max(col) <= 0:
-            raise DisciplineConfigError(f"matrix_col_bps entries must be finite, >= 0, one > 0: {col}")
-        if abs(sum(col) - self.capacity_bps) > 1e-9 * self.capacity_bps:
-            raise DisciplineConfigError(
-                f"fairness-matrix column sums to {sum(col):g} bit/s, not the capacity {self.capacity_bps:g} bit/s"
-            )
-        object.__setattr__(self, "matrix_col_bps", col)
-        object.__setattr__(self, "estimator_s", check_positive("estimator_s", self.estimator_s))
-        object.__setattr__(self, "tau_period_s", check_positive("tau_period_s", self.tau_period_s))
-        if self.delta_bps is not None:
-            object.__setattr__(self, "delta_bps", check_at_least("delta_bps", self.delta_bps, 0.0, "bit/s"))
-        object.__setattr__(self, "tau_init", check_positive("tau_init", self.tau_init))
-
-    @property
-    def matrix(self) -> np.ndarray:
-        return np.asarray(self.matrix_col_bps)
-
-    def params(self) -> np.ndarray:
-        c = self.capacity_bps
-        p = np.empty(N_PARAMS)
-        p[P_CAP] = c
-        p[P_K] = self.estimator_s
-        p[P_TAU_PERIOD] = self.tau_period_s
-        p[P_DELTA] = 9.0 * c if self.delta_bps is None else self.delta_bps
-        p[P_TAU_MIN] = 1e-3
-        m = self.matrix
-        p[P_TAU_MAX] = 4.0 * c / m[m > 0].min()
-        return p
-
-    def new_state(self, t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-        """Fresh (egress, per-ingress) state at time ``t0``."""
-        st = np.zeros(N_STATE)
-        st[S_TLAST] = t0
-        st[S_TAU] = self.tau_init
-        st[S_TTAU] = t0
-        ing = np.zeros((len(self.matrix_col_bps), 3))
-        ing[:, I_TLAST] = t0
-        return st, ing
 
 
 @njit(cache=True, inline="always")
@@ -395,128 +341,3 @@ def run_sequence(
     tau = np.zeros(ts.shape[0])
     ffs_run(st, ing, cfg.params(), cfg.matrix, ingress, np.asarray(ts, float), np.asarray(sizes, float), r, f, ri, u, acc, tau)
     return {"accept": acc, "r": r, "f": f, "ri": ri, "tau": tau}
-
-
-# -- the fluid plant's realisation (ours: the same estimators and Algorithm 1 per time step) ---------
-@njit(cache=True)
-def fluid_gammas(
-    st: np.ndarray,
-    ing: np.ndarray,
-    p: np.ndarray,
-    m: np.ndarray,
-    ingress: np.ndarray,
-    bits: np.ndarray,
-    r: np.ndarray,
-    f: np.ndarray,
-    t: float,
-    dt: float,
-    gamma: np.ndarray,
-    ri: np.ndarray,
-) -> None:
-    """FFS over one fluid time step ending at ``t``: forwarding fraction of every stream.
-
-    Stream ``s`` offers ``bits[s]`` over ``dt`` from ingress ``ingress[s]`` with
-    labels ``r[s]`` and ``f[s]`` (bit/s, before the node). The section XII
-    estimators see each ingress's bits of the step as one arrival (R_i, F_i with
-    the ``f/r`` weight, R_*), Appendix A ticks once per elapsed ``tau`` period
-    (a timer, as in the DPDK node), Algorithm 1 lines 1-2 give gamma, and A is
-    fed the expected forwarded bits (section VII-A). Streams offering nothing
-    get gamma = 1; ``ri`` gets each stream's Algorithm 2 rate indicator (the
-    source set none: inf in). Same functions as :func:`ffs_packet`, so the two
-    cannot drift.
-    """
-    k = p[P_K]
-    n_ing = ing.shape[0]
-    tot = 0.0
-    rin = np.zeros(n_ing)
-    fin = np.zeros(n_ing)
-    for s in range(bits.shape[0]):
-        if bits[s] > 0.0:
-            i = ingress[s]
-            rin[i] += bits[s]
-            fin[i] += bits[s] * f[s] / r[s]
-            tot += bits[s]
-    st[S_RSTAR] = ewma_rate(st[S_RSTAR], tot, dt, k)
-    for i in range(n_ing):
-        ing[i, I_R] = ewma_rate(ing[i, I_R], rin[i], dt, k)
-        ing[i, I_F] = ewma_rate(ing[i, I_F], fin[i], dt, k)
-        ing[i, I_TLAST] = t
-    congested = st[S_RSTAR] > p[P_CAP]
-    if congested:
-        while t - st[S_TTAU] >= p[P_TAU_PERIOD]:
-            tau_update(st, p)
-            st[S_TTAU] += p[P_TAU_PERIOD]
-        st[S_CONG] = 1.0
-    else:
-        st[S_TTAU] = t
-        for s in range(bits.shape[0]):
-            if bits[s] > 0.0:
-                tau_uncongested(st, p, r[s] / (f[s] / ing[ingress[s], I_F] * m[ingress[s]]))
-    fwd = 0.0
-    for s in range(bits.shape[0]):
-        g = 1.0
-        if bits[s] > 0.0:
-            i = ingress[s]
-            f2 = f[s] / ing[i, I_F] * m[i]
-            g = forwarding_probability(f2, r[s], st[S_TAU], congested)
-            fwd += bits[s] * g
-            ri[s] = rate_indicator(math.inf, f2, st[S_TAU], r[s] * g, p[P_CAP], st[S_RSTAR], congested)
-        gamma[s] = g
-    st[S_A] = ewma_rate(st[S_A], fwd, dt, k)
-    st[S_TLAST] = t
-
-
-@njit(cache=True)
-def fluid_gammas_exact(
-    m: np.ndarray, capacity: float, ingress: np.ndarray, rate: np.ndarray, f_pre: np.ndarray, gamma: np.ndarray
-) -> float:
-    """Equations (1) and (2) solved exactly for the offered rates; returns tau (inf: uncongested).
-
-    ``gamma[s] = min(1, f_s * tau / r_s)`` -- the forwarding fraction that gives
-    every stream its FFS allocation (the exact mode of the fluid plant, checked
-    against Table II).
-    """
-    n = rate.shape[0]
-    fsum = np.zeros(m.shape[0])
-    for s in range(n):
-        if rate[s] > 0.0:
-            fsum[ingress[s]] += f_pre[s]
-    w = np.zeros(n)
-    for s in range(n):
-        if rate[s] > 0.0 and fsum[ingress[s]] > 0.0:
-            w[s] = f_pre[s] / fsum[ingress[s]] * m[ingress[s]]
-    tau = maxmin_tau(rate, w, capacity)
-    for s in range(n):
-        gamma[s] = 1.0 if rate[s] <= 0.0 else min(1.0, w[s] * tau / rate[s])
-    return tau
-
-
-@njit(cache=True)
-def maxmin_tau(demand: np.ndarray, weight: np.ndarray, capacity: float) -> float:
-    """The tau of exact weighted max-min (``x_s = min(d_s, w_s tau)``, ``sum x = C``); inf if it all fits.
-
-    Water-filling: ``g(tau)`` is piecewise linear and increasing, so the streams
-    sorted by ``d/w`` locate the segment that holds the root.
-    """
-    total = 0.0
-    for s in range(demand.shape[0]):
-        total += demand[s]
-    if total <= capacity:
-        return math.inf
-    ratio = np.full(demand.shape[0], math.inf)
-    w_left = 0.0
-    for s in range(demand.shape[0]):
-        if weight[s] > 0.0:
-            ratio[s] = demand[s] / weight[s]
-            w_left += weight[s]
-    order = np.argsort(ratio, kind="mergesort")
-    satisfied = 0.0
-    for s in order:
-        if weight[s] <= 0.0:
-            break
-        tau = (capacity - satisfied) / w_left
-        if ratio[s] >= tau:
-            return tau
-        satisfied += demand[s]
-        w_left -= weight[s]
-    return math.inf

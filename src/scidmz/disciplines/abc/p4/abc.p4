@@ -1,7 +1,7 @@
 /* ABC (activity-based congestion management) for BMv2 (v1model), log-domain fixed point.
  *
  * Menth et al., Future Internet 11(7) 159, 2019, sections 3.2-3.3; the same
- * meter, average and threshold as the numba core scidmz.disciplines.abc, but
+ * meter, average and threshold as the numba core scidmz.disciplines.abc.core, but
  * with no floats and no division in the data plane:
  *   - decay exp(-dt/M) by a range table on dt (us), Q24            (decay_*)
  *   - log2 of the decayed byte sum by a ternary top-bit match plus an
@@ -10,7 +10,7 @@
  *   - A_avg = S_A / N is never formed: the threshold test
  *     Q <= max(Q_min, Q_base - gamma (A - S_A/N)) is multiplied by N > 0.
  * Table contents and constants are generated from the Python configuration by
- * gen_abc_tables.py (include/abc_tables.p4).
+ * gen_tables.py (include/abc_tables.p4).
  *
  * Packets: the cross-check header (ethertype 0x88B5) carries a packet's
  * arrival time (us since the meter start), aggregate, IP length and the queue
