@@ -306,7 +306,7 @@ def test_shadow_hardware_ovs_port_makes_no_qos(tmp_path: Path, monkeypatch: pyte
         for shadow in (True, False):
             p, log, tok = _control_run(tmp_path, [*common, *(["--shadow"] if shadow else [])])
             try:
-                wait_until(lambda: len(_periods(log)) >= 2 or p.poll() is not None, 60, "two periods")
+                wait_until(lambda p=p, log=log: len(_periods(log)) >= 2 or p.poll() is not None, 60, "two periods")
                 assert p.poll() is None, p.communicate()[1][-2000:]
                 qos = ovs.vsctl("--columns=_uuid", "list", "QoS").strip()
                 port_qos = ovs.vsctl("get", "Port", "sb", "qos").strip()

@@ -138,8 +138,8 @@ def test_veth_replay_equals_twin(router, egress_hook):
             np.testing.assert_array_equal(af[name], r[name], err_msg=name)
         np.testing.assert_array_equal(af[C.REG_FLOW_RTT] > 0, r[C.REG_FLOW_RTT] > 0)
         rtt = obj.table("rtt_table").reshape(C.RTT_STAGES, C.RTT_STAGE_SIZE)
-        np.testing.assert_array_equal(rtt["sig"], r["rtt_sig"])
-        np.testing.assert_array_equal(obj.table("qd_table")["sig"], r["qd_sig"])
+        np.testing.assert_array_equal(rtt["sig"], tw.rtt[:, :, 0])
+        np.testing.assert_array_equal(obj.table("qd_table")["sig"], tw.qtab[:, 0])
         for row, name in enumerate(C.REG_CMS):
             np.testing.assert_array_equal(view.read_register(name), r["cms"][row])
         for tap in (0, 1):
