@@ -42,16 +42,20 @@ from typing import Any
 
 import numpy as np
 
-from ..state import STATE_FIELDS, NetworkState
+from ..state import RTT_CAMPUS_ALPHA, STATE_FIELDS, NetworkState
 from . import constants as C
 from .layout import A_BYTES, A_RTT, A_TS, AF_COLS, DF_KIND, DF_SLOT, DIGEST_FLOW_COLS
 from .view import DataPlaneView
 
 __all__ = ["Collector", "FLOW_COLUMNS", "DEFAULT_ALPHA", "state_of_row"]
 
-# Smoothing factor of Algorithm 4. The paper names alpha but gives no value;
-# 7/8 is the weight of TCP's own SRTT (RFC 6298), the usual choice for RTT.
-DEFAULT_ALPHA = 0.875
+# Smoothing factor of Algorithm 4: part of y's definition, so state.py's (ARCHITECTURE.md). The
+# data planes (twin, P4 programs, eBPF programs) only keep each flow's latest sample; the
+# smoothing is this control plane's alone, so every plant's rtt_campus is the same quantity
+# as the fluid plant's and the testbed's kernel source's. (Until issue 27 it was 7/8, TCP's
+# SRTT weight, so a P4 switch or `telemetry replay` smoothed more than the plants the models
+# were trained on.)
+DEFAULT_ALPHA = RTT_CAMPUS_ALPHA
 
 FLOW_COLUMNS: tuple[str, ...] = (
     "src", "dst", "sport", "dport", "proto", "family", "cls", "slot", "rtt", "rate", "bytes", "long_flow",
