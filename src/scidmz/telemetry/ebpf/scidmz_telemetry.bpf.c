@@ -474,9 +474,19 @@ __noinline int scidmz_parse_tc(struct __sk_buff *skb, struct pkt *p)
 __noinline int scidmz_parse_xmit(__u64 data, __u32 len, __u32 headlen, struct pkt *p)
 {
     struct src s = {.data = (const unsigned char *)(long)data, .len = len, .headlen = headlen};
+    __u8 head[76] __attribute__((aligned(8)));
 
     if (!p)
         return 0;
+    /* parse_fast on a copy of the first headers (one read instead of one per header), two
+     * bytes in, so the IP addresses and the L4 words sit aligned (the verifier wants aligned
+     * stack loads) */
+    __u32 n = headlen >= 74 ? 74 : (headlen >= 54 ? 54 : 0);
+    if (n && bpf_probe_read_kernel(head + 2, n == 74 ? 74 : 54, s.data) == 0) {
+        struct src f = {.data = head + 2, .end = head + 2 + n, .len = len, .headlen = headlen};
+        if (parse_fast(&f, p) == 0)
+            return 0;
+    }
     return parse(&s, p, 0);
 }
 
