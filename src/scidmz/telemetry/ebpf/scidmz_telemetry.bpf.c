@@ -20,7 +20,12 @@
  * (one of the last two is loaded: xmit sees what left the queue, as Algorithm 5 needs when
  * the bottleneck queue is WAN_IF's own qdisc; it needs kernel BTF.)
  *
- * Differences from the twin (all ours, see docs/telemetry.md "eBPF"):
+ * Frames: Ethernet with VLAN tags and MPLS labels, IPv4 and IPv6 (the twin's 128-bit addresses,
+ * extension headers), TCP and UDP, as parse.py. Tunnels the twin decapsulates (GRE, ERSPAN,
+ * VXLAN, MPLS pseudowires) are counted as `tunnel` and not measured (docs/telemetry_ebpf.md
+ * "Known gaps").
+ *
+ * Differences from the twin (all ours, see docs/telemetry_ebpf.md):
  *   - RTT digests are not sent one per sample: their sum and count per class are
  *     accumulated in the per-CPU counter block (the collector reads a handful of
  *     values per period); the per-flow sample still lands in af_table.flow_rtt.
