@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="report directory (default reports/PAPER, or reports/PAPER-quick)")
     add_seed_arg(p)
     add_tracking_arg(p)
-    p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
+    p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis' (default: OUT/analysis.md if present)")
     p.add_argument("--render-only", action="store_true",
                    help="rewrite OUT/report.md from OUT/results.json (e.g. with --notes), no rerun")
     p.add_argument("--keep-netns", action="store_true",
@@ -54,11 +54,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_reproduce)
 
 
-def _notes(path: str | None) -> str | None:
-    if not path:
-        return None
+def _notes(path: str | None, a: argparse.Namespace) -> str | None:
+    """The analysis appended to the report: ``--notes``, else the report folder's own
+    ``analysis.md`` (the committed reports keep theirs there, so a re-render keeps it)."""
     from pathlib import Path
 
+    if not path:
+        name = "mlc-netns" if a.paper == "mlc" and a.plant == "netns" else a.paper
+        own = Path(a.out or (f"reports/{name}-quick" if a.quick else f"reports/{name}")) / "analysis.md"
+        if not own.is_file():
+            return None
+        print(f"scidmz: reproduce: appending {own} as the report's analysis (--notes FILE to choose another)",
+              file=sys.stderr)
+        path = str(own)
     if not Path(path).is_file():
         raise FileNotFoundError(f"notes file not found: {path}")
     return Path(path).read_text()
@@ -71,7 +79,7 @@ def _command() -> str | None:
 def cmd_reproduce(a: argparse.Namespace) -> int:
     if a.keep_netns and (a.netns or a.render_only or a.paper not in ("jenks", "abc", "ffs")):
         raise ValueError("--keep-netns goes with jenks, abc or ffs, without --netns or --render-only")
-    notes = _notes(a.notes)
+    notes = _notes(a.notes, a)
     if a.paper == "jenks":
         from ..evaluation.jenks.reproduce import reproduce_jenks
 
