@@ -280,4 +280,5 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "fluid-literature": _literature,
     "ebpf-cost": _ebpf,
     "leaderboard": _leaderboard,
+    "leaderboard-verdict": _leaderboard,
 }

@@ -13,7 +13,8 @@ Top level (``RESULTS_FORMAT`` = 1)::
     plant, cca, policy, kind, experiment, metric, better ("lower" | "higher"), trials (the
     trials in the statistics), mean, std, ci95 [lo, hi], vs_trivial_pct, vs_trivial_ci95,
     paired_n, p_vs_trivial (Holm), p_vs_trivial_raw, p_vs_best (Holm), p_vs_best_raw, rank,
-    best, comparable, starved_trials, excluded_trials, unfinished_trials (FCT)
+    best, comparable, starved_trials, excluded_trials, unfinished_trials (FCT); and on the
+    rows of a planned comparison (``PLANNED``: mlc against pi) vs_pi_pct, vs_pi_ci95, vs_pi_p
 
 (``evaluation.leaderboard.stats`` defines the statistics.) ``comparable`` is false
 where the plant does not model the policy on equal footing (the fluid plant's
@@ -81,6 +82,12 @@ def _starved(rec: Mapping[str, Any], max_starved: float) -> tuple[bool, bool]:
     return n > 0, periods > 0 and n / periods > max_starved
 
 
+#: Planned comparisons besides the family's (ours, issue 25 item 6): policy -> the policy it is
+#: tested against, on the same paired trials. ``mlc`` against ``pi`` asks whether the inverse
+#: ANN pays for itself: the two differ only by it. Row fields ``vs_pi_pct``, ``vs_pi_ci95``, ``vs_pi_p``.
+PLANNED: dict[str, str] = {"mlc": "pi"}
+
+
 def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool],
                max_starved: float = DEFAULT_MAX_STARVED) -> list[dict[str, Any]]:
     """The rows of ``results.json`` from the ledger's header and unit lines (module docstring)."""
@@ -106,11 +113,15 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
                                                      if (r.get("metrics") or {}).get("finished") is False)}
         fam = stats.family(values, better, ranked=[n for n in pols if comparable.get(n, True)],
                            seed=stats.stable_seed(seed, plant, cca, exp))
+        planned = {a: stats.planned_pair(values[b], values[a], better, stats.stable_seed(seed, plant, cca, exp, a, b))
+                   for a, b in PLANNED.items() if a in values and b in values}
         for name, s in fam.items():
+            extra = ({f"vs_{PLANNED[name]}_{k}": v for k, v in planned[name].items() if k != "n"}
+                     if name in planned else {})
             rows.append({"plant": plant, "cca": cca, "policy": name, "kind": pols[name].get("kind"),
                          "experiment": exp, "metric": metric, "better": better, "trials": s["n"],
                          "comparable": bool(comparable.get(name, True)), **s, **counts[name],
-                         **({} if unit_of(exp) == "fct" else {"unfinished_trials": None})})
+                         **({} if unit_of(exp) == "fct" else {"unfinished_trials": None}), **extra})
         rows.sort(key=lambda r: (EXPERIMENTS.index(r["experiment"]), r["rank"] is None, r["rank"] or 0))
     for r in rows:
         r.pop("n", None)

@@ -137,6 +137,15 @@ def _pairs(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[np.ndarray, 
     return np.array([a[k] for k in keys], dtype=np.float64), np.array([b[k] for k in keys], dtype=np.float64)
 
 
+def planned_pair(ref: Mapping[int, float], other: Mapping[int, float], better: str, seed: int = 0) -> dict[str, Any]:
+    """One planned paired comparison, ``other`` against ``ref`` on the trials both have: its
+    improvement in % of ``ref``'s mean (+ = ``other`` better), the bootstrap 95 % interval of it and
+    the raw two-sided Wilcoxon p (one planned test, so no family correction)."""
+    a, b = _pairs(ref, other)
+    return {"n": int(a.size), "pct": improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
+            "ci95": list(paired_ci(a, b, better, seed)), "p": wilcoxon_p(a, b)}
+
+
 def family(values: Mapping[str, Mapping[int, float]], better: str, ranked: Iterable[str] | None = None,
            baseline: str = BASELINE, seed: int = 0) -> dict[str, dict[str, Any]]:
     """Every policy's statistics in one family (module docstring).
