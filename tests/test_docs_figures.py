@@ -49,9 +49,12 @@ def test_an_edited_number_is_caught_and_rewritten(copy: Path) -> None:
     text = docs.read_text()
     ffs = next(r for r in regions(text) if r.name == "ffs-table3")
     body = ffs.text(text)
-    assert "| fluid | FIFO | 41.5 |" in body  # reports/ffs/results.json: F = 41.46 %
-    docs.write_text(text[:ffs.start] + body.replace("| fluid | FIFO | 41.5 |", "| fluid | FIFO | 46.0 |")
-                    + text[ffs.end:])
+    import re
+
+    row = re.search(r"\| fluid \| FIFO \| ([0-9.]+) \|", body)  # reports/ffs/results.json's F
+    assert row is not None
+    wrong = f"{float(row.group(1)) + 4.5:.1f}"
+    docs.write_text(text[:ffs.start] + body.replace(row.group(0), f"| fluid | FIFO | {wrong} |") + text[ffs.end:])
     r = _run("--check", "--root", str(copy))
     assert r.returncode == 1 and "docs/results.md: region 'ffs-table3'" in r.stderr
     assert write(copy, lambda _m: None) == ["docs/results.md: ffs-table3"]
@@ -116,7 +119,8 @@ def test_verdict_in_plain_words() -> None:
     assert "not distinguishable from it: pi" in fluid["verdict"][0]
     assert "abc" not in " ".join(fluid["verdict"])
     assert "**not** significantly better" in fluid["verdict"][1]  # fct, p = 0.30
-    assert netns["verdict"] == ["mrae: no policy beats the trivial TBF (it ranks first of 2)."]
+    assert netns["verdict"] == ["mrae: no policy beats the trivial TBF (it ranks first of 2). A paced DTN ranks 2 "
+                                "of 2, not distinguishable from the best."]
 
 
 def test_leaderboard_region_renders_from_rows_and_is_skipped_without_them(tmp_path: Path) -> None:
@@ -140,3 +144,14 @@ def test_leaderboard_region_renders_from_rows_and_is_skipped_without_them(tmp_pa
 def test_every_figure_has_a_template() -> None:
     for name in FIGURES:
         assert (ROOT / "src" / "scidmz" / "evaluation" / "templates" / "docs" / f"{name}.md.j2").is_file()
+
+
+def test_verdict_says_whether_the_ann_pays_for_itself() -> None:
+    rows = [_row("fluid", "cubic", "trivial", "mrae", 0.063, None, 0.0, p_best=0.001),
+            {**_row("fluid", "cubic", "mlc", "mrae", 0.054, 0.0004, 13.6), "vs_pi_pct": 2.0, "vs_pi_p": 0.31},
+            _row("fluid", "cubic", "pi", "mrae", 0.055, 0.001, 12.0, p_best=0.31)]
+    (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
+    assert "The inverse ANN (mlc vs pi, +2.0 %, p = 0.31) makes no significant difference." in line
+    rows[1] = {**rows[1], "vs_pi_pct": 9.0, "vs_pi_p": 0.001}
+    (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
+    assert "(mlc vs pi, +9.0 %, p = 0.001) pays for itself." in line

@@ -69,10 +69,34 @@ def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
     return head + tail + "."
 
 
+def _ann(ranked: list[dict[str, Any]]) -> str:
+    """The planned mlc-vs-pi test (the two differ only by the inverse ANN), when the row has it."""
+    mlc = next((r for r in ranked if r["policy"] == "mlc" and _finite(r.get("vs_pi_p"))), None)
+    if mlc is None:
+        return ""
+    p, gain = mlc["vs_pi_p"], mlc.get("vs_pi_pct")
+    how = f"{gain:+.1f} %" if _finite(gain) else "n/a"
+    word = "pays for itself" if p < ALPHA and _finite(gain) and gain > 0 else (
+        "does worse" if p < ALPHA else "makes no significant difference")
+    return f" The inverse ANN (mlc vs pi, {how}, p = {p:.2g}) {word}."
+
+
+def _pacing(ranked: list[dict[str, Any]]) -> str:
+    """Where a paced DTN stands, when it ran and is not itself the best."""
+    pace = next((r for r in ranked if r["policy"] == "pacing"), None)
+    if pace is None or pace["rank"] == 1:
+        return ""
+    p = pace.get("p_vs_best")
+    beaten = _finite(p) and p < ALPHA
+    return (f" A paced DTN ranks {pace['rank']} of {len(ranked)}"
+            + (f", significantly behind the best (p = {p:.2g})." if beaten else ", not distinguishable from the best."))
+
+
 def verdict_lines(by_exp: Mapping[str, list[dict[str, Any]]]) -> list[str]:
-    """One sentence per experiment of a regime, MRAE and FCT first."""
+    """One sentence per experiment of a regime, MRAE and FCT first, with the planned mlc-vs-pi
+    test and where a paced DTN stands."""
     order = [e for e in _FIRST if e in by_exp] + [e for e in by_exp if e not in _FIRST]
-    return [_sentence(e, by_exp[e]) for e in order]
+    return [_sentence(e, by_exp[e]) + _ann(by_exp[e]) + _pacing(by_exp[e]) for e in order]
 
 
 def _check(rows: Any) -> list[Mapping[str, Any]]:
