@@ -386,3 +386,31 @@ def test_bad_policy_trials_are_one_line_exit_2(tmp_path, capsys, spec, msg) -> N
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and msg in err, err
     assert not (out / "ledger.jsonl").exists()
+
+
+def test_an_interrupted_run_writes_its_results_so_far_marked_incomplete(tmp_path, monkeypatch) -> None:
+    """Ctrl-C after some trials: exit 130, the ledger keeps them, results.json and report.md say
+    what they show and that the run is incomplete; --resume finishes it and clears the mark."""
+    from scidmz.evaluation.leaderboard.ledger import Ledger
+
+    real_append, calls = Ledger.append, []
+
+    def append_then_interrupt(self, *a, **k):
+        out = real_append(self, *a, **k)
+        calls.append(a[:3])
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(Ledger, "append", append_then_interrupt)
+    out = tmp_path / "run"
+    assert main(["leaderboard", "small-cubic", *_QUICK, "--out", str(out), "--json"]) == 130
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["complete"] is False and doc["units_left"] > 0
+    assert any(r["trials"] > 0 for r in doc["rows"])
+    assert "**Incomplete" in (out / "report.md").read_text()
+    monkeypatch.setattr(Ledger, "append", real_append)
+    assert main(["leaderboard", "small-cubic", *_QUICK, "--out", str(out), "--resume", "--json"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["complete"] is True and doc["units_left"] == 0
+    assert "**Incomplete" not in (out / "report.md").read_text()

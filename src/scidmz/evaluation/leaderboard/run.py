@@ -167,17 +167,34 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
                 run_realtime(prep.scenario, prep.policies, prep.plan, prep.ledger, prep.plant, tick)
             else:
                 run_batched(prep.scenario, prep.policies, prep.plan, prep.ledger, prep.plant, tick)
+    except KeyboardInterrupt:
+        # Ours: an interrupted run (Ctrl-C, SIGINT) still says what
+        # its finished trials show, marked incomplete, before the interruption goes on (exit 130).
+        if prep.ledger.header is not None and prep.ledger.done:
+            _write(prep, command, max_starved, load0, todo)
+        raise
     finally:
         if bar is not None:
             bar.close()
-    doc = results_doc(prep.ledger.header, prep.ledger.done.values(), prep.comparable, command=command,
-                      max_starved=max_starved, load_start=load0, cut=prep.ledger.cut,
-                      scenario=prep.scenario.to_dict())
-    res = write_results(doc, prep.out)
-    files = render_outputs(prep.out, doc)
+    doc, res, files = _write(prep, command, max_starved, load0, todo)
     return {"out": str(prep.out), "results": str(res), **files, "units_run": todo,
             "units": len(prep.ledger.done), "cut_bytes": prep.ledger.cut, "wall_s": time.perf_counter() - t0,
             "rows": doc["rows"]}
+
+
+def _write(prep: Prepared, command: str, max_starved: float, load0: list[float] | None,
+           todo: int) -> tuple[dict[str, Any], Path, dict[str, str]]:
+    """results.json, report.md and ranking.png from the ledger as it stands; ``complete`` says
+    whether every unit of the plan is in it (an interrupted run's results are only so far)."""
+    names = list(prep.policies)
+    doc = results_doc(prep.ledger.header, prep.ledger.done.values(), prep.comparable, command=command,
+                      max_starved=max_starved, load_start=load0, cut=prep.ledger.cut,
+                      scenario=prep.scenario.to_dict())
+    left = todo_count(prep.plan, names, prep.ledger)
+    doc["complete"] = left == 0
+    doc["units_left"] = left
+    res = write_results(doc, prep.out)
+    return doc, res, render_outputs(prep.out, doc)
 
 
 def render_only(out: str | os.PathLike[str], command: str) -> dict[str, Any]:
