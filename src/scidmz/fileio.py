@@ -60,6 +60,9 @@ __all__ = [
     "ensure_dir",
     "load_npz",
     "make_parents",
+    "parse_json",
+    "parse_toml",
+    "read_json_input",
     "read_text_input",
     "replace_dir",
     "set_make_parents",
@@ -370,8 +373,12 @@ def check_input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
     return p
 
 
-def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int = 64 << 20) -> str:
-    """The UTF-8 text of a regular file; binary, huge or unreadable files get one line naming the file."""
+def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> str:
+    """The UTF-8 text of a regular file; binary, huge (``limits.MAX_TEXT_BYTES`` unless ``max_bytes``)
+    or unreadable files get one line naming the file."""
+    from .limits import MAX_TEXT_BYTES
+
+    max_bytes = MAX_TEXT_BYTES if max_bytes is None else max_bytes
     p = check_input_file(path, what)
     try:
         size = p.stat().st_size
@@ -405,3 +412,61 @@ def load_npz(path: str | os.PathLike[str], what: str = "weights file") -> dict[s
         if "pickled data" in msg or "allow_pickle" in msg:
             msg = "not a NumPy .npz archive"
         raise ValueError(f"{what} {p}: unreadable ({msg})") from None
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """JSON ``text`` (from ``what``, e.g. a file name) with one-line errors: malformed, or nested deeper
+    than ``limits.MAX_DEPTH`` (Python's parser would raise RecursionError, an exit-1 crash that does not
+    name the file)."""
+    import json
+
+    from .limits import check_depth
+
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what}: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what}: invalid JSON ({str(exc).splitlines()[0][:120]})") from None
+    return check_depth(doc, what)
+
+
+def read_json_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> Any:
+    """The JSON document in a regular file: size, encoding, syntax and depth checked, one line naming it."""
+    return parse_json(read_text_input(path, what, max_bytes), f"{what} {path}")
+
+
+def parse_toml(text: str, what: str) -> dict[str, Any]:
+    """TOML ``text`` with one-line errors, depth checked as for :func:`parse_json`."""
+    import tomllib
+
+    from .limits import check_depth
+
+    try:
+        doc = tomllib.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what}: nested too deeply") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{what}: invalid TOML ({exc})") from None
+    return check_depth(doc, what)
+
+
+def strict_json(obj: Any, **kw: Any) -> str:
+    """JSON text with every non-finite float (NaN, inf, also NumPy's) written as null: ``Infinity`` and
+    ``NaN`` are not JSON, and a result file must never hold them (issue 29: a model's meta.json did)."""
+    import json
+    import math
+
+    def clean(o: Any) -> Any:
+        if isinstance(o, float):
+            return o if math.isfinite(o) else None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, list | tuple):
+            return [clean(v) for v in o]
+        if type(o).__module__ == "numpy" and hasattr(o, "tolist"):
+            return clean(o.tolist())
+        return o
+
+    kw.setdefault("default", str)
+    return json.dumps(clean(obj), allow_nan=False, **kw)

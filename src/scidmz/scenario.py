@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import tomllib
 from collections.abc import Callable
 from dataclasses import field, fields
 from importlib import resources
@@ -312,6 +311,7 @@ class Scenario:
         """Build from a TOML-like mapping; unknown keys or bad values raise one-line errors."""
         if not isinstance(data, dict):
             raise ValueError(f"{source}: 'scenario' must be a table")
+        _check_raw(data, source)
         try:
             sc = cls(**data)
         except ValidationError as exc:
@@ -562,8 +562,10 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         if not path.exists():
             raise FileNotFoundError(f"scenario file not found: {path}")
         from .fileio import read_text_input
+        from .limits import MAX_SCENARIO_BYTES
 
-        text, source = read_text_input(path, "scenario file"), str(path)
+        text, source = read_text_input(path, "scenario file", MAX_SCENARIO_BYTES), str(path)
+        _prescan(text, source)
     else:
         res = resources.files("scidmz") / "scenarios" / f"{name_or_path}.toml"
         if not res.is_file():
@@ -571,15 +573,39 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                 f"unknown scenario '{name_or_path}' (built-ins: {', '.join(builtin_names())}; or give a .toml path)"
             )
         text, source = res.read_text(), f"built-in scenario '{name_or_path}'"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: invalid TOML ({exc})") from None
+    from .fileio import parse_toml
+
+    data = parse_toml(text, source)
     if not data:
         # An empty file is a mistake, not "all defaults" (issue 10).
         raise ValueError(f"{source}: empty scenario (no keys); start from `scidmz scenarios testbed`")
     data.setdefault("name", path.stem if path.suffix == ".toml" else str(name_or_path))
     return Scenario.from_dict(data, source=source)
+
+
+def _prescan(text: str, source: str) -> None:
+    """Count the ``[[flows]]`` table headers before the TOML parser builds them (issue 29: a 64 MB file
+    of tables ran a minute at gigabytes before its limit was checked)."""
+    from .limits import BOUNDS
+
+    hi = int(BOUNDS["flow_tables"].hi)
+    n = sum(1 for line in text.splitlines() if line.lstrip().startswith("[["))
+    if n > hi:
+        raise ValueError(f"{source}: {n} [[...]] tables; a scenario holds at most {hi} [[flows]] tables")
+
+
+def _check_raw(data: dict[str, Any], source: str) -> None:
+    """Sizes of the raw tables, checked before pydantic builds a section per entry."""
+    from .limits import check, check_depth
+
+    check_depth(data, source)
+    flows = data.get("flows")
+    if isinstance(flows, list | tuple):
+        check("flow_tables", len(flows), f"{source}: [[flows]] tables")
+        for i, g in enumerate(flows):
+            sched = g.get("schedule") if isinstance(g, dict) else None
+            if isinstance(sched, list | tuple):
+                check("schedule", len(sched), f"{source}: flows[{i}].schedule entries")
 
 
 def resolve_scenario(

@@ -102,7 +102,18 @@ def write_dataset(trace: Trace, path: str | os.PathLike[str]) -> Path:
 
 
 def load_dataset(path: str | os.PathLike[str]) -> Trace:
-    """Read an identification dataset; one-line ValueError for missing columns or NaN/inf."""
+    """Read an identification dataset; one-line ValueError for missing columns, NaN/inf or values out of
+    range, and (from the file's footer, before reading it) more rows than ``limits.BOUNDS["dataset_rows"]``."""
+    from ..limits import check
+
+    try:
+        import pyarrow.parquet as pq
+
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # noqa: BLE001 - unreadable: Trace.read_parquet says why, in one line
+        rows = None
+    if rows is not None:
+        check("dataset_rows", rows, f"{path}: rows")
     tr = Trace.read_parquet(path)
     if "episode" not in tr.df.columns:
         # A plain single-episode Trace is a valid dataset too.

@@ -107,12 +107,9 @@ class Gains:
             path = path / "gains.json"
         if not path.exists():
             raise FileNotFoundError(f"gains file not found: {path}")
-        from ...fileio import read_text_input
+        from ...fileio import read_json_input
 
-        try:
-            doc = json.loads(read_text_input(path, "gains file"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: invalid JSON ({exc})") from None
+        doc = read_json_input(path, "gains file")
         if not isinstance(doc, dict):
             raise ValueError(f"{path}: expected a JSON object with kp, ki, kw")
         missing = [k for k in ("kp", "ki", "kw") if k not in doc]
