@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BeforeValidator, ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
+from . import limits as _limits
 from .units import FRAME_BYTES, MTU, parse_rate, parse_size, parse_time
 
 __all__ = [
@@ -278,6 +279,14 @@ class Scenario:
         return max(LINK_MIN_BURST_FRAMES * FRAME_BYTES, self.link.capacity / 8.0 * LINK_BURST_TIME)
 
     @property
+    def flow_count(self) -> int:
+        """Flows one plant instance carries: the DTN's streams, the campus hosts' flows (one per host
+        for Weibull and UDP traffic), the short-flow senders and every ``[[flows]]`` flow."""
+        c = self.campus
+        campus = c.streams if c.traffic == "long" else c.hosts
+        return self.dtn.streams + campus + c.short_flow_senders + sum(g.count for g in self.flows)
+
+    @property
     def u_max(self) -> float:
         return self.shaper.max_rate if self.shaper.max_rate is not None else self.link.capacity
 
@@ -423,7 +432,8 @@ LINK_MIN_BURST_FRAMES = 2
 # Ours (issue 9): a buffer beyond 10 BDP of the DTN path is a mistake, not a regime anyone
 # runs -- the deep variants are 1 BDP and the default is 0.05 BDP.
 MAX_BUFFER_BDP = 10.0
-MAX_STEPS = 10_000_000  # periods per episode (duration / period)
+MAX_STEPS = _limits.MAX_STEPS  # periods per episode (duration / period)
+_FLOWS_MAX = int(_limits.BOUNDS["flows"].hi)  # flows in all [[flows]] tables
 
 
 def LIMITS_MAX(s: Scenario) -> list[tuple[str, Any, float]]:  # noqa: N802 - a table, read like a constant
@@ -505,7 +515,7 @@ def _validate(s: Scenario) -> None:
     need(0 < w.size_min <= w.size_max, "campus.weibull.size_min/size_max", "must satisfy 0 < min <= max")
     need(s.duration >= s.period, "duration", "must be at least one period")
     need(s.seed >= 0, "seed", "must be >= 0")
-    need(sum(g.count for g in s.flows) <= 100_000, "flows", "must hold at most 100000 flows in all")
+    need(sum(g.count for g in s.flows) <= _FLOWS_MAX, "flows", f"must hold at most {_FLOWS_MAX} flows in all")
     for i, g in enumerate(s.flows):
         key = f"flows[{i}] ('{g.name}')"
         need(g.count >= 1, key, "count must be >= 1")

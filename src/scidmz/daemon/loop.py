@@ -110,6 +110,10 @@ class ControlLoop:
         if duration is not None and not (duration > 0 and math.isfinite(duration)):
             raise ValueError(f"duration must be a positive number of seconds, got {duration!r}")
         self.duration = duration
+        if seed is not None:
+            from ..limits import check
+
+            check("seed", seed, "seed")  # refused here, before any service starts (issue 29)
         self.seed = seed
         # The first step may include one-off work (JIT compilation of the fluid kernel, traffic
         # start-up in a testbed), so the first sample gets this much time before it counts as lost.

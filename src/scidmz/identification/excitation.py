@@ -52,6 +52,22 @@ class ExcitationPolicy:
         return self.u[len(history)]
 
 
+def check_identification(scenario: Scenario, duration: float, batch: int, plant: str = "fluid") -> None:
+    """Everything ``identify`` checks before it allocates or builds anything (one-line ``ValueError``):
+    a duration of at least one period and at most ``limits.MAX_STEPS`` periods, a bounded batch, a
+    plant that exists and takes that batch."""
+    from ..limits import check
+    from ..plant.base import check_plant_options
+
+    if not (isinstance(duration, int | float) and math.isfinite(duration)) or duration < scenario.period:
+        raise ValueError(f"identification duration must be at least one period ({scenario.period} s), got {duration!r}")
+    check("steps", math.ceil(duration / scenario.period - 1e-9), "identification periods (duration / period)")
+    if isinstance(batch, bool) or int(batch) != batch:
+        raise ValueError(f"batch must be a whole number >= 1, got {batch!r}")
+    check("batch", int(batch), "--batch")
+    check_plant_options(plant, int(batch))
+
+
 def identify(
     scenario: Scenario,
     duration: float,
@@ -70,10 +86,7 @@ def identify(
     from ..plant.base import make_plant
     from ..runner import run_episode
 
-    if not (isinstance(duration, int | float) and math.isfinite(duration)) or duration < scenario.period:
-        raise ValueError(f"identification duration must be at least one period ({scenario.period} s), got {duration!r}")
-    if int(batch) != batch or batch < 1:
-        raise ValueError(f"batch must be a whole number >= 1, got {batch!r}")
+    check_identification(scenario, duration, batch, plant)
     batch = int(batch)
     total = int(math.ceil(duration / scenario.period - 1e-9))
     batch = min(batch, total)

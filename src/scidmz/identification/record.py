@@ -32,12 +32,13 @@ def record_dataset(
     from ..scenario import resolve_scenario
     from ..tracking import file_sha256, optional_run
     from ..units import parse_time
-    from .excitation import dataset_summary, identify, write_dataset
+    from .excitation import check_identification, dataset_summary, identify, write_dataset
 
     sc = resolve_scenario(scenario, overrides)
     dur = parse_time(duration, what="--duration")
     if batch is None:
         batch = 32 if plant == "fluid" else 1
+    check_identification(sc, dur, batch, plant)
     out_path = Path(out)
     if out_path.exists() and out_path.is_dir():
         raise ValueError(f"--out must be a file path (.parquet), got a directory: {out_path}")

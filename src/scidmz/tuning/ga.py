@@ -320,10 +320,11 @@ def tune(
 def _check_ga_args(
     generations: int, population: int, parents: int, crossover: float, mutation: float, gene_space: Sequence[dict[str, float]]
 ) -> None:
-    if generations < 1:
-        raise ValueError(f"generations must be >= 1, got {generations}")
-    if population < 2:
-        raise ValueError(f"population must be >= 2, got {population}")
+    from ..limits import check
+
+    check("generations", generations)
+    check("population", population)
+    check("parents", parents)
     if not 1 <= parents <= population:
         raise ValueError(f"parents mating must be in [1, population={population}], got {parents}")
     for name, p in (("crossover", crossover), ("mutation", mutation)):

@@ -62,15 +62,24 @@ class TunePlan:
 def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
     """Check ``settings`` (one-line ``ValueError`` each) before any work."""
     from ..executors import ExecutorSpec, parse_executor
+    from ..limits import check
     from ..policies.rate.mlc import DEFAULT_DELTA_U, LIMITERS
     from ..units import parse_time
+    from .ga import _check_ga_args
 
     s = settings
+    for key, value in (("generations", s.generations), ("population", s.population), ("parents", s.parents),
+                       ("episodes", s.episodes), ("workers", s.workers), ("seed", s.seed)):
+        check(key, value, f"--{key}")
+    _check_ga_args(s.generations, s.population, s.parents, 0.9, 0.1, ({"low": 0, "high": 1},) * 3)
     ep = parse_time(s.episode, what="--episode")
     try:  # the scenario's limits (finite, duration/period) apply to the fitness episode
         scenario.replace(duration=ep)
     except ValueError as exc:
         raise ValueError(f"--episode {s.episode}: {exc}") from None
+    if round(ep / scenario.period) < 3:
+        raise ValueError(f"--episode {s.episode}: a fitness episode must last at least 3 periods "
+                         f"({3 * scenario.period:g} s on scenario '{scenario.name}')")
     du = DEFAULT_DELTA_U if s.delta_u is None else float(s.delta_u)
     if not 0 < du <= 1:
         raise ValueError(f"--delta-u must be a fraction of B_max in (0, 1], got {s.delta_u}")
@@ -85,8 +94,7 @@ def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
 
         if s.refine_plant not in PLANT_KINDS:
             raise ValueError(f"--refine-plant: unknown plant '{s.refine_plant}' (choose from {', '.join(PLANT_KINDS)})")
-        if s.refine_episodes < 1:
-            raise ValueError(f"--refine-episodes must be >= 1, got {s.refine_episodes}")
+        check("refine_episodes", s.refine_episodes, "--refine-episodes")
     return TunePlan(scenario, s, ep, du, spec)
 
 

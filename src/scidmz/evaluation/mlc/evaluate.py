@@ -104,11 +104,11 @@ def evaluate(
     per-policy metrics, and the CSV/JSON/PNG files when ``out`` is given.
     """
     from ...executors import open_executor, parse_executor
+    from ...limits import check
     from ...scenario import resolve_scenario
     from ...tracking import file_sha256
 
-    if int(trials) < 1:
-        raise ValueError(f"--trials must be >= 1, got {trials}")
+    check("trials", trials, "--trials")
     spec = parse_executor(executor)  # a bad spec is one line before any work
     if spec.kind != "local" and plant != "fluid":
         raise ValueError(f"--executor {executor} runs fluid-plant trials only; the {plant} plant runs in real "
@@ -116,8 +116,9 @@ def evaluate(
     exps = parse_experiments(experiments)
     names = _policy_names(policies)
     sc = resolve_scenario(scenario, overrides)
-    pols, model, gains = _build_policies(names, sc, model, gains)
     plan = _plan(trials, seed, quick)
+    plan.check_for(sc, plant)  # before the policies load a model or a plant exists
+    pols, model, gains = _build_policies(names, sc, model, gains)
     params = {"scenario": sc.name, "model": str(model), "gains": str(gains), "plant": plant, "executor": spec.kind,
               "policies": ",".join(pols), "experiments": ",".join(exps), **plan.to_dict()}
     gp = None if gains is None else (Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains))
