@@ -127,20 +127,67 @@ def _check_parent(dest: Path, parents: bool | None, what: str) -> None:
     _probe(parent, dest, what)
 
 
+_FS_IOC_GETFLAGS = 0x80086601  # _IOR('f', 1, long) on 64-bit Linux
+_FS_IMMUTABLE_FL = 0x10
+_FS_APPEND_FL = 0x20
+
+
+def _attr_flags(d: Path) -> int:
+    """The directory's chattr flags (0 where the file system has none)."""
+    import array
+    import fcntl
+
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return 0
+    try:
+        buf = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, buf)
+        return int(buf[0])
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+
+
 def _probe(d: Path, dest: Path, what: str) -> None:
-    """Create and remove a temporary file in ``d``: the only sure test that the writer's rename will work.
+    """Test that a file can be created in ``d`` and renamed there, leaving nothing behind.
 
     os.access alone misses /proc, /sys and other file systems that refuse new files even to root.
+    An append-only or immutable directory (chattr +a / +i) takes new files but refuses the
+    rename (and the removal of the probe): it is refused by its flags, before anything is made.
+    The probe is an unnamed O_TMPFILE where the file system has them (nothing to remove), else a
+    named temporary file.
     """
     if not os.access(d, os.W_OK | os.X_OK):
         raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why_unwritable(d)})")
+    flags = _attr_flags(d)
+    if flags & (_FS_APPEND_FL | _FS_IMMUTABLE_FL):
+        kind = "append-only" if flags & _FS_APPEND_FL else "immutable"
+        raise DestinationError(f"{what} {dest}: {d} is {kind} (chattr); results cannot be replaced there")
+    try:
+        fd = os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why(exc)})") from None
+    else:
+        os.close(fd)
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=".scidmz-probe.", dir=d)
     except OSError as exc:
-        why = "read-only file system" if exc.errno == errno.EROFS else _strerror(exc)
-        raise DestinationError(f"{what} {dest}: cannot write in {d} ({why})") from None
+        raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why(exc)})") from None
     os.close(fd)
-    os.unlink(tmp)
+    try:
+        os.unlink(tmp)
+    except OSError as exc:
+        raise DestinationError(f"{what} {dest}: cannot remove files in {d} ({_why(exc)}); "
+                               f"remove {tmp} by hand") from None
+
+
+def _why(exc: OSError) -> str:
+    return "read-only file system" if exc.errno == errno.EROFS else _strerror(exc)
 
 
 def _why_unwritable(d: Path) -> str:
