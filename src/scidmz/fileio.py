@@ -60,8 +60,10 @@ __all__ = [
     "ensure_dir",
     "load_npz",
     "make_parents",
+    "open_append",
     "parse_json",
     "parse_toml",
+    "strict_json",
     "read_json_input",
     "read_text_input",
     "replace_dir",
@@ -235,13 +237,20 @@ def check_output_file(path: str | os.PathLike[str], what: str = "output", parent
 
 
 def check_output_dir(path: str | os.PathLike[str], what: str = "output directory",
-                     parents: bool | None = None) -> Path:
-    """Refuse ``path`` as a directory destination unless it is new or an existing, writable directory."""
+                     parents: bool | None = None, follow_links: bool = False) -> Path:
+    """Refuse ``path`` as a directory destination unless it is new or an existing, writable directory.
+
+    A symlink is refused (our choice, as for files: a link planted in a shared folder must not
+    redirect a tree of writes) unless ``follow_links`` (a configured store, such as mlflow's).
+    """
     dest = Path(path)
     if str(path) == "":
         raise DestinationError(f"{what}: empty path")
     try:
-        st = os.stat(dest)  # follows links: a link to a directory is a directory here
+        if not follow_links and stat.S_ISLNK(os.lstat(dest).st_mode):
+            raise DestinationError(f"{what} {dest}: is a symlink; output directories are never followed "
+                                   "through links (give the real path)")
+        st = os.stat(dest)  # follows links where allowed: a link to a directory is a directory there
     except FileNotFoundError:
         if os.path.lexists(dest):
             raise DestinationError(f"{what} {dest}: is a dangling symlink") from None
@@ -496,6 +505,27 @@ def parse_toml(text: str, what: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{what}: invalid TOML ({exc})") from None
     return check_depth(doc, what)
+
+
+def open_append(path: str | os.PathLike[str], what: str = "log") -> Any:
+    """Open ``path`` for appending text, never through a symlink (``O_NOFOLLOW``) and only if it is
+    (or becomes) a regular file: a link's target is never written, a FIFO never blocks."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DestinationError(f"{what} {p}: is a symlink; appends never follow links") from None
+        raise DestinationError(f"{what} {p}: {_strerror(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DestinationError(f"{what} {p}: is {_kind(st.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def strict_json(obj: Any, **kw: Any) -> str:
