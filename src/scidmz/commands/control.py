@@ -62,7 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--token-file", default=None, help="the daemon's token file (default as for run)")
         add_json_arg(c, "the answer as JSON")
         c.set_defaults(func=cmd_set_target if name == "set-target" else cmd_status)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    p.set_defaults(func=lambda a: p.error("a subcommand is required: run, set-target or status"))
 
 
 def cmd_run(a: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..scenario import Scenario
 
-__all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "write_tune", "tune_from_paths"]
+__all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "tune_paths", "write_tune", "tune_from_paths"]
 
 
 @dataclass(frozen=True)
@@ -135,20 +135,32 @@ def run_tune(plan: TunePlan, predictor: Any, progress: bool = False,
     return res
 
 
+def tune_paths(out: str | Path) -> tuple[Path | None, Path]:
+    """What ``write_tune`` writes for ``out``: (gains file or None, directory of the convergence files).
+
+    ``X.json`` -> (``X.json``, its sibling ``X.tune/``); anything else -> (None, ``out`` as a
+    directory holding gains.json). The CLI's path policy (``cli_guard.OUTPUTS``, kind ``gains``)
+    checks both before the GA starts.
+    """
+    out_path = Path(out)
+    if out_path.suffix == ".json":
+        return out_path, out_path.with_name(out_path.stem + ".tune")
+    return None, out_path
+
+
 def write_tune(res: Any, out: str | Path) -> tuple[Path, Path]:
     """Write the result; returns (gains file, directory of the convergence files).
 
     ``out`` ending in ``.json`` -> just the gains file, the convergence files next to
     it in ``<stem>.tune/``; otherwise a directory with gains.json, convergence.csv,
-    convergence.png and result.json.
+    convergence.png and result.json (``tune_paths``).
     """
-    out_path = Path(out)
-    if out_path.suffix == ".json":
-        tdir = out_path.with_name(out_path.stem + ".tune")
+    gains_file, tdir = tune_paths(out)
+    if gains_file is not None:
         res.save(tdir)
-        res.gains.save(out_path, extra={"best_iae": res.best_iae, **res.info})
-        return out_path, tdir
-    tdir = res.save(out_path)
+        res.gains.save(gains_file, extra={"best_iae": res.best_iae, **res.info})
+        return gains_file, tdir
+    tdir = res.save(tdir)
     return tdir / "gains.json", tdir
 
 
