@@ -148,6 +148,18 @@ def _check_schema(trace: Trace, where: str) -> None:
         raise ValueError(
             f"{where}: dataset has {int(bad.sum())} NaN/inf value(s) in column(s): {', '.join(names)}"
         )
+    from ..limits import DATASET_RANGES
+
+    # Finite is not enough (issue 29: u = 1e300 trained a model of NaN weights): every column
+    # within the range a scenario can produce (limits.DATASET_RANGES), rates and times >= 0.
+    for j, c in enumerate(cols):
+        hi = DATASET_RANGES.get(c)
+        if hi is None:
+            continue
+        v = vals[:, j]
+        if v.size and (v.min() < 0 or v.max() > hi):
+            worst = v.max() if v.max() > hi else v.min()
+            raise ValueError(f"{where}: column {c} holds {worst:g}, outside [0, {hi:g}]")
     if len(df) < 3:
         raise ValueError(f"{where}: dataset has {len(df)} row(s); regressors need at least 3 periods")
 

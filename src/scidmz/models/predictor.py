@@ -123,6 +123,9 @@ def load_predictor(directory: str | os.PathLike[str]) -> NumpyPredictor:
     if not wf.exists():
         raise ValueError(f"{directory}: missing weights.npz")
     arrays = load_npz(wf, "weights file")
+    bad = sorted(k for k, v in arrays.items() if v.dtype.kind in "fc" and not np.all(np.isfinite(v)))
+    if bad:
+        raise ValueError(f"weights file {wf}: non-finite values in {', '.join(bad[:4])}; not a usable model")
     try:
         pred = NumpyPredictor(arrays, per_unit=bool(meta.get("per_unit", False)), meta=meta)
     except (KeyError, IndexError, ValueError) as exc:

@@ -89,10 +89,11 @@ class TuneResult:
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write gains.json, convergence.csv, convergence.png (Fig. 9) and result.json into a directory."""
+        from ..fileio import ensure_dir
         from ..plots import plot_convergence, save_figure
 
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
+        # Checked as the CLI checks it (a symlink, a file in the way: one line), then made.
+        d = ensure_dir(directory, "tune output directory", parents=True)
         self.gains.save(d / "gains.json", extra={"best_iae": self.best_iae, **self.info})
         rows = [
             {
@@ -281,6 +282,7 @@ def tune(
         random_seed=int(seed),
         on_generation=on_generation,
         suppress_warnings=True,
+        logger=_quiet_logger(),
     )
     try:
         ga.run()
@@ -315,6 +317,19 @@ def tune(
         "target_signal": {"range_frac": list(TARGET_RANGE), "hold_s": TARGET_HOLD, "seed": int(seed)},
     }
     return TuneResult(gains=best, best_iae=float(-fit), curve=curve, history=history, info=info)
+
+
+def _quiet_logger() -> Any:
+    """A logger for PyGAD that prints nothing: PyGAD logs any exception of a run with its traceback
+    before re-raising it, and the CLI reports that exception itself, in one line (issue 29)."""
+    import logging
+
+    lg = logging.getLogger("scidmz.tuning.pygad")
+    lg.propagate = False
+    lg.setLevel(logging.CRITICAL + 1)
+    if not lg.handlers:
+        lg.addHandler(logging.NullHandler())
+    return lg
 
 
 def _check_ga_args(

@@ -30,7 +30,6 @@ warning is issued once per policy.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
@@ -41,7 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ...fileio import atomic_write_text
+from ...fileio import atomic_write_text, strict_json
 from ...identification.regressors import N_FEATURES, RATE_FEATURES, feature_row
 from ...scenario import Scenario
 from ...state import STATE_FIELDS, History
@@ -97,7 +96,7 @@ class Gains:
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
         """JSON, written atomically; ``extra`` (provenance) is stored alongside and ignored on load."""
         doc = {**self.to_dict(), **({"info": extra} if extra else {})}
-        return atomic_write_text(path, json.dumps(doc, indent=2, default=str))
+        return atomic_write_text(path, strict_json(doc, indent=2))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Gains:
