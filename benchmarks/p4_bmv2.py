@@ -39,6 +39,9 @@ TNA = ROOT / "telemetry_p4" / "tna" / "scidmz_telemetry.p4"
 
 
 def matches(res: dict) -> bool:
+    ctr = res.get("class_counters")
+    if ctr is not None and ctr["bmv2"] != ctr["twin"]:  # every frame, IPv4/IPv6, plain/encapsulated
+        return False
     for bm, tw in zip(res["bmv2"], res["twin"], strict=True):
         if bm["active_flows"] != tw["active_flows"]:
             return False

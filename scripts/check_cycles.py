@@ -1,7 +1,7 @@
 """Fail if modules of scidmz import each other in a cycle (run by scripts/test.sh after lint-imports).
 
 import-linter's layers contract only checks imports between packages; a cycle
-inside one (evaluation.experiments <-> report, netns.topology <-> check) goes
+inside one (e.g. daemon.api <-> daemon.loop, before ARCHITECTURE.md v3) goes
 unseen, so this walks the module graph (grimp, import-linter's own) for
 strongly connected components.
 """

@@ -34,10 +34,10 @@ def tables(c) -> list[dict]:
         {"name": "tap_port", "keys": [("ingress_port", 9, "EXACT")],
          "actions": ["set_tap", "unknown_port"], "defaultonly": [], "default": "unknown_port",
          "size": _gen_const("P4_TAP_PORT_SIZE")},
-        {"name": "class_lpm", "keys": [("tap", 8, "EXACT"), ("dst_addr", 32, "LPM")],
+        {"name": "class_lpm", "keys": [("tap", 8, "EXACT"), ("dst_addr", c.ADDR_BITS, "LPM")],
          "actions": ["set_class", "class_miss"], "defaultonly": ["class_miss"],
          "default": "class_miss", "size": c.CLASS_LPM_SIZE, "counter": c.COUNTER_CLASS_BYTES},
-        {"name": "class_lpm_src", "keys": [("src_addr", 32, "LPM")],
+        {"name": "class_lpm_src", "keys": [("src_addr", c.ADDR_BITS, "LPM")],
          "actions": ["set_class_src", "class_miss"], "defaultonly": ["class_miss"],
          "default": "class_miss", "size": c.CLASS_LPM_SIZE},
     ]
@@ -62,6 +62,7 @@ def registers(c) -> list[tuple[str, int, int]]:
         (c.REG_QD_CNT, c.N_CLASSES, c.QD_CNT_BITS),
     ]
     regs += [(n, c.CMS_COLS, c.CMS_COUNTER_BITS) for n in c.REG_CMS]
+    regs += [(c.REG_CLASS_STRIP, c.N_CLASSES, c.CLASS_STRIP_BITS)]
     return regs
 
 

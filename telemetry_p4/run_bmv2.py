@@ -39,23 +39,67 @@ SRC = HERE / "v1model" / "scidmz_telemetry.p4"
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
 DTN_R, REMOTE, DTN_S, CAMPUS = "10.0.3.2", "10.1.0.20", "10.0.0.10", "10.0.0.11"
+DTN_R6, REMOTE6, DTN_S6, CAMPUS6 = "2001:db8:3::2", "2001:db8:1::20", "2001:db8::10", "2001:db8::11"
+DTN_PREFIXES = [f"{DTN_R}/32", f"{DTN_R6}/128"]
+REMOTE_PREFIXES = ["10.1.0.0/16", "2001:db8:1::/48"]
 PORT_INGRESS, PORT_EGRESS = 1, 2
 FIELDS = ("rate_dtn", "rate_campus", "rtt_dtn", "rtt_campus", "qdelay_dtn", "qdelay_campus", "active_flows")
 
-# (src, dst, sport, rtt s, queuing delay s, period of the FIN or None). Ours: two DTN
-# flows and two campus flows with distinct RTTs/delays, one campus flow closing.
+# (src, dst, sport, rtt s, queuing delay s, period of the FIN or None, how the taps deliver
+# the frames). Ours: three DTN flows and three campus flows, IPv4 and IPv6, with distinct
+# RTTs/delays, one campus flow closing; some arrive with VLAN tags, MPLS labels or inside
+# a remote mirror session (ERSPAN), as a switch fed by mirrors sees them.
 FLOWS = (
-    (DTN_S, DTN_R, 50000, 0.100, 0.010, None),
-    (DTN_S, DTN_R, 50001, 0.100, 0.010, None),
-    (CAMPUS, REMOTE, 40000, 0.030, 0.005, 2),
-    (CAMPUS, "10.1.0.21", 40001, 0.050, 0.005, None),
+    (DTN_S, DTN_R, 50000, 0.100, 0.010, None, None),
+    (DTN_S, DTN_R, 50001, 0.100, 0.010, None, "mpls"),
+    (CAMPUS, REMOTE, 40000, 0.030, 0.005, 2, "vlan3"),
+    (CAMPUS, "10.1.0.21", 40001, 0.050, 0.005, None, "erspan2"),
+    (DTN_S6, DTN_R6, 50002, 0.100, 0.010, None, None),
+    (CAMPUS6, REMOTE6, 40002, 0.040, 0.005, None, "erspan3-v6"),
 )
 PAYLOAD = 1000
+
+
+def deliver(fr: bytes, how: str | None, vlans: tuple[int, ...] = ()) -> bytes:
+    """``fr`` as the tap delivers it (``FLOWS``' last column); ``vlans`` re-tags a plain frame."""
+    from scidmz.telemetry.synth import encapsulate
+
+    if how is None:
+        return fr if not vlans else fr[:12] + b"".join(b"\x81\x00" + v.to_bytes(2, "big") for v in vlans) + fr[12:]
+    if how == "vlan3":
+        return deliver(fr, None, (10, 20, 30))
+    if how == "mpls":  # two labels between Ethernet and IP
+        return fr[:12] + b"\x88\x47" + (16000 << 12 | 64).to_bytes(4, "big") + (17000 << 12 | 1 << 8 | 64).to_bytes(
+            4, "big") + fr[14:]
+    if how.endswith("-v6"):
+        return encapsulate(fr, how[:-3], "2001:db8:ffff::1", "2001:db8:ffff::2")
+    return encapsulate(fr, how)
+
+
+def probes(k: int) -> list[bytes]:
+    """One UDP frame to the remote network per encapsulation and parser path the switch reads,
+    sent every period on the egress tap: BMv2's class counters must count each exactly as the
+    twin (bytes and packets; ``class_counters`` in the result)."""
+    from scidmz.telemetry.synth import ENCAPSULATIONS, encapsulate, frame
+
+    out = []
+    port = 20000 + 64 * k  # a flow of its own per probe: never C_TH packets, never an active flow
+    for fam, (src, dst) in enumerate(((CAMPUS, REMOTE), (CAMPUS6, REMOTE6))):
+        for j, kind in enumerate(ENCAPSULATIONS):
+            port += 1
+            inner = frame(src, dst, port, 9000, proto=17, payload=100 + 10 * fam, vlans=() if kind == "gre-ip" else (5,))
+            outer = ("192.0.2.1", "192.0.2.2") if j % 2 == 0 else ("2001:db8:ffff::1", "2001:db8:ffff::2")
+            out.append(encapsulate(inner, kind, *outer))
+        out.append(frame(src, dst, port + 1, 9000, proto=17, payload=60, vlans=(1, 2, 3, 4)))
+        out.append(frame(src, dst, port + 2, 9000, proto=17, payload=60, mpls=(100, 200, 300, 400)))
+        port += 2
+    out.append(frame(CAMPUS6, REMOTE6, port + 1, 9000, proto=17, payload=60, ipv6_ext=((0, 8), (60, 64))))
+    return out
 # ours: BMv2 batches learn lists for 1 ms; 0.5 s without a new list is "all delivered"
 DIGEST_QUIET_S = 0.5
 
 
-def traffic(directory: Path, periods: int = 4, gap_s: float = 0.040) -> tuple[Path, Path, list[dict]]:
+def traffic(directory: Path, periods: int = 4, gap_s: float = 0.060) -> tuple[Path, Path, list[dict]]:
     """Two pcaps (ingress, egress tap; nominal times T0 + ...) and the truth per 1-s period.
 
     Each flow sends a ``PAYLOAD``-byte segment every ``gap_s``; the segment
@@ -74,7 +118,10 @@ def traffic(directory: Path, periods: int = 4, gap_s: float = 0.040) -> tuple[Pa
         base = T0 + k * S
         dtn_bytes = campus_bytes = 0
         active = 0
-        for f_i, (src, dst, sport, rtt, q, fin) in enumerate(FLOWS):
+        for j, pr in enumerate(probes(k)):
+            taps.add(C.TAP_EGRESS, base + int((margin / 2 + j * 1e-4) * S), pr)
+            campus_bytes += _measured_len(pr)
+        for f_i, (src, dst, sport, rtt, q, fin, how) in enumerate(FLOWS):
             if fin is not None and k > fin:
                 continue
             active += 0 if fin is not None and k == fin else 1
@@ -86,23 +133,36 @@ def traffic(directory: Path, periods: int = 4, gap_s: float = 0.040) -> tuple[Pa
             for j, t in enumerate(times):
                 last = fin is not None and k == fin and j == len(times) - 1
                 fl = "FA" if last else "PA"
-                fr = frame(src, dst, sport, 5201, seq=seqs[f_i], ack=1, flags=fl, payload=PAYLOAD,
-                           ip_id=(k * 100 + j) & 0xFFFF)
+                fr = deliver(frame(src, dst, sport, 5201, seq=seqs[f_i], ack=1, flags=fl, payload=PAYLOAD,
+                                   ip_id=(k * 100 + j) & 0xFFFF), how)
                 ts = base + int(t * S)
                 taps.add(C.TAP_INGRESS, ts, fr)
                 taps.add(C.TAP_EGRESS, ts + int(q * S), fr)
                 seqs[f_i] += PAYLOAD + (1 if last else 0)
-                ack = frame(dst, src, 5201, sport, seq=1, ack=seqs[f_i], flags="A", payload=0)
+                ack = deliver(frame(dst, src, 5201, sport, seq=1, ack=seqs[f_i], flags="A", payload=0), how)
                 taps.add(C.TAP_EGRESS, ts + int((q + rtt) * S), ack)
-                if dst == DTN_R:
-                    dtn_bytes += len(fr)
+                if dst in (DTN_R, DTN_R6):
+                    dtn_bytes += _measured_len(fr)
                 else:
-                    campus_bytes += len(fr)
+                    campus_bytes += _measured_len(fr)
+        campus_rtts = [f[3] for f in FLOWS if f[1] not in (DTN_R, DTN_R6) and (f[5] is None or k < f[5])]
         truth.append({"bytes_dtn": dtn_bytes, "bytes_campus": campus_bytes,
-                      "rtt_dtn": 0.100, "rtt_campus": (0.030 + 0.050) / 2 if k < 2 else 0.050,
+                      "rtt_dtn": 0.100, "rtt_campus": sum(campus_rtts) / len(campus_rtts),
                       "qdelay_dtn": 0.010, "qdelay_campus": 0.005, "active_flows": active})
     eg, ing = taps.write(directory, "bmv2")
     return ing, eg, truth
+
+
+def _measured_len(fr: bytes) -> int:
+    """The frame length the telemetry counts for ``fr`` (inside a tunnel: the inner frame)."""
+    import numpy as np
+
+    from scidmz.telemetry.parse import parse_frames
+
+    one = np.array([len(fr)], np.int64)
+    pk = parse_frames(np.frombuffer(fr, np.uint8), np.zeros(1, np.int64), one, one, 1, np.zeros(1, np.int64))
+    assert pk["kind"][0] != 0, "a frame of the run the parser cannot read"
+    return int(pk["frame_len"][0])
 
 
 def _twin_states(sent: list[list[tuple[int, int, bytes]]], samples_ns: list[int], workdir: Path) -> list:
@@ -121,8 +181,9 @@ def _twin_states(sent: list[list[tuple[int, int, bytes]]], samples_ns: list[int]
         path = write_pcap(workdir / f"sent-{port}.pcap", [r[2] for r in mine], [r[0] for r in mine])
         caps.append(read_capture(path, tap=tap).packets)
     pk = merge_taps(*caps)
-    twin = SoftwareDataPlane()
+    twin = SoftwareDataPlane(DTN_PREFIXES, REMOTE_PREFIXES)
     col = None
+    kinds: list[dict[str, int]] = []
     out, lo = [], 0
     for b in samples_ns:  # the first instant starts the collector (see run())
         hi = int(np.searchsorted(pk["ts_ns"], b, side="left"))
@@ -133,10 +194,11 @@ def _twin_states(sent: list[list[tuple[int, int, bytes]]], samples_ns: list[int]
             col = Collector(twin)
         else:
             out.append(col.sample())
-    return out
+            kinds.append(_kinds(col.last_flow_digests))
+    return out, twin.read_class_counters(), kinds
 
 
-def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.040, prefix: str | None = None,
+def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.060, prefix: str | None = None,
         workdir: str | os.PathLike[str] | None = None, compiled=None) -> dict:
     """Steps 1-4 of the module docstring; returns states, truth and timings as a JSON-able dict."""
     sys.path.insert(0, str(HERE.parent / "src"))
@@ -164,7 +226,7 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.040, prefix: str 
             view = P4RuntimeView(sw.grpc_address, p4info=compiled.p4info, bmv2_json=compiled.json,
                                  thrift_address=sw.thrift_address)
             try:
-                view.install(dtn_prefixes=[f"{DTN_R}/32"], remote_prefixes=["10.1.0.0/16"],
+                view.install(dtn_prefixes=DTN_PREFIXES, remote_prefixes=REMOTE_PREFIXES,
                              tap_ports={PORT_INGRESS: C.TAP_INGRESS, PORT_EGRESS: C.TAP_EGRESS})
                 stamps: list[int] = []
                 switch_clock = view.clock
@@ -176,12 +238,14 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.040, prefix: str 
                 view.clock = clock  # type: ignore[method-assign]
                 col = None
                 sent, samples_ns, states, drain_s = [], [], [], []
+                kinds: list[dict[str, int]] = []
+                want = 0
                 for k in range(periods):
                     lo = T0 + k * S
                     got = rp.play(lo, lo + S, speed)
                     got.append((rp.send(PORT_EGRESS, fence), PORT_EGRESS, fence))
                     sent.append(got)
-                    want = sum(1 for p in sent for r in p if r[1] == PORT_EGRESS and len(r[2]) != 54)
+                    want += _outgoing(got)
                     t_d = time.monotonic()
                     while int(view.read_class_counters()[:, 1].sum()) < want:
                         if time.monotonic() - t_d > 60:
@@ -204,9 +268,11 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.040, prefix: str 
                         col = Collector(view)
                     else:
                         states.append(col.sample())
+                        kinds.append(_kinds(col.last_flow_digests))
                     # the instant the collector read the switch's clock: the twin samples there
                     samples_ns.append(stamps[mark] if len(stamps) > mark else time.monotonic_ns())
-                twin = _twin_states(sent, samples_ns, wd)
+                twin, twin_ctr, twin_kinds = _twin_states(sent, samples_ns, wd)
+                bmv2_ctr = view.read_class_counters()
             finally:
                 view.close()
     n_sent = sum(len(p) for p in sent)
@@ -233,7 +299,37 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.040, prefix: str 
         "bmv2": bm, "twin": tw, "truth": exp,
         "bmv2_vs_twin": max_rel_diff(bm, tw), "bmv2_vs_truth": max_rel_diff(bm, exp),
         "twin_vs_truth": max_rel_diff(tw, exp),
+        # egress-tap class counters [class][bytes, packets] after the run: every frame, IPv4 and
+        # IPv6, plain or encapsulated, counted with the same length and class on both
+        "class_counters": {"bmv2": bmv2_ctr.tolist(), "twin": twin_ctr.tolist()},
+        # flow digests each compared period drained, by kind (a diagnosis of active_flows)
+        "flow_digests": {"bmv2": kinds, "twin": twin_kinds},
     }
+
+
+def _kinds(d) -> dict[str, int]:
+    names = {1: "new", 2: "ended", 3: "long"}
+    return {names.get(int(k), str(int(k))): int((d["kind"] == k).sum()) for k in sorted(set(d["kind"].tolist()))}
+
+
+def _outgoing(got: list[tuple[int, int, bytes]]) -> int:
+    """Frames of ``got`` the egress tap's class counters count (classified as outgoing)."""
+    import numpy as np
+
+    from scidmz.telemetry import constants as C
+    from scidmz.telemetry.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.parse import parse_frames
+
+    frames = [r[2] for r in got if r[1] == PORT_EGRESS]
+    if not frames:
+        return 0
+    lens = np.array([len(f) for f in frames], np.int64)
+    off = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    pk = parse_frames(np.frombuffer(b"".join(frames), np.uint8), off, lens, lens, 1,
+                      np.arange(len(frames), dtype=np.int64), tap=C.TAP_EGRESS)
+    dp = SoftwareDataPlane(DTN_PREFIXES, REMOTE_PREFIXES)
+    dp.process(pk)
+    return int(dp.read_class_counters()[:, 1].sum())
 
 
 def max_rel_diff(a: list[dict], b: list[dict]) -> dict[str, float]:

@@ -1,7 +1,5 @@
-"""disciplines_p4/abc.p4 compiled with p4c and run on BMv2 against the numba core."""
+"""disciplines/abc/p4/abc.p4 compiled with p4c and run on BMv2 against the numba core."""
 
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -9,14 +7,15 @@ import numpy as np
 import pytest
 
 from scidmz.disciplines import abc
-from scidmz.disciplines.p4check import P4_DIR, available, compile_abc, run_bmv2
+from scidmz.disciplines.abc.p4 import gen_tables
+from scidmz.disciplines.abc.p4check import compile_abc, run_bmv2
+from scidmz.disciplines.p4check import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="P4 toolchain not unpacked (scripts/install_p4tc.sh)")
 
 
 def test_generated_tables_current() -> None:
-    p = subprocess.run([sys.executable, str(P4_DIR / "gen_abc_tables.py"), "--check"], capture_output=True)
-    assert p.returncode == 0, "disciplines_p4/include/abc_tables.p4 is stale: run gen_abc_tables.py"
+    assert gen_tables.current(), "abc/p4/include/abc_tables.p4 is stale: python -m scidmz.disciplines.abc.p4.gen_tables"
 
 
 def test_bmv2_matches_numba_core() -> None:

@@ -15,7 +15,7 @@ from scidmz.disciplines.ffs import (
     log_encode,
     run_sequence,
 )
-from scidmz.disciplines.waterfill import ffs_allocation, hwfq_allocation, weighted_maxmin
+from scidmz.disciplines.ffs.waterfill import ffs_allocation, hwfq_allocation, weighted_maxmin
 
 G = 1e9
 # Table II: 15 Gbit/s egress; (rate, fair share): s1 (3, 6), s2 (4, 1) on i1, s3 (16, 8) on i2.

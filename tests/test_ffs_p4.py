@@ -1,8 +1,6 @@
-"""disciplines_p4/ffs.p4 compiled with p4c and run on BMv2 against the numba core (issue 12 item 4)."""
+"""disciplines/ffs/p4/ffs.p4 compiled with p4c and run on BMv2 against the numba core (issue 12 item 4)."""
 
 import math
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -10,7 +8,9 @@ import numpy as np
 import pytest
 
 from scidmz.disciplines import ffs
-from scidmz.disciplines.p4check import P4_DIR, available, compile_ffs, run_bmv2_ffs
+from scidmz.disciplines.ffs.p4 import gen_tables
+from scidmz.disciplines.ffs.p4check import compile_ffs, run_bmv2_ffs
+from scidmz.disciplines.p4check import available
 
 pytestmark = pytest.mark.skipif(not available(), reason="P4 toolchain not unpacked (scripts/install_p4tc.sh)")
 
@@ -18,8 +18,7 @@ MBPS = 1e6
 
 
 def test_generated_tables_current() -> None:
-    p = subprocess.run([sys.executable, str(P4_DIR / "gen_ffs_tables.py"), "--check"], capture_output=True)
-    assert p.returncode == 0, "disciplines_p4/include/ffs_tables.p4 is stale: run gen_ffs_tables.py"
+    assert gen_tables.current(), "ffs/p4/include/ffs_tables.p4 is stale: python -m scidmz.disciplines.ffs.p4.gen_tables"
 
 
 def _table_ii_sequence(seconds: float, seed: int) -> dict[str, np.ndarray]:

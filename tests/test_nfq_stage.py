@@ -80,18 +80,18 @@ def test_stage_aggregates_from_the_map_and_live_weights(tmp_path: pathlib.Path) 
     ip = {k: int.from_bytes(socket.inet_aton(k), "big") for k in ("10.3.0.2", "10.1.0.2", "10.1.0.9")}
     st = Stage("abc", {"capacity_bps": 20e6, "ref_rates_bps": [10e6, 10e6]}, 20e6,
                {"10.3.0.2": 0, "10.1.0.2": 1}, seed=0, clock=lambda: 0.0)
-    assert st._slot(ip["10.3.0.2"]) == 0 and st._slot(ip["10.1.0.2"]) == 1
-    assert st._slot(ip["10.1.0.9"]) == 1  # unmapped sources: the last aggregate
+    assert st.decider.slot(ip["10.3.0.2"]) == 0 and st.decider.slot(ip["10.1.0.2"]) == 1
+    assert st.decider.slot(ip["10.1.0.9"]) == 1  # unmapped sources: the last aggregate
     w = tmp_path / "w.json"
     w.write_text(json.dumps([14e6, 6e6]))
     _load_weights(st, str(w))
-    assert st._meter[:, abc.M_REF].tolist() == [14e6, 6e6]
+    assert st.decider.meter[:, abc.M_REF].tolist() == [14e6, 6e6]
     w.write_text("[1, -2]")  # a bad file keeps the last weights and is counted
     _load_weights(st, str(w))
-    assert st._meter[:, abc.M_REF].tolist() == [14e6, 6e6] and st.counts["bad_weights"] == 1
+    assert st.decider.meter[:, abc.M_REF].tolist() == [14e6, 6e6] and st.counts["bad_weights"] == 1
     f = Stage("ffs", {"capacity_bps": 20e6, "matrix_col_bps": [10e6, 10e6]}, 0.0, {"10.3.0.2": 0}, seed=0)
     f.set_weights([3.0, 1.0])
-    assert f._m.tolist() == [15e6, 5e6]  # rescaled to the capacity
+    assert f.decider.matrix.tolist() == [15e6, 5e6]  # rescaled to the capacity
     with pytest.raises(ValueError, match="3 weights"):
         f.set_weights([1.0, 1.0, 1.0])
 

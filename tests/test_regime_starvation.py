@@ -30,7 +30,6 @@ def test_a_clean_period_is_not_starved_and_carries_its_evidence():
 @pytest.mark.parametrize("what, kw, stage_after, needle", [
     ("stage late", {}, {"tx": 2000, "late_sum_s": 2.0}, "delay stage"),  # 2 ms per frame > 1 ms
     ("stage lost", {}, {"tx": 2000, "late_sum_s": 0.0, "kernel_drops": 3}, "lost 3"),
-    ("bottleneck", {"bottleneck": {"sent_bytes": 10e6, "backlog_min": 60e3, "interval": 1.0}}, None, "bottleneck"),
     ("app-limited", {"senders": {"dtn_busy": 0.5, "dtn_rwnd_limited": 0.0}}, None, "DTN senders"),
     ("rwnd", {"senders": {"dtn_busy": 1.0, "dtn_rwnd_limited": 0.3}}, None, "receivers"),
     ("rings", {"tap_drops": 12}, None, "capture rings"),
@@ -58,3 +57,36 @@ def test_stage_stats_file_reader(tmp_path):
     assert S.read_stage_stats(p) == {}
     p.write_text(json.dumps({"tx": 3}))
     assert S.read_stage_stats(p) == {"tx": 3}
+
+
+def _psi_monitor(monkeypatch, pressure: float) -> S.StarvationMonitor:
+    """A monitor whose next check sees ``pressure`` (share of the period a task waited for a CPU)."""
+    clock = iter([100.0, 101.0])
+    psi_us = iter([0.0, pressure * 1e6])
+    monkeypatch.setattr(S.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(S, "_psi_some_us", lambda: next(psi_us))
+    return _monitor({})
+
+
+def test_a_backlogged_bottleneck_underserved_on_a_busy_machine_is_starved(monkeypatch):
+    m = _psi_monitor(monkeypatch, 0.8)
+    starved, ev = m.check(bottleneck={"sent_bytes": 10e6, "backlog_min": 60e3, "interval": 1.0})
+    assert ev["cpu_pressure"] == pytest.approx(0.8)
+    assert starved and any("bottleneck" in r and "CPU pressure 80%" in r for r in ev["reasons"]), ev["reasons"]
+
+
+def test_the_same_shortfall_on_a_quiet_machine_is_tcps_not_the_machines(monkeypatch):
+    # BBR v1 at 15 % loss on a quiet machine (reports/fidelity): served 89 % with a backlog in every
+    # 0.1 s sample, CPU pressure 9 %, delay stage 0.04 ms late per frame
+    m = _psi_monitor(monkeypatch, 0.09)
+    starved, ev = m.check(bottleneck={"sent_bytes": 0.89 * 12.5e6, "backlog_min": 7570.0, "interval": 1.0})
+    assert not starved, ev["reasons"]
+    assert ev["bottleneck_service"] == pytest.approx(0.89)
+    assert ev["bottleneck_shortfall_quiet"] is True  # kept as evidence
+
+
+def test_without_pressure_readings_a_shortfall_is_no_verdict(monkeypatch):
+    monkeypatch.setattr(S, "_psi_some_us", lambda: None)
+    m = _monitor({})
+    starved, ev = m.check(bottleneck={"sent_bytes": 10e6, "backlog_min": 60e3, "interval": 1.0})
+    assert not starved and "cpu_pressure" not in ev

@@ -38,7 +38,7 @@ def test_trace_parquet_roundtrip(tmp_path):
     (tmp_path / "sub").mkdir()  # missing parents are an error (fileio, issue 10)
     path = tr.to_parquet(tmp_path / "sub" / "t.parquet")
     back = Trace.read_parquet(path)
-    assert back.meta == {"policy": "trivial", "seed": 3}
+    assert back.meta == {"policy": "trivial", "seed": 3, "format_version": 1, "scidmz_version": back.meta["scidmz_version"]}
     np.testing.assert_array_equal(back.y, tr.y)
     assert "dtn_bytes" in back.df.columns
     assert not list(tmp_path.joinpath("sub").glob("*.tmp"))

@@ -34,6 +34,20 @@ MS = 1_000_000
 S = 1_000_000_000
 T0 = 1_700_000_000 * S
 DTN_R, REMOTE, DTN_S, CAMPUS = "10.0.3.2", "10.1.0.20", "10.0.0.10", "10.0.0.11"
+DTN_R6, REMOTE6, DTN_S6, CAMPUS6 = "2001:db8:3::2", "2001:db8:1::20", "2001:db8::10", "2001:db8::11"
+# class_lpm of both families, several prefixes per class (issue 26)
+PREFIXES = {"dtn_prefixes": [f"{DTN_R}/32", f"{DTN_R6}/128"], "remote_prefixes": ["10.1.0.0/16", "2001:db8:1::/48"]}
+
+
+def _twin(**kw) -> SoftwareDataPlane:
+    return SoftwareDataPlane(PREFIXES["dtn_prefixes"], PREFIXES["remote_prefixes"], **kw)
+
+
+def _member(row, name: str, width: int) -> int:
+    """A digest member's value from the twin's structured row (128-bit fields as two words)."""
+    if width == 128:
+        return (int(row[name + "_hi"]) << 64) | int(row[name + "_lo"])
+    return int(row[name])
 
 
 # ---------------------------------------------------------------------------------------
@@ -138,7 +152,7 @@ class TwinP4RuntimeServer:
                 for row in arr[lo:lo + size]:
                     data = dl.data.add()
                     for name, width in d.members:
-                        data.struct.members.add().bitstring = encode_uint(int(row[name]), width)
+                        data.struct.members.add().bitstring = encode_uint(_member(row, name, width), width)
                 for q in self.out_queues:
                     q.put(msg)
                 sent.append((dl.digest_id, dl.list_id))
@@ -281,7 +295,7 @@ class FakeBMv2Thrift:
 
 # ---------------------------------------------------------------------------------------
 def _traffic(tmp_path) -> tuple[np.ndarray, list[int]]:
-    """Four seconds of tap traffic: DTN and campus TCP flows with known RTT and queue delay."""
+    """Four seconds of tap traffic: DTN and campus TCP flows, IPv4 and IPv6, with known RTT and queue delay."""
     from scidmz.telemetry.pcap import read_capture
 
     taps = Taps()
@@ -290,6 +304,8 @@ def _traffic(tmp_path) -> tuple[np.ndarray, list[int]]:
         (DTN_S, DTN_R, 50001, 100.0, 4.0, 1, None),
         (CAMPUS, REMOTE, 40000, 10.0, 1.5, 1, 2500),
         (CAMPUS, "10.1.0.21", 40001, 25.0, 1.5, 1, None),
+        (DTN_S6, DTN_R6, 50002, 100.0, 4.0, 1, None),
+        (CAMPUS6, REMOTE6, 40002, 40.0, 1.5, 1, None),
     ]
     for f_i, (src, dst, sport, rtt, q, _rate, close) in enumerate(flows):
         seq = 1000 * (f_i + 1)
@@ -321,26 +337,30 @@ def served(tmp_path):
 @pytest.mark.parametrize("registers", ["p4runtime", "pi-unimplemented-then-thrift"])
 def test_collector_over_p4runtime_equals_collector_on_twin(tmp_path, registers):
     info = P4InfoIndex.from_file(DEFAULT_P4INFO)
-    twin_srv = SoftwareDataPlane()
+    twin_srv = _twin()
     pi_like = registers != "p4runtime"
     srv = TwinP4RuntimeServer(twin_srv, info, registers_unimplemented=pi_like)
     thrift_srv = FakeBMv2Thrift(twin_srv) if pi_like else None
-    twin_direct = SoftwareDataPlane()
+    twin_direct = _twin()
     for tw in (twin_direct, twin_srv):
         tw.advance_clock(T0 / 1e9)
     view = P4RuntimeView(srv.address, p4info=info, clock=twin_srv.clock,
                          thrift_address=thrift_srv.address if thrift_srv else "127.0.0.1:1")
     try:
-        view.install(tap_ports={1: C.TAP_INGRESS, 2: C.TAP_EGRESS})
-        # what the client wrote: 2 tap ports, 2 prefixes x 2 taps, 2 source entries
+        view.install(tap_ports={1: C.TAP_INGRESS, 2: C.TAP_EGRESS}, **PREFIXES)
+        # what the client wrote: 2 tap ports, 4 prefixes x 2 taps, 4 source entries
         assert len(srv.entries[info.table("tap_port").id]) == 2
-        assert len(srv.entries[info.table("class_lpm").id]) == 4
-        assert len(srv.entries[info.table("class_lpm_src").id]) == 2
+        assert len(srv.entries[info.table("class_lpm").id]) == 8
+        assert len(srv.entries[info.table("class_lpm_src").id]) == 4
+        # the 128-bit key: IPv4 10.1.0.0/16 is ::ffff:10.1.0.0/112
+        keys = [(decode_uint(e.match[1].lpm.value), e.match[1].lpm.prefix_len)
+                for e in srv.entries[info.table("class_lpm").id]]
+        assert (0xFFFF_0A01_0000, 112) in keys and ((0x2001_0DB8_0001 << 80), 48) in keys
         assert len(srv.digest_cfg) == 2
         direct, wire = Collector(twin_direct), Collector(view)
         pk, bounds = _traffic(tmp_path)
         lo = 0
-        states = []
+        states, tables = [], []
         for b in bounds:
             hi = int(np.searchsorted(pk["ts_ns"], b, side="left"))
             for tw in (twin_direct, twin_srv):
@@ -352,13 +372,16 @@ def test_collector_over_p4runtime_equals_collector_on_twin(tmp_path, registers):
             assert y_wire == y_direct
             assert direct.flows().equals(wire.flows())
             states.append(y_wire)
+            tables.append(wire.flows())
         # the comparison is not vacuous: every variable was measured at some point
         v = np.array([s.as_vector() for s in states])
         assert (v[:, :7].max(axis=0) > 0).all(), v
         assert states[1].rtt_dtn == pytest.approx(0.100, rel=0.01)
         assert states[1].qdelay_campus == pytest.approx(0.0015, rel=0.01)
-        assert states[1].active_flows == 4
-        assert states[3].active_flows == 3  # the FIN closed one campus flow
+        assert states[1].active_flows == 6
+        assert states[3].active_flows == 5  # the FIN closed one campus flow
+        fl = tables[3]
+        assert sorted(fl["family"].tolist()) == [4, 4, 4, 6, 6] and DTN_R6 in fl["dst"].tolist()
         assert view.lists_received > 0
         assert (view._thrift is not None) == pi_like
         if thrift_srv is not None:
@@ -498,8 +521,9 @@ def test_bad_prefix_and_tap_are_value_errors(served):
     srv, *_ = served
     view = P4RuntimeView(srv.address)
     try:
-        with pytest.raises(ValueError, match="not an IPv4 prefix"):
-            view.install(dtn_prefixes=["10.0.3.300/32"])
+        for bad in ("10.0.3.300/32", "2001:db8::g/64", "10.0.3.2/33"):
+            with pytest.raises(ValueError, match="not an IPv4 or IPv6 prefix"):
+                view.install(dtn_prefixes=[bad])
         with pytest.raises(ValueError, match="tap for port"):
             view.install(tap_ports={3: 7})
     finally:
@@ -671,15 +695,15 @@ def test_bfrt_view_logic_against_an_sde_stand_in(tmp_path, monkeypatch):
     from scidmz.telemetry import bfrt
 
     tick = C.TS_TICK_NS_TNA
-    twin_sw, twin_direct = SoftwareDataPlane(tick_ns=tick), SoftwareDataPlane(tick_ns=tick)
+    twin_sw, twin_direct = _twin(tick_ns=tick), _twin(tick_ns=tick)
     queue_msgs: list = []
     monkeypatch.setattr(bfrt, "import_bfrt_client", lambda: _fake_bfrt_client(twin_sw, queue_msgs))
     for tw in (twin_direct, twin_sw):
         tw.advance_clock(T0 / 1e9)
     view = bfrt.BfrtView("127.0.0.1:50052", clock=twin_sw.clock)
-    view.install(tap_ports={1: C.TAP_INGRESS, 2: C.TAP_EGRESS})
+    view.install(tap_ports={1: C.TAP_INGRESS, 2: C.TAP_EGRESS}, **PREFIXES)
     t = view.info.table_get("pipe.ScidmzIngress.class_lpm")
-    assert len(t.entries) == 4 and len(view.info.table_get("pipe.ScidmzIngress.tap_port").entries) == 2
+    assert len(t.entries) == 8 and len(view.info.table_get("pipe.ScidmzIngress.tap_port").entries) == 2
     direct, wire = Collector(twin_direct), Collector(view)
     pk, bounds = _traffic(tmp_path)
     lo = 0
@@ -695,7 +719,8 @@ def test_bfrt_view_logic_against_an_sde_stand_in(tmp_path, monkeypatch):
         n_flow_digests += len(flow)
         for did, arr in ((11, rtt), (12, flow)):
             if len(arr):
-                rows = [{n: int(r[n]) for n in arr.dtype.names} for r in arr]
+                fields = C.DIGEST_RTT_FIELDS if did == 11 else C.DIGEST_FLOW_FIELDS
+                rows = [{n: _member(r, n, w) for n, w in fields} for r in arr]
                 queue_msgs.append(types.SimpleNamespace(digest_id=did, rows=rows))
         y = wire.sample()
         assert y == direct.sample()

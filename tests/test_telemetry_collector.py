@@ -119,8 +119,11 @@ def test_remote_fin_removes_flow(tmp_path):
         taps.add(C.TAP_EGRESS, T0 + k * 10 * MS, frame(SND, RMT, 7, 80, seq=1 + k * 100, flags="PA", payload=100))
     taps.add(C.TAP_EGRESS, T0 + 300 * MS, frame(RMT, SND, 80, 7, seq=5, ack=2001, flags="FA"))
     taps.add(C.TAP_EGRESS, T0 + 1500 * MS, frame(SND2, RMT, 8, 80, seq=1, flags="A"))  # keep time moving
-    ys, _ = replay(taps, tmp_path)
-    assert [int(y.active_flows) for y in ys] == [0, 0]
+    ys, src = replay(taps, tmp_path)
+    # the flow became active and ended (the remote side's FIN) within period 0: it counts there
+    # (issue 26: a transfer inside one period is not "no flow"), and is gone by period 1
+    assert [int(y.active_flows) for y in ys] == [1, 0]
+    assert src.stats()["af_fin_removed"] == 1 and src.collector.flow_vector.size == 0
 
 
 def test_long_flow_flag_from_count_min(tmp_path):
@@ -191,14 +194,18 @@ def test_cli_replay_json(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--plot" in err[0]
     capsys.readouterr()
-    # wrong prefixes: the data plane classifies nothing -- one warning line on stderr, not a silent zero
-    assert main(["telemetry", "replay", str(eg), "--dtn-prefix", "192.0.2.1/32", "--remote-prefix", "198.51.100.0/24",
-                 "--json"]) == 0
+    # wrong prefixes: the data plane classifies nothing -- one error line and exit 1, not a silent zero
+    wrong = ["--dtn-prefix", "192.0.2.1/32", "--remote-prefix", "198.51.100.0/24"]
+    assert main(["telemetry", "replay", str(eg), *wrong, "--json"]) == 1
+    cap = capsys.readouterr()
+    assert cap.out == "" and len(cap.err.strip().splitlines()) == 1
+    assert cap.err.startswith("scidmz: error: none of 801 packets matched --dtn-prefix or --remote-prefix")
+    # --allow-drops: the all-zero result, with that line as a warning
+    assert main(["telemetry", "replay", str(eg), *wrong, "--json", "--allow-drops"]) == 0
     cap = capsys.readouterr()
     out = json.loads(cap.out.strip().splitlines()[-1])
-    assert all(r["rate_dtn"] == 0 for r in out["series"])
-    assert "warning:" in cap.err and "matched neither --dtn-prefix nor --remote-prefix" in cap.err
-    assert sum("warning:" in ln for ln in cap.err.splitlines()) == 1
+    assert all(r["rate_dtn"] == 0 for r in out["series"]) and out["classified"] == 0
+    assert sum("warning:" in ln for ln in cap.err.splitlines()) == 1 and "none of 801 packets" in cap.err
 
 
 def test_campus_rtt_smoothing_and_dtn_rtt_mean(tmp_path):

@@ -57,13 +57,12 @@ def test_ip_options(optlen):
     assert pk["kind"][0] == KIND_TCP and pk["sport"][0] == 9 and pk["payload"][0] == 50 and pk["seq"][0] == 123
 
 
-def test_vlan_and_qinq_parse_and_three_tags_drop():
-    f1 = frame("10.0.0.1", "10.1.0.1", 1, 2, payload=10, vlans=(5,))
-    f2 = frame("10.0.0.1", "10.1.0.1", 1, 2, payload=10, vlans=(5, 6))
-    f3 = frame("10.0.0.1", "10.1.0.1", 1, 2, payload=10, vlans=(5, 6, 7))
-    pk = parse([f1, f2, f3])
-    assert list(pk["kind"]) == [KIND_TCP, KIND_TCP, KIND_DROP]
-    assert reason(pk)[2] == "vlan_depth"
+def test_any_number_of_vlan_tags():
+    frames = [frame("10.0.0.1", "10.1.0.1", 1, 2, payload=10, vlans=tuple(range(5, 5 + n))) for n in range(8)]
+    pk = parse(frames)
+    assert list(pk["kind"]) == [KIND_TCP] * 8 and list(pk["payload"]) == [10] * 8
+    # the frame on the wire, tags included, is what the class counters count
+    assert list(pk["frame_len"]) == [len(f) for f in frames]
 
 
 def test_every_truncation_is_counted_not_raised():
@@ -71,7 +70,7 @@ def test_every_truncation_is_counted_not_raised():
                  tcp_options=b"\x01" * 12, vlans=(3,))
     cuts = [full[:n] for n in range(len(full))]
     pk = parse(cuts, orig=[len(full)] * len(cuts))
-    hdr = 14 + 4 + 28 + 20  # the fixed TCP header is all the parser needs; options may be cut
+    hdr = 14 + 4 + 28 + 14  # TCP up to its flags is all the parser needs; the rest may be cut
     for n, p in enumerate(pk):
         if n >= hdr:
             assert p["kind"] == KIND_TCP and p["payload"] == 100
@@ -81,7 +80,7 @@ def test_every_truncation_is_counted_not_raised():
 
 def test_reasons_for_malformed_headers():
     good = frame("10.0.0.1", "10.1.0.1", 1, 2, seq=1, flags="PA", payload=20)
-    ipv6 = bytes(12) + b"\x86\xdd" + bytes(60)
+    ipv6 = bytes(12) + b"\x86\xdd" + bytes(60)  # version nibble 0
     arp = bytes(12) + b"\x08\x06" + bytes(28)
     badver = good[:14] + bytes([0x65]) + good[15:]
     badihl = good[:14] + bytes([0x43]) + good[15:]
@@ -99,7 +98,7 @@ def test_reasons_for_malformed_headers():
     zero_payload = frame("10.0.0.1", "10.1.0.1", flags="A", payload=0)
     pk = parse([ipv6, arp, badver, badihl, longtot, shorttot, bytes(doff), bytes(doff_big), frag_mf, frag_off,
                 icmp, bytes(badudp), zero_payload])
-    assert reason(pk) == ["ipv6", "non_ipv4", "bad_ip_version", "bad_ihl", "bad_ip_length", "bad_ip_length",
+    assert reason(pk) == ["bad_ip_version", "non_ip", "bad_ip_version", "bad_ihl", "bad_ip_length", "bad_ip_length",
                           "bad_tcp_offset", "bad_tcp_offset", "fragment", "fragment", "other_protocol",
                           "bad_udp_length", "ok"]
     # fragments/ICMP still count as IPv4 bytes for the class counters, nothing else
@@ -113,6 +112,9 @@ def test_linktypes_raw_sll_and_unknown():
     assert parse([ipv4], linktype=101)["kind"][0] == KIND_TCP
     assert parse([sll], linktype=113)["kind"][0] == KIND_TCP
     assert reason(parse([ipv4], linktype=999)) == ["unknown_linktype"]
+    # DLT_NULL: the address family in either byte order; an unknown family is not IP
+    assert reason(parse([struct.pack("<I", 2) + ipv4, struct.pack(">I", 2) + ipv4, struct.pack("<I", 99) + ipv4],
+                        linktype=0)) == ["ok", "ok", "non_ip"]
 
 
 def _pcap(frames: list[bytes], tmp_path, name="x.pcap") -> bytes:
@@ -124,17 +126,21 @@ def test_corrupt_pcap_records(tmp_path):
     frames = [frame("10.0.0.1", "10.1.0.1", 1, 2, seq=i, payload=10) for i in range(5)]
     raw = _pcap(frames, tmp_path)
     rec = 16 + len(frames[0])
-    # impossible incl_len in record 3: records 0-2 are kept, then the walk stops
+    # impossible incl_len in record 3: the reader skips to the next plausible header and reads on
     bad = bytearray(raw)
     struct.pack_into("<I", bad, 24 + 3 * rec + 8, 10_000_000)
     (tmp_path / "bad.pcap").write_bytes(bytes(bad))
     cap = read_capture(tmp_path / "bad.pcap")
-    assert len(cap.packets) == 3 and cap.drops == {"corrupt_record": 1}
-    # incl_len > orig_len
+    assert list(cap.packets["seq"]) == [0, 1, 2, 4] and cap.drops == {"corrupt_record": 1}
+    assert cap.drop_bytes == {"corrupt_record": rec}
+    # incl_len > orig_len, and a microsecond field of a second or more: read on, as tshark does
     bad = bytearray(raw)
     struct.pack_into("<I", bad, 24 + 1 * rec + 12, 5)
+    struct.pack_into("<I", bad, 24 + 2 * rec + 4, 1_000_000_000)
     (tmp_path / "bad2.pcap").write_bytes(bytes(bad))
-    assert read_capture(tmp_path / "bad2.pcap").drops == {"corrupt_record": 1}
+    cap = read_capture(tmp_path / "bad2.pcap")
+    assert len(cap.packets) == 5 and cap.drops == {"record_fixed": 2}
+    assert cap.packets["frame_len"][1] == len(frames[1])
     # file cut inside the last record
     (tmp_path / "cut.pcap").write_bytes(raw[:-7])
     cap = read_capture(tmp_path / "cut.pcap")
@@ -245,7 +251,7 @@ def test_fuzz_capture_files(tail, pcapng):
             assert "pcap" in str(exc)
             return
         assert all(isinstance(v, int) and v > 0 for v in cap.drops.values())
-        assert set(cap.drops) <= set(REASONS)
+        assert set(cap.drops) <= set(REASONS) | {"record_fixed"}
     finally:
         os.unlink(path)
 

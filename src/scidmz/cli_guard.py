@@ -73,7 +73,7 @@ OUTPUTS: dict[str, dict[str, str]] = {
     "evaluate": {"out": "dir", "tracking_uri": "store"},
     "reproduce": {"out": "dir", "tracking_uri": "store"},
     "control run": {"log": "log", "token_file": "file"},
-    "telemetry replay": {"plot": "plot"},
+    "telemetry replay": {"plot": "plot", "samples": "file"},
     "telemetry capture": {"plot": "plot"},
 }
 INPUTS: dict[str, dict[str, str]] = {
@@ -96,6 +96,7 @@ NOT_PATHS: dict[str, frozenset[str]] = {
     "control run": frozenset({"ovs_db", "api", "metrics_addr", "telemetry"}),
     "control set-target": frozenset({"api"}),
     "control status": frozenset({"api"}),
+    "telemetry replay": frozenset({"start", "end"}),  # times within the capture
 }
 OUTPUT_KINDS = ("file", "plot", "log", "dir", "model", "gains", "store")
 INPUT_KINDS = ("file", "dir", "gains", "model", "scenario")

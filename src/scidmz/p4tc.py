@@ -1,7 +1,7 @@
 """The P4 toolchain (p4c, p4test, BMv2 ``simple_switch_grpc``) for scidmz's P4 programs.
 
 Shared by the telemetry programs (``telemetry_p4/``) and the queue disciplines'
-programs (``disciplines_p4/``):
+programs (``src/scidmz/disciplines/<name>/p4/``):
 
 * ``toolchain_bin()`` finds the toolchain: ``p4c`` on ``PATH`` first, then the
   ``P4TC`` environment variable (the unpacked ``p4tc`` folder or its ``bin``),

@@ -4,6 +4,7 @@
 #define SCIDMZ_CONSTANTS_P4_
 
 // ---- integer constants (constants.py NAME -> SCIDMZ_NAME) ----
+#define SCIDMZ_ADDR_BITS 128
 #define SCIDMZ_AF_BYTES_BITS 32
 #define SCIDMZ_AF_COUNT_BITS 16
 #define SCIDMZ_AF_INDEX_BITS 16
@@ -12,6 +13,7 @@
 #define SCIDMZ_CLASS_DTN 1
 #define SCIDMZ_CLASS_LPM_SIZE 64
 #define SCIDMZ_CLASS_NONE 0
+#define SCIDMZ_CLASS_STRIP_BITS 64
 #define SCIDMZ_CMS_COLS 0x10000
 #define SCIDMZ_CMS_COUNTER_BITS 32
 #define SCIDMZ_CMS_INDEX_BITS 16
@@ -27,15 +29,35 @@
 #define SCIDMZ_DIR_IN 2
 #define SCIDMZ_DIR_NONE 0
 #define SCIDMZ_DIR_OUT 1
+#define SCIDMZ_ETHERTYPE_ERSPAN2 35006
+#define SCIDMZ_ETHERTYPE_ERSPAN3 8939
 #define SCIDMZ_ETHERTYPE_IPV4 2048
 #define SCIDMZ_ETHERTYPE_IPV6 34525
+#define SCIDMZ_ETHERTYPE_MPLS_0 34887
+#define SCIDMZ_ETHERTYPE_MPLS_1 34888
+#define SCIDMZ_ETHERTYPE_MPLS_COUNT 2
+#define SCIDMZ_ETHERTYPE_TEB 25944
 #define SCIDMZ_ETH_HLEN 14
+#define SCIDMZ_IPPROTO_GRE 47
 #define SCIDMZ_IPPROTO_TCP 6
 #define SCIDMZ_IPPROTO_UDP 17
+#define SCIDMZ_IPV4_MAPPED_HI 0
+#define SCIDMZ_IPV4_MAPPED_LO 0xFFFF00000000
+#define SCIDMZ_IPV4_MAPPED_PREFIXLEN 96
+#define SCIDMZ_IPV6_EXT_FRAGMENT 44
+#define SCIDMZ_IPV6_EXT_HEADERS_0 0
+#define SCIDMZ_IPV6_EXT_HEADERS_1 43
+#define SCIDMZ_IPV6_EXT_HEADERS_2 60
+#define SCIDMZ_IPV6_EXT_HEADERS_COUNT 3
+#define SCIDMZ_IPV6_HLEN 40
 #define SCIDMZ_LONG_FLOW_BYTES 0x989680
-#define SCIDMZ_MAX_VLAN_TAGS 2
 #define SCIDMZ_N_CLASSES 3
 #define SCIDMZ_N_TAPS 2
+#define SCIDMZ_P4_INNER_VLAN_TAGS 2
+#define SCIDMZ_P4_IPV6_EXT_HEADERS 2
+#define SCIDMZ_P4_IPV6_EXT_MAX_UNITS 7
+#define SCIDMZ_P4_MPLS_LABELS 4
+#define SCIDMZ_P4_VLAN_TAGS 4
 #define SCIDMZ_QD_CNT_BITS 32
 #define SCIDMZ_QD_INDEX_BITS 16
 #define SCIDMZ_QD_SUM_BITS 64
@@ -65,6 +87,7 @@
 #define SCIDMZ_TS_TICK_NS_V1MODEL 1000
 #define SCIDMZ_T_TH_TICKS 0xF4240
 #define SCIDMZ_T_TH_US 0xF4240
+#define SCIDMZ_UDP_PORT_VXLAN 4789
 #define SCIDMZ_VLAN_TPIDS_0 33024
 #define SCIDMZ_VLAN_TPIDS_1 34984
 #define SCIDMZ_VLAN_TPIDS_2 37120
@@ -112,8 +135,8 @@ struct scidmz_hash_key_t {
 
 // ---- digest formats (wire order) ----
 struct scidmz_rtt_digest_t {
-    bit<32> src_addr;
-    bit<32> dst_addr;
+    bit<128> src_addr;
+    bit<128> dst_addr;
     bit<16> src_port;
     bit<16> dst_port;
     bit<8> protocol;
@@ -123,8 +146,8 @@ struct scidmz_rtt_digest_t {
 }
 struct scidmz_flow_digest_t {
     bit<8> kind;
-    bit<32> src_addr;
-    bit<32> dst_addr;
+    bit<128> src_addr;
+    bit<128> dst_addr;
     bit<16> src_port;
     bit<16> dst_port;
     bit<8> protocol;
@@ -134,7 +157,7 @@ struct scidmz_flow_digest_t {
 }
 
 // ---- object names the programs must declare (checked by tests) ----
-// registers: af_active af_bytes af_count af_max_eack af_recover af_recover_flag af_sig af_ts cms_row0 cms_row1 cms_row2 flow_rtt qd_cnt qd_last qd_sum qd_table rtt_stage0 rtt_stage1 rtt_stage2 rtt_stage3
+// registers: af_active af_bytes af_count af_max_eack af_recover af_recover_flag af_sig af_ts class_strip cms_row0 cms_row1 cms_row2 flow_rtt qd_cnt qd_last qd_sum qd_table rtt_stage0 rtt_stage1 rtt_stage2 rtt_stage3
 // direct counter: class_bytes
 
 #endif  // SCIDMZ_CONSTANTS_P4_

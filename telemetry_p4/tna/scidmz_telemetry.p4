@@ -11,6 +11,9 @@
  *   MLC Algorithm 7   active flows (C_TH within T_TH), FIN/RST removal, digests
  *   JENKS 3.1         Count-Min sketch, long flow (> 10 MB) digest
  *
+ * IPv4 and IPv6, the encapsulations a tap or a remote mirror session delivers
+ * (VLAN, MPLS, GRE, ERSPAN, VXLAN): ../include/scidmz_headers.p4.
+ *
  * Build (Intel P4 Studio / open-p4studio SDE, Tofino 1):
  *   bf-p4c --target tofino --arch tna -o build/ scidmz_telemetry.p4
  *
@@ -90,6 +93,12 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_cms0) hash_cms0;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_cms1) hash_cms1;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_cms2) hash_cms2;
+    // the IPv6 address folds of the hash key (constants.py "addresses")
+    CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF) poly_fold_src;
+    CRCPolynomial<bit<32>>(32w0x04C11DB7, true, false, false, 32w0xFFFFFFFF, 32w0xFFFFFFFF) poly_fold_dst;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_fold_src) hash_fold_src;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, poly_fold_dst) hash_fold_dst;
+    ScidmzSelectIp() select_ip;
 
     // ---- tap and class lookup (Algorithm 2) -------------------------------------
     DirectCounter<bit<64>>(CounterType_t.PACKETS_AND_BYTES) class_bytes;
@@ -117,10 +126,11 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
         meta.cls = SCIDMZ_CLASS_NONE;
         meta.dir = SCIDMZ_DIR_NONE;
     }
+    // one 128-bit key for both families: IPv4 a/n is ::ffff:a/(96 + n)
     table class_lpm {
         key = {
-            meta.tap          : exact @name("tap");
-            hdr.ipv4.dst_addr : lpm   @name("dst_addr");
+            meta.tap      : exact @name("tap");
+            meta.addr_dst : lpm   @name("dst_addr");
         }
         actions = { set_class; @defaultonly class_miss; }
         default_action = class_miss();
@@ -133,11 +143,19 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
         meta.dir = SCIDMZ_DIR_IN;
     }
     table class_lpm_src {
-        key = { hdr.ipv4.src_addr : lpm @name("src_addr"); }
+        key = { meta.addr_src : lpm @name("src_addr"); }
         actions = { set_class_src; @defaultonly class_miss; }
         default_action = class_miss();
         size = SCIDMZ_CLASS_LPM_SIZE;
     }
+
+    // per class at the egress tap: tunnel-header bytes of the classified packets, which
+    // the control plane subtracts from class_bytes (constants.py REG_CLASS_STRIP).
+    // TNA: 32 bits (BfrtView widens it, as qd_sum).
+    Register<bit<32>, bit<8>>(SCIDMZ_N_CLASSES) class_strip;
+    RegisterAction<bit<32>, bit<8>, bit<32>>(class_strip) class_strip_add = {
+        void apply(inout bit<32> v) { v = v + (bit<32>)meta.frame_start; }
+    };
 
     // ---- Algorithm 5: queuing delay ---------------------------------------------
     Register<cell_t, qd_index_t>(SCIDMZ_QD_TABLE_SIZE) qd_table;
@@ -397,19 +415,23 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
 
     // ---- helpers -------------------------------------------------------------------------
     action key_out() {
-        meta.key.src_addr = hdr.ipv4.src_addr;
-        meta.key.dst_addr = hdr.ipv4.dst_addr;
+        meta.key.src_addr = meta.fold_src;
+        meta.key.dst_addr = meta.fold_dst;
+        meta.dg_src = meta.addr_src;
+        meta.dg_dst = meta.addr_dst;
     }
     action key_in() {
-        meta.key.src_addr = hdr.ipv4.dst_addr;
-        meta.key.dst_addr = hdr.ipv4.src_addr;
+        meta.key.src_addr = meta.fold_dst;
+        meta.key.dst_addr = meta.fold_src;
+        meta.dg_src = meta.addr_dst;
+        meta.dg_dst = meta.addr_src;
     }
 
     action flow_event(bit<8> kind) {
         meta.send_flow = 1;
         meta.flow_dg.kind = kind;
-        meta.flow_dg.src_addr = meta.key.src_addr;
-        meta.flow_dg.dst_addr = meta.key.dst_addr;
+        meta.flow_dg.src_addr = meta.dg_src;
+        meta.flow_dg.dst_addr = meta.dg_dst;
         meta.flow_dg.src_port = meta.key.src_port;
         meta.flow_dg.dst_port = meta.key.dst_port;
         meta.flow_dg.protocol = meta.key.protocol;
@@ -423,24 +445,29 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
         ig_dprsr_md.drop_ctl = 1;
         ig_dprsr_md.digest_type = 0;
         meta.now = ig_intr_md.ingress_mac_tstamp[41:10];
-        // TNA: no packet length in ingress; the frame length is rebuilt from
-        // IPv4 total length + L2 headers (parse.py counts orig_len: equal except
-        // for frames padded to the 60-byte minimum)
-        meta.l2_len = 14;
-        if (hdr.vlan_outer.isValid()) { meta.l2_len = meta.l2_len + 4; }
-        if (hdr.vlan_inner.isValid()) { meta.l2_len = meta.l2_len + 4; }
+        // TNA: no packet length in ingress; the frame length is rebuilt from the IP
+        // length + the measured frame's L2 headers (parse.py counts the wire length:
+        // equal except for frames padded to the 60-byte minimum)
+        select_ip.apply(hdr, meta);
 
         bool measured = false;
-        if (ig_prsr_md.parser_err == 0 && hdr.ipv4.isValid()) {
-            meta.frame_len = (bit<32>)(hdr.ipv4.total_len + meta.l2_len);
-            bit<16> ip_hdr_len = ((bit<16>)hdr.ipv4.ihl) << 2;
-            bit<16> l4_len = hdr.ipv4.total_len - ip_hdr_len;
+        if (ig_prsr_md.parser_err == 0 && meta.fam != 0) {
+            meta.frame_len = (bit<32>)(meta.ip_len + meta.l2_len);
+            if (meta.fam == 4) {
+                meta.fold_src = meta.addr_src[31:0];
+                meta.fold_dst = meta.addr_dst[31:0];
+            } else {
+                meta.fold_src = hash_fold_src.get({ meta.addr_src });
+                meta.fold_dst = hash_fold_dst.get({ meta.addr_dst });
+            }
+            bit<16> l4_len = meta.ip_len - meta.ip_hlen;
             if (hdr.tcp.isValid()) {
                 bit<16> doff = ((bit<16>)hdr.tcp.data_offset) << 2;
-                if (hdr.tcp.data_offset >= 5 && doff <= l4_len && hdr.ipv4.total_len >= ip_hdr_len) {
+                if (hdr.tcp.data_offset >= 5 && doff <= l4_len && meta.ip_len >= meta.ip_hlen) {
                     meta.l4 = 1;
                     meta.payload_len = l4_len - doff;
                     meta.tcp_flags = hdr.tcp.flags;
+                    if (meta.fam == 6) { meta.ip_ident = hdr.tcp.checksum; }
                 } else {
                     hdr.tcp.setInvalid();
                 }
@@ -448,11 +475,12 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
             if (hdr.udp.isValid()) {
                 if (hdr.udp.length >= 8 && hdr.udp.length <= l4_len) {
                     meta.l4 = 1;
+                    if (meta.fam == 6) { meta.ip_ident = hdr.udp.checksum; }
                 } else {
                     hdr.udp.setInvalid();
                 }
             }
-            if (hdr.ipv4.total_len >= ip_hdr_len) {
+            if (meta.ip_len >= meta.ip_hlen) {
                 tap_port.apply();
                 if (meta.tap != SCIDMZ_P4_TAP_NONE) {
                     if (!class_lpm.apply().hit) {
@@ -464,9 +492,12 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
         }
 
         if (measured) {
+            if (meta.dir == SCIDMZ_DIR_OUT && meta.tap == SCIDMZ_TAP_EGRESS && meta.frame_start != 0) {
+                class_strip_add.execute(meta.cls);
+            }
             if (meta.dir == SCIDMZ_DIR_OUT) { key_out(); } else { key_in(); }
-            meta.key.protocol = hdr.ipv4.protocol;
-            meta.key.identification = hdr.ipv4.identification;
+            meta.key.protocol = meta.ip_proto;
+            meta.key.identification = meta.ip_ident;
             meta.key.eack = 0;
             bit<16> sport = 0;
             bit<16> dport = 0;
@@ -686,8 +717,8 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                         if (matches == 1 && poisoned == 0 && meta.in_recovery == 0 &&
                             meta.rtt_sample <= SCIDMZ_P4_TNA_RTT_TIMEOUT_TICKS) {
                             meta.send_rtt = 1;
-                            meta.rtt_dg.src_addr = meta.key.src_addr;
-                            meta.rtt_dg.dst_addr = meta.key.dst_addr;
+                            meta.rtt_dg.src_addr = meta.dg_src;
+                            meta.rtt_dg.dst_addr = meta.dg_dst;
                             meta.rtt_dg.src_port = meta.key.src_port;
                             meta.rtt_dg.dst_port = meta.key.dst_port;
                             meta.rtt_dg.protocol = meta.key.protocol;

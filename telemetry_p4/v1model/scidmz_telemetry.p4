@@ -13,6 +13,9 @@
  *   MLC Algorithm 7   active flows (C_TH packets within T_TH), FIN/RST removal
  *   JENKS 3.1         Count-Min sketch long-flow (> 10 MB) marking
  *
+ * IPv4 and IPv6, the encapsulations a tap or a remote mirror session delivers
+ * (VLAN, MPLS, GRE, ERSPAN, VXLAN): ../include/scidmz_headers.p4.
+ *
  * Target: p4c 1.2.4 (V1MODEL_VERSION 20200408), BMv2 simple_switch_grpc 1.15:
  *   p4c --target bmv2 --arch v1model --p4runtime-files scidmz_telemetry.p4info.txtpb \
  *       scidmz_telemetry.p4
@@ -81,6 +84,11 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     register<bit<SCIDMZ_CMS_COUNTER_BITS>, reg_index_t>(SCIDMZ_CMS_COLS) cms_row1;
     register<bit<SCIDMZ_CMS_COUNTER_BITS>, reg_index_t>(SCIDMZ_CMS_COLS) cms_row2;
 
+    // per class at the egress tap: tunnel-header bytes of the classified packets. The
+    // direct counter adds each packet's whole length; the measured frame is the inner
+    // one, so the control plane subtracts these (constants.py REG_CLASS_STRIP).
+    register<bit<SCIDMZ_CLASS_STRIP_BITS>, reg_index_t>(SCIDMZ_N_CLASSES) class_strip;
+
     // ---- tap and class lookup (Algorithm 2) -----------------------------------
     action set_tap(bit<8> tap) {
         meta.tap = tap;
@@ -105,10 +113,11 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     }
     // Algorithm 2: LPM on the destination; the DTN-r /32 beats the remote /16.
     // Entries exist per tap so the byte counters of the two taps stay apart.
+    // One 128-bit key for both families: IPv4 a/n is ::ffff:a/(96 + n).
     table class_lpm {
         key = {
-            meta.tap          : exact @name("tap");
-            hdr.ipv4.dst_addr : lpm   @name("dst_addr");
+            meta.tap      : exact @name("tap");
+            meta.addr_dst : lpm   @name("dst_addr");
         }
         actions = { set_class; @defaultonly class_miss; }
         default_action = class_miss();
@@ -122,7 +131,7 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     }
     // the same prefixes on the source address: packets coming back (ACKs)
     table class_lpm_src {
-        key = { hdr.ipv4.src_addr : lpm @name("src_addr"); }
+        key = { meta.addr_src : lpm @name("src_addr"); }
         actions = { set_class_src; @defaultonly class_miss; }
         default_action = class_miss();
         size = SCIDMZ_CLASS_LPM_SIZE;
@@ -132,24 +141,35 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     // 5-tuple in the outgoing orientation (constants.FLOW_FIELDS comment):
     // an incoming packet's addresses and ports are swapped
     action key_out() {
-        meta.key.src_addr = hdr.ipv4.src_addr;
-        meta.key.dst_addr = hdr.ipv4.dst_addr;
-        meta.key.protocol = hdr.ipv4.protocol;
-        meta.key.identification = hdr.ipv4.identification;
+        meta.key.src_addr = meta.fold_src;
+        meta.key.dst_addr = meta.fold_dst;
+        meta.dg_src = meta.addr_src;
+        meta.dg_dst = meta.addr_dst;
+        meta.key.protocol = meta.ip_proto;
+        meta.key.identification = meta.ip_ident;
         meta.key.src_port = 0;
         meta.key.dst_port = 0;
         meta.key.seq_no = 0;
         meta.key.eack = 0;
     }
     action key_in() {
-        meta.key.src_addr = hdr.ipv4.dst_addr;
-        meta.key.dst_addr = hdr.ipv4.src_addr;
-        meta.key.protocol = hdr.ipv4.protocol;
-        meta.key.identification = hdr.ipv4.identification;
+        meta.key.src_addr = meta.fold_dst;
+        meta.key.dst_addr = meta.fold_src;
+        meta.dg_src = meta.addr_dst;
+        meta.dg_dst = meta.addr_src;
+        meta.key.protocol = meta.ip_proto;
+        meta.key.identification = meta.ip_ident;
         meta.key.src_port = 0;
         meta.key.dst_port = 0;
         meta.key.seq_no = 0;
         meta.key.eack = 0;
+    }
+
+    // the hash-key addresses: IPv4 as is (the IPv4 hashes did not change with IPv6),
+    // IPv6 folded to 32 bits by the standard CRC-32 (constants.py "addresses")
+    action fold_addresses() {
+        hash(meta.fold_src, HashAlgorithm.crc32, 32w0, { meta.addr_src }, 64w0x100000000);
+        hash(meta.fold_dst, HashAlgorithm.crc32, 32w0, { meta.addr_dst }, 64w0x100000000);
     }
 
     action flow_hashes() {
@@ -192,8 +212,8 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
     action flow_event(bit<8> kind) {
         meta.send_flow = 1;
         meta.flow_dg.kind = kind;
-        meta.flow_dg.src_addr = meta.key.src_addr;
-        meta.flow_dg.dst_addr = meta.key.dst_addr;
+        meta.flow_dg.src_addr = meta.dg_src;
+        meta.flow_dg.dst_addr = meta.dg_dst;
         meta.flow_dg.src_port = meta.key.src_port;
         meta.flow_dg.dst_port = meta.key.dst_port;
         meta.flow_dg.protocol = meta.key.protocol;
@@ -218,18 +238,22 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
         meta.in_recovery = 0;
         meta.af_state = 0;
 
-        if (standard_metadata.parser_error == error.NoError && hdr.ipv4.isValid()) {
+        ScidmzSelectIp.apply(hdr, meta);
+        if (standard_metadata.parser_error == error.NoError && meta.fam != 0) {
             meta.now = standard_metadata.ingress_global_timestamp[31:0];
-            meta.frame_len = standard_metadata.packet_length;
+            // the measured frame: the packet less the tunnel headers before it (parse.py frame_len)
+            meta.frame_len = standard_metadata.packet_length - (bit<32>)meta.frame_start;
+            if (meta.fam == 4) {
+                meta.fold_src = meta.addr_src[31:0];
+                meta.fold_dst = meta.addr_dst[31:0];
+            } else {
+                fold_addresses();
+            }
 
-            // parse.py bad_ip_length: total length below the header or beyond the frame
-            meta.l2_len = 14;
-            if (hdr.vlan_outer.isValid()) { meta.l2_len = meta.l2_len + 4; }
-            if (hdr.vlan_inner.isValid()) { meta.l2_len = meta.l2_len + 4; }
-            bit<16> ip_hdr_len = ((bit<16>)hdr.ipv4.ihl) << 2;
-            bit<16> l4_len = hdr.ipv4.total_len - ip_hdr_len;
-            bool ip_len_ok = hdr.ipv4.total_len >= ip_hdr_len &&
-                (bit<32>)hdr.ipv4.total_len + (bit<32>)meta.l2_len <= meta.frame_len;
+            // parse.py bad_ip_length: IP length below the header, or beyond the frame
+            bit<16> l4_len = meta.ip_len - meta.ip_hlen;
+            bool ip_len_ok = meta.ip_len >= meta.ip_hlen &&
+                (bit<32>)meta.ip_len + (bit<32>)meta.l2_len <= meta.frame_len;
 
             // L4 usable only with a sane header (parse.py bad_tcp_offset / bad_udp_length)
             meta.l4 = 0;
@@ -241,6 +265,7 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                     meta.l4 = 1;
                     meta.payload_len = l4_len - doff;
                     meta.tcp_flags = hdr.tcp.flags;
+                    if (meta.fam == 6) { meta.ip_ident = hdr.tcp.checksum; }
                 }
             }
             if (hdr.udp.isValid()) {
@@ -248,6 +273,7 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                     hdr.udp.setInvalid();
                 } else {
                     meta.l4 = 1;
+                    if (meta.fam == 6) { meta.ip_ident = hdr.udp.checksum; }
                 }
             }
 
@@ -261,6 +287,12 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
             }
         } else {
             meta.dir = SCIDMZ_DIR_NONE;
+        }
+
+        if (meta.dir == SCIDMZ_DIR_OUT && meta.tap == SCIDMZ_TAP_EGRESS && meta.frame_start != 0) {
+            bit<SCIDMZ_CLASS_STRIP_BITS> strip;
+            class_strip.read(strip, (reg_index_t)meta.cls);
+            class_strip.write((reg_index_t)meta.cls, strip + (bit<SCIDMZ_CLASS_STRIP_BITS>)meta.frame_start);
         }
 
         if (meta.dir != SCIDMZ_DIR_NONE) {
@@ -584,8 +616,8 @@ control ScidmzIngress(inout scidmz_headers_t hdr,
                         if (matches == 1 && expired == 0 && poisoned == 0 && meta.in_recovery == 0) {
                             meta.rtt_sample = meta.now - ts0;
                             meta.send_rtt = 1;
-                            meta.rtt_dg.src_addr = meta.key.src_addr;
-                            meta.rtt_dg.dst_addr = meta.key.dst_addr;
+                            meta.rtt_dg.src_addr = meta.dg_src;
+                            meta.rtt_dg.dst_addr = meta.dg_dst;
                             meta.rtt_dg.src_port = meta.key.src_port;
                             meta.rtt_dg.dst_port = meta.key.dst_port;
                             meta.rtt_dg.protocol = meta.key.protocol;

@@ -32,6 +32,7 @@ import platform
 import threading
 from pathlib import Path
 
+from ..units import ETH_HLEN
 from .base import ActuatorError, check_rate
 from .rootqdisc import RootQdisc
 
@@ -41,7 +42,6 @@ __all__ = ["TbfActuator", "kernel_hz", "kernel_config", "derive_burst", "MAX_RAT
 MAX_RATE = float((2**32 - 1) * 8)
 #: Our qdisc handle ("5c1d:"), so leftovers are recognisable and nothing else is deleted.
 TBF_HANDLE = 0x5C1D0000
-_ETH_HLEN = 14
 
 
 @functools.cache
@@ -76,7 +76,7 @@ def kernel_hz() -> int:
 def derive_burst(bps: float, mtu: int, hz: int | None = None) -> int:
     """Bucket size in bytes for rate ``bps``: max(rate/HZ, 2 full frames) (tc-tbf(8))."""
     hz = hz or kernel_hz()
-    return int(math.ceil(max(bps / 8.0 / hz, 2 * (mtu + _ETH_HLEN))))
+    return int(math.ceil(max(bps / 8.0 / hz, 2 * (mtu + ETH_HLEN))))
 
 
 def _check_rate(bps: float) -> float:

@@ -45,6 +45,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--ns-max-flows", type=int, default=None, help="cap on trials x N_s per sweep point")
     g.add_argument("--short-trials", type=int, default=None, help="short-flow trials (600 s each)")
     g.add_argument("--experiments", default=None, help="comma list of mrae,fct,utilization,sweep,short")
+    p.add_argument("--cca", default=None, metavar="LIST",
+                   help="mlc --plant netns: the DTN congestion controls, each a section on `testbed` "
+                        "(default cubic; this kernel has reno, cubic, bbr)")
     p.add_argument("--resume", action="store_true",
                    help="mlc: reuse identification datasets in --out that match this run (after an interruption)")
     add_json_arg(p)
@@ -57,13 +60,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 _SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
           "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
 APPLIES: dict[str, frozenset[str]] = {
-    "mlc": frozenset({"plant", "seed", "tracking_uri", "resume", *_SIZES}),
+    "mlc": frozenset({"plant", "cca", "seed", "tracking_uri", "resume", *_SIZES}),
     "jenks": frozenset({"netns", "keep_netns"}),
     "abc": frozenset({"netns", "keep_netns", "seed"}),
     "ffs": frozenset({"netns", "keep_netns", "seed"}),
     "disciplines-dmz": frozenset({"seed", "trials", "tracking_uri"}),
 }
-_DEFAULTS = {"plant": "fluid", "seed": 0, "netns": False, "keep_netns": False, "resume": False,
+_DEFAULTS = {"plant": "fluid", "cca": None, "seed": 0, "netns": False, "keep_netns": False, "resume": False,
              "tracking_uri": None, **{k: None for k in _SIZES}}
 
 
@@ -81,8 +84,22 @@ def prepare(a: argparse.Namespace) -> None:
         raise ValueError(f"reproduce {a.paper} does not take {opts}")
     if a.keep_netns and (a.netns or a.render_only):
         raise ValueError("--keep-netns goes without --netns and --render-only")
+    if a.paper == "mlc":
+        _ccas(a)
     if a.out is None:
         a.out = _default_out(a)
+
+
+def _ccas(a: argparse.Namespace) -> tuple[str, ...]:
+    """``--cca LIST`` of ``reproduce mlc --plant netns`` (default cubic), each a kernel congestion control."""
+    if a.cca is not None and a.plant != "netns":
+        raise ValueError("--cca goes with reproduce mlc --plant netns")
+    ccas = tuple(c.strip() for c in (a.cca or "cubic").split(",") if c.strip())
+    bad = [c for c in ccas if c not in ("reno", "cubic", "bbr")]
+    if bad or not ccas:
+        raise ValueError(f"--cca: {bad[0] if bad else 'empty'!r} is not a congestion control of this kernel "
+                         "(reno, cubic, bbr)")
+    return ccas
 
 
 def _notes(path: str | None) -> str | None:
@@ -130,7 +147,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     from ..evaluation.mlc.reproduce import ReproducePlan
 
     if a.plant == "netns":
-        base = ReproducePlan.netns(a.seed, quick=a.quick)
+        base = ReproducePlan.netns(a.seed, quick=a.quick, ccas=_ccas(a))
     else:
         base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)
     plan = base.scaled(

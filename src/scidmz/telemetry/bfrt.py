@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from . import constants as C
-from .view import digest_array, parse_prefix
+from .view import digest_array, mapped, parse_prefixes
 
 __all__ = ["BfrtView", "Widener", "import_bfrt_client", "SDE_MISSING"]
 
@@ -55,7 +55,7 @@ SDE_MISSING = (
 PIPE = "pipe.ScidmzIngress"
 DEPARSER = "pipe.ScidmzIngressDeparser"
 PAIR_REGISTERS = (*C.REG_RTT_STAGE, C.REG_QD_TABLE)
-WIDENED = (C.REG_QD_SUM,)  # 32-bit on Tofino, 64-bit in the twin
+WIDENED = (C.REG_QD_SUM, C.REG_CLASS_STRIP)  # 32-bit on Tofino, 64-bit in the twin
 
 
 def import_bfrt_client() -> Any:
@@ -121,8 +121,8 @@ class BfrtView:
                 remote_prefixes: Iterable[str] = (C.DEFAULT_REMOTE_PREFIX,),
                 tap_ports: Mapping[int, int] | None = None) -> None:
         gc = self.gc
-        entries = [(parse_prefix(s), C.CLASS_DTN) for s in dtn_prefixes]
-        entries += [(parse_prefix(s), C.CLASS_CAMPUS) for s in remote_prefixes]
+        entries = [(n, C.CLASS_DTN) for n in parse_prefixes(list(dtn_prefixes))]
+        entries += [(n, C.CLASS_CAMPUS) for n in parse_prefixes(list(remote_prefixes))]
         if not entries:
             raise ValueError("install needs at least one DTN or remote prefix")
         t_port = self.info.table_get(f"{PIPE}.tap_port")
@@ -134,13 +134,13 @@ class BfrtView:
         t_cls = self.info.table_get(f"{PIPE}.class_lpm")
         t_src = self.info.table_get(f"{PIPE}.class_lpm_src")
         for net, cls in entries:
-            addr = str(net.network_address)
+            addr, plen = mapped(net)  # the 128-bit key: IPv4 a/n is ::ffff:a/(96 + n)
             for tap in (C.TAP_INGRESS, C.TAP_EGRESS):
                 key = t_cls.make_key([gc.KeyTuple("tap", tap),
-                                      gc.KeyTuple("dst_addr", addr, prefix_len=net.prefixlen)])
+                                      gc.KeyTuple("dst_addr", addr, prefix_len=plen)])
                 t_cls.entry_add(self.target, [key], [t_cls.make_data(
                     [gc.DataTuple("class_id", cls)], "ScidmzIngress.set_class")])
-            key = t_src.make_key([gc.KeyTuple("src_addr", addr, prefix_len=net.prefixlen)])
+            key = t_src.make_key([gc.KeyTuple("src_addr", addr, prefix_len=plen)])
             t_src.entry_add(self.target, [key], [t_src.make_data(
                 [gc.DataTuple("class_id", cls)], "ScidmzIngress.set_class_src")])
 
@@ -162,6 +162,8 @@ class BfrtView:
             if 0 <= cls < C.N_CLASSES:
                 out[cls, 0] += np.uint64(d["$COUNTER_SPEC_BYTES"])
                 out[cls, 1] += np.uint64(d["$COUNTER_SPEC_PKTS"])
+        # the counters add whole packets; the measured frame of a tunnelled one is the inner one
+        out[:, 0] -= self.read_register(C.REG_CLASS_STRIP)[: C.N_CLASSES]
         return out
 
     def read_register(self, name: str, index: np.ndarray | None = None) -> np.ndarray:
@@ -214,7 +216,7 @@ class BfrtView:
                 off = host - row[names.index("ts")] * self.tick_ns * 1e-9
                 if self._offset is None or off < self._offset:
                     self._offset = off
-        return digest_array(rtt_rows, C.DIGEST_RTT_DTYPE), digest_array(flow_rows, C.DIGEST_FLOW_DTYPE)
+        return digest_array(rtt_rows, C.DIGEST_RTT_FIELDS), digest_array(flow_rows, C.DIGEST_FLOW_FIELDS)
 
     def close(self) -> None:
         self.interface.tear_down_stream()

@@ -9,7 +9,8 @@ Once per control period T, ``Collector.sample()``:
   the flow (keyed by its flow-table slot, which is what the switch knows) to
   ``flow_vector``, ``timeout`` removes it. Flows whose ``af_ts`` register is
   older than T_TH are removed too (the switch only notices idleness when a
-  packet arrives). active_flows = len(flow_vector).
+  packet arrives). active_flows = len(flow_vector), plus the flows that became
+  active and ended within the period (ours: such a flow was there).
 * Algorithm 4 (RTT): RTT_campus = mean of the ``flow_rtt`` registers of the
   campus flows in ``flow_vector`` (flows without a sample yet are skipped),
   smoothed RTT_campus <- alpha * RTT_campus + (1 - alpha) * mean (the first
@@ -23,36 +24,43 @@ Values nobody has measured yet (no RTT sample, no queuing sample) are 0.0,
 so a ``NetworkState`` is always finite.
 
 ``flows()`` returns the per-flow records of the last period as a pandas
-DataFrame (5-tuple, class, RTT, rate from ``af_bytes`` deltas, bytes since
-the flow became active, long-flow flag from the Count-Min digest) for the
-queue-separation policies (Jenks).
+DataFrame (5-tuple with the address family, class, RTT, rate from
+``af_bytes`` deltas, bytes since the flow became active, long-flow flag from
+the Count-Min digest) for the queue-separation policies (Jenks).
 
 The data plane is reached only through ``view.DataPlaneView`` (four calls:
 ``clock``, ``read_class_counters``, ``read_register``, ``drain_digests``),
 so the software twin, the P4Runtime adapter and the BF Runtime adapter all
-feed this same code.
+feed this same code. The arithmetic itself is ``control.py``'s, which the
+twin's replay also runs inside its packet loop (``source.TelemetrySource``).
 """
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import numpy as np
 
 from ..state import STATE_FIELDS, NetworkState
 from . import constants as C
+from .layout import A_BYTES, A_RTT, A_TS, AF_COLS, DF_KIND, DF_SLOT, DIGEST_FLOW_COLS
 from .view import DataPlaneView
 
-__all__ = ["Collector", "FLOW_COLUMNS", "DEFAULT_ALPHA"]
+__all__ = ["Collector", "FLOW_COLUMNS", "DEFAULT_ALPHA", "state_of_row"]
 
 # Smoothing factor of Algorithm 4. The paper names alpha but gives no value;
 # 7/8 is the weight of TCP's own SRTT (RFC 6298), the usual choice for RTT.
 DEFAULT_ALPHA = 0.875
 
 FLOW_COLUMNS: tuple[str, ...] = (
-    "src", "dst", "sport", "dport", "proto", "cls", "slot", "rtt", "rate", "bytes", "long_flow",
+    "src", "dst", "sport", "dport", "proto", "family", "cls", "slot", "rtt", "rate", "bytes", "long_flow",
 )
+
+
+def state_of_row(row: np.ndarray) -> tuple[NetworkState, dict[str, bool]]:
+    """A ``control.close_period`` output row as (NetworkState, stale flags)."""
+    y = NetworkState(float(row[0]), *(float(v) for v in row[1:8]))
+    return y, {f: bool(row[8 + j]) for j, f in enumerate(STATE_FIELDS)}
 
 
 class Collector:
@@ -61,154 +69,112 @@ class Collector:
     def __init__(self, view: DataPlaneView, alpha: float = DEFAULT_ALPHA, t0: float | None = None) -> None:
         if not 0.0 <= alpha < 1.0:
             raise ValueError(f"alpha must be in [0, 1), got {alpha}")
+        from .control import new_state
+
         self.view = view
         self.alpha = float(alpha)
         self.tick_s = view.tick_ns * 1e-9
         self._t_th_ticks = C.T_TH_US * 1000 // view.tick_ns
-        self._prev_ctr = view.read_class_counters().astype(np.int64)
-        self._prev_qd_sum = view.read_register(C.REG_QD_SUM).astype(np.int64)
-        self._prev_qd_cnt = view.read_register(C.REG_QD_CNT).astype(np.int64)
-        self._prev_clock = view.clock()
-        self.t0 = self._prev_clock if t0 is None else float(t0)
-        # flow_vector (Algorithms 4 and 8), stored per flow-table slot as arrays.
-        n = C.AF_TABLE_SIZE
-        self.active = np.zeros(n, dtype=bool)
-        self._key = np.zeros((n, 5), dtype=np.int64)  # src, dst, sport, dport, proto
-        self._cls = np.zeros(n, dtype=np.int64)
-        self._prev_bytes = np.full(n, -1, dtype=np.int64)
-        self._total = np.zeros(n, dtype=np.int64)
-        self._rate = np.zeros(n)
-        self._rtt = np.zeros(n)
-        self.long_flows: set[tuple[int, int, int, int, int]] = set()
-        self.rtt_campus = 0.0
-        self._rtt_campus_init = False
-        self.rtt_dtn = 0.0
-        self.qdelay = [0.0] * C.N_CLASSES
+        clock = view.clock()
+        self.t0 = clock if t0 is None else float(t0)
+        # The flow_vector and the scalars of Algorithms 3, 4, 6, 8 (control.new_state).
+        self.state = new_state(self.tick_s, self.alpha, self.t0, clock,
+                               view.read_class_counters().astype(np.int64)[:, 0],
+                               view.read_register(C.REG_QD_SUM).astype(np.int64),
+                               view.read_register(C.REG_QD_CNT).astype(np.int64))
+        self.long_flows: set[tuple[int, ...]] = set()
         self.rtt_samples = 0
         # ARCHITECTURE.md: a variable with no fresh sample keeps its last value; its stale flag says so
         self.stale: dict[str, bool] = dict.fromkeys(STATE_FIELDS, False)
         self.last_rtt_digests = np.zeros(0, dtype=C.DIGEST_RTT_DTYPE)
         self.last_flow_digests = np.zeros(0, dtype=C.DIGEST_FLOW_DTYPE)
+        self._af = np.zeros((C.AF_TABLE_SIZE, AF_COLS), np.uint32)  # a switch's per-slot reads
+        self._out = np.zeros((1, 16))
 
     # -- one period -------------------------------------------------------------
     def sample(self) -> NetworkState:
+        """One period: read the data plane through the view, then ``control``'s arithmetic."""
+        from .control import apply_flow_digests, close_period
+
         v = self.view
+        fs, ff, alist, ci, cf = self.state
         now = v.clock()
-        dt = now - self._prev_clock
-        # Algorithm 3
-        ctr = v.read_class_counters().astype(np.int64)
-        d_bytes = ctr[:, 0] - self._prev_ctr[:, 0]
-        self._prev_ctr = ctr
-        rates = (8.0 * d_bytes / dt) if dt > 0 else np.zeros(C.N_CLASSES)
-        # Algorithm 8 (and the digests Algorithm 4 needs)
+        ctr = v.read_class_counters().astype(np.int64)[:, 0]
         rtt_d, flow_d = v.drain_digests()
         self.last_rtt_digests, self.last_flow_digests = rtt_d, flow_d
-        self._apply_flow_digests(flow_d)
-        self._expire_idle(now)
+        rows = flow_rows(flow_d)
+        apply_flow_digests(fs, ff, alist, ci, rows, 0, rows.shape[0])
+        self.note_long_flows(rows)
+        acc = np.zeros((C.N_CLASSES, 2), np.int64)
         if rtt_d.size:
             self.rtt_samples += int(rtt_d.size)
-            dtn = rtt_d["rtt"][rtt_d["cls"] == C.CLASS_DTN]
-            if dtn.size:
-                self.rtt_dtn = float(dtn.astype(np.float64).mean()) * self.tick_s
-        # Algorithm 4 (campus) and per-flow records
-        slots = self._update_flows(dt)
-        campus = slots[(self._cls[slots] == C.CLASS_CAMPUS) & (self._rtt[slots] > 0)]
-        if campus.size:
-            avg = float(self._rtt[campus].mean())
-            if self._rtt_campus_init:
-                self.rtt_campus = self.alpha * self.rtt_campus + (1.0 - self.alpha) * avg
-            else:
-                self.rtt_campus, self._rtt_campus_init = avg, True
-        # Algorithm 6
-        qs = v.read_register(C.REG_QD_SUM).astype(np.int64)
-        qc = v.read_register(C.REG_QD_CNT).astype(np.int64)
-        ql = v.read_register(C.REG_QD_LAST).astype(np.int64)
-        dsum = qs - self._prev_qd_sum
-        dcnt = (qc - self._prev_qd_cnt) & ((1 << C.QD_CNT_BITS) - 1)
-        self._prev_qd_sum, self._prev_qd_cnt = qs, qc
-        for c in (C.CLASS_DTN, C.CLASS_CAMPUS):
-            self.qdelay[c] = (dsum[c] / dcnt[c] if dcnt[c] > 0 else float(ql[c])) * self.tick_s
-        self._prev_clock = now
-        self.stale = {
-            "rate_dtn": dt <= 0, "rate_campus": dt <= 0,
-            "rtt_dtn": not (rtt_d.size and bool(np.any(rtt_d["cls"] == C.CLASS_DTN))),
-            "rtt_campus": not campus.size,
-            "qdelay_dtn": not dcnt[C.CLASS_DTN] > 0, "qdelay_campus": not dcnt[C.CLASS_CAMPUS] > 0,
-            "active_flows": False,
-        }
-        return NetworkState(
-            t=now - self.t0,
-            rate_dtn=float(rates[C.CLASS_DTN]),
-            rate_campus=float(rates[C.CLASS_CAMPUS]),
-            rtt_dtn=self.rtt_dtn,
-            rtt_campus=self.rtt_campus,
-            qdelay_dtn=self.qdelay[C.CLASS_DTN],
-            qdelay_campus=self.qdelay[C.CLASS_CAMPUS],
-            active_flows=float(slots.size),
-        )
+            cls = rtt_d["cls"].astype(np.int64)
+            ok = cls < C.N_CLASSES
+            np.add.at(acc[:, 0], cls[ok], rtt_d["rtt"].astype(np.int64)[ok])
+            np.add.at(acc[:, 1], cls[ok], 1)
+        slots = alist[: ci[0]].copy()
+        if slots.size:  # the switch's per-flow registers of the flows in flow_vector
+            self._af[slots, A_TS] = v.read_register(C.REG_AF_TS, slots)
+            self._af[slots, A_BYTES] = v.read_register(C.REG_AF_BYTES, slots)
+            self._af[slots, A_RTT] = v.read_register(C.REG_FLOW_RTT, slots)
+        close_period(fs, ff, alist, ci, cf, now, ctr, v.read_register(C.REG_QD_SUM).astype(np.int64),
+                     v.read_register(C.REG_QD_CNT).astype(np.int64), v.read_register(C.REG_QD_LAST).astype(np.int64),
+                     self._af, acc, self._t_th_ticks, self._out, 0)
+        y, self.stale = state_of_row(self._out[0])
+        return y
+
+    def note_long_flows(self, rows: np.ndarray) -> None:
+        """Long-flow digests (JENKS 3.1) mark their flow key (``DIGEST_FLOW_COLS`` rows)."""
+        longs = rows[rows[:, DF_KIND] == C.DIGEST_LONG_FLOW]
+        for r in longs[:, 1:8].tolist():
+            self.long_flows.add(tuple(r))
 
     @property
     def flow_vector(self) -> np.ndarray:
-        """Flow-table slots of the flows currently in flow_vector."""
-        return np.flatnonzero(self.active)
-
-    def _apply_flow_digests(self, d: np.ndarray) -> None:
-        if d.size == 0:
-            return
-        cols = [d[f].tolist() for f in ("kind", "slot", "cls", "src_addr", "dst_addr", "src_port", "dst_port",
-                                        "protocol")]
-        for kind, slot, cls, *key in zip(*cols, strict=True):  # in digest order: a flow may come and go
-            if kind == C.DIGEST_NEW_FLOW:
-                self.active[slot] = True
-                self._key[slot] = key
-                self._cls[slot] = cls
-                self._prev_bytes[slot] = -1
-                self._total[slot] = 0
-                self._rate[slot] = 0.0
-                self._rtt[slot] = 0.0
-            elif kind == C.DIGEST_TIMEOUT and slot < C.AF_TABLE_SIZE:
-                self.active[slot] = False
-            elif kind == C.DIGEST_LONG_FLOW:
-                self.long_flows.add(tuple(key))
-
-    def _expire_idle(self, now: float) -> None:
-        slots = np.flatnonzero(self.active)
-        if slots.size == 0:
-            return
-        ts = self.view.read_register(C.REG_AF_TS, slots).astype(np.int64)
-        now_t = int(round(now / self.tick_s)) & C.TS_MASK
-        age = (now_t - ts) & C.TS_MASK
-        self.active[slots[age >= self._t_th_ticks]] = False
-
-    def _update_flows(self, dt: float) -> np.ndarray:
-        slots = np.flatnonzero(self.active)
-        if slots.size == 0:
-            return slots
-        b = self.view.read_register(C.REG_AF_BYTES, slots).astype(np.int64)
-        r = self.view.read_register(C.REG_FLOW_RTT, slots).astype(np.int64)
-        prev = self._prev_bytes[slots]
-        seen = prev >= 0
-        delta = (b - prev) & ((1 << C.AF_BYTES_BITS) - 1)
-        self._total[slots] = np.where(seen, self._total[slots] + delta, b)
-        self._rate[slots] = np.where(seen, 8.0 * delta / dt if dt > 0 else 0.0, 0.0)
-        self._prev_bytes[slots] = b
-        has = r > 0
-        self._rtt[slots[has]] = r[has] * self.tick_s
-        return slots
+        """Flow-table slots of the flows currently in flow_vector (ascending)."""
+        fs, _, alist, ci, _ = self.state
+        return np.sort(alist[: ci[0]])
 
     # -- per-flow records ------------------------------------------------------------
+    def flow_records(self) -> list[dict[str, Any]]:
+        """Per-flow records of the active flows (``FLOW_COLUMNS``), without pandas."""
+        from .control import F_CLS, F_SRC_HI, F_TOTAL, FF_RATE, FF_RTT
+        from .parse import addr_text
+
+        fs, ff, _, _, _ = self.state
+        slots = self.flow_vector
+        k = fs[slots, F_SRC_HI:F_SRC_HI + 7]  # src hi, lo, dst hi, lo, sport, dport, proto
+        words = k[:, :4].view(np.uint64).tolist()
+        out = []
+        for j, (key, w) in enumerate(zip(k.tolist(), words, strict=True)):
+            src = addr_text(w[0], w[1])
+            out.append({
+                "src": src, "dst": addr_text(w[2], w[3]), "sport": key[4], "dport": key[5], "proto": key[6],
+                "family": 6 if ":" in src else 4, "cls": C.CLASS_NAMES[int(fs[slots[j], F_CLS])],
+                "slot": int(slots[j]), "rtt": float(ff[slots[j], FF_RTT]), "rate": float(ff[slots[j], FF_RATE]),
+                "bytes": int(fs[slots[j], F_TOTAL]), "long_flow": tuple(key) in self.long_flows,
+            })
+        return out
+
     def flows(self) -> Any:
         """Per-flow records of the active flows, as a pandas DataFrame (``FLOW_COLUMNS``)."""
         import pandas as pd
 
-        slots = np.flatnonzero(self.active)
-        k = self._key[slots]
-        longf = [tuple(x) in self.long_flows for x in k.tolist()] if self.long_flows else [False] * slots.size
-        return pd.DataFrame({
-            "src": [str(ipaddress.IPv4Address(int(a))) for a in k[:, 0]],
-            "dst": [str(ipaddress.IPv4Address(int(a))) for a in k[:, 1]],
-            "sport": k[:, 2], "dport": k[:, 3], "proto": k[:, 4],
-            "cls": [C.CLASS_NAMES[c] for c in self._cls[slots]],
-            "slot": slots, "rtt": self._rtt[slots], "rate": self._rate[slots], "bytes": self._total[slots],
-            "long_flow": np.array(longf, dtype=bool),
-        }, columns=list(FLOW_COLUMNS))
+        recs = self.flow_records()
+        df = pd.DataFrame({c: [r[c] for r in recs] for c in FLOW_COLUMNS}, columns=list(FLOW_COLUMNS))
+        for c, t in (("sport", np.int64), ("dport", np.int64), ("proto", np.int64), ("family", np.int64),
+                     ("slot", np.int64), ("rtt", np.float64), ("rate", np.float64), ("bytes", np.int64),
+                     ("long_flow", bool)):
+            df[c] = df[c].astype(t)
+        return df
+
+
+def flow_rows(d: np.ndarray) -> np.ndarray:
+    """Flow digests (``DIGEST_FLOW_DTYPE``) as the int64 rows ``control`` reads (``DIGEST_FLOW_COLS``)."""
+    out = np.zeros((d.size, len(DIGEST_FLOW_COLS)), np.int64)
+    for j, (name, _) in enumerate(C.DIGEST_FLOW_DTYPE):
+        out[:, j] = d[name].astype(np.uint64).view(np.int64)
+    return out
+
+
+assert DIGEST_FLOW_COLS[DF_SLOT] == "slot"

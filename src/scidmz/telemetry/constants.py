@@ -23,20 +23,22 @@ Two passive taps feed the switch: ``TAP_INGRESS`` sees packets entering the
 bottleneck router BR1 from the campus/DTN side (before its queue);
 ``TAP_EGRESS`` is the bottleneck interface itself and sees outgoing packets
 after the queue plus the incoming packets (ACKs) from the WAN. A packet is
-*outgoing* when its IPv4 destination hits the class LPM table, *incoming*
-when its source does (then the class is the source's). Per-class counters
+*outgoing* when its destination address (IPv4 or IPv6) hits the class LPM
+table, *incoming* when its source does (then the class is the source's). Per-class counters
 (Alg. 2), RTT (section 3.4.2 / JENKS 3.1), active flows (Alg. 7) and the
 Count-Min sketch run on ``TAP_EGRESS``; queuing delay (Alg. 5) pairs the same
 packet's ``TAP_INGRESS`` and ``TAP_EGRESS`` timestamps.
 
 Class LPM table (MLC Algorithms 2 and 5)
 ----------------------------------------
-One LPM table ``class_lpm`` on ``ipv4.dst_addr`` (and, for the reverse
-direction, a second lookup of the same entries on ``ipv4.src_addr``) whose
+One LPM table ``class_lpm`` on the 128-bit destination address (IPv4 as
+``::ffff:a``, see "addresses"; and, for the reverse direction, a second
+lookup of the same entries on the source address) whose
 action ``set_class(class_id)`` returns ``CLASS_DTN`` or ``CLASS_CAMPUS``;
 a miss is ``CLASS_NONE`` (packet is not measured). The control plane installs
-the DTN-r host as a /32 -> ``CLASS_DTN`` and the remote network (e.g.
-10.1.0.0/16) -> ``CLASS_CAMPUS``: longest prefix match gives the DTN-r host
+the DTN-r host as a /32 (or /128) -> ``CLASS_DTN`` and the remote network
+(e.g. 10.1.0.0/16, several prefixes of both families allowed) ->
+``CLASS_CAMPUS``: longest prefix match gives the DTN-r host
 precedence when it sits inside the remote network, exactly Algorithm 2's
 ``if dst = LPM(DTN-r) ... else if dst = LPM(IP_RN)``. Each entry carries a
 direct byte+packet counter in P4; the twin keeps them per (tap, class).
@@ -144,7 +146,8 @@ saturate at 2^32 - 1 and are reset by the control plane (``cms_reset``).
 
 Byte counts are L2 frame lengths without FCS (pcap ``orig_len``; P4
 ``packet_length``/``pkt_length`` minus 4 on TNA where the MAC count includes
-the FCS).
+the FCS) of the measured frame: inside a tunnel the inner frame, the switch's
+counter less ``REG_CLASS_STRIP``.
 
 Digests
 -------
@@ -281,37 +284,79 @@ REG_QD_LAST: str = "qd_last"  # indexed by class
 REG_QD_SUM: str = "qd_sum"
 REG_QD_CNT: str = "qd_cnt"
 REG_CMS: tuple[str, ...] = tuple(f"cms_row{r}" for r in range(CMS_ROWS))
+# Per class at the egress tap: the tunnel-header bytes (outer Ethernet ... ERSPAN/VXLAN) of
+# the classified packets. A switch's counters add each packet's whole length; the measured
+# frame is the inner one, so the control plane subtracts this from class_bytes. The twin
+# counts the measured frames directly (it stays 0 there).
+REG_CLASS_STRIP: str = "class_strip"
+CLASS_STRIP_BITS: int = 64
 COUNTER_CLASS_BYTES: str = "class_bytes"  # direct counter of class_lpm (bytes+packets)
 
 # -- digests -----------------------------------------------------------------
 DIGEST_NEW_FLOW: int = 1
 DIGEST_TIMEOUT: int = 2
 DIGEST_LONG_FLOW: int = 3
+# Addresses are 128-bit (IPv4-mapped for IPv4, see "addresses"); NumPy holds each as
+# two uint64 words, ``<name>_hi`` and ``<name>_lo`` (``DIGEST_*_DTYPE``).
 DIGEST_RTT_FIELDS: tuple[tuple[str, int], ...] = (
-    ("src_addr", 32), ("dst_addr", 32), ("src_port", 16), ("dst_port", 16), ("protocol", 8),
+    ("src_addr", 128), ("dst_addr", 128), ("src_port", 16), ("dst_port", 16), ("protocol", 8),
     ("cls", 8), ("rtt", 32), ("ts", 32),
 )
 DIGEST_FLOW_FIELDS: tuple[tuple[str, int], ...] = (
-    ("kind", 8), ("src_addr", 32), ("dst_addr", 32), ("src_port", 16), ("dst_port", 16),
+    ("kind", 8), ("src_addr", 128), ("dst_addr", 128), ("src_port", 16), ("dst_port", 16),
     ("protocol", 8), ("cls", 8), ("slot", 32), ("ts", 32),
 )
 
 # -- parser --------------------------------------------------------------------
 VLAN_TPIDS: tuple[int, ...] = (0x8100, 0x88A8, 0x9100)
-MAX_VLAN_TAGS: int = 2  # QinQ
 ETHERTYPE_IPV4: int = 0x0800
 ETHERTYPE_IPV6: int = 0x86DD
+ETHERTYPE_MPLS: tuple[int, ...] = (0x8847, 0x8848)  # unicast, multicast
+ETHERTYPE_TEB: int = 0x6558  # transparent Ethernet bridging (Ethernet inside GRE)
+ETHERTYPE_ERSPAN2: int = 0x88BE  # ERSPAN type I (GRE without sequence number) and II
+ETHERTYPE_ERSPAN3: int = 0x22EB
 IPPROTO_TCP: int = 6
 IPPROTO_UDP: int = 17
+IPPROTO_GRE: int = 47
+UDP_PORT_VXLAN: int = 4789
+IPV6_HLEN: int = 40
+# IPv6 extension headers read through (hop-by-hop, routing, destination options); a
+# fragment header makes the packet L3-only, as an IPv4 fragment.
+IPV6_EXT_HEADERS: tuple[int, ...] = (0, 43, 60)
+IPV6_EXT_FRAGMENT: int = 44
+# What the P4 parsers hold (a switch's parser is a fixed graph; the twin reads any number
+# of tags, labels and extension headers). Ours: QinQ plus two more tags; four labels cover
+# an L3VPN with a transport label and entropy labels; two 8-64-byte extension headers.
+P4_VLAN_TAGS: int = 4
+P4_INNER_VLAN_TAGS: int = 2
+P4_MPLS_LABELS: int = 4
+P4_IPV6_EXT_HEADERS: int = 2
+P4_IPV6_EXT_MAX_UNITS: int = 7  # hdr_ext_len (8-byte units beyond the first 8 bytes)
 TCP_FIN: int = 0x01
 TCP_SYN: int = 0x02
 TCP_RST: int = 0x04
 TCP_ACK: int = 0x10
 
+# -- addresses ---------------------------------------------------------------------
+# Both families share one 128-bit address space (class LPM keys, digests, the flow table):
+# an IPv4 address a is the IPv4-mapped IPv6 address ::ffff:a (RFC 4291 2.5.5.2), so an
+# IPv4 prefix a/n is ::ffff:a/(96 + n). The hash key's 32-bit address fields hold the
+# IPv4 address itself (IPv4 hashes are the same as before IPv6 was added) or, for IPv6,
+# ``ADDR_FOLD``: the standard CRC-32 of the 16 address bytes (ours: one hash unit per
+# address on the switch, and the key stays 13 bytes; an XOR fold would make
+# 2001:db8:0:1::2 and 2001:db8:0:2::1 collide).
+IPV4_MAPPED_HI: int = 0
+IPV4_MAPPED_LO: int = 0xFFFF_0000_0000  # lo 64 bits of ::ffff:0.0.0.0
+IPV4_MAPPED_PREFIXLEN: int = 96
+ADDR_BITS: int = 128
+
 
 def _np_dtype(fields: tuple[tuple[str, int], ...]) -> list[tuple[str, str]]:
     width = {8: "u1", 16: "u2", 32: "u4", 64: "u8"}
-    return [(n, width[b]) for n, b in fields]
+    out: list[tuple[str, str]] = []
+    for n, b in fields:
+        out += [(f"{n}_hi", "u8"), (f"{n}_lo", "u8")] if b == 128 else [(n, width[b])]
+    return out
 
 
 DIGEST_RTT_DTYPE: list[tuple[str, str]] = _np_dtype(DIGEST_RTT_FIELDS)

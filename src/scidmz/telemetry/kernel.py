@@ -246,6 +246,7 @@ class KernelCounterTelemetry:
         self._backlog: list[tuple[float, float]] = []  # (backlog bytes, bytes sent since)
         self._prev_ports = self._q.port_bytes()
         _, self._prev_drops, self._prev_sent = self._q.bottleneck()
+        self._prev_read = time.monotonic()
         self._sampler_sent, self._sampler_backlog = self._prev_sent, 0.0
         self._prev_chrono: dict[tuple, tuple[int, int, int]] = {}  # busy us, rwnd-limited us, periods seen
         self._prev_acked: dict[tuple, int] = {}
@@ -377,6 +378,9 @@ class KernelCounterTelemetry:
         dt = max(now - self._prev_t, 1e-6)
         ports = self._q.port_bytes()
         backlog_now, drops, sent = self._q.bottleneck()
+        # the bottleneck's byte counter is timed at its own read: the period's clock above was read
+        # before the delivery ports, and a thread switch in between skews B_max x interval
+        t_read = time.monotonic()
         samples, shaper = self._take_samples(backlog_now)
         d_bytes = {k: ports.get(k, 0) - self._prev_ports.get(k, 0) for k in ports}
         dtn_b = sum(max(v, 0) for k, v in d_bytes.items() if k in self._dtn_ports)
@@ -393,13 +397,14 @@ class KernelCounterTelemetry:
             "bottleneck_drops": float(drops - self._prev_drops),
             "interval": dt,
             "bottleneck": {"sent_bytes": float(sent - self._prev_sent), "backlog_min": min_backlog,
-                           "interval": dt, "kind": self._q.root_kind},
+                           "interval": max(t_read - self._prev_read, 1e-6), "kind": self._q.root_kind},
             "senders": dict(self.last_senders),
             "shaper_delay": shaper_delay,
             # bytes delivered to each receiver in the period, by delivery port
             "port_bytes": {k: float(max(v, 0)) for k, v in d_bytes.items() if k in self._ports},
         }
         self._prev_ports, self._prev_drops, self._prev_t, self._prev_sent = ports, drops, now, sent
+        self._prev_read = t_read
         pts = self.points
         return NetworkState(
             t=float(t),

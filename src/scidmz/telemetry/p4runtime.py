@@ -12,7 +12,8 @@ switch exactly as it does from the software twin:
   entries (DTN-r host -> CLASS_DTN, remote network -> CLASS_CAMPUS, per tap so
   the direct counters of the two taps stay apart) and the digest configs;
 * ``read_class_counters()``: a ``Read`` of ``class_lpm`` entries with their
-  direct counters (``counter_data``), summed per class at the egress tap;
+  direct counters (``counter_data``), summed per class at the egress tap,
+  less the tunnel-header bytes of the ``class_strip`` register;
 * ``read_register()``: ``Read`` of ``RegisterEntry`` (one index each, or the
   whole array by wildcard). BMv2's P4Runtime server (PI) answers register
   reads with UNIMPLEMENTED (p4lang/PI issue 376), so with ``registers="auto"``
@@ -49,7 +50,7 @@ import numpy as np
 
 from . import constants as C
 from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
-from .view import digest_array, parse_prefix
+from .view import digest_array, mapped, parse_prefixes
 
 __all__ = [
     "P4RuntimeClient", "P4RuntimeView", "P4RuntimeError", "BMv2ThriftRegisters", "SwitchSource",
@@ -354,8 +355,8 @@ class P4RuntimeView:
 
         ``tap_ports`` maps switch ingress ports to ``TAP_INGRESS`` / ``TAP_EGRESS``.
         """
-        entries = [(parse_prefix(s), C.CLASS_DTN) for s in dtn_prefixes]
-        entries += [(parse_prefix(s), C.CLASS_CAMPUS) for s in remote_prefixes]
+        entries = [(n, C.CLASS_DTN) for n in parse_prefixes(list(dtn_prefixes))]
+        entries += [(n, C.CLASS_CAMPUS) for n in parse_prefixes(list(remote_prefixes))]
         if not entries:
             raise ValueError("install needs at least one DTN or remote prefix")
         if len(entries) * C.N_TAPS > self.info.table("class_lpm").size:
@@ -370,14 +371,12 @@ class P4RuntimeView:
             ups.append(self._table_update(insert, "tap_port", {"ingress_port": (int(port),)},
                                           "set_tap", {"tap": tap}))
         for net, cls in entries:
+            key = mapped(net)  # IPv4 a/n is ::ffff:a/(96 + n) in the 128-bit key
             for tap in (C.TAP_INGRESS, C.TAP_EGRESS):
-                ups.append(self._table_update(
-                    insert, "class_lpm",
-                    {"tap": (tap,), "dst_addr": (int(net.network_address), net.prefixlen)},
-                    "set_class", {"class_id": cls}))
-            ups.append(self._table_update(
-                insert, "class_lpm_src", {"src_addr": (int(net.network_address), net.prefixlen)},
-                "set_class_src", {"class_id": cls}))
+                ups.append(self._table_update(insert, "class_lpm", {"tap": (tap,), "dst_addr": key},
+                                              "set_class", {"class_id": cls}))
+            ups.append(self._table_update(insert, "class_lpm_src", {"src_addr": key}, "set_class_src",
+                                          {"class_id": cls}))
         for d, _, _ in self._digests.values():
             u = p.Update()
             u.type = insert
@@ -474,6 +473,8 @@ class P4RuntimeView:
                 continue
             out[cls, 0] += np.uint64(te.counter_data.byte_count)
             out[cls, 1] += np.uint64(te.counter_data.packet_count)
+        # the counters add whole packets; the measured frame of a tunnelled one is the inner one
+        out[:, 0] -= self.read_register(C.REG_CLASS_STRIP)[: C.N_CLASSES]
         return out
 
     def _param_id(self, action: str, param: str) -> int:
@@ -527,7 +528,7 @@ class P4RuntimeView:
         with self._lock:
             rtt, self._rtt_rows[:] = list(self._rtt_rows), []
             flow, self._flow_rows[:] = list(self._flow_rows), []
-        return digest_array(rtt, C.DIGEST_RTT_DTYPE), digest_array(flow, C.DIGEST_FLOW_DTYPE)
+        return digest_array(rtt, C.DIGEST_RTT_FIELDS), digest_array(flow, C.DIGEST_FLOW_FIELDS)
 
     def close(self) -> None:
         self.client.close()

@@ -1,21 +1,49 @@
 """Header parsing for the software data plane: raw frames -> per-packet columns.
 
-One numba kernel walks every frame once (Ethernet with up to two VLAN tags,
-Linux cooked SLL, or raw IPv4; IPv4 with options; TCP with options; UDP)
-and fills NumPy columns. It never raises on bad input: a frame it cannot use
-gets a reason code (``REASONS``) and is counted, so a malformed packet can
-neither stop a replay nor produce a sample.
+One numba kernel walks every frame once and fills a ``PACKET_DTYPE`` array.
+It never raises on bad input: a frame it cannot use gets a reason code
+(``REASONS``) and is counted, so a malformed packet can neither stop a replay
+nor produce a sample.
 
-``kind`` per packet: ``KIND_DROP`` (not used at all), ``KIND_L3`` (valid IPv4
+What it reads (decided per packet):
+
+* link types: Ethernet, Linux cooked SLL and SLL2 (``tcpdump -i any``), raw
+  IP (101, 12, 14, 228, 229), BSD/macOS loopback (DLT_NULL 0, DLT_LOOP 108),
+  PPP (9, 50);
+* any number of VLAN tags (0x8100, 0x88A8, 0x9100) and MPLS labels (to the
+  bottom of the stack; then IPv4 or IPv6 by the version nibble, or a
+  pseudowire control word and Ethernet);
+* IPv4 with options, IPv6 with hop-by-hop / routing / destination-options
+  extension headers;
+* one tunnel, the way a remote mirror session or an overlay delivers a copy:
+  GRE (checksum, key, sequence) carrying IPv4/IPv6, Ethernet (0x6558) or
+  ERSPAN type I/II/III, and VXLAN (UDP port 4789); inside it the same again
+  (Ethernet, VLAN, MPLS, IP), but not a second tunnel;
+* TCP and UDP.
+
+``kind`` per packet: ``KIND_DROP`` (not used at all), ``KIND_L3`` (valid IP
 whose L4 is unusable, e.g. a fragment or ICMP: its bytes count in the class
-counters, Algorithm 2 matches on the IPv4 destination only, but it takes no
-part in RTT / flows / sketch), ``KIND_TCP``, ``KIND_UDP``.
+counters, Algorithm 2 matches on addresses only, but it takes no part in RTT
+/ flows / sketch), ``KIND_TCP``, ``KIND_UDP``.
 
-Lengths: ``frame_len`` is the wire length (pcap ``orig_len``), so captures
-cut by a snap length still count bytes correctly; the TCP payload length
-comes from the IPv4 total length, not from the captured bytes, so only the
-fixed headers need to be captured. IP/TCP checksums are not verified
-(offloads leave them wrong in captures taken at the sender).
+Addresses: ``src_hi/src_lo`` and ``dst_hi/dst_lo`` hold the 128-bit address
+(IPv4 as ``::ffff:a``, constants.py "addresses"); ``src``/``dst`` hold the
+32-bit hash-key address (the IPv4 address, or the CRC-32 fold of the IPv6
+address); ``fam`` is 4 or 6. ``ip_id`` is the IPv4 identification, or for
+IPv6 (which has none) the TCP/UDP checksum when captured: the queuing-delay
+match needs something that tells a segment from its retransmission.
+
+Lengths: ``frame_len`` is the Ethernet frame the measured IP packet travelled
+in: the record's wire length on an Ethernet link (VLAN tags, MPLS labels and
+padding included); inside a tunnel the inner Ethernet frame (wire length
+minus the outer headers); with no Ethernet header (SLL, raw, loopback, PPP,
+IP in GRE) 14 + the IP packet's bytes on the wire. Captures cut by a snap
+length count bytes correctly: lengths come from the wire length and the IP
+header, so only the headers up to the TCP flags (or UDP length) must be
+captured. An IPv4 total length of 0 or an IPv6 payload length of 0 in a TCP/
+UDP packet (captured on the sender with TSO / BIG TCP) is taken from the wire
+length. IP/TCP checksums are not verified (offloads leave them wrong in
+captures taken at the sender).
 """
 
 from __future__ import annotations
@@ -24,46 +52,64 @@ from typing import Any
 
 import numpy as np
 
+from .layout import CRC_TABLE
+
 __all__ = [
-    "REASONS", "KIND_DROP", "KIND_L3", "KIND_TCP", "KIND_UDP",
-    "LINKTYPE_ETHERNET", "LINKTYPE_RAW", "LINKTYPE_LINUX_SLL", "LINKTYPE_IPV4",
-    "parse_frames", "Packets", "reason_counts",
+    "REASONS", "KIND_DROP", "KIND_L3", "KIND_TCP", "KIND_UDP", "PACKET_DTYPE", "LINKTYPES",
+    "LINKTYPE_ETHERNET", "LINKTYPE_RAW", "LINKTYPE_LINUX_SLL", "LINKTYPE_LINUX_SLL2", "LINKTYPE_IPV4",
+    "LINKTYPE_IPV6", "LINKTYPE_NULL", "LINKTYPE_LOOP", "LINKTYPE_PPP",
+    "parse_frames", "Packets", "reason_counts", "reason_bytes", "addr_text", "min_snaplen",
 ]
 
-# Reason codes (index into REASONS). 0 is "ok"; L3-only kinds carry 8/9.
+# Reason codes (index into REASONS). 0 is "ok"; L3-only kinds carry fragment/other_protocol.
 REASONS: tuple[str, ...] = (
     "ok",
     "truncated",  # captured bytes end inside a header that is needed
-    "non_ipv4",  # ARP, LLDP, ... (not IPv4, not IPv6)
-    "ipv6",
-    "vlan_depth",  # more than two VLAN tags
-    "bad_ip_version",  # ethertype says IPv4, version nibble does not
-    "bad_ihl",  # IHL < 5
-    "bad_ip_length",  # total length < header, or beyond the frame on the wire
+    "non_ip",  # ARP, LLDP, 802.3/LLC, ... (neither IPv4 nor IPv6)
+    "bad_ip_version",  # ethertype (or link type) says IPv4/IPv6, the version nibble does not
+    "bad_ihl",  # IPv4 IHL < 5
+    "bad_ip_length",  # IP length below the header, or beyond the frame on the wire
     "fragment",  # counted in class bytes, not used for L4 algorithms
     "other_protocol",  # ICMP etc.: counted in class bytes only
     "bad_tcp_offset",  # data offset < 5 or beyond the IP payload
     "bad_udp_length",
-    "unknown_linktype",
-    "corrupt_record",  # pcap/pcapng record or block header is impossible
+    "unknown_linktype",  # a link type this parser does not read
+    "mpls_payload",  # after the bottom MPLS label: neither IP nor a pseudowire control word
+    "corrupt_record",  # pcap/pcapng record or block header is impossible (the reader resynchronises)
     "truncated_file",  # file ends inside a record
     "no_timestamp",  # pcapng simple packet block
     "unclassified",  # valid, but neither address hits the class LPM table
+    "outside_window",  # before --start or after --end
+    "outlier",  # far from the rest of the capture in time (--skip-outliers)
 )
-R_OK, R_TRUNC, R_NONV4, R_V6, R_VLAN, R_VER, R_IHL, R_IPLEN, R_FRAG, R_OTHER, R_DOFF, R_UDPLEN, R_LINK = range(13)
+(R_OK, R_TRUNC, R_NONIP, R_VER, R_IHL, R_IPLEN, R_FRAG, R_OTHER, R_DOFF, R_UDPLEN, R_LINK,
+ R_MPLS) = range(12)
 
 KIND_DROP, KIND_L3, KIND_TCP, KIND_UDP = 0, 1, 2, 3
 
+LINKTYPE_NULL = 0
 LINKTYPE_ETHERNET = 1
+LINKTYPE_PPP = 9
+LINKTYPE_PPP_HDLC = 50
 LINKTYPE_RAW = 101
-LINKTYPE_IPV4 = 228
+LINKTYPE_LOOP = 108
 LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+#: The link types read, with their tcpdump names (for messages and docs).
+LINKTYPES: dict[int, str] = {
+    LINKTYPE_NULL: "NULL (BSD loopback)", LINKTYPE_ETHERNET: "EN10MB (Ethernet)", LINKTYPE_PPP: "PPP",
+    12: "RAW (IP)", 14: "RAW (IP, OpenBSD)", LINKTYPE_PPP_HDLC: "PPP_HDLC", LINKTYPE_RAW: "RAW (IP)",
+    LINKTYPE_LOOP: "LOOP (OpenBSD loopback)", LINKTYPE_LINUX_SLL: "LINUX_SLL (Linux cooked v1)",
+    LINKTYPE_IPV4: "IPV4", LINKTYPE_IPV6: "IPV6", LINKTYPE_LINUX_SLL2: "LINUX_SLL2 (Linux cooked v2)",
+}
 
 PACKET_DTYPE = np.dtype([
-    ("ts_ns", "i8"), ("tap", "u1"), ("kind", "u1"), ("reason", "u1"), ("flags", "u1"),
-    ("src", "u4"), ("dst", "u4"), ("proto", "u1"), ("ip_id", "u2"),
-    ("sport", "u2"), ("dport", "u2"), ("seq", "u4"), ("ack", "u4"),
-    ("payload", "u4"), ("frame_len", "u4"),
+    ("ts_ns", "i8"), ("src_hi", "u8"), ("src_lo", "u8"), ("dst_hi", "u8"), ("dst_lo", "u8"),
+    ("src", "u4"), ("dst", "u4"), ("seq", "u4"), ("ack", "u4"), ("payload", "u4"), ("frame_len", "u4"),
+    ("ip_id", "u2"), ("sport", "u2"), ("dport", "u2"),
+    ("tap", "u1"), ("kind", "u1"), ("reason", "u1"), ("flags", "u1"), ("proto", "u1"), ("fam", "u1"),
 ])
 
 Packets = np.ndarray  # a 1-D array of PACKET_DTYPE
@@ -75,6 +121,36 @@ def reason_counts(reason: np.ndarray) -> dict[str, int]:
     return {REASONS[i]: int(c[i]) for i in range(1, len(REASONS)) if c[i]}
 
 
+def reason_bytes(reason: np.ndarray, wire_len: np.ndarray) -> dict[str, int]:
+    """Wire bytes per reason code, like ``reason_counts``."""
+    c = np.bincount(np.asarray(reason, dtype=np.int64), weights=np.asarray(wire_len, dtype=np.float64),
+                    minlength=len(REASONS))
+    return {REASONS[i]: int(c[i]) for i in range(1, len(REASONS)) if c[i]}
+
+
+def addr_text(hi: int, lo: int) -> str:
+    """The 128-bit address (hi, lo) as text: dotted quad for IPv4-mapped, IPv6 otherwise."""
+    import ipaddress
+
+    hi, lo = int(hi), int(lo)
+    if hi == 0 and lo >> 32 == 0xFFFF:
+        return str(ipaddress.IPv4Address(lo & 0xFFFFFFFF))
+    return str(ipaddress.IPv6Address((hi << 64) | lo))
+
+
+def min_snaplen(linktype: int = LINKTYPE_ETHERNET, *, vlans: int = 0, mpls: int = 0, ipv6: bool = False,
+                ip_options: int = 0, udp: bool = False, outer: int = 0) -> int:
+    """The shortest snap length this parser measures a TCP (or UDP) packet from, in bytes.
+
+    TCP needs its first 14 bytes (ports, SEQ, ACK, data offset, flags), UDP its first 6
+    (ports, length); lengths come from the IP header and the record's wire length.
+    ``outer``: the bytes of a tunnel's headers before the inner Ethernet header.
+    """
+    link = {LINKTYPE_ETHERNET: 14, LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20, LINKTYPE_NULL: 4,
+            LINKTYPE_LOOP: 4, LINKTYPE_PPP: 4, LINKTYPE_PPP_HDLC: 4}.get(linktype, 0)
+    return outer + link + 4 * vlans + 4 * mpls + (40 if ipv6 else 20 + ip_options) + (6 if udp else 14)
+
+
 _KERNEL: Any = None
 
 
@@ -83,140 +159,355 @@ def _kernel() -> Any:
     if _KERNEL is None:
         import numba
 
-        _KERNEL = numba.njit(cache=True, nogil=True)(_parse_py)
+        g = globals()
+        jit = numba.njit(cache=True, nogil=True)
+        g["_be16"] = numba.njit(inline="always", cache=True, nogil=True)(_be16)
+        g["_be32"] = numba.njit(inline="always", cache=True, nogil=True)(_be32)
+        g["_be64"] = numba.njit(inline="always", cache=True, nogil=True)(_be64)
+        g["_fold"] = numba.njit(inline="always", cache=True, nogil=True)(_fold)
+        _KERNEL = jit(_parse_py)
     return _KERNEL
 
 
-def _parse_py(buf, off, caplen, origlen, linktype, out_kind, out_reason, out_flags, out_src,
-              out_dst, out_proto, out_ipid, out_sport, out_dport, out_seq, out_ack, out_payload):
-    n = off.shape[0]
-    for i in range(n):
-        out_kind[i] = 0
-        out_reason[i] = 0
+def _be16(buf, o):
+    return (np.int64(buf[o]) << 8) | np.int64(buf[o + 1])
+
+
+def _be32(buf, o):
+    return ((np.int64(buf[o]) << 24) | (np.int64(buf[o + 1]) << 16) | (np.int64(buf[o + 2]) << 8)
+            | np.int64(buf[o + 3]))
+
+
+def _be64(buf, o):
+    return (np.uint64(_be32(buf, o)) << np.uint64(32)) | np.uint64(_be32(buf, o + 4))
+
+
+def _fold(buf, o):
+    """zlib.crc32 of the 16 address bytes at ``o`` (the IPv6 address in the hash key)."""
+    t = CRC_TABLE
+    c = np.int64(0xFFFFFFFF)
+    for w in range(4):
+        p = o + 4 * w
+        c ^= np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16) | (
+            np.int64(buf[p + 3]) << 24)
+        c = t[3, c & 0xFF] ^ t[2, (c >> 8) & 0xFF] ^ t[1, (c >> 16) & 0xFF] ^ t[0, (c >> 24) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
+def _parse_py(buf, off, caplen, origlen, linktype, out):
+    mapped = np.uint64(0xFFFF00000000)
+    for i in range(off.shape[0]):
+        r = out[i]
         o = off[i]
         cl = caplen[i]
         wl = origlen[i]
         lt = linktype[i]
-        # -- link layer ----------------------------------------------------
+        # -- link layer: et = ethertype (0: decide by the IP version nibble), p = its payload
+        et = np.int64(0)
+        p = np.int64(0)
+        eth = np.int64(-1)  # offset of the Ethernet header whose frame is counted, -1: none
+        reason = 0
         if lt == 1:
             if cl < 14:
-                out_reason[i] = 1
-                continue
-            et = (np.int64(buf[o + 12]) << 8) | buf[o + 13]
-            p = 14
-            tags = 0
-            bad = False
-            while et == 0x8100 or et == 0x88A8 or et == 0x9100:
-                tags += 1
-                if tags > 2:
-                    out_reason[i] = 4
-                    bad = True
-                    break
-                if cl < p + 4:
-                    out_reason[i] = 1
-                    bad = True
-                    break
-                et = (np.int64(buf[o + p + 2]) << 8) | buf[o + p + 3]
-                p += 4
-            if bad:
-                continue
+                reason = 1
+            else:
+                et = _be16(buf, o + 12)
+                p = 14
+                eth = 0
         elif lt == 113:
             if cl < 16:
-                out_reason[i] = 1
-                continue
-            et = (np.int64(buf[o + 14]) << 8) | buf[o + 15]
-            p = 16
-        elif lt == 101 or lt == 228 or lt == 12 or lt == 14:
-            if cl < 1:
-                out_reason[i] = 1
-                continue
-            v = buf[o] >> 4
-            et = 0x0800 if v == 4 else (0x86DD if v == 6 else 0)
-            p = 0
+                reason = 1
+            else:
+                et = _be16(buf, o + 14)
+                p = 16
+        elif lt == 276:
+            if cl < 20:
+                reason = 1
+            else:
+                et = _be16(buf, o)
+                p = 20
+        elif lt == 101 or lt == 12 or lt == 14:
+            et = 0
+        elif lt == 228:
+            et = 0x0800
+        elif lt == 229:
+            et = 0x86DD
+        elif lt == 0 or lt == 108:
+            if cl < 4:
+                reason = 1
+            else:
+                # AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24, 28 or 30 (the BSDs,
+                # macOS). DLT_NULL is in the capturing host's byte order: try both.
+                fam_be = _be32(buf, o)
+                fam_le = (np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8) | (np.int64(buf[o + 2]) << 16)
+                          | (np.int64(buf[o + 3]) << 24))
+                fam = fam_be if (lt == 108 or fam_be < 256) else fam_le
+                if fam == 2:
+                    et = 0x0800
+                elif fam == 10 or fam == 24 or fam == 28 or fam == 30:
+                    et = 0x86DD
+                else:
+                    reason = 2
+                p = 4
+        elif lt == 9 or lt == 50:
+            if cl >= 2 and buf[o] == 0xFF and buf[o + 1] == 0x03:
+                p = 2
+            if cl < p + 1:
+                reason = 1
+            else:
+                if buf[o + p] & 1:  # a compressed 1-byte protocol field
+                    proto_ppp = np.int64(buf[o + p])
+                    p += 1
+                elif cl < p + 2:
+                    proto_ppp = np.int64(-1)
+                    reason = 1
+                else:
+                    proto_ppp = _be16(buf, o + p)
+                    p += 2
+                if proto_ppp == 0x21:
+                    et = 0x0800
+                elif proto_ppp == 0x57:
+                    et = 0x86DD
+                elif reason == 0:
+                    reason = 2
         else:
-            out_reason[i] = 12
+            reason = 10
+        if reason:
+            r.reason = reason
             continue
-        if et == 0x86DD:
-            out_reason[i] = 3
+        # -- L2.5, IP and one tunnel ------------------------------------------------------
+        decaps = 0
+        kind = 0
+        ip = np.int64(0)  # offset of the measured IP header
+        q = np.int64(0)  # its L4 header
+        l4len = np.int64(0)
+        proto = np.int64(0)
+        while True:
+            while et == 0x8100 or et == 0x88A8 or et == 0x9100:
+                if cl < p + 4:
+                    reason = 1
+                    break
+                et = _be16(buf, o + p + 2)
+                p += 4
+            if reason:
+                break
+            if et == 0x8847 or et == 0x8848:
+                while True:
+                    if cl < p + 4:
+                        reason = 1
+                        break
+                    bos = buf[o + p + 2] & 1
+                    p += 4
+                    if bos:
+                        break
+                if reason:
+                    break
+                if cl < p + 1:
+                    reason = 1
+                    break
+                nib = buf[o + p] >> 4
+                if nib == 4:
+                    et = 0x0800
+                elif nib == 6:
+                    et = 0x86DD
+                elif nib == 0 and decaps == 0:  # pseudowire control word (RFC 4385), then Ethernet
+                    if cl < p + 18:
+                        reason = 1
+                        break
+                    decaps = 1  # the one tunnel, as on the switch
+                    eth = p + 4
+                    et = _be16(buf, o + p + 16)
+                    p += 18
+                    continue
+                else:
+                    reason = 11
+                    break
+            if et == 0:
+                if cl < p + 1:
+                    reason = 1
+                    break
+                v = buf[o + p] >> 4
+                et = 0x0800 if v == 4 else (0x86DD if v == 6 else -1)
+                if et < 0:
+                    reason = 3
+                    break
+            ip = p
+            avail = wl - p
+            frag = False
+            if et == 0x0800:
+                if cl < p + 20:
+                    reason = 1
+                    break
+                b0 = buf[o + p]
+                if (b0 >> 4) != 4:
+                    reason = 3
+                    break
+                ihl = np.int64(b0 & 0x0F) * 4
+                if ihl < 20:
+                    reason = 4
+                    break
+                tot = _be16(buf, o + p + 2)
+                if tot == 0:  # TSO / BIG TCP on the capturing sender: the wire length is the truth
+                    tot = avail
+                if tot < ihl or tot > avail:
+                    reason = 5
+                    break
+                proto = np.int64(buf[o + p + 9])
+                frag = (_be16(buf, o + p + 6) & 0x3FFF) != 0  # MF or an offset
+                r.proto = proto
+                r.fam = 4
+                r.ip_id = _be16(buf, o + p + 4)
+                s4 = _be32(buf, o + p + 12)
+                d4 = _be32(buf, o + p + 16)
+                r.src = s4
+                r.dst = d4
+                r.src_hi = 0
+                r.dst_hi = 0
+                r.src_lo = mapped | np.uint64(s4)
+                r.dst_lo = mapped | np.uint64(d4)
+                q = p + ihl
+                l4len = tot - ihl
+            elif et == 0x86DD:
+                if cl < p + 40:
+                    reason = 1
+                    break
+                if (buf[o + p] >> 4) != 6:
+                    reason = 3
+                    break
+                plen = _be16(buf, o + p + 4)
+                nh = np.int64(buf[o + p + 6])
+                if plen == 0 and (nh == 0 or nh == 6 or nh == 17):  # jumbogram / BIG TCP
+                    plen = avail - 40
+                if plen < 0 or 40 + plen > avail:
+                    reason = 5
+                    break
+                r.fam = 6
+                r.ip_id = 0
+                r.src = _fold(buf, o + p + 8)
+                r.dst = _fold(buf, o + p + 24)
+                r.src_hi = _be64(buf, o + p + 8)
+                r.src_lo = _be64(buf, o + p + 16)
+                r.dst_hi = _be64(buf, o + p + 24)
+                r.dst_lo = _be64(buf, o + p + 32)
+                end = p + 40 + plen
+                q = p + 40
+                n_ext = 0
+                while (nh == 0 or nh == 43 or nh == 60) and n_ext < 16:
+                    if cl < q + 2:
+                        reason = 1
+                        break
+                    hl = (np.int64(buf[o + q + 1]) + 1) * 8
+                    nh = np.int64(buf[o + q])
+                    q += hl
+                    n_ext += 1
+                if reason:
+                    break
+                if q > end:
+                    reason = 5
+                    break
+                frag = nh == 44
+                proto = nh
+                r.proto = proto
+                l4len = end - q
+            else:
+                reason = 2
+                break
+            if frag:
+                kind = 1
+                reason = 6
+                break
+            # one tunnel: GRE (IP, Ethernet, ERSPAN I/II/III) or VXLAN
+            if decaps == 0 and proto == 47 and l4len >= 4 and cl >= q + 4:
+                g0 = buf[o + q]
+                gp = _be16(buf, o + q + 2)
+                if (buf[o + q + 1] & 0x07) == 0 and (g0 & 0x40) == 0 and (
+                        gp == 0x0800 or gp == 0x86DD or gp == 0x6558 or gp == 0x88BE or gp == 0x22EB):
+                    gl = 4 + (4 if g0 & 0x80 else 0) + (4 if g0 & 0x20 else 0) + (4 if g0 & 0x10 else 0)
+                    x = q + gl
+                    if gp == 0x88BE and (g0 & 0x10):
+                        x += 8  # ERSPAN type II header (type I has none, and no GRE sequence)
+                    ok = True
+                    if gp == 0x22EB:
+                        if cl < x + 12:
+                            reason = 1
+                            break
+                        ok = ((buf[o + x + 10] >> 2) & 0x1F) == 0  # frame type 0: Ethernet
+                        x += 12 + (8 if buf[o + x + 11] & 1 else 0)  # O bit: platform subheader
+                    if ok:
+                        decaps = 1
+                        if gp == 0x0800 or gp == 0x86DD:
+                            et = gp
+                            p = x
+                            eth = -1
+                            continue
+                        if cl < x + 14:
+                            reason = 1
+                            break
+                        eth = x
+                        et = _be16(buf, o + x + 12)
+                        p = x + 14
+                        continue
+            if decaps == 0 and proto == 17 and l4len >= 16 and cl >= q + 4 and _be16(buf, o + q + 2) == 4789:
+                x = q + 16  # UDP, then the 8-byte VXLAN header
+                if cl < x + 14:
+                    reason = 1
+                    break
+                decaps = 1
+                eth = x
+                et = _be16(buf, o + x + 12)
+                p = x + 14
+                continue
+            break
+        r.frame_len = (wl - eth) if eth >= 0 else 14 + wl - ip
+        if reason:
+            r.kind = kind
+            r.reason = reason
             continue
-        if et != 0x0800:
-            out_reason[i] = 2
-            continue
-        # -- IPv4 --------------------------------------------------------------
-        if cl < p + 20:
-            out_reason[i] = 1
-            continue
-        b0 = buf[o + p]
-        if (b0 >> 4) != 4:
-            out_reason[i] = 5
-            continue
-        ihl = np.int64(b0 & 0x0F) * 4
-        if ihl < 20:
-            out_reason[i] = 6
-            continue
-        tot = (np.int64(buf[o + p + 2]) << 8) | buf[o + p + 3]
-        if tot < ihl or p + tot > wl:
-            out_reason[i] = 7
-            continue
-        if cl < p + ihl:
-            out_reason[i] = 1
-            continue
-        out_ipid[i] = (np.uint16(buf[o + p + 4]) << 8) | buf[o + p + 5]
-        frag = ((np.int64(buf[o + p + 6]) << 8) | buf[o + p + 7]) & 0x3FFF  # MF + offset
-        proto = buf[o + p + 9]
-        out_proto[i] = proto
-        out_src[i] = ((np.uint32(buf[o + p + 12]) << 24) | (np.uint32(buf[o + p + 13]) << 16)
-                      | (np.uint32(buf[o + p + 14]) << 8) | np.uint32(buf[o + p + 15]))
-        out_dst[i] = ((np.uint32(buf[o + p + 16]) << 24) | (np.uint32(buf[o + p + 17]) << 16)
-                      | (np.uint32(buf[o + p + 18]) << 8) | np.uint32(buf[o + p + 19]))
-        if frag != 0:
-            out_kind[i] = 1
-            out_reason[i] = 8
-            continue
-        q = p + ihl
-        l4len = tot - ihl
+        # -- L4 -----------------------------------------------------------------------------
         if proto == 6:
             if l4len < 20:
-                out_reason[i] = 10
-                out_kind[i] = 1
+                r.reason = 8
+                r.kind = 1
                 continue
-            if cl < q + 20:
-                out_reason[i] = 1
+            if cl < q + 14:
+                r.reason = 1
                 continue
             doff = np.int64(buf[o + q + 12] >> 4) * 4
             if doff < 20 or doff > l4len:
-                out_reason[i] = 10
-                out_kind[i] = 1
+                r.reason = 8
+                r.kind = 1
                 continue
-            out_sport[i] = (np.uint16(buf[o + q]) << 8) | buf[o + q + 1]
-            out_dport[i] = (np.uint16(buf[o + q + 2]) << 8) | buf[o + q + 3]
-            out_seq[i] = ((np.uint32(buf[o + q + 4]) << 24) | (np.uint32(buf[o + q + 5]) << 16)
-                          | (np.uint32(buf[o + q + 6]) << 8) | np.uint32(buf[o + q + 7]))
-            out_ack[i] = ((np.uint32(buf[o + q + 8]) << 24) | (np.uint32(buf[o + q + 9]) << 16)
-                          | (np.uint32(buf[o + q + 10]) << 8) | np.uint32(buf[o + q + 11]))
-            out_flags[i] = buf[o + q + 13]
-            out_payload[i] = l4len - doff
-            out_kind[i] = 2
+            r.sport = _be16(buf, o + q)
+            r.dport = _be16(buf, o + q + 2)
+            r.seq = _be32(buf, o + q + 4)
+            r.ack = _be32(buf, o + q + 8)
+            r.flags = buf[o + q + 13]
+            r.payload = l4len - doff
+            if r.fam == 6 and cl >= q + 18:
+                r.ip_id = _be16(buf, o + q + 16)
+            r.kind = 2
         elif proto == 17:
             if l4len < 8:
-                out_reason[i] = 11
-                out_kind[i] = 1
+                r.reason = 9
+                r.kind = 1
                 continue
-            if cl < q + 8:
-                out_reason[i] = 1
+            if cl < q + 6:
+                r.reason = 1
                 continue
-            ulen = (np.int64(buf[o + q + 4]) << 8) | buf[o + q + 5]
+            ulen = _be16(buf, o + q + 4)
             if ulen < 8 or ulen > l4len:
-                out_reason[i] = 11
-                out_kind[i] = 1
+                r.reason = 9
+                r.kind = 1
                 continue
-            out_sport[i] = (np.uint16(buf[o + q]) << 8) | buf[o + q + 1]
-            out_dport[i] = (np.uint16(buf[o + q + 2]) << 8) | buf[o + q + 3]
-            out_payload[i] = ulen - 8
-            out_kind[i] = 3
+            r.sport = _be16(buf, o + q)
+            r.dport = _be16(buf, o + q + 2)
+            r.payload = ulen - 8
+            if r.fam == 6 and cl >= q + 8:
+                r.ip_id = _be16(buf, o + q + 6)
+            r.kind = 3
         else:
-            out_kind[i] = 1
-            out_reason[i] = 9
+            r.kind = 1
+            r.reason = 7
 
 
 def parse_frames(buf: np.ndarray, off: np.ndarray, caplen: np.ndarray, origlen: np.ndarray,
@@ -231,13 +522,11 @@ def parse_frames(buf: np.ndarray, off: np.ndarray, caplen: np.ndarray, origlen: 
     out = np.zeros(n, dtype=PACKET_DTYPE)
     if n == 0:
         return out
-    lt = np.broadcast_to(np.asarray(linktype, dtype=np.int32), (n,)).copy()
-    # The kernel writes straight into the structured array's (strided) field views.
+    lt = np.broadcast_to(np.asarray(linktype, dtype=np.int32), (n,))
+    if not lt.flags.c_contiguous or lt.strides[0] == 0:
+        lt = np.ascontiguousarray(lt)
     _kernel()(np.asarray(buf, dtype=np.uint8), np.asarray(off, dtype=np.int64),
-              np.asarray(caplen, dtype=np.int64), np.asarray(origlen, dtype=np.int64), lt,
-              out["kind"], out["reason"], out["flags"], out["src"], out["dst"], out["proto"],
-              out["ip_id"], out["sport"], out["dport"], out["seq"], out["ack"], out["payload"])
+              np.asarray(caplen, dtype=np.int64), np.asarray(origlen, dtype=np.int64), lt, out)
     out["ts_ns"] = ts_ns
     out["tap"] = tap
-    out["frame_len"] = np.minimum(np.asarray(origlen, dtype=np.int64), 0xFFFFFFFF)
     return out

@@ -8,16 +8,20 @@ Python code runs. ``iter_capture`` does this a chunk of packets at a time
 (the walk resumes where it stopped), so memory follows the chunk, not the
 file; ``read_capture`` returns the whole file.
 
-Bad files never raise past ``read_capture``'s header check: an impossible
-record length, a block whose trailing length disagrees, or a file ending
-inside a record stops the walk and is counted (``corrupt_record``,
-``truncated_file``); everything before it is kept. A file that is not pcap or
-pcapng at all is a one-line ``ValueError``.
+Bad files never raise past ``read_capture``'s header check, and one bad
+record never ends the file: an impossible record header (captured length
+beyond any snap length or the file, an absurd wire length) or a pcapng block
+whose trailing length disagrees is skipped by scanning for the next plausible
+header, as tolerant readers do, and counted (``corrupt_record``, with the
+bytes skipped); records tshark reads through (a microsecond field of a second
+or more, a captured length above the wire length) are read and counted
+(``record_fixed``); a file ending inside a record is ``truncated_file``. A
+file that is not pcap or pcapng at all is a one-line ``ValueError``.
 
 Supported: pcap (us and ns magic, both byte orders), pcapng (SHB/IDB/EPB,
 several sections and interfaces, ``if_tsresol`` decimal or binary, both byte
 orders; simple packet blocks carry no timestamp and are counted as
-``no_timestamp``). Link types: Ethernet, raw IPv4, Linux cooked (SLL).
+``no_timestamp``). Link types: those of ``parse.LINKTYPES``.
 """
 
 from __future__ import annotations
@@ -33,11 +37,14 @@ from typing import Any
 import numpy as np
 
 from ..fileio import atomic_write_bytes
-from .parse import REASONS, parse_frames, reason_counts
+from .parse import REASONS, parse_frames, reason_bytes, reason_counts
 
-__all__ = ["Capture", "CHUNK_PACKETS", "iter_capture", "read_capture", "write_pcap"]
+__all__ = ["Capture", "CHUNK_PACKETS", "add_counts", "iter_capture", "iter_times", "read_capture", "write_pcap"]
 
 MAX_CAPLEN = 262144
+# Largest wire length believed (ours): BIG TCP super-packets reach 512 KiB; a larger
+# "original length" is a corrupt record header.
+MAX_WIRE = 1 << 24
 _R_CORRUPT = REASONS.index("corrupt_record")
 _R_TRUNCFILE = REASONS.index("truncated_file")
 _R_NOTS = REASONS.index("no_timestamp")
@@ -45,11 +52,17 @@ _R_NOTS = REASONS.index("no_timestamp")
 
 @dataclass
 class Capture:
-    """Packets of one capture: ``packets`` (``parse.PACKET_DTYPE``) and drop counters."""
+    """Packets of one capture (or chunk): ``packets`` (``parse.PACKET_DTYPE``) and what the
+    reader and parser noticed: ``drops`` (records/packets per reason), ``drop_bytes`` (their
+    wire bytes; for ``corrupt_record`` the bytes skipped), ``linktypes`` (records per link
+    type), ``wire_bytes`` (all records' wire bytes)."""
 
     packets: np.ndarray
     drops: dict[str, int] = field(default_factory=dict)
     path: str = ""
+    drop_bytes: dict[str, int] = field(default_factory=dict)
+    linktypes: dict[int, int] = field(default_factory=dict)
+    wire_bytes: int = 0
 
 
 def _u32(buf, o, le):
@@ -66,33 +79,75 @@ def _u16(buf, o, le):
     return (np.int64(buf[o]) << 8) | np.int64(buf[o + 1])
 
 
-def _walk_pcap_py(buf, le, nano, linktype, o, max_k, off, cap, orig, ts, lts, bad):
+def _pcap_head_ok(buf, o, le, nano, n, last_sec):
+    """A plausible pcap record header at ``o`` (resynchronisation): lengths possible, the
+    record inside the file, sub-second field in range, within a day of ``last_sec`` (if >= 0)."""
+    if o + 16 > n:
+        return False
+    sec = _u32(buf, o, le)
+    frac = _u32(buf, o + 4, le)
+    incl = _u32(buf, o + 8, le)
+    olen = _u32(buf, o + 12, le)
+    if incl > MAX_CAPLEN or incl > olen or olen > MAX_WIRE or o + 16 + incl > n:
+        return False
+    if frac >= (1000000000 if nano else 1000000):
+        return False
+    if last_sec >= 0 and abs(sec - last_sec) > 86400:
+        return False
+    return True
+
+
+def _walk_pcap_py(buf, le, nano, linktype, o, max_k, off, cap, orig, ts, lts, bad, last):
     """Walk pcap records from byte ``o`` (24 for the first) until ``max_k`` records or the end.
 
-    Returns (records, next byte offset, finished); a bad or cut record finishes the walk.
+    A record header that cannot be right (captured length beyond any snap length or the
+    file, wire length absurd) is skipped by scanning for the next plausible header whose
+    successor is plausible too (or the end of the file), as tolerant readers do; each
+    such jump counts one ``corrupt_record`` (``bad[0]``) and its bytes (``bad[3]``).
+    Oddities tshark reads through are read too and counted in ``bad[4]``: a sub-second
+    field of a second or more, a captured length above the wire length (then the wire
+    length is the captured one). ``last`` carries the last good record's second.
+    Returns (records, next byte offset, finished).
     """
     n = buf.shape[0]
     k = 0
     while o < n and k < max_k:
         if o + 16 > n:
             bad[1] += 1
-            return k, o, True
+            return k, n, True
         sec = _u32(buf, o, le)
         frac = _u32(buf, o + 4, le)
         incl = _u32(buf, o + 8, le)
         olen = _u32(buf, o + 12, le)
-        if incl > MAX_CAPLEN or incl > olen or olen > 0x7FFFFFFF or ((not nano) and frac >= 1000000) or (
-                nano and frac >= 1000000000):
+        if incl > MAX_CAPLEN or olen > MAX_WIRE or o + 16 + incl > n:
+            if incl <= MAX_CAPLEN and incl <= olen and olen <= MAX_WIRE and o + 16 + incl > n:
+                bad[1] += 1  # a plausible record cut by the end of the file
+                return k, n, True
+            # resynchronise: the next offset whose header, and its successor's, are plausible
+            x = o + 1
+            while x + 16 <= n:
+                if _pcap_head_ok(buf, x, le, nano, n, last[0]):
+                    nxt = x + 16 + _u32(buf, x + 8, le)
+                    if nxt == n or _pcap_head_ok(buf, nxt, le, nano, n, last[0]):
+                        break
+                x += 1
             bad[0] += 1
-            return k, o, True
-        if o + 16 + incl > n:
-            bad[1] += 1
-            return k, o, True
+            if x + 16 > n:
+                bad[3] += n - o
+                return k, n, True
+            bad[3] += x - o
+            o = x
+            continue
+        if frac >= (1000000000 if nano else 1000000) or incl > olen:
+            bad[4] += 1
+            if incl > olen:
+                olen = incl
         off[k] = o + 16
         cap[k] = incl
         orig[k] = olen
         ts[k] = sec * 1000000000 + (frac if nano else frac * 1000)
         lts[k] = linktype
+        last[0] = sec
         k += 1
         o += 16 + incl
     return k, o, o >= n
@@ -115,104 +170,117 @@ def _ts_to_ns(t, res_kind, res_exp):
     return sec * 1000000000 + ((rem * 1000000000) >> res_exp)
 
 
+def _block_ok(buf, o, n):
+    """A plausible pcapng block at ``o`` in either byte order: a known type, a length that is a
+    multiple of 4 and fits, and the same length repeated at its end (resynchronisation)."""
+    if o + 12 > n:
+        return False
+    for le in (True, False):
+        bt = _u32(buf, o, le)
+        bl = _u32(buf, o + 4, le)
+        if (bt in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0xBAD, 0x40000BAD, 0x0A0D0D0A) and bl >= 12
+                and bl % 4 == 0 and o + bl <= n and _u32(buf, o + bl - 4, le) == bl):
+            return True
+    return False
+
+
 def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad):
     """Walk pcapng blocks from byte ``o`` until ``max_k`` enhanced packet blocks or the end.
 
     ``state`` ([little-endian, interfaces seen]) and the ``if_*`` arrays carry the
-    section's byte order and interface descriptions from one call to the next.
-    Returns (packets kept, next byte offset, finished).
+    section's byte order and interface descriptions from one call to the next. A block
+    that cannot be right (length, trailing length, an unknown interface) is skipped by
+    scanning 4-byte steps for the next plausible block (``_block_ok``), counted in
+    ``bad[0]`` (and its bytes in ``bad[3]``). Returns (packets kept, next byte offset, finished).
     """
     n = buf.shape[0]
     k = 0
     le = state[0] == 1
     nif = state[1]
-    done = False
     while o < n and k < max_k:
         if o + 12 > n:
             bad[1] += 1
-            done = True
-            break
+            return k, n, True
+        corrupt = False
         if buf[o] == 0x0A and buf[o + 1] == 0x0D and buf[o + 2] == 0x0D and buf[o + 3] == 0x0A:
-            if o + 12 > n:
-                bad[1] += 1
-                done = True
-                break
             bom = _u32(buf, o + 8, True)
             if bom == 0x1A2B3C4D:
                 le = True
+                nif = 0
             elif bom == 0x4D3C2B1A:
                 le = False
+                nif = 0
             else:
-                bad[0] += 1
-                done = True
-                break
-            nif = 0
+                corrupt = True
         btype = _u32(buf, o, le)
         blen = _u32(buf, o + 4, le)
-        if blen < 12 or blen % 4 != 0 or blen > 16 * MAX_CAPLEN:
-            bad[0] += 1
-            done = True
-            break
-        if o + blen > n:
-            bad[1] += 1
-            done = True
-            break
-        if _u32(buf, o + blen - 4, le) != blen:
-            bad[0] += 1
-            done = True
-            break
-        if btype == 1:  # interface description block
+        if not corrupt:
+            if blen < 12 or blen % 4 != 0 or blen > 16 * MAX_CAPLEN:
+                corrupt = True
+            elif o + blen > n:
+                bad[1] += 1
+                return k, n, True
+            elif _u32(buf, o + blen - 4, le) != blen:
+                corrupt = True
+        if not corrupt and btype == 1:  # interface description block
             if blen < 20 or nif >= 256:
-                bad[0] += 1
-                done = True
-                break
-            if_lt[nif] = _u16(buf, o + 8, le)
-            if_kind[nif] = 0
-            if_exp[nif] = 6
-            p = o + 16
-            end = o + blen - 4
-            while p + 4 <= end:
-                code = _u16(buf, p, le)
-                olen = _u16(buf, p + 2, le)
-                if code == 0:
-                    break
-                if p + 4 + olen > end:
-                    break
-                if code == 9 and olen >= 1:
-                    v = np.int64(buf[p + 4])
-                    if v & 0x80:
-                        if_kind[nif] = 1
-                        if_exp[nif] = min(v & 0x7F, 62)
-                    else:
-                        if_kind[nif] = 0
-                        if_exp[nif] = min(v, 18)
-                p += 4 + ((olen + 3) // 4) * 4
-            nif += 1
-        elif btype == 6:  # enhanced packet block
-            if blen < 32:
-                bad[0] += 1
-                done = True
-                break
+                corrupt = True
+            else:
+                if_lt[nif] = _u16(buf, o + 8, le)
+                if_kind[nif] = 0
+                if_exp[nif] = 6
+                p = o + 16
+                end = o + blen - 4
+                while p + 4 <= end:
+                    code = _u16(buf, p, le)
+                    olen = _u16(buf, p + 2, le)
+                    if code == 0 or p + 4 + olen > end:
+                        break
+                    if code == 9 and olen >= 1:
+                        v = np.int64(buf[p + 4])
+                        if v & 0x80:
+                            if_kind[nif] = 1
+                            if_exp[nif] = min(v & 0x7F, 62)
+                        else:
+                            if_kind[nif] = 0
+                            if_exp[nif] = min(v, 18)
+                    p += 4 + ((olen + 3) // 4) * 4
+                nif += 1
+        elif not corrupt and btype == 6:  # enhanced packet block
             iid = _u32(buf, o + 8, le)
             incl = _u32(buf, o + 20, le)
             olen = _u32(buf, o + 24, le)
-            if iid >= nif or incl > olen or incl > MAX_CAPLEN or 28 + incl > blen - 4:
-                bad[0] += 1
-                done = True
-                break
-            t = (_u32(buf, o + 12, le) << 32) | _u32(buf, o + 16, le)
-            off[k] = o + 28
-            cap[k] = incl
-            orig[k] = olen
-            ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid])
-            lts[k] = if_lt[iid]
-            k += 1
-        elif btype == 3:  # simple packet block: no timestamp, unusable for timing
+            if blen < 32 or iid >= nif or incl > MAX_CAPLEN or 28 + incl > blen - 4:
+                corrupt = True
+            else:
+                if incl > olen:  # read on, as tshark does; the wire length is at least the capture
+                    bad[4] += 1
+                    olen = incl
+                t = (_u32(buf, o + 12, le) << 32) | _u32(buf, o + 16, le)
+                off[k] = o + 28
+                cap[k] = incl
+                orig[k] = olen
+                ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid])
+                lts[k] = if_lt[iid]
+                k += 1
+        elif not corrupt and btype == 3:  # simple packet block: no timestamp, unusable for timing
             bad[2] += 1
+        if corrupt:
+            x = o + 4
+            while x + 12 <= n and not _block_ok(buf, x, n):
+                x += 4
+            bad[0] += 1
+            if x + 12 > n:
+                bad[3] += n - o
+                o = n
+                break
+            bad[3] += x - o
+            o = x
+            continue
         o += blen
     state[0] = 1 if le else 0
     state[1] = nif
-    return k, o, done or o >= n
+    return k, o, o >= n
 
 
 _KERNELS: dict[str, Any] = {}
@@ -228,6 +296,8 @@ def _kernels() -> dict[str, Any]:
         g["_u32"] = jit(_u32)
         g["_u16"] = jit(_u16)
         g["_ts_to_ns"] = jit(_ts_to_ns)
+        g["_pcap_head_ok"] = jit(_pcap_head_ok)
+        g["_block_ok"] = jit(_block_ok)
         _KERNELS["pcap"] = jit(_walk_pcap_py)
         _KERNELS["pcapng"] = jit(_walk_pcapng_py)
     return _KERNELS
@@ -263,16 +333,33 @@ def _open(p: Path) -> tuple[np.ndarray, str, bool, bool, int]:
     return buf, kind, le, nano, linktype
 
 
-def _drops(pk: np.ndarray, bad: np.ndarray) -> dict[str, int]:
-    drops = reason_counts(pk["reason"][pk["kind"] == 0])
+def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
+    """Per-reason counts and wire bytes of the unusable packets, the reader's counters, and
+    the L3-only notes (fragments, other protocols: counted in class bytes, not dropped)."""
+    gone = pk["kind"] == 0
+    drops = reason_counts(pk["reason"][gone])
+    nbytes = reason_bytes(pk["reason"][gone], wire[gone])
     for code, count in ((_R_CORRUPT, bad[0]), (_R_TRUNCFILE, bad[1]), (_R_NOTS, bad[2])):
         if count:
             drops[REASONS[code]] = drops.get(REASONS[code], 0) + int(count)
-    for name, code in (("fragment", 8), ("other_protocol", 9)):
-        c = int(np.count_nonzero(pk["reason"] == code))
+    if bad[3]:
+        nbytes[REASONS[_R_CORRUPT]] = nbytes.get(REASONS[_R_CORRUPT], 0) + int(bad[3])
+    if bad[4]:
+        drops["record_fixed"] = int(bad[4])
+    for name in ("fragment", "other_protocol"):
+        c = int(np.count_nonzero(pk["reason"] == REASONS.index(name)))
         if c:
             drops[name] = c
-    return drops
+    return drops, nbytes
+
+
+def _linktypes(lts: np.ndarray) -> dict[int, int]:
+    if lts.size == 0:
+        return {}
+    if lts[0] == lts[-1] and bool(np.all(lts == lts[0])):
+        return {int(lts[0]): int(lts.size)}
+    vals, counts = np.unique(lts, return_counts=True)
+    return {int(v): int(c) for v, c in zip(vals, counts, strict=True)}
 
 
 def iter_capture(path: str | os.PathLike[str], tap: int = 0, chunk: int = CHUNK_PACKETS) -> Iterator[Capture]:
@@ -285,14 +372,85 @@ def iter_capture(path: str | os.PathLike[str], tap: int = 0, chunk: int = CHUNK_
         raise ValueError(f"chunk must be >= 1 packet, got {chunk}")
     p = Path(path)
     buf, kind, le, nano, linktype = _open(p)
-    return _chunks(p, buf, kind, le, nano, linktype, tap, int(chunk))
+    chunks = _chunks(p, buf, kind, le, nano, linktype, tap, int(chunk))
+    return _ahead(chunks) if (os.cpu_count() or 1) > 1 else chunks
+
+
+def _ahead(items: Iterator[Capture], depth: int = 1) -> Iterator[Capture]:
+    """``items``, produced one chunk ahead by a thread: the walk and parse kernels release the
+    GIL, so the next chunk is read while the caller's data plane runs on this one (ours: on
+    two cores a replay's time is then about the slower of the two, not their sum)."""
+    import queue
+    import threading
+
+    q: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(("item", item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            q.put(("end", None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            q.put(("error", exc))
+
+    t = threading.Thread(target=produce, name="capture-reader", daemon=True)
+    t.start()
+    try:
+        while True:
+            what, item = q.get()
+            if what == "end":
+                return
+            if what == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+
+
+def iter_times(path: str | os.PathLike[str], chunk: int = CHUNK_PACKETS) -> Iterator[np.ndarray]:
+    """The records' timestamps (ns), a chunk at a time, from the record headers alone."""
+    for ts, _n in _walk(*_open(Path(path)), chunk):
+        yield ts
+
+
+def _walk(buf: np.ndarray, kind: str, le: bool, nano: bool, linktype: int,
+          chunk: int) -> Iterator[tuple[np.ndarray, int]]:
+    k = _kernels()
+    off, cap, orig, ts, lts = (np.empty(chunk, np.int64) for _ in range(5))
+    bad = np.zeros(5, np.int64)
+    last = np.array([-1], np.int64)
+    o = 24 if kind == "pcap" else 0
+    state = np.array([1, 0], np.int64)
+    if_lt, if_kind, if_exp = (np.zeros(256, np.int64) for _ in range(3))
+    done = False
+    while not done:
+        if kind == "pcap":
+            n, o, done = k["pcap"](buf, le, nano, linktype, o, chunk, off, cap, orig, ts, lts, bad, last)
+        else:
+            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad)
+        _release(buf, o)
+        yield ts[:n].copy(), n
 
 
 def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype: int, tap: int,
             chunk: int) -> Iterator[Capture]:
     k = _kernels()
     off, cap, orig, ts, lts = (np.empty(chunk, np.int64) for _ in range(5))
-    bad = np.zeros(3, np.int64)
+    bad = np.zeros(5, np.int64)
+    last = np.array([-1], np.int64)  # pcap: the last good record's second
     o = 24 if kind == "pcap" else 0
     state = np.array([1, 0], np.int64)  # pcapng: little-endian, no interface yet
     if_lt, if_kind, if_exp = (np.zeros(256, np.int64) for _ in range(3))
@@ -300,12 +458,14 @@ def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype:
     while not done:
         bad[:] = 0
         if kind == "pcap":
-            n, o, done = k["pcap"](buf, le, nano, linktype, o, chunk, off, cap, orig, ts, lts, bad)
+            n, o, done = k["pcap"](buf, le, nano, linktype, o, chunk, off, cap, orig, ts, lts, bad, last)
         else:
             n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad)
         pk = parse_frames(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], tap=tap)
         _release(buf, o)
-        yield Capture(packets=pk, drops=_drops(pk, bad), path=str(p))
+        drops, nbytes = _drops(pk, orig[:n], bad)
+        yield Capture(packets=pk, drops=drops, path=str(p), drop_bytes=nbytes, linktypes=_linktypes(lts[:n]),
+                      wire_bytes=int(orig[:n].sum()))
 
 
 def _release(buf: np.ndarray, upto: int) -> None:
@@ -325,12 +485,20 @@ def _release(buf: np.ndarray, upto: int) -> None:
 def read_capture(path: str | os.PathLike[str], tap: int = 0) -> Capture:
     """Read a whole pcap or pcapng file into parsed packets plus per-reason drop counts."""
     parts = list(iter_capture(path, tap))
-    drops: dict[str, int] = {}
+    out = Capture(packets=parts[0].packets if len(parts) == 1 else np.concatenate([c.packets for c in parts]),
+                  path=str(Path(path)))
     for c in parts:
-        for key, v in c.drops.items():
-            drops[key] = drops.get(key, 0) + v
-    pk = parts[0].packets if len(parts) == 1 else np.concatenate([c.packets for c in parts])
-    return Capture(packets=pk, drops=drops, path=str(Path(path)))
+        add_counts(out, c)
+    return out
+
+
+def add_counts(total: Capture, part: Capture) -> None:
+    """Add ``part``'s counters (drops, drop bytes, link types, wire bytes) into ``total``."""
+    for mine, theirs in ((total.drops, part.drops), (total.drop_bytes, part.drop_bytes),
+                         (total.linktypes, part.linktypes)):
+        for key, v in theirs.items():
+            mine[key] = mine.get(key, 0) + int(v)  # type: ignore[index]
+    total.wire_bytes += part.wire_bytes
 
 
 def write_pcap(path: str | os.PathLike[str], frames: list[bytes], ts_ns: np.ndarray | list[int],

@@ -35,7 +35,11 @@ Contract (names and widths from ``constants.py``):
     Every digest produced since the previous call, oldest first, as NumPy
     structured arrays: RTT samples (``DIGEST_RTT_DTYPE``) and flow events
     (``DIGEST_FLOW_DTYPE``; kind new-flow / timeout / long-flow). A switch
-    adapter acknowledges the digest lists it drained.
+    adapter acknowledges the digest lists it drained. Addresses are 128 bits
+    (IPv4 as ``::ffff:a``), each as ``<name>_hi`` / ``<name>_lo`` words.
+
+Prefixes (``parse_prefix``, ``lpm_entry``): IPv4 or IPv6, several per class;
+both families share the 128-bit key of ``class_lpm`` (constants.py "addresses").
 """
 
 from __future__ import annotations
@@ -45,24 +49,57 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["DataPlaneView", "parse_prefix", "digest_array"]
+from . import constants as C
+
+__all__ = ["DataPlaneView", "parse_prefix", "parse_prefixes", "lpm_entry", "digest_array", "mapped"]
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
-def parse_prefix(text: str) -> ipaddress.IPv4Network:
-    """An IPv4 prefix for the class LPM tables; one-line ValueError otherwise."""
+def parse_prefix(text: str) -> Network:
+    """An IPv4 or IPv6 prefix for the class LPM tables; one-line ValueError otherwise."""
     try:
-        return ipaddress.IPv4Network(str(text).strip(), strict=False)
+        return ipaddress.ip_network(str(text).strip(), strict=False)
     except ValueError:
-        raise ValueError(f"not an IPv4 prefix: {text!r} (expected e.g. 10.0.3.2/32)") from None
+        raise ValueError(f"not an IPv4 or IPv6 prefix: {text!r} (expected e.g. 10.0.3.2/32 or "
+                         "2001:db8:3::2/128)") from None
 
 
-def digest_array(rows: list[tuple[int, ...]], dtype: list[tuple[str, str]]) -> np.ndarray:
-    """Digest tuples read from a switch as the structured array ``drain_digests`` returns."""
+def parse_prefixes(prefixes: list[str] | tuple[str, ...] | str | None) -> list[Network]:
+    """Prefixes given as a list and/or comma-separated text."""
+    if prefixes is None:
+        return []
+    if isinstance(prefixes, str):
+        prefixes = [prefixes]
+    return [parse_prefix(x) for item in prefixes for x in str(item).split(",") if x.strip()]
+
+
+def mapped(net: Network) -> tuple[int, int]:
+    """The prefix as a 128-bit (network, prefix length): IPv4 a/n is ::ffff:a/(96 + n)."""
+    if net.version == 4:
+        return C.IPV4_MAPPED_LO | int(net.network_address), C.IPV4_MAPPED_PREFIXLEN + net.prefixlen
+    return int(net.network_address), net.prefixlen
+
+
+def lpm_entry(net: Network) -> tuple[int, int, int, int]:
+    """(network hi, network lo, mask hi, mask lo) of the 128-bit key, as unsigned 64-bit words."""
+    addr, plen = mapped(net)
+    mask = ((1 << 128) - 1) ^ ((1 << (128 - plen)) - 1)
+    m64 = (1 << 64) - 1
+    return addr >> 64, addr & m64, mask >> 64, mask & m64
+
+
+def digest_array(rows: list[tuple[int, ...]], fields: tuple[tuple[str, int], ...]) -> np.ndarray:
+    """Digest tuples read from a switch (one int per P4 field of ``fields``, ``DIGEST_*_FIELDS``)
+    as the structured array ``drain_digests`` returns (128-bit fields split in two words)."""
+    cols: list[list[int]] = []
+    for j, (_, bits) in enumerate(fields):
+        vals = [int(r[j]) for r in rows]
+        cols += [[v >> 64 for v in vals], [v & ((1 << 64) - 1) for v in vals]] if bits == 128 else [vals]
+    dtype = C.DIGEST_RTT_DTYPE if fields == C.DIGEST_RTT_FIELDS else C.DIGEST_FLOW_DTYPE
     out = np.zeros(len(rows), dtype=dtype)
-    if rows:
-        arr = np.array(rows, dtype=np.uint64)
-        for j, (n, _) in enumerate(dtype):
-            out[n] = arr[:, j]
+    for (name, _), col in zip(dtype, cols, strict=True):
+        out[name] = np.array(col, dtype=np.uint64)
     return out
 
 

@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from ...disciplines import abc, ffs
-from ...disciplines.waterfill import ffs_allocation, hwfq_allocation
+from ...disciplines.droptail import droptail_run
+from ...disciplines.ffs.waterfill import ffs_allocation, hwfq_allocation
 
 __all__ = ["abc_cbr_point", "abc_cbr_rows", "abc_cbr_netns", "ffs_table2"]
 
@@ -37,19 +38,6 @@ def _cbr(rate: float, duration: float, rng: np.random.Generator) -> np.ndarray:
     dt = PKT * 8 / rate
     t = np.arange(rng.uniform(0, dt), duration, dt)
     return np.sort(t + rng.uniform(-0.5 * dt, 0.5 * dt, t.size).clip(-t))
-
-
-@__import__("numba").njit(cache=True)
-def _droptail(ts: np.ndarray, sizes: np.ndarray, link_bps: float, buf_pkts: float, accept: np.ndarray) -> None:
-    q = 0.0
-    tp = ts[0]
-    for k in range(ts.shape[0]):
-        q = max(0.0, q - (ts[k] - tp) * link_bps / 8.0)
-        tp = ts[k]
-        ok = q / sizes[k] < buf_pkts
-        accept[k] = ok
-        if ok:
-            q += sizes[k]
 
 
 def abc_cbr_point(r0: float, r1: float, duration: float, seed: int, use_abc: bool) -> tuple[float, float]:
@@ -67,7 +55,7 @@ def abc_cbr_point(r0: float, r1: float, duration: float, seed: int, use_abc: boo
         meter, avg = abc.new_state(2)
         abc.abc_run_fifo(meter, avg, cfg.params(), agg, ts, sizes, 50e6, acc)
     else:
-        _droptail(ts, sizes, 50e6, cfg.buffer_pkts, acc)
+        droptail_run(ts, sizes, 50e6, cfg.buffer_pkts, acc)
     late = ts > duration / 2
     g0, g1 = (float(acc[late & (agg == k)].sum() * PAYLOAD * 8 / (duration / 2)) for k in (0, 1))
     return g0, g1

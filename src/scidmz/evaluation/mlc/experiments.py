@@ -38,11 +38,11 @@ import numpy as np
 
 from ...metrics import fct as fct_metric
 from ...metrics import mrae, utilization
-from ...plant.fluid.constants import WIRE_PER_PAYLOAD
 from ...policies.base import Policy
 from ...scenario import Scenario
 from ...signals import random_steps
 from ...state import Trace
+from ...units import WIRE_PER_PAYLOAD
 from ..results import current_meta, provenance, write_csv, write_json
 from ..stats import BASELINE, by_policy, compare, paired, per_policy
 from ..trials import run_trials, using_executor

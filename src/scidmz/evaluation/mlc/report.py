@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...plant.fluid.constants import WIRE_PER_PAYLOAD
+from ...units import WIRE_PER_PAYLOAD
 from ..render import fmt_num, render
 from ..render import write_report as _write
 

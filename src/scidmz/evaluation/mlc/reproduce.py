@@ -82,7 +82,7 @@ class ReproducePlan:
         )
 
     @classmethod
-    def netns(cls, seed: int = 0, quick: bool = False) -> ReproducePlan:
+    def netns(cls, seed: int = 0, quick: bool = False, ccas: tuple[str, ...] = ("cubic",)) -> ReproducePlan:
         """The MLC on real kernel TCP (issue 9, item 5): identify and tune on the fluid plant's
         ``testbed`` scenario, then paired MRAE and FCT trials on the netns testbed (kernel CUBIC;
         this kernel has no BBRv2). Real time: ~2 x trials x (duration + FCT) seconds, plus the
@@ -97,7 +97,10 @@ class ReproducePlan:
         Mbit/s it lacks (10 pairs: MLC fill 0.953 vs trivial 0.944, MRAE -1.4 %). Pilot, same
         model and gains, 3 paired 120 s trials on the kernel: Delta_u 0.05 -> fill 0.98, MRAE
         +16 % vs trivial, utilisation -0.2 %; 0.08 -> fill 0.99 but MRAE only +7 % (u moves
-        more, so the DTN does) and utilisation -0.5 % (reports/mlc-netns/analysis.md)."""
+        more, so the DTN does) and utilisation -0.5 % (reports/mlc-netns/analysis.md).
+
+        ``ccas``: the DTN congestion controls, each a section on the ``testbed`` scenario with
+        that DTN CCA (``bbr``: this kernel's BBR v1), its model shipped as ``testbed-<cca>``."""
         from dataclasses import replace
 
         exp = replace(ExperimentPlan(seed=seed), trials=2 if quick else 10, duration=20.0 if quick else 120.0,
@@ -105,7 +108,7 @@ class ReproducePlan:
                       fct_target=0.5, fct_max_time=60.0 if quick else 180.0)
         return cls(
             mode="netns (quick)" if quick else "netns",
-            scenarios={"cubic": "testbed"},
+            scenarios={cca: "testbed" for cca in ccas},
             identify_duration=1_200.0 if quick else 14_400.0, identify_batch=8, cv_folds=0 if quick else 3,
             train_kwargs={"epochs": 5 if quick else 30}, generations=2 if quick else 40,
             population=6 if quick else 20, parents=3 if quick else 10, episode=30.0 if quick else 120.0,
@@ -172,7 +175,7 @@ class ReproducePlan:
         from ...models.train import check_training
         from ...tuning.run import TuneSettings, plan_tune
 
-        scenarios = {cca: load_scenario(name) for cca, name in self.scenarios.items()}
+        scenarios = {cca: _with_dtn_cca(load_scenario(name), cca) for cca, name in self.scenarios.items()}
         refine = self.eval_plant != "fluid"
         for sc in scenarios.values():
             check_identification(sc, self.identify_duration, self.identify_batch, "fluid")
@@ -446,6 +449,11 @@ def headline(sections: dict[str, dict[str, Any]]) -> dict[str, Any]:
             h[f"short_median_{pol}"] = (sh.get(pol) or {}).get("median")
         out[cca] = h
     return out
+
+
+def _with_dtn_cca(sc: Any, cca: str) -> Any:
+    """The section's scenario with its DTN on ``cca`` (the plan's keys are CCAs: ``testbed`` serves them all)."""
+    return sc if sc.dtn.cca == cca else sc.with_overrides([f"dtn.cca={cca}"])
 
 
 def reproduce_mlc(

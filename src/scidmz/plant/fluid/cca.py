@@ -1,4 +1,4 @@
-"""The fluid kernel's congestion controllers: Reno, CUBIC, BBR v1/v2 and FFS's MinLoss sender.
+"""The fluid kernel's congestion controllers: Reno, CUBIC, BBR (bbr1.py, bbr2.py) and FFS's MinLoss sender.
 
 Each controller updates one flow's columns of the state array ``s`` (layout.py)
 from what the kernel measured in a sub-step (bytes acknowledged and lost, RTT);
@@ -8,55 +8,14 @@ in constants.py with its source.
 
 from __future__ import annotations
 
+import math
+
 from numba import njit
 
-from .common import (
-    _FM,
-    _NSLOTS,
-    _PROBE_GAINS,
-    _RENO_FRIENDLY_SLOPE,
-    BBR,
-    BBR2,
-    CRUISE,
-    CUBIC,
-    DOWN,
-    DRAIN,
-    INF,
-    PROBE_BW,
-    PROBE_RTT,
-    REFILL,
-    STARTUP,
-    UP,
-    _rand,
-)
+from .bbr1 import bbr1_update
+from .bbr2 import bbr2_update
+from .common import _FM, _RENO_FRIENDLY_SLOPE, BBR, CUBIC, INF, _rand
 from .constants import (
-    BBR2_BETA,
-    BBR2_CWND_GAIN,
-    BBR2_DOWN_GAIN,
-    BBR2_DRAIN_GAIN,
-    BBR2_HEADROOM,
-    BBR2_LOSS_THRESH,
-    BBR2_MIN_RTT_WINDOW,
-    BBR2_PACING_MARGIN,
-    BBR2_PROBE_MAX_ROUNDS,
-    BBR2_PROBE_RTT_CWND_GAIN,
-    BBR2_PROBE_RTT_TIME,
-    BBR2_PROBE_WAIT_BASE,
-    BBR2_PROBE_WAIT_RAND,
-    BBR2_STARTUP_FULL_LOSS_MIN,
-    BBR2_STARTUP_GAIN,
-    BBR2_UP_CNT_MAX,
-    BBR2_UP_GAIN,
-    BBR_CWND_GAIN,
-    BBR_DRAIN_GAIN,
-    BBR_FULL_BW_ROUNDS,
-    BBR_FULL_BW_THRESH,
-    BBR_HIGH_GAIN,
-    BBR_MIN_CWND,
-    BBR_MIN_RTT_WINDOW,
-    BBR_PROBE_RTT_CWND,
-    BBR_PROBE_RTT_TIME,
-    BBR_PROBE_UP_MAX_RTTS,
     CUBIC_BETA,
     CUBIC_C,
     CUBIC_FAST_CONVERGENCE,
@@ -71,53 +30,136 @@ from .constants import (
     MSS,
     RENO_BETA,
     SS_ACK_GAIN,
+    TCP_RTO_MIN,
+    TCP_TIMEOUT_MIN,
 )
 from .layout import (
-    S_BW,
-    S_BWHI_CUR,
-    S_BWHI_PREV,
     S_BWLO,
-    S_CIDX,
-    S_CSTART,
     S_CWND,
     S_EPOCH,
-    S_FULLBW,
-    S_FULLCNT,
-    S_FULLPIPE,
-    S_GAIN,
-    S_IHI,
-    S_ILO,
     S_K,
     S_LOSS_AT,
-    S_MINRTT,
-    S_MINRTT_STAMP,
-    S_MODE,
     S_PACE,
     S_PRIOR_MODE,
     S_PRTT_DONE,
-    S_PWAIT,
-    S_RDELIV,
     S_RECOV_END,
     S_RI,
     S_RIHOLD,
-    S_RLOST,
-    S_ROUNDS,
     S_RSINCE,
     S_RSTART,
-    S_SLOT0,
     S_SSTH,
-    S_UPCNT,
     S_WMAX,
 )
 
-
 # -- window-based controllers (Reno, CUBIC) ----------------------------------------------------
+# Columns that are BBR-only otherwise, used by the window CCAs' timer recovery and CUBIC:
+S_STALL_W = S_PRTT_DONE  # > 0 while stalled by a probe or timeout: the window (bytes) of the lost flight
+S_STALL_END = S_RSINCE  # when the last stall ended (the round of its retransmission follows)
+S_STALL_KIND = S_PRIOR_MODE  # the last stall: -1 a tail-loss probe that repaired it, k >= 0 an RTO after k backoffs
+S_WEST = S_BWLO  # CUBIC's Reno-friendly window W_est (tcp_cubic.c ca->tcp_cwnd), packets
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _stalled(s, f):
+    return s[S_STALL_W, f] > 0.0 and s[S_LOSS_AT, f] < INF
+
+
+@njit(cache=True, error_model="numpy", fastmath=_FM)
+def _flight_lost(s, f, cca, t, dt, rtt, p, rng, b):
+    """Whether the whole flight of the last RTT was lost in this sub-step; if so, stall the flow.
+
+    Linux repairs a loss without a timer only when a packet sent after it is (S)ACKed (RACK,
+    tcp_rack_detect_loss), so a flight of w packets that is lost whole gets no ACK at all: with
+    the loss fraction p it happens with probability p^w per round trip, p^w dt / RTT in a sub-step.
+    w is the whole packets in flight, cwnd rounded down (tcp_cwnd_test), at least one. Then:
+
+    - Open (neither in Recovery nor slow-starting after a timeout: tcp_schedule_loss_probe
+      probes only in TCP_CA_Open/CWR): the tail-loss probe after PTO = 2 SRTT + TCP_TIMEOUT_MIN,
+      + TCP_RTO_MIN with one packet out, capped at the RTO left. A delivered probe (1 - p) is
+      SACKed one RTT later and the flow recovers as after any loss (tcp_enter_recovery); a lost
+      probe leaves the RTO.
+    - Recovery or the slow start after a timeout: the RTO. It runs from the head of the flight,
+      sent (w - 1) / w RTT ago, so it fires TCP_RTO_MIN + RTT / w from now (tcp_rearm_rto,
+      tcp_set_rto: SRTT + rttvar, rttvar >= TCP_RTO_MIN). If the loss is the retransmission an
+      RTO just sent (the first round after it), the timer was doubled (tcp_retransmit_timer:
+      icsk_rto << 1; icsk_backoff is cleared by the next RTT sample).
+    - An RTO restarts from one packet (tcp_enter_loss: cwnd = in flight + 1) with ssthresh
+      reduced unless this window was already reduced (from Recovery, or a backoff).
+    p is the flow's loss fraction in the sub-step. Derivation and the packet-level check:
+    docs/fluid_model.md, "Timer-driven recovery at small windows"."""
+    cwnd = s[S_CWND, f]
+    w = max(math.floor(cwnd / MSS), 1.0)
+    kind = s[S_STALL_KIND, f]
+    loss_state = kind >= 0.0 and cwnd < s[S_SSTH, f]  # slow-starting after an RTO (TCP_CA_Loss)
+    # Recovery lasts a round plus one per lost retransmission (1 / (1 - p) rounds); a loss detected
+    # but not yet acted on (S_LOSS_AT pending) leaves the flow Open until then
+    in_recovery = (not loss_state and s[S_LOSS_AT, f] == INF
+                   and t < s[S_RECOV_END, f] + rtt / (1.0 - min(p, 0.5)))
+    n = w
+    if in_recovery:
+        # what can SACK a retransmission is what PRR sends after it: beta (ssthresh / prior cwnd,
+        # RFC 6937) packets per packet delivered, of the at most ssthresh ahead of it (ours)
+        n = max((CUBIC_BETA if cca == CUBIC else RENO_BETA) * w, 1.0)
+    if _rand(rng, b) >= p ** n * dt / rtt:
+        return
+    rto_left = TCP_RTO_MIN + rtt / w
+    if not in_recovery and not loss_state:
+        pto = min(2.0 * rtt + (TCP_RTO_MIN if w == 1.0 else TCP_TIMEOUT_MIN), rto_left)
+        if _rand(rng, b) >= p:
+            end = t + pto + rtt
+            kind = -1.0
+        else:
+            end = t + rto_left
+            kind = 0.0
+        _window_reduce(s, f, cca, t, rtt, cwnd)
+    elif loss_state and t < s[S_STALL_END, f] + rtt:
+        kind += 1.0
+        end = s[S_STALL_END, f] + (rtt + TCP_RTO_MIN) * 2.0 ** kind
+    else:
+        end = t + rto_left
+        kind = 0.0
+    s[S_STALL_W, f] = max(cwnd, 1.0)
+    s[S_STALL_KIND, f] = kind
+    s[S_CWND, f] = 0.0  # nothing is sent until the probe or the timeout
+    s[S_LOSS_AT, f] = max(end, t + dt)  # the kernel calls back then (_window_loss)
+    s[S_RECOV_END, f] = INF
+
+
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def _window_loss(s, f, cca, t, rtt):
-    """Multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with fast convergence)."""
-    cwnd = s[S_CWND, f]
+    """A detected loss: multiplicative decrease, once per congestion event (RFC 5681 / RFC 8312 with
+    fast convergence); or the end of a probe or timeout stall (_flight_lost)."""
+    if not _stalled(s, f):
+        # the reaction is due at S_LOSS_AT, and the sub-step that applies it may start after that:
+        # the event's boundary (and CUBIC's epoch) is the reaction's own time, whatever the step
+        _window_reduce(s, f, cca, min(s[S_LOSS_AT, f], t), rtt, s[S_CWND, f])
+        return
+    s[S_STALL_W, f] = 0.0
+    s[S_STALL_END, f] = t
     s[S_LOSS_AT, f] = INF
-    s[S_RECOV_END, f] = t + rtt
+    s[S_RECOV_END, f] = t
+    ssth = s[S_SSTH, f]
+    s[S_EPOCH, f] = t
+    if s[S_STALL_KIND, f] < 0.0:
+        s[S_CWND, f] = ssth  # the probe's SACK starts an ordinary recovery, reduced at the stall's start
+        s[S_WEST, f] = ssth / MSS
+        return
+    # RTO: slow start from one packet to ssthresh; CUBIC forgets W_max (bictcp_state -> bictcp_reset),
+    # so its next epoch starts at the window it reaches (K = 0)
+    s[S_CWND, f] = MSS
+    s[S_WMAX, f] = ssth / MSS
+    s[S_K, f] = 0.0
+    s[S_WEST, f] = ssth / MSS
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _window_reduce(s, f, cca, t, rtt, cwnd):
+    """The multiplicative decrease of one congestion event from window ``cwnd`` (bytes).
+
+    Losses after this moment are of packets sent after the loss was detected: a new congestion
+    event (RFC 6675 / RFC 6582 recovery covers what was outstanding at detection)."""
+    s[S_LOSS_AT, f] = INF
+    s[S_RECOV_END, f] = t
     if cca == CUBIC:
         w = cwnd / MSS
         if CUBIC_FAST_CONVERGENCE and w < s[S_WMAX, f]:
@@ -127,6 +169,7 @@ def _window_loss(s, f, cca, t, rtt):
         cwnd = max(cwnd * CUBIC_BETA, MIN_CWND)
         s[S_EPOCH, f] = t
         s[S_K, f] = (max(s[S_WMAX, f] - cwnd / MSS, 0.0) / CUBIC_C) ** (1.0 / 3.0)
+        s[S_WEST, f] = cwnd / MSS
     else:
         cwnd = max(cwnd * RENO_BETA, MIN_CWND)
     s[S_SSTH, f] = cwnd
@@ -136,6 +179,8 @@ def _window_loss(s, f, cca, t, rtt):
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
 def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
     """ACK-clocked growth: slow start (with HyStart for CUBIC), then CUBIC or Reno avoidance."""
+    if _stalled(s, f):
+        return cwnd  # queued packets still arrive during a stall; the window stays shut
     if cwnd < ssth:
         cwnd += SS_ACK_GAIN * acked
         # HyStart: leave slow start when the RTT has grown by clamp(minRTT/8, 4, 16 ms)
@@ -146,14 +191,19 @@ def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
                 s[S_WMAX, f] = cwnd / MSS
                 s[S_EPOCH, f] = t
                 s[S_K, f] = 0.0
+                s[S_WEST, f] = cwnd / MSS
     elif cca == CUBIC:
         el = t - s[S_EPOCH, f]
         wmax = s[S_WMAX, f]
         tt = el + minrtt - s[S_K, f]
         target = (CUBIC_C * tt * tt * tt + wmax) * MSS
         inv = 1.0 / (cwnd * minrtt)  # one division serves 1/cwnd and 1/minrtt
-        # TCP-friendly region: what Reno with the same beta would have reached
-        west = (wmax * CUBIC_BETA + _RENO_FRIENDLY_SLOPE * el * cwnd * inv) * MSS
+        # TCP-friendly region: what Reno with the same beta would have reached, counted in ACKs
+        # (tcp_cubic.c: ca->tcp_cwnd + 1 per cwnd x beta_scale / 8 acked packets), i.e. per RTT
+        # whatever the queue, not per min RTT
+        west_p = s[S_WEST, f] + _RENO_FRIENDLY_SLOPE * acked / cwnd
+        s[S_WEST, f] = west_p
+        west = west_p * MSS
         if west > target:
             target = west
         if target > cwnd:
@@ -165,206 +215,14 @@ def _window_grow(cca, t, acked, rtt, cwnd, ssth, minrtt, s, f):
     return min(cwnd, MAX_CWND)
 
 
-# -- BBR (v1 and v2) ------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy", fastmath=_FM)
-def _bbr_enter_probe_bw(s, f, cca, t, rng, b):
-    s[S_MODE, f] = PROBE_BW
-    s[S_CSTART, f] = t
-    if cca == BBR:
-        # random start phase, never the draining 0.75 phase (tcp_bbr.c)
-        idx = int(_rand(rng, b) * 7.0)
-        s[S_CIDX, f] = idx + 1 if idx >= 1 else 0
-    else:
-        s[S_CIDX, f] = DOWN
-        s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
-        s[S_RSINCE, f] = 0.0
-
-
+# -- BBR: v1 in bbr1.py (tcp_bbr.c), v2 in bbr2.py (v2alpha tcp_bbr2.c) ---------------------------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def _bbr_update(s, f, cca, t, dt, acked, lost, rtt, inflight, rng, b):
-    """BBR's model and state machine, per sub-step (v1: tcp_bbr.c; v2: draft-cardwell-02).
-
-    Bandwidth samples are taken once per round (one RTT) as delivered/elapsed,
-    the fluid counterpart of BBR's per-ACK delivery-rate samples.
-    """
-    s[S_RDELIV, f] += acked
-    s[S_RLOST, f] += lost
-    prt_win = BBR_MIN_RTT_WINDOW if cca == BBR else BBR2_MIN_RTT_WINDOW
-    # min RTT filter and ProbeRTT entry
-    if rtt <= s[S_MINRTT, f]:
-        s[S_MINRTT, f] = rtt
-        s[S_MINRTT_STAMP, f] = t
-    elif t - s[S_MINRTT_STAMP, f] > prt_win and s[S_MODE, f] != PROBE_RTT:
-        s[S_MINRTT, f] = rtt
-        s[S_MINRTT_STAMP, f] = t
-        s[S_PRIOR_MODE, f] = s[S_MODE, f]
-        s[S_MODE, f] = PROBE_RTT
-        s[S_PRTT_DONE, f] = t + (BBR_PROBE_RTT_TIME if cca == BBR else BBR2_PROBE_RTT_TIME) + rtt
-    minrtt = s[S_MINRTT, f]
-    mode = int(s[S_MODE, f])
-
-    # ---- round end: bandwidth sample, startup exit, BBRv2 loss response ----
-    el = t - s[S_RSTART, f]
-    if el >= rtt and el > 0.0:
-        sample = s[S_RDELIV, f] / el
-        rl = s[S_RLOST, f]
-        rd = s[S_RDELIV, f]
-        loss_rate = rl / (rl + rd) if rl + rd > 0.0 else 0.0
-        s[S_ROUNDS, f] += 1.0
-        s[S_RSINCE, f] += 1.0
-        if cca == BBR:
-            slot = int(s[S_ROUNDS, f]) % _NSLOTS
-            s[S_SLOT0 + slot, f] = sample
-            bw = 0.0
-            for j in range(_NSLOTS):
-                bw = max(bw, s[S_SLOT0 + j, f])
-            s[S_BW, f] = max(bw, MSS / minrtt)
-        else:
-            s[S_BWHI_CUR, f] = max(s[S_BWHI_CUR, f], sample)
-            s[S_BW, f] = max(max(s[S_BWHI_CUR, f], s[S_BWHI_PREV, f]), MSS / minrtt)
-        bw = s[S_BW, f]
-        bdp = bw * minrtt
-        if mode == STARTUP:
-            if bw >= s[S_FULLBW, f] * BBR_FULL_BW_THRESH:
-                s[S_FULLBW, f] = bw
-                s[S_FULLCNT, f] = 0.0
-            else:
-                s[S_FULLCNT, f] += 1.0
-            full = s[S_FULLCNT, f] >= BBR_FULL_BW_ROUNDS
-            if cca == BBR2 and loss_rate > BBR2_LOSS_THRESH and rl >= BBR2_STARTUP_FULL_LOSS_MIN:
-                s[S_IHI, f] = max(bdp, inflight)
-                full = True
-            if full:
-                s[S_FULLPIPE, f] = 1.0
-                s[S_MODE, f] = DRAIN
-                s[S_GAIN, f] = BBR_DRAIN_GAIN if cca == BBR else BBR2_DRAIN_GAIN
-                mode = DRAIN
-        elif cca == BBR2 and mode == PROBE_BW:
-            ph = int(s[S_CIDX, f])
-            if loss_rate > BBR2_LOSS_THRESH and ph == UP:
-                # inflight too high while probing: remember a safe upper bound, back off
-                s[S_IHI, f] = max(inflight * BBR2_BETA, bdp * BBR2_BETA)
-                s[S_CIDX, f] = DOWN
-                s[S_CSTART, f] = t
-                s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
-                s[S_RSINCE, f] = 0.0
-            elif rl > 0.0 and ph != UP and ph != REFILL:
-                # short-term model: any loss in a round cuts bw_lo / inflight_lo by beta
-                if s[S_BWLO, f] == INF:
-                    s[S_BWLO, f] = bw
-                if s[S_ILO, f] == INF:
-                    s[S_ILO, f] = s[S_CWND, f]
-                s[S_BWLO, f] = max(sample, BBR2_BETA * s[S_BWLO, f])
-                s[S_ILO, f] = max(rd, BBR2_BETA * s[S_ILO, f])
-            if ph == REFILL:
-                s[S_CIDX, f] = UP
-                s[S_CSTART, f] = t
-                s[S_UPCNT, f] = 1.0
-            elif ph == UP:
-                if s[S_IHI, f] < INF and inflight >= s[S_IHI, f] * (1.0 - 1e-3):
-                    # cwnd-limited by inflight_hi: grow it 1, 2, 4, ... packets per round
-                    s[S_IHI, f] += s[S_UPCNT, f] * MSS
-                    s[S_UPCNT, f] = min(s[S_UPCNT, f] * 2.0, BBR2_UP_CNT_MAX)
-                if t - s[S_CSTART, f] >= minrtt and inflight >= BBR2_UP_GAIN * bdp:
-                    s[S_CIDX, f] = DOWN
-                    s[S_CSTART, f] = t
-                    s[S_PWAIT, f] = t + BBR2_PROBE_WAIT_BASE + BBR2_PROBE_WAIT_RAND * _rand(rng, b)
-                    s[S_RSINCE, f] = 0.0
-        s[S_RSTART, f] = t
-        s[S_RDELIV, f] = 0.0
-        s[S_RLOST, f] = 0.0
-
-    bw = s[S_BW, f]
-    bdp = bw * minrtt
-    # ---- per-step mode logic ----
-    if mode == DRAIN:
-        if inflight <= bdp:
-            _bbr_enter_probe_bw(s, f, cca, t, rng, b)
-    elif mode == PROBE_RTT:
-        if t >= s[S_PRTT_DONE, f]:
-            s[S_MINRTT_STAMP, f] = t
-            if s[S_FULLPIPE, f] > 0.0:
-                _bbr_enter_probe_bw(s, f, cca, t, rng, b)
-            else:
-                s[S_MODE, f] = STARTUP
-    elif mode == PROBE_BW:
-        if cca == BBR:
-            idx = int(s[S_CIDX, f])
-            el = t - s[S_CSTART, f]
-            adv = el >= minrtt
-            if idx == 0 and adv and lost <= 0.0 and inflight < _PROBE_GAINS[0] * bdp:
-                adv = False  # keep probing until inflight reaches 1.25 BDP or a loss
-            if idx == 0 and el >= BBR_PROBE_UP_MAX_RTTS * minrtt:
-                adv = True
-            if idx == 1 and inflight <= bdp:
-                adv = True
-            if adv:
-                s[S_CIDX, f] = (idx + 1) % 8
-                s[S_CSTART, f] = t
-        else:
-            ph = int(s[S_CIDX, f])
-            if ph == DOWN:
-                if inflight <= min(bdp, (1.0 - BBR2_HEADROOM) * s[S_IHI, f]):
-                    s[S_CIDX, f] = CRUISE
-                    s[S_CSTART, f] = t
-            if int(s[S_CIDX, f]) == CRUISE or int(s[S_CIDX, f]) == DOWN:
-                rounds_cap = min(BBR2_PROBE_MAX_ROUNDS, bdp / MSS)
-                if t >= s[S_PWAIT, f] or s[S_RSINCE, f] >= rounds_cap:
-                    # start a new probe cycle: forget the short-term bounds, age bw_hi
-                    s[S_CIDX, f] = REFILL
-                    s[S_CSTART, f] = t
-                    s[S_BWLO, f] = INF
-                    s[S_ILO, f] = INF
-                    s[S_BWHI_PREV, f] = s[S_BWHI_CUR, f]
-                    s[S_BWHI_CUR, f] = 0.0
-                    s[S_RSTART, f] = t
-                    s[S_RDELIV, f] = 0.0
-                    s[S_RLOST, f] = 0.0
-
-    # ---- outputs: pacing rate and inflight cap ----
-    mode = int(s[S_MODE, f])
+    """One sub-step of the flow's BBR (``dt`` is not needed: rounds are timed by the RTT)."""
     if cca == BBR:
-        if mode == STARTUP:
-            gain, cg = BBR_HIGH_GAIN, BBR_HIGH_GAIN
-        elif mode == DRAIN:
-            gain, cg = BBR_DRAIN_GAIN, BBR_HIGH_GAIN
-        elif mode == PROBE_RTT:
-            gain, cg = 1.0, BBR_CWND_GAIN
-        else:
-            gain, cg = _PROBE_GAINS[int(s[S_CIDX, f])], BBR_CWND_GAIN
-        s[S_GAIN, f] = gain
-        s[S_PACE, f] = gain * bw
-        cw = max(cg * bdp, BBR_MIN_CWND)
-        if mode == PROBE_RTT:
-            cw = BBR_PROBE_RTT_CWND
-        s[S_CWND, f] = cw
+        bbr1_update(s, f, t, acked, lost, rtt, inflight, rng, b)
     else:
-        bwe = min(bw, s[S_BWLO, f])
-        ph = int(s[S_CIDX, f])
-        if mode == STARTUP:
-            gain = BBR2_STARTUP_GAIN
-        elif mode == DRAIN:
-            gain = BBR2_DRAIN_GAIN
-        elif mode == PROBE_RTT:
-            gain = 1.0
-        elif ph == UP:
-            gain = BBR2_UP_GAIN
-        elif ph == DOWN:
-            gain = BBR2_DOWN_GAIN
-        else:
-            gain = 1.0
-        s[S_GAIN, f] = gain
-        s[S_PACE, f] = gain * bwe * (1.0 - BBR2_PACING_MARGIN)
-        cw = BBR2_CWND_GAIN * bwe * minrtt
-        if mode == PROBE_BW and (ph == CRUISE or ph == DOWN):
-            cw = min(cw, (1.0 - BBR2_HEADROOM) * s[S_IHI, f])
-        else:
-            cw = min(cw, s[S_IHI, f])
-        cw = min(cw, s[S_ILO, f])
-        if mode == PROBE_RTT:
-            cw = min(cw, BBR2_PROBE_RTT_CWND_GAIN * bdp)
-        s[S_CWND, f] = max(cw, BBR_MIN_CWND)
-
+        bbr2_update(s, f, t, acked, lost, rtt, inflight, rng, b)
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)

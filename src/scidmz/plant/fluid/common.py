@@ -12,10 +12,10 @@ def _install_cache_locator() -> None:
     """Make numba's on-disk cache of the fluid kernel's modules depend on the files they compile in.
 
     The kernel freezes the values of constants.py and layout.py at compile time
-    and links in the discipline cores of ``scidmz.disciplines.abc``/``ffs``, but
+    and links in the disciplines' cores and fluid hooks (``scidmz.disciplines``), but
     numba's cache stamp only hashes this file, so an edited constant or core
     would silently keep the old compiled kernel. This locator (used for
-    common.py, cca.py and kernel.py only) adds those files' SHA-256 to the
+    common.py, cca.py, bbr1.py, bbr2.py and kernel.py only) adds those files' SHA-256 to the
     stamp; any change recompiles on the next use.
     """
     import hashlib
@@ -23,14 +23,17 @@ def _install_cache_locator() -> None:
 
     from numba.core import caching
 
+    from ...disciplines.registry import fluid_sources
+
     fluid_dir = os.path.dirname(os.path.abspath(__file__))
     # the modules whose compiled functions freeze those files: this one, the CCAs, the kernel
-    mine = {os.path.join(fluid_dir, n) for n in ("common.py", "cca.py", "kernel.py")}
-    disc_dir = os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), "disciplines")
-    deps = [os.path.join(fluid_dir, n) for n in ("constants.py", "layout.py")]
+    mine = {os.path.join(fluid_dir, n) for n in ("common.py", "cca.py", "bbr1.py", "bbr2.py", "kernel.py")}
+    # ... and the modules whose compiled code the kernel links in (an edited CCA would otherwise leave
+    # the cached kernel holding the old one)
+    deps = [os.path.join(fluid_dir, n) for n in ("constants.py", "layout.py", "cca.py", "bbr1.py", "bbr2.py")]
     # constants.py re-exports the wire facts and y's constants from these two
     deps += [os.path.join(os.path.dirname(os.path.dirname(fluid_dir)), n) for n in ("units.py", "state.py")]
-    deps += [os.path.join(disc_dir, n) for n in ("abc.py", "ffs.py")]
+    deps += [str(f) for f in fluid_sources()]
 
     def deps_hash() -> bytes:
         h = hashlib.sha256()

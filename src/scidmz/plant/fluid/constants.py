@@ -10,15 +10,13 @@ Sources:
 - CUBIC: RFC 8312 / RFC 9438 and Linux ``tcp_cubic.c`` (C = 0.4, beta = 0.7,
   fast convergence, TCP-friendly region, HyStart delay exit).
 - Reno/AIMD: RFC 5681 (slow start, +1 MSS per RTT, halve on loss).
-- BBRv1: Cardwell et al., "BBR: Congestion-Based Congestion Control" (ACM
-  Queue 2016) and Linux ``tcp_bbr.c``; the fluid abstraction (round-based
-  max-filter, cwnd cap 2 x BDP, 8-phase gain cycle, ProbeRTT) follows the
-  BBR fluid model of Scherrer et al., "Model-Based Insights on the
-  Performance, Fairness, and Stability of BBR", IMC 2022.
-- BBRv2: IETF ICCRG draft-cardwell-iccrg-bbr-congestion-control-02 and the
-  v2alpha Linux code (loss threshold 2 %, beta 0.7, headroom 15 %,
-  DOWN/CRUISE/REFILL/UP cycle of 2-3 s, ProbeRTT every 5 s); again the
-  abstraction of Scherrer et al. section 3.
+- BBRv1: Linux ``tcp_bbr.c`` (Cardwell et al., "BBR: Congestion-Based
+  Congestion Control", ACM Queue 2016), each constant with the kernel name it
+  comes from; the round-based fluid abstraction follows Scherrer et al.,
+  "Model-Based Insights on the Performance, Fairness, and Stability of BBR",
+  IMC 2022, section 3.
+- BBRv2: Google's v2alpha Linux code ``tcp_bbr2.c`` and the IETF draft that
+  continues it (draft-ietf-ccwg-bbr), each constant with its name/section.
 - TBF: Linux ``sch_tbf`` (limit = rate x latency + burst).
 """
 
@@ -66,12 +64,27 @@ DT_MAX = 10e-3
 
 # -- loss detection ------------------------------------------------------------
 # A flow notices a drop one (current) RTT after it happens (dup-ACKs / SACK)
-# and treats every further drop until one RTT after its reaction as the same
-# congestion event (fast recovery).
+# and treats every further drop until its reaction as the same congestion event
+# (fast recovery covers what was outstanding when the loss was detected, RFC 6675:
+# in the fluid a drop happens when its packet is sent, so a drop after the reaction
+# is of a packet sent after it, a new event; before issue 28 round 2 the event
+# lasted one RTT more, which halved the reductions a flow makes at high loss).
 LOSS_FEEDBACK_RTTS = 1.0
 # Drops hit flows as packets: a flow that lost d bytes in a sub-step sees a
 # loss event with probability 1 - exp(-d / MSS) (Poisson thinning keeps the
 # expected number of lost packets right and de-synchronises the flows).
+
+# Small windows: Linux repairs a loss without a timer only if a packet sent after it is (S)ACKed
+# (RACK). A flight lost whole (probability p^w per RTT at w packets and loss fraction p) gets no ACK:
+# the flow waits for the tail-loss probe, 2 SRTT + TCP_TIMEOUT_MIN, or 2 SRTT + TCP_RTO_MIN with a
+# single packet out (net/ipv4/tcp_output.c, tcp_schedule_loss_probe; in Open only), or in Recovery
+# and after a timeout for the retransmission timeout, SRTT + TCP_RTO_MIN at least (tcp_input.c,
+# tcp_set_rto: rttvar is floored at tcp_rto_min), doubled per lost retransmission. This is what holds
+# CUBIC campus flows far below their shaper's rate next to BBR v1 DTNs, whose 15 % loss leaves them
+# 1-5 packet windows and 0.5-1.4 RTOs per flow and second (reports/fidelity, kernel TCPTimeouts,
+# and benchmarks/small_window_tcp.py, the packet-level check); cca._flight_lost.
+TCP_RTO_MIN = 0.200  # s; include/net/tcp.h TCP_RTO_MIN = HZ / 5
+TCP_TIMEOUT_MIN = 0.002  # s; include/net/tcp.h TCP_TIMEOUT_MIN_US
 
 # -- Reno ----------------------------------------------------------------------
 RENO_BETA = 0.5
@@ -88,38 +101,59 @@ HYSTART_DELAY_MIN = 0.004
 HYSTART_DELAY_MAX = 0.016
 HYSTART_DELAY_DIVISOR = 8.0
 
-# -- BBRv1 ---------------------------------------------------------------------
-BBR_HIGH_GAIN = 2.885  # 2 / ln 2, startup pacing and cwnd gain
-BBR_DRAIN_GAIN = 1.0 / 2.885
-BBR_CWND_GAIN = 2.0
-BBR_PROBE_GAINS = (1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # one phase per min RTT
-BBR_PROBE_UP_MAX_RTTS = 2.0  # the 1.25 phase waits for 1.25 BDP inflight or a loss, at most this many min RTTs
-BBR_BW_WINDOW_ROUNDS = 10  # max-filter window of the bottleneck bandwidth estimate
-BBR_FULL_BW_THRESH = 1.25  # startup ends after 3 rounds growing < 25 %
-BBR_FULL_BW_ROUNDS = 3
-BBR_MIN_RTT_WINDOW = 10.0  # s; min RTT expiry -> ProbeRTT
-BBR_PROBE_RTT_TIME = 0.200  # s at the ProbeRTT cwnd
-BBR_PROBE_RTT_CWND = 4.0 * MSS
-BBR_MIN_CWND = 4.0 * MSS
+# -- BBR v1 (bbr1.py) ---------------------------------------------------------------
+# Linux net/ipv4/tcp_bbr.c (torvalds/linux 02dc96ef; the testbed's kernel runs it), cited by the
+# kernel's own names: line numbers move between kernel versions, the names have not since 4.9.
+BBR_HIGH_GAIN = 2.885  # bbr_high_gain = 2885/1000: Startup pacing and cwnd gain (2/ln 2)
+BBR_DRAIN_GAIN = 1.0 / 2.885  # bbr_drain_gain = 1000/2885
+BBR_CWND_GAIN = 2.0  # bbr_cwnd_gain: ProbeBW's cwnd = 2 x BDP (+ bbr_quantization_budget)
+BBR_PROBE_GAINS = (1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # bbr_pacing_gain[], CYCLE_LEN = 8 phases
+BBR_CYCLE_RAND = 7  # bbr_cycle_rand: ProbeBW starts in a random phase, never the 0.75 one
+BBR_BW_WINDOW_ROUNDS = 10  # bbr_bw_rtts = CYCLE_LEN + 2: max-filter window of the bandwidth, rounds
+BBR_FULL_BW_THRESH = 1.25  # bbr_full_bw_thresh: Startup ends after 3 rounds growing < 25 % ...
+BBR_FULL_BW_ROUNDS = 3  # ... bbr_full_bw_cnt
+BBR_MIN_RTT_WINDOW = 10.0  # s; bbr_min_rtt_win_sec: min RTT expiry -> ProbeRTT
+BBR_PROBE_RTT_TIME = 0.200  # s; bbr_probe_rtt_mode_ms, held at the ProbeRTT cwnd (and one round)
+BBR_MIN_CWND = 4.0 * MSS  # bbr_cwnd_min_target = 4 packets
+BBR_PROBE_RTT_CWND = BBR_MIN_CWND  # ProbeRTT's cwnd (bbr_set_cwnd: min(cwnd, bbr_cwnd_min_target))
+BBR_PACING_MARGIN = 0.01  # bbr_pacing_margin_percent: pace 1 % below gain x bw
+# bbr_quantization_budget: cwnd and the phase targets add 3 TSO bursts (bbr_tso_segs_goal: the pacing
+# rate >> sk_pacing_shift = 10, i.e. 1/1024 s of it, at least bbr_min_tso_segs = 2 segments above
+# 1.2 Mbit/s) and round up to an even packet count; +2 packets in the 1.25 phase.
+BBR_TSO_BUDGET_SKBS = 3.0
+BBR_PACING_SHIFT_TIME = 1.0 / 1024.0  # s
+BBR_MIN_TSO_SEGS = 2.0
 
-# -- BBRv2 ---------------------------------------------------------------------
-BBR2_STARTUP_GAIN = 2.77  # v2 startup pacing gain (cwnd gain 2)
-BBR2_DRAIN_GAIN = 0.35
-BBR2_CWND_GAIN = 2.0
-BBR2_UP_GAIN = 1.25
-BBR2_UP_CNT_MAX = 1024.0  # packets: cap of the doubling inflight_hi growth per round in UP
-BBR2_DOWN_GAIN = 0.75
-BBR2_LOSS_THRESH = 0.02  # loss rate per round that marks inflight as too high
-BBR2_BETA = 0.7  # multiplicative cut of inflight_hi / bw_lo / inflight_lo on loss
-BBR2_HEADROOM = 0.15  # cruise below (1 - headroom) x inflight_hi to leave room for others
-BBR2_PROBE_WAIT_BASE = 2.0  # s; bandwidth probes every 2 + U(0, 1) s ...
+# -- BBRv2 (bbr2.py) ---------------------------------------------------------------------
+# Google's v2alpha Linux code, net/ipv4/tcp_bbr2.c (github.com/google/bbr, branch v2alpha, 0487ade5),
+# cited by its names; where the IETF draft that continues it (draft-ietf-ccwg-bbr, BBRv3) states the
+# same value, its section is named too, and where v3 changed a value, the note says so. ECN off
+# (bbr_ecn_enable = false), as v2alpha ships.
+BBR2_STARTUP_GAIN = 2.885  # bbr_high_gain (as v1; the draft's v3 Startup paces at 4 ln 2 = 2.77)
+BBR2_STARTUP_CWND_GAIN = 2.885  # bbr_startup_cwnd_gain (v3: 2)
+BBR2_DRAIN_GAIN = 1.0 / 2.885  # bbr_drain_gain (v3: 0.5)
+BBR2_CWND_GAIN = 2.0  # bbr_cwnd_gain (v3: 2.25 in ProbeBW_UP)
+BBR2_UP_GAIN = 1.25  # bbr_pacing_gain[BBR_BW_PROBE_UP]; draft "ProbeBW_UP"
+BBR2_DOWN_GAIN = 0.75  # bbr_pacing_gain[BBR_BW_PROBE_DOWN] (v3: 0.90, draft "ProbeBW_DOWN")
+BBR2_PROBE_PIF_GAIN = 1.25  # bbr_bw_probe_pif_gain: UP ends once inflight >= 1.25 BDP (after a min RTT)
+BBR2_LOSS_THRESH = 0.02  # bbr_loss_thresh; draft "Core Algorithm Design Parameters": LossThresh 2 %
+BBR2_BETA = 0.7  # 1 - bbr_beta (0.3): cut of bw_lo/inflight_lo per lossy round; draft: Beta 0.7
+BBR2_HEADROOM = 0.15  # bbr_inflight_headroom; draft: Headroom 0.15
+BBR2_FULL_LOSS_CNT = 8  # bbr_full_loss_cnt: Startup exits on >= 8 losses in a round with > 2 % lost
+# The time between bandwidth probes: 2 + U(0, 1) s (bbr_bw_probe_base_us, bbr_bw_probe_rand_us), or
+# min(63, BDP in packets x bbr_bw_probe_reno_gain) rounds counted from U{0, 1}
+# (bbr_bw_probe_max_rounds, bbr_bw_probe_rand_rounds), whichever comes first; draft "A
+# Dual-Time-Scale Approach for Coexistence" (T_bbr, T_reno).
+BBR2_PROBE_WAIT_BASE = 2.0
 BBR2_PROBE_WAIT_RAND = 1.0
-BBR2_PROBE_MAX_ROUNDS = 63.0  # ... or after min(BDP in packets, 63) rounds (Reno coexistence)
-BBR2_STARTUP_FULL_LOSS_MIN = 8.0 * MSS  # startup exits on loss only after >= 8 packets lost in a round
-BBR2_MIN_RTT_WINDOW = 5.0  # s between ProbeRTTs
-BBR2_PROBE_RTT_TIME = 0.200
-BBR2_PROBE_RTT_CWND_GAIN = 0.5  # ProbeRTT cwnd = 0.5 x BDP
-BBR2_PACING_MARGIN = 0.01  # pace at 99 % of the estimate
+BBR2_PROBE_MAX_ROUNDS = 63.0
+BBR2_PROBE_RAND_ROUNDS = 2.0
+BBR2_PROBE_RENO_GAIN = 1.0
+BBR2_PROBE_RTT_INTERVAL = 5.0  # s; bbr_probe_rtt_win_ms; draft "Parameters for Scheduling ProbeRTT"
+BBR2_MIN_RTT_WINDOW = 10.0  # s; bbr_min_rtt_win_sec; draft: MinRTTFilterLen
+BBR2_PROBE_RTT_TIME = 0.200  # s; bbr_probe_rtt_mode_ms; draft: ProbeRTTDuration
+BBR2_PROBE_RTT_CWND_GAIN = 0.5  # bbr_probe_rtt_cwnd_gain: ProbeRTT cwnd = 0.5 BDP; draft: ProbeRTTCwndGain
+BBR2_PACING_MARGIN = 0.01  # bbr_pacing_margin_percent
 
 # -- token-bucket shaper (campus egress, S1-eth1) --------------------------------
 # When the scenario gives no burst, tc's minimum is used: one kernel timer tick
@@ -168,7 +202,3 @@ SHORT_SLOTS_PER_SENDER = 64  # concurrent short flows per Weibull sender (more w
 CCA_CODES = {"reno": 0, "cubic": 1, "bbr": 2, "bbr2": 3, "udp": 4, "minloss": 5}
 CLASS_DTN, CLASS_CAMPUS, CLASS_SHORT = 0, 1, 2
 CLASS_NAMES = ("dtn", "campus", "short")
-QDISC_DROPTAIL = 0
-QDISC_ABC = 1  # activity AQM in front of the FIFO (scidmz.disciplines.abc)
-QDISC_FFS = 2  # FFS, estimators + Appendix A tau (scidmz.disciplines.ffs.fluid_gammas)
-QDISC_FFS_EXACT = 3  # FFS with tau solved exactly each step (ffs.fluid_gammas_exact)

@@ -2,26 +2,40 @@
 
 One call of :func:`advance_period` integrates one control period for every
 instance (``prange`` over the batch; instances never share state, so the
-result does not depend on the thread schedule), in sub-steps of ``dt``: fixed,
-or adaptive (a fifth of the smallest RTT any flow currently sees, see
-constants.DT_RTT_DIVISOR). Each sub-step:
+result does not depend on the thread schedule). :func:`_advance_one` takes one
+instance through the period in sub-steps of ``dt`` (``_next_dt``: fixed, or a
+fifth of the smallest RTT any flow currently sees, constants.DT_RTT_DIVISOR),
+each made of the stages of docs/fluid_model.md "Time stepping":
 
-1. Weibull senders start short flows (Table 6 of the MLC paper).
-2. Every flow picks its sending rate from its congestion controller:
-   window CCAs send cwnd / RTT, BBR paces at gain x bandwidth estimate capped
-   by its inflight limit, UDP sends at a constant rate.
-3. Campus flows pass the token-bucket shaper (rate u, bucket ``burst``, a
-   drop-tail queue of ``u x latency + burst`` bytes, like tc TBF).
-4. The bottleneck queue discipline serves the queues (``_serve_queues``: K
-   weighted queues, each with its own drop-tail buffer; K = 1 is the plain
-   FIFO of the MLC testbed). Within a queue, service and drops are shared
-   in proportion to each flow's backlog/arrivals (fluid FIFO). Drop-tail
-   queues also have packet-level noise (``_packet_noise_excess``: the link
-   idles and drops although the mean queue is between empty and full;
-   constants.ARRIVAL_IDC).
-5. Each flow's controller reacts to what was delivered (ACK clock) and lost
-   (the controllers are in ``cca.py``; codes, the RNG and the cache locator
-   shared by both modules in ``common.py``).
+1. ``_start_flows``: long flows start at their time; Weibull senders start
+   short flows (Table 6 of the MLC paper).
+2. ``_send``: every flow sends at the rate its congestion controller sets
+   (``_sending_rate``: window CCAs cwnd / RTT, BBR paces at gain x bandwidth
+   estimate capped by its inflight limit, UDP at a constant rate).
+3. ``_shape``: campus flows pass the token-bucket shaper (rate u, bucket
+   ``burst``, a drop-tail queue of ``u x latency + burst`` bytes, like tc TBF).
+4. ``_arrive``: a bottleneck discipline (``scidmz.disciplines``, via
+   ``_discipline_admit``) may reject bytes in front of the FIFO; ``_serve``:
+   the queues are served (``_serve_queues``: K weighted queues, each with its
+   own drop-tail buffer; K = 1 is the plain FIFO of the MLC testbed). Within a
+   queue, service and drops are shared in proportion to each flow's
+   backlog/arrivals (fluid FIFO). Drop-tail queues also have packet-level noise
+   (``_packet_noise``: the link idles and drops although the mean queue is
+   between empty and full; constants.ARRIVAL_IDC).
+5. ``_deliver``, class by class: each flow's delivered and lost bytes and the
+   taps' samples (``_account_range``) drive its controller (``_react_range``;
+   the controllers are in ``cca.py``; codes, the RNG and the cache locator
+   shared by both modules in ``common.py``); finished flows are recorded
+   (``_complete``).
+
+``_report`` turns the period's sums into the seven Table 3 variables. The
+stages are ``inline="always"``: numba compiles them into one function, which
+runs without reference counting (``_advance_one`` says why), and the per-flow
+helpers take numbers, not arrays (``_shaper_share``) -- so the divided loop is
+as fast as the undivided one was, or faster. Fast-math ``reassoc`` lets LLVM order a sum by where its
+terms are defined, so moving code between stages can move a result in its last
+bits (splitting the loop did so for BBRv2, ~1e-16 relative);
+``tests/test_trace_hash.py`` pins the results to 7 digits.
 
 Loss feedback: a flow that lost d bytes in a sub-step sees a loss event with
 probability 1 - exp(-d / MSS) and reacts one RTT later (constants.py).
@@ -34,9 +48,21 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ...disciplines import abc as _abc
-from ...disciplines import ffs as _ffs
-from .cca import _bbr_update, _minloss_update, _window_grow, _window_loss
+from ...disciplines.abc import fluid as _abc
+from ...disciplines.droptail import fluid as _droptail
+from ...disciplines.ffs import fluid as _ffs
+from .cca import (
+    S_STALL_END,
+    S_STALL_KIND,
+    S_STALL_W,
+    S_WEST,
+    _bbr_update,
+    _flight_lost,
+    _minloss_update,
+    _stalled,
+    _window_grow,
+    _window_loss,
+)
 from .common import (
     _FM,
     _NSLOTS,
@@ -62,8 +88,6 @@ from .constants import (
     INIT_CWND,
     LOSS_FEEDBACK_RTTS,
     MSS,
-    QDISC_ABC,
-    QDISC_FFS_EXACT,
     RTT_CAMPUS_ALPHA,
     TBF_BURST_TIME,
     TBF_MIN_BURST_PKTS,
@@ -90,6 +114,7 @@ from .layout import (
     IP_BURST,
     IP_CAMPUS_BASE,
     IP_CAP,
+    IP_DISCIPLINE,
     IP_DT,
     IP_G_MAX,
     IP_G_MIN,
@@ -99,7 +124,6 @@ from .layout import (
     IP_LINK_BURST,
     IP_NSUB,
     IP_PERIOD,
-    IP_QDISC,
     IP_Z_MAX,
     IP_Z_MIN,
     IP_Z_SCALE,
@@ -121,11 +145,9 @@ from .layout import (
     O_TBF_DELAY,
     O_TBF_L,
     O_TBF_OUT,
-    P_AGG,
     P_BASE,
     P_CCA,
     P_CLASS,
-    P_FLAB,
     P_QID,
     P_RMAX,
     P_SHAPED,
@@ -155,7 +177,6 @@ from .layout import (
     S_CWND,
     S_DELIV,
     S_EPOCH,
-    S_FFS_R,
     S_FID,
     S_FSTART,
     S_FULLBW,
@@ -234,6 +255,11 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
     cca = int(p[P_CCA, f])
     s[S_RI, f] = 0.0
     s[S_RIHOLD, f] = 0.0
+    if cca <= CUBIC:
+        s[S_STALL_W, f] = 0.0
+        s[S_STALL_END, f] = -INF
+        s[S_STALL_KIND, f] = -1.0
+        s[S_WEST, f] = 0.0
     if cca == MINLOSS:
         s[S_PACE, f] = INIT_CWND / base  # "starting at a low rate" (section IX): one initial window per RTT
     if cca == BBR or cca == BBR2:
@@ -262,14 +288,13 @@ def _start_flow(s, p, f, t, size, fid, rng, b):
 
 # -- the bottleneck queue discipline -------------------------------------------------------------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
-def _serve_queues(qdisc, demand, weight, cap, served):
+def _serve_queues(demand, weight, cap, served):
     """Work-conserving weighted service of K queues in one sub-step (fluid DRR / WFQ).
 
     ``demand[k]`` = backlog + arrivals (bytes), ``cap`` = bytes the link sends
     in the sub-step. Queues that want less than their weighted share give the
     rest to the others (water filling). With K = 1 this is the FIFO of the
-    testbed. ``qdisc`` selects the discipline (0 = drop-tail queues); later
-    disciplines (ABC, FFS) add their drop rules next to ``_droptail``.
+    testbed.
     """
     k_n = demand.shape[0]
     for k in range(k_n):
@@ -306,12 +331,6 @@ def _queue_seen(q, k):
     """Bytes a packet finds queued: the fluid mean, or the packet-level noise's mean content where
     the fluid queue is emptier than that (a shallow FIFO at a load near 1, ``_packet_noise_relax``)."""
     return max(q[k, QS_BYTES], q[k, QS_NOISE])
-
-
-@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _droptail(backlog, buffer):
-    """Bytes a drop-tail queue must drop to stay within its buffer."""
-    return backlog - buffer if backlog > buffer else 0.0
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
@@ -391,523 +410,613 @@ def _packet_noise_relax(m, drift, var, rate, dt, buffer, tokens):
     return target + (m - target) * math.exp(-dt / tau)
 
 
-# -- bottleneck disciplines (ABC, FFS): the decision cores of scidmz.disciplines, per sub-step ------
+# -- the bottleneck discipline in front of the FIFO (scidmz.disciplines.<name>.fluid) ----------------
 @njit(cache=True, error_model="numpy", fastmath=_FM)
-def _discipline_step(qdisc, p, s, ain, dp, dm, ds, t, dt, cap_rate, q0, buffer, gbuf, fbuf, ibuf, rej):
-    """Fraction of each flow's arrivals ``ain`` (bytes, this sub-step) the discipline rejects -> ``rej``.
+def _discipline_admit(kind, dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, rej, fb):
+    """Bytes the discipline ``kind`` rejects of the flows' arrivals ``ain`` this sub-step (``rej``: per flow).
 
-    Returns the rejected bytes. ABC: every aggregate's meter sees its bytes of
-    the step at its end, ``T_drop`` (packets of MSS bytes, capped by the buffer)
-    is solved exactly over the step (``abc.fluid_accept``), and the averager is
-    fed the accepted packets. FFS: ``ffs.fluid_gammas`` (estimators, Appendix A
-    tau) or ``ffs.fluid_gammas_exact`` (equation 2 solved each step); a stream's
-    r label is the rate its first node measures (``ffs.ewma_rate``, constant K).
+    numba calls only functions it sees when it compiles, so this is a static
+    switch on the fluid ids of ``scidmz.disciplines.registry``: one ``if`` per
+    discipline, calling that discipline's ``fluid.admit`` (its contract:
+    ``scidmz.disciplines.base``). Drop-tail has nothing in front of its FIFO and
+    never gets here.
     """
-    F = ain.shape[0]
-    n_agg = dm.shape[0]
-    t_end = t + dt
-    rejected = 0.0
-    if qdisc == QDISC_ABC:
-        meter = ds[:n_agg, :3]
-        avg = ds[n_agg, :3]
-        arr = gbuf[0]
-        th = gbuf[1]
-        acc = gbuf[2]
-        act = gbuf[3]
-        for g in range(n_agg):
-            arr[g] = 0.0
-        for f in range(F):
-            if ain[f] > 0.0:
-                arr[int(p[P_AGG, f])] += ain[f]
-        for g in range(n_agg):
-            th[g] = buffer
-            act[g] = 0.0
-            if arr[g] > 0.0:
-                a = _abc.meter_activity(meter, dp, g, t_end, arr[g])
-                act[g] = a
-                th[g] = min(_abc.drop_threshold(dp, a, _abc.average_activity(avg, a)), dp[_abc.P_BUFFER]) * MSS
-                th[g] = min(th[g], buffer)
-        _abc.fluid_accept(q0, arr, th, cap_rate, dt, acc, MSS)
-        for g in range(n_agg):
-            if acc[g] > 0.0:
-                _abc.average_accepted(avg, dp, t_end, act[g], acc[g] / MSS)
-            gbuf[1, g] = 1.0 - acc[g] / arr[g] if arr[g] > 0.0 else 0.0
-        for f in range(F):
-            rej[f] = 0.0
-            if ain[f] > 0.0:
-                rej[f] = gbuf[1, int(p[P_AGG, f])]
-                rejected += ain[f] * rej[f]
-        return rejected
-    bits = fbuf[0]
-    rlab = fbuf[1]
-    flab = fbuf[2]
-    gam = fbuf[3]
-    for f in range(F):
-        ibuf[f] = int(p[P_AGG, f])
-        bits[f] = 8.0 * ain[f] if s[S_ON, f] > 0.0 else 0.0
-        if qdisc == QDISC_FFS_EXACT:
-            rlab[f] = bits[f] / dt
-        else:
-            if s[S_ON, f] > 0.0:
-                s[S_FFS_R, f] = _ffs.ewma_rate(s[S_FFS_R, f], bits[f], dt, dp[_ffs.P_K])
-            rlab[f] = s[S_FFS_R, f]
-            if rlab[f] <= 0.0:
-                bits[f] = 0.0
-        flab[f] = p[P_FLAB, f] if p[P_FLAB, f] > 0.0 else rlab[f]
-    if qdisc == QDISC_FFS_EXACT:
-        tau = _ffs.fluid_gammas_exact(dm, dp[_ffs.P_CAP], ibuf, rlab, flab, gam)
-        if tau < math.inf:
-            ds[n_agg, _ffs.S_TAU] = tau
-    else:
-        ri = fbuf[4]
-        _ffs.fluid_gammas(ds[n_agg, :], ds[:n_agg, :3], dp, dm, ibuf, bits, rlab, flab, t_end, dt, gam, ri)
-        for f in range(F):
-            if bits[f] > 0.0:
-                # the lowest RI of the round: during congestion the RI is the stream's minimum CFR
-                v = ri[f] * 0.125
-                if s[S_RI, f] <= 0.0 or v < s[S_RI, f]:
-                    s[S_RI, f] = v
-    for f in range(F):
-        rej[f] = 1.0 - gam[f] if ain[f] > 0.0 else 0.0
-        rejected += ain[f] * rej[f]
-    return rejected
+    if kind == _abc.FLUID_ID:
+        return _abc.admit(dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, MSS, rej, fb)
+    if kind == _ffs.FLUID_ID:
+        return _ffs.admit(dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q0, buffer, MSS, rej, fb)
+    return 0.0
 
 
-# -- the period kernel --------------------------------------------------------------------------------
+# -- the period kernel: one instance through one period, stage by stage (docs/fluid_model.md) ----------
+# The period's measurement sums (time- or byte-weighted), reduced to y at its end.
+M_RTTD, M_RTTD_T, M_RTTC, M_RTTC_T, M_QDD, M_QDD_W, M_QDC, M_QDC_W = range(8)
+NM = 8
+# Per flow and sub-step, what the controllers see (rows of ``fl``, _account_range -> _react_range).
+FL_O, FL_LOST, FL_RTT, FL_QB, FL_TB = range(5)
+NFL = 5
+# One period's scratch, allocated by advance_period* (_advance_one allocates nothing): per flow, the
+# bytes it sends, of which arrive at the bottleneck, the fraction the discipline rejects, then the
+# rows of ``fl``; per queue, the rows named in _advance_one.
+FW_SENT, FW_AIN, FW_REJ, FW_FL = 0, 1, 2, 3
+NFW = FW_FL + NFL
+QW_A, QW_TBD, QW_D, QW_DC, QW_DEL, QW_SERVED, QW_DROP, QW_SFRAC, QW_DFRAC, QW_WEIGHT, QW_CEIL = range(11)
+NQW = 11
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _scratch(F, K):
+    """(per-flow, per-queue, measurement) scratch of one period for one instance."""
+    return np.zeros((NFW, F)), np.zeros((NQW, K)), np.zeros(NM)
+
+
 @njit(cache=True, error_model="numpy", fastmath=_FM)
 def advance_period_serial(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots,
-                          DP, DM, DS):
+                          DP, DM, DS, DF, DW, DG):
     """Same as ``advance_period`` without threads (B = 1, or when threads do not pay)."""
     for b in range(S.shape[0]):
+        fw, qw, ms = _scratch(S.shape[2], Q.shape[1])
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b])
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b], fw, qw, ms)
 
 
 @njit(cache=True, parallel=True, error_model="numpy", fastmath=_FM)
 def advance_period(P, S, INST, IP, Q, QP, G, RNG, u, OUT, REC, NREC, n_dtn, short_off, n_send, slots,
-                   DP, DM, DS):
+                   DP, DM, DS, DF, DW, DG):
     """Advance every instance by one control period; results go to OUT/REC/NREC."""
     B = S.shape[0]
     for b in prange(B):
+        fw, qw, ms = _scratch(S.shape[2], Q.shape[1])
         _advance_one(P[b], S[b], INST[b], IP[b], Q[b], QP[b], G[b], RNG, b, u[b], OUT[b], REC[b], NREC,
-                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b])
+                     n_dtn, short_off, n_send, slots, DP[b], DM[b], DS[b], DF[b], DW[b], DG[b], fw, qw, ms)
 
 
-@njit(cache=True, error_model="numpy", fastmath=_FM)
+@njit(cache=True, error_model="numpy", fastmath=_FM, _nrt=False)
 def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn, short_off, n_send, slots,
-                 dp, dm, ds):
-    F = s.shape[1]
-    K = q.shape[0]
-    fixed_dt = ip[IP_DT]
-    nsub = int(ip[IP_NSUB])
+                 dp, dm, ds, df, dw, dg, fw, qw, ms):
+    """One instance through one control period: the sub-steps of docs/fluid_model.md "Time stepping".
+
+    Compiled without numba's reference counting (``_nrt=False``): numba would incref and decref
+    every array each inlined stage receives, every sub-step -- 20 % more CPU on small-cubic than the
+    undivided loop. Without it, this function may not allocate (numba refuses to compile that), so
+    its scratch ``fw``, ``qw``, ``ms`` comes from ``_scratch``; every array it sees is owned by its
+    caller, which outlives the call.
+    """
     period = ip[IP_PERIOD]
     t_end = (inst[I_PERIODS] + 1.0) * period
     u = u_bits / 8.0
+    burst, limit = _shaper_bucket(ip, inst, u)
+    kind = int(ip[IP_DISCIPLINE])
+    # packet-level noise in every drop-tail queue: the testbed's single FIFO and each Jenks queue (at
+    # its ceiling, or the link rate when it borrows). Not behind ABC/FFS (ours): their fluid cores
+    # decide on the mean queue, and the noise's drops, which land by arrival share, broke ABC's
+    # per-user fairness in tests/test_disciplines_fluid.py (0.74-0.80 of the link to the 4-8 flow
+    # user instead of 0.4-0.6), which the kernel's ABC runs do not show.
+    idc = ip[IP_ARRIVAL_IDC] if kind == _droptail.FLUID_ID else 0.0
+    _period_start(s, out, nrec, b)
+    a = fw[FW_SENT]  # bytes each flow sends in the sub-step
+    ain = fw[FW_AIN]  # ... of which arrive at the bottleneck (after the shaper)
+    rej = fw[FW_REJ]  # the fraction of them the discipline in front of the FIFO rejects
+    fl = fw[FW_FL:]  # what each flow's controller sees
+    qa = qw[QW_A]  # bytes arriving at each bottleneck queue
+    tbd = qw[QW_TBD]  # shaper backlog + arrivals bound for each queue
+    qd = qw[QW_D]  # backlog + arrivals of each queue
+    qdc = qw[QW_DC]  # ... capped by its ceiling
+    qdel = qw[QW_DEL]  # queueing delay a packet meets in each queue
+    served = qw[QW_SERVED]
+    qdrop = qw[QW_DROP]
+    sfrac = qw[QW_SFRAC]  # fraction of backlog + arrivals served
+    dfrac = qw[QW_DFRAC]  # fraction of arrivals dropped
+    weight = qw[QW_WEIGHT]
+    ceil = qw[QW_CEIL]
+    wtot = _queue_params(qp, weight, ceil)
+    t = inst[I_T]
+    dt = ip[IP_DT] if ip[IP_DT] > 0.0 else DT_MIN
+    inv_dt = 1.0 / dt
+    step = 0
+    while True:
+        dt = _next_dt(ip, inst, t, t_end, step, dt)
+        if dt <= 0.0:
+            break
+        step += 1
+        inv_dt = 1.0 / dt
+        _start_flows(p, s, inst, ip, g, rng, b, t, n_dtn, short_off, n_send, slots)
+        a_tbf, tbf_delay = _send(p, s, inst, ip, q, dt, u, a, qa, tbd, qdel, weight, wtot, ceil)
+        out_frac, drop_frac = _shape(inst, out, u, dt, burst, limit, a_tbf)
+        out[O_TBF_DELAY] += tbf_delay * dt
+        _arrive(p, s, ip, q, qp, t, dt, kind, out_frac, a, ain, rej, qa, tbd, dp, dm, ds, df, dw, dg)
+        _serve(q, qp, ip, dt, inv_dt, idc, out_frac, qa, qd, qdc, served, qdrop, sfrac, dfrac, weight, ceil, out)
+        _deliver(p, s, inst, ip, q, rng, b, t, dt, inv_dt, u, tbf_delay, out_frac, drop_frac, kind, a, rej,
+                 qdel, sfrac, dfrac, weight, wtot, ceil, rec, nrec, out, ms, fl, n_dtn, short_off)
+        t += dt
+    _report(p, s, inst, ip, q, out, ms, a, period, inv_dt, u, weight, wtot, ceil)
+    w = 0.0
+    for gi in range(n_send):
+        w += g[gi, 1]
+    inst[I_WAITING] = w
+
+
+# -- period set-up ----------------------------------------------------------------------------------
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _shaper_bucket(ip, inst, u):
+    """The shaper's bucket and queue limit at rate u (bytes/s), like tc TBF; returns (burst, limit)."""
     burst = ip[IP_BURST]
     if burst <= 0.0:
         burst = max(u * TBF_BURST_TIME, TBF_MIN_BURST_PKTS * MSS)
     limit = u * ip[IP_LATENCY] + burst
     # a new rate may come with a smaller bucket: tokens never exceed it (tc change resets them)
     inst[I_TOKENS] = min(inst[I_TOKENS], burst)
-    qdisc = int(ip[IP_QDISC])
-    # packet-level noise in every drop-tail queue: the testbed's single FIFO and each Jenks queue (at
-    # its ceiling, or the link rate when it borrows). Not behind ABC/FFS (ours): their fluid cores
-    # decide on the mean queue, and the noise's drops, which land by arrival share, broke ABC's
-    # per-user fairness in tests/test_disciplines_fluid.py (0.74-0.80 of the link to the 4-8 flow
-    # user instead of 0.4-0.6), which the kernel's ABC runs do not show.
-    idc = ip[IP_ARRIVAL_IDC] if qdisc == 0 else 0.0
-    dt = fixed_dt if fixed_dt > 0.0 else DT_MIN
-    inv_dt = 1.0 / dt
+    return burst, limit
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _period_start(s, out, nrec, b):
+    """Zero the period's results; each flow's delivered bytes are counted from here."""
     for j in range(NOUT):
         out[j] = 0.0
     nrec[b] = 0
-    for f in range(F):
+    for f in range(s.shape[1]):
         # delivered this period = S_DELIV(end) - S_DELIV(start), kept as an offset
         s[S_PBYTES, f] = -s[S_DELIV, f]
         s[S_PLOST, f] = 0.0
-    rlo = (0, n_dtn, short_off)
-    rhi = (n_dtn, short_off, F)
-    a = np.zeros(F)  # bytes each flow sends in the sub-step
-    qa = np.empty(K)  # bytes arriving at each bottleneck queue
-    tbd = np.empty(K)  # shaper backlog + arrivals bound for each queue
-    qd = np.empty(K)
-    qdel = np.empty(K)
-    served = np.empty(K)
-    qdrop = np.empty(K)
-    sfrac = np.empty(K)
-    dfrac = np.empty(K)
-    weight = np.empty(K)
-    ceil = np.empty(K)
-    qdc = np.empty(K)
-    # discipline scratch (per aggregate / per flow) and each flow's rejected fraction
-    n_agg = dm.shape[0]
-    gbuf = np.empty((4, n_agg))
-    fbuf = np.empty((5, F))
-    ibuf = np.empty(F, dtype=np.int64)
-    rej = np.zeros(F)
-    ain_f = np.zeros(F)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _queue_params(qp, weight, ceil):
+    """Each bottleneck queue's service weight and ceiling; returns the weights' sum."""
     wtot = 0.0
-    for k in range(K):
+    for k in range(qp.shape[0]):
         weight[k] = qp[k, QP_WEIGHT]
         ceil[k] = qp[k, QP_CEIL]
         wtot += weight[k]
-    t = inst[I_T]
-    rttd_sum = 0.0
-    rttd_time = 0.0
-    rttc_sum = 0.0
-    rttc_time = 0.0
-    qdd_w = 0.0
-    qdd_sum = 0.0
-    qdc_w = 0.0
-    qdc_sum = 0.0
-    tbf_delay_sum = 0.0
-    qbytes_sum = 0.0
-    dtn_b = 0.0
-    camp_b = 0.0
-    dtn_l = 0.0
-    camp_l = 0.0
-    dtn_sent = 0.0
-    camp_sent = 0.0
-    step = 0
-    while True:
-        if fixed_dt > 0.0:
-            if step == nsub:
-                break
-            if step == nsub - 1:
-                dt = t_end - t  # absorb rounding so the period ends exactly at t_end
+    return wtot
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _next_dt(ip, inst, t, t_end, step, dt):
+    """The next sub-step: fixed (the last one ends the period exactly), or a fifth of the smallest
+    RTT any flow saw in the last one, clipped (constants.DT_RTT_DIVISOR); 0 once the period is done."""
+    if ip[IP_DT] > 0.0:
+        nsub = int(ip[IP_NSUB])
+        if step == nsub:
+            return 0.0
+        return t_end - t if step == nsub - 1 else dt
+    left = t_end - t
+    if left <= 1e-9 * ip[IP_PERIOD]:
+        return 0.0
+    dt = min(max(inst[I_RTTMIN] / DT_RTT_DIVISOR, DT_MIN), DT_MAX)
+    return left if dt >= left * 0.8 else dt  # no sliver of a step at the end of the period
+
+
+# -- 1. long flows that start now; Weibull short-flow arrivals -------------------------------------
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _start_flows(p, s, inst, ip, g, rng, b, t, n_dtn, short_off, n_send, slots):
+    """Long flows start at their start time; each Weibull sender starts flows in its free slots."""
+    if t >= inst[I_NEXT_START]:
+        nxt = INF
+        for f in range(short_off):
+            if s[S_FSTART, f] < 0.0:
+                if t >= p[P_START, f]:
+                    _start_flow(s, p, f, t, p[P_SIZE, f], f, rng, b)
+                    if f < n_dtn and inst[I_DTN_FIRST] == INF:
+                        inst[I_DTN_FIRST] = t
+                elif p[P_START, f] < nxt:
+                    nxt = p[P_START, f]
+        inst[I_NEXT_START] = nxt
+    for gi in range(n_send):
+        while g[gi, 0] <= t:
+            g[gi, 1] += 1.0
+            g[gi, 0] += _weibull(rng, b, ip[IP_G_SHAPE], ip[IP_G_SCALE], ip[IP_G_MIN], ip[IP_G_MAX])
+        if g[gi, 1] > 0.0:
+            base_f = short_off + gi * slots
+            for f in range(base_f, base_f + slots):
+                if g[gi, 1] <= 0.0:
+                    break
+                if s[S_ON, f] == 0.0:
+                    size = _weibull(rng, b, ip[IP_Z_SHAPE], ip[IP_Z_SCALE], ip[IP_Z_MIN], ip[IP_Z_MAX])
+                    _start_flow(s, p, f, t, size, inst[I_NEXTFID], rng, b)
+                    inst[I_NEXTFID] += 1.0
+                    g[gi, 1] -= 1.0
+
+
+# -- 2. sending rates ------------------------------------------------------------------------------
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _sending_rate(cca, cwnd, pace, udp_bps, rmax, rtt):
+    """Bytes/s a flow sends now: window CCAs cwnd / RTT, BBR its pacing rate capped by its inflight
+    limit through the ACK clock, minloss its learned rate, UDP its constant rate; at most ``rmax``."""
+    if cca == UDP:
+        x = udp_bps * 0.125
+    elif cca == MINLOSS:
+        x = pace  # a leaky bucket at the learned rate: exact pacing in a fluid
+    elif cca <= CUBIC:
+        x = cwnd / rtt
+    else:
+        x = min(pace, cwnd / rtt)
+    if x > rmax:
+        x = rmax
+    return x
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _send(p, s, inst, ip, q, dt, u, a, qa, tbd, qdel, weight, wtot, ceil):
+    """Each flow's bytes of the sub-step -> ``a``; unshaped ones arrive at their queue (``qa``), shaped
+    ones at the shaper (``tbd``, with its backlog). Returns (bytes into the shaper, its delay)."""
+    for k in range(q.shape[0]):
+        qdel[k] = _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
+        qa[k] = 0.0
+        tbd[k] = q[k, QS_ORPH_TBF]
+    tbfq = inst[I_TBFQ]
+    tbf_delay = tbfq / u if u > 0.0 else (ip[IP_LATENCY] if tbfq > 0.0 else 0.0)
+    a_tbf = 0.0
+    rtt_min = INF
+    # CCA and shaper are per flow (set_ccas, [[flows]] entries)
+    for f in range(s.shape[1]):
+        if s[S_ON, f] == 0.0:
+            a[f] = 0.0
+            continue
+        shaped = p[P_SHAPED, f] > 0.0
+        k = int(p[P_QID, f])
+        rtt = p[P_BASE, f] + qdel[k] + (tbf_delay if shaped else 0.0)
+        if rtt < rtt_min:
+            rtt_min = rtt
+        sent = _sending_rate(int(p[P_CCA, f]), s[S_CWND, f], s[S_PACE, f], p[P_UDP, f], p[P_RMAX, f], rtt) * dt
+        tosend = s[S_TOSEND, f]
+        if sent > tosend:
+            sent = tosend if tosend > 0.0 else 0.0
+        s[S_TOSEND, f] = tosend - sent
+        a[f] = sent
+        if shaped:
+            a_tbf += sent
+            tbd[k] += sent + s[S_TB, f]
         else:
-            left = t_end - t
-            if left <= 1e-9 * period:
-                break
-            dt = min(max(inst[I_RTTMIN] / DT_RTT_DIVISOR, DT_MIN), DT_MAX)
-            if dt >= left * 0.8:
-                dt = left  # no sliver of a step at the end of the period
-        step += 1
-        inv_dt = 1.0 / dt
-        cap = ip[IP_CAP] * dt
-        # ---- 1. long flows that start now; Weibull short-flow arrivals ----
-        if t >= inst[I_NEXT_START]:
-            nxt = INF
-            for f in range(short_off):
-                if s[S_FSTART, f] < 0.0:
-                    if t >= p[P_START, f]:
-                        _start_flow(s, p, f, t, p[P_SIZE, f], f, rng, b)
-                        if f < n_dtn and inst[I_DTN_FIRST] == INF:
-                            inst[I_DTN_FIRST] = t
-                    elif p[P_START, f] < nxt:
-                        nxt = p[P_START, f]
-            inst[I_NEXT_START] = nxt
-        for gi in range(n_send):
-            while g[gi, 0] <= t:
-                g[gi, 1] += 1.0
-                g[gi, 0] += _weibull(rng, b, ip[IP_G_SHAPE], ip[IP_G_SCALE], ip[IP_G_MIN], ip[IP_G_MAX])
-            if g[gi, 1] > 0.0:
-                base_f = short_off + gi * slots
-                for f in range(base_f, base_f + slots):
-                    if g[gi, 1] <= 0.0:
-                        break
-                    if s[S_ON, f] == 0.0:
-                        size = _weibull(rng, b, ip[IP_Z_SHAPE], ip[IP_Z_SCALE], ip[IP_Z_MIN], ip[IP_Z_MAX])
-                        _start_flow(s, p, f, t, size, inst[I_NEXTFID], rng, b)
-                        inst[I_NEXTFID] += 1.0
-                        g[gi, 1] -= 1.0
-        # ---- 2. queue delays and sending rates ----
-        # Flows come in three ranges (DTN, campus/UDP/[[flows]], short-flow slots); a range
-        # shares its class. CCA and shaper are per flow (set_ccas, [[flows]] entries).
-        for k in range(K):
-            qdel[k] = _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
-            qa[k] = 0.0
-            tbd[k] = q[k, QS_ORPH_TBF]
-        tbfq = inst[I_TBFQ]
-        tbf_delay = tbfq / u if u > 0.0 else (ip[IP_LATENCY] if tbfq > 0.0 else 0.0)
-        a_tbf = 0.0
-        rtt_min = INF
-        for r in range(3):
-            lo, hi = rlo[r], rhi[r]
-            if lo >= hi:
-                continue
-            for f in range(lo, hi):
-                if s[S_ON, f] == 0.0:
-                    a[f] = 0.0
-                    continue
-                cca = int(p[P_CCA, f])
-                shaped = p[P_SHAPED, f] > 0.0
-                extra = tbf_delay if shaped else 0.0
-                k = int(p[P_QID, f])
-                rtt = p[P_BASE, f] + qdel[k] + extra
-                if rtt < rtt_min:
-                    rtt_min = rtt
-                if cca == UDP:
-                    x = p[P_UDP, f] * 0.125
-                elif cca == MINLOSS:
-                    x = s[S_PACE, f]  # a leaky bucket at the learned rate: exact pacing in a fluid
-                elif cca <= CUBIC:
-                    x = s[S_CWND, f] / rtt
-                else:
-                    # BBR paces; its inflight cap (cwnd) binds through the ACK clock
-                    x = min(s[S_PACE, f], s[S_CWND, f] / rtt)
-                if x > p[P_RMAX, f]:
-                    x = p[P_RMAX, f]
-                sent = x * dt
-                tosend = s[S_TOSEND, f]
-                if sent > tosend:
-                    sent = tosend if tosend > 0.0 else 0.0
-                s[S_TOSEND, f] = tosend - sent
-                a[f] = sent
-                if shaped:
-                    a_tbf += sent
-                    tbd[k] += sent + s[S_TB, f]
-                else:
-                    qa[k] += sent
-        inst[I_RTTMIN] = rtt_min
-        # ---- 3. token-bucket shaper (campus egress) ----
-        # the bucket refills continuously during the sub-step, so u is reachable even
-        # when burst < u * dt; only what is left over is capped at the bucket size
-        allowance = inst[I_TOKENS] + u * dt
-        avail = tbfq + a_tbf
-        t_out = min(avail, allowance)
-        tokens = min(allowance - t_out, burst)
-        rem = avail - t_out
-        t_drop = rem - limit if rem > limit else 0.0
-        inst[I_TOKENS] = tokens
-        inst[I_TBFQ] = rem - t_drop
-        out[O_TBF_L] += t_drop
-        out[O_TBF_OUT] += t_out
-        tbf_delay_sum += tbf_delay * dt
-        out_frac = t_out / avail if avail > 0.0 else 0.0
-        drop_frac = t_drop / a_tbf if a_tbf > 0.0 else 0.0
-        # ---- 4. bottleneck: weighted service, drop-tail per queue ----
-        for k in range(K):
-            qa[k] += tbd[k] * out_frac
-        if qdisc != 0:
-            # K = 1 (FluidPlant.set_discipline): the discipline decides in front of the FIFO
-            for f in range(F):
-                ain_f[f] = 0.0
-                if s[S_ON, f] > 0.0:
-                    ain_f[f] = (s[S_TB, f] + a[f]) * out_frac if p[P_SHAPED, f] > 0.0 else a[f]
-            qa[0] -= _discipline_step(qdisc, p, s, ain_f, dp, dm, ds, t, dt, ip[IP_CAP], q[0, QS_BYTES],
-                                      qp[0, QP_BUFFER], gbuf, fbuf, ibuf, rej)
-            if qa[0] < 0.0:
-                qa[0] = 0.0
-        for k in range(K):
-            qd[k] = q[k, QS_BYTES] + qa[k]
-            # A ceiling caps what the queue may send this sub-step (no borrowing).
-            qdc[k] = min(qd[k], ceil[k] * dt)
-        _serve_queues(qdisc, qdc, weight, cap, served)
-        qtot = 0.0
-        for k in range(K):
-            nq = qd[k] - served[k]
-            qdrop[k] = _droptail(nq, qp[k, QP_BUFFER])
-            q[k, QS_BYTES] = nq - qdrop[k]
-            if idc > 0.0:
-                rate_k = min(ip[IP_CAP], ceil[k])
-                lam = qa[k] * inv_dt
-                drift = lam - rate_k
-                var = idc * lam * MSS
-                # tokens the bottleneck saves while idle act as buffer
-                ex = _packet_noise_excess(drift, var, qp[k, QP_BUFFER] + ip[IP_LINK_BURST]) * dt
-                ex = min(ex, served[k], qa[k] - qdrop[k])
-                if ex > 0.0:
-                    served[k] -= ex
-                    qdrop[k] += ex
-                q[k, QS_NOISE] = _packet_noise_relax(q[k, QS_NOISE], drift, var, rate_k, dt,
-                                                     qp[k, QP_BUFFER], ip[IP_LINK_BURST])
-            q[k, QS_RATE] = served[k] * inv_dt
-            qtot += _queue_seen(q, k)
-            sfrac[k] = served[k] / qd[k] if qd[k] > 0.0 else 0.0
-            dfrac[k] = qdrop[k] / qa[k] if qa[k] > 0.0 else 0.0
-            # bytes of finished flows still queued: served like everyone else's
-            mv = q[k, QS_ORPH_TBF] * out_frac
-            q[k, QS_ORPH_TBF] -= mv
-            ocd = q[k, QS_ORPH_DTN] * sfrac[k]
-            q[k, QS_ORPH_DTN] -= ocd
-            dem = q[k, QS_ORPH_CAMP] + mv
-            occ = dem * sfrac[k]
-            odr = mv * dfrac[k]
-            q[k, QS_ORPH_CAMP] = max(dem - occ - odr, 0.0)
-            dtn_b += ocd
-            camp_b += occ
-            camp_l += odr
-        qbytes_sum += qtot * dt
-        # ---- 5. per-flow delivery, loss detection and controller update ----
-        n_dtn_on = 0
-        n_camp_on = 0
-        rttd_step = 0.0
-        rttc_step = 0.0
-        for r in range(3):
-            lo, hi = rlo[r], rhi[r]
-            if lo >= hi:
-                continue
-            cls = int(p[P_CLASS, lo])
-            is_dtn = cls == CLASS_DTN
-            r_b = 0.0
-            r_l = 0.0
-            r_sent = 0.0
-            r_n = 0
-            r_rtt = 0.0
-            r_qd = 0.0
-            r_w = 0.0
-            for f in range(lo, hi):
-                if s[S_ON, f] == 0.0:
-                    continue
-                cca = int(p[P_CCA, f])
-                shaped = p[P_SHAPED, f] > 0.0
-                extra = tbf_delay if shaped else 0.0
-                k = int(p[P_QID, f])
-                base = p[P_BASE, f]
-                af = a[f]
-                lost = 0.0
-                tb = 0.0
-                if shaped:
-                    tb = s[S_TB, f]
-                    dem = tb + af
-                    ain = dem * out_frac
-                    lost = af * drop_frac
-                    tb = dem - ain - lost
-                    if tb < 0.0:
-                        tb = 0.0
-                    s[S_TB, f] = tb
-                else:
-                    ain = af
-                qb = s[S_QB, f]
-                rj = 0.0
-                if qdisc != 0:
-                    rj = ain * rej[f]  # the discipline's rejections are this flow's losses
-                    ain -= rj
-                dem = qb + ain
-                o = 0.0
-                if rj > 0.0:
-                    lost += rj
-                    r_l += rj
-                if dem > 0.0:
-                    o = dem * sfrac[k]
-                    d = ain * dfrac[k]
-                    qb = dem - o - d
-                    if qb < 0.0:
-                        qb = 0.0
-                    s[S_QB, f] = qb
-                    lost += d
-                    r_l += d
-                meas_rtt = base + qdel[k]  # what a tap at the bottleneck sees (no shaper queue)
-                rtt = meas_rtt + extra  # what the sender sees
-                deliv = s[S_DELIV, f] + o
-                s[S_DELIV, f] = deliv
-                r_b += o
-                r_sent += af
-                if ain > 0.0:  # the tap only sees flows whose packets reach the bottleneck
-                    r_n += 1
-                    r_rtt += meas_rtt
-                    r_qd += ain * qdel[k]
-                    r_w += ain
-                if lost > 0.0:
-                    s[S_PLOST, f] += lost
-                    s[S_TOSEND, f] += lost  # to be retransmitted
-                if cca <= CUBIC:
-                    minrtt = s[S_MINRTT, f]
-                    if rtt < minrtt:
-                        minrtt = rtt
-                        s[S_MINRTT, f] = rtt
-                    loss_at = s[S_LOSS_AT, f]
-                    if lost > 0.0 and loss_at == INF and t >= s[S_RECOV_END, f]:
-                        if _rand(rng, b) < 1.0 - math.exp(-lost / MSS):
-                            loss_at = t + LOSS_FEEDBACK_RTTS * rtt
-                            s[S_LOSS_AT, f] = loss_at
-                            s[S_RECOV_END, f] = INF
-                    if t >= loss_at:
-                        _window_loss(s, f, cca, t, rtt)
-                    elif o > 0.0:
-                        s[S_CWND, f] = _window_grow(cca, t, o, rtt, s[S_CWND, f], s[S_SSTH, f], minrtt, s, f)
-                elif cca == MINLOSS:
-                    _minloss_update(s, f, t, rtt)
-                elif cca != UDP:
-                    infl = af * inv_dt * base + qb + tb
-                    _bbr_update(s, f, cca, t, dt, o, lost, rtt, infl, rng, b)
-                # ---- completion of finite flows ----
-                size = s[S_SIZE, f]
-                if size < INF and s[S_TOSEND, f] <= 1e-6:
-                    # all sent, nothing lost: the last byte leaves the FIFOs after their delay
-                    fin = t + dt + FCT_ONE_WAY_FRACTION * base + _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
-                    if shaped and u > 0.0:
-                        fin += inst[I_TBFQ] / u
-                    n = nrec[b]
-                    if n < rec.shape[0]:
-                        rec[n, R_CLASS] = cls
-                        rec[n, R_FID] = s[S_FID, f]
-                        rec[n, R_START] = s[S_FSTART, f]
-                        rec[n, R_FINISH] = fin
-                        rec[n, R_BYTES] = size
-                        nrec[b] = n + 1
-                    else:
-                        inst[I_REC_LOST] += 1.0
-                    # S_PBYTES holds -(delivered at period start); see the period end
-                    if s[S_PBYTES, f] + deliv + qb + tb >= ACTIVE_BYTES:
-                        out[O_ACTIVE] += 1.0
-                    s[S_PBYTES, f] = -deliv
-                    q[k, QS_ORPH_DTN if is_dtn else QS_ORPH_CAMP] += qb
-                    q[k, QS_ORPH_TBF] += tb
-                    s[S_QB, f] = 0.0
-                    s[S_TB, f] = 0.0
-                    s[S_ON, f] = 0.0
-                    s[S_RTT, f] = rtt
-                    if cls == CLASS_SHORT:
-                        out[O_SHORT_DONE] += 1.0
-                    if is_dtn:
-                        inst[I_DTN_LEFT] -= 1.0
-                        inst[I_DTN_LASTFIN] = max(inst[I_DTN_LASTFIN], fin)
-                        if inst[I_DTN_LEFT] <= 0.0:
-                            inst[I_DTN_DONE] = inst[I_DTN_LASTFIN]
-            if is_dtn:
-                dtn_b += r_b
-                dtn_l += r_l
-                dtn_sent += r_sent
-                n_dtn_on += r_n
-                rttd_step += r_rtt
-                qdd_sum += r_qd
-                qdd_w += r_w
-            else:
-                camp_b += r_b
-                camp_l += r_l
-                camp_sent += r_sent
-                n_camp_on += r_n
-                rttc_step += r_rtt
-                qdc_sum += r_qd
-                qdc_w += r_w
-        # ---- measurements of this sub-step ----
-        if n_dtn_on > 0:
-            rttd_sum += rttd_step / n_dtn_on * dt
-            rttd_time += dt
-        if n_camp_on > 0:
-            rttc_sum += rttc_step / n_camp_on * dt
-            rttc_time += dt
-        t += dt
+            qa[k] += sent
+    inst[I_RTTMIN] = rtt_min
+    return a_tbf, tbf_delay
+
+
+# -- 3. token-bucket shaper (campus egress) --------------------------------------------------------
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _shape(inst, out, u, dt, burst, limit, a_tbf):
+    """The shaper serves its FIFO at u; returns (fraction of its backlog + arrivals that leaves,
+    fraction of its arrivals dropped). The bucket refills continuously during the sub-step, so u is
+    reachable even when burst < u * dt; only what is left over is capped at the bucket size."""
+    tbfq = inst[I_TBFQ]
+    allowance = inst[I_TOKENS] + u * dt
+    avail = tbfq + a_tbf
+    t_out = min(avail, allowance)
+    tokens = min(allowance - t_out, burst)
+    rem = avail - t_out
+    t_drop = rem - limit if rem > limit else 0.0
+    inst[I_TOKENS] = tokens
+    inst[I_TBFQ] = rem - t_drop
+    out[O_TBF_L] += t_drop
+    out[O_TBF_OUT] += t_out
+    out_frac = t_out / avail if avail > 0.0 else 0.0
+    drop_frac = t_drop / a_tbf if a_tbf > 0.0 else 0.0
+    return out_frac, drop_frac
+
+
+# -- 4. the bottleneck: a discipline in front of the FIFO, weighted service, drop-tail per queue ----
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _arrive(p, s, ip, q, qp, t, dt, kind, out_frac, a, ain, rej, qa, tbd, dp, dm, ds, df, dw, dg):
+    """Bytes arriving at each queue (``qa``): the unshaped ones and what left the shaper, less what the
+    discipline in front of the FIFO rejects (K = 1; ``rej``: each flow's rejected fraction)."""
+    for k in range(q.shape[0]):
+        qa[k] += tbd[k] * out_frac
+    if kind == _droptail.FLUID_ID:
+        return
+    for f in range(s.shape[1]):
+        ain[f] = 0.0
+        if s[S_ON, f] > 0.0:
+            ain[f] = (s[S_TB, f] + a[f]) * out_frac if p[P_SHAPED, f] > 0.0 else a[f]
+    qa[0] -= _discipline_admit(kind, dp, dm, ds, df, dw, dg, s[S_ON], ain, t, dt, ip[IP_CAP], q[0, QS_BYTES],
+                               qp[0, QP_BUFFER], rej, s[S_RI])
+    if qa[0] < 0.0:
+        qa[0] = 0.0
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _packet_noise(q, qp, ip, k, qa, served, qdrop, idc, dt, inv_dt, ceil):
+    """Queue k's packet-level noise (``_packet_noise_excess``): as much extra drop as extra idle, and
+    the mean content the noise holds (``QS_NOISE``)."""
+    rate_k = min(ip[IP_CAP], ceil[k])
+    lam = qa[k] * inv_dt
+    drift = lam - rate_k
+    var = idc * lam * MSS
+    # tokens the bottleneck saves while idle act as buffer
+    ex = _packet_noise_excess(drift, var, qp[k, QP_BUFFER] + ip[IP_LINK_BURST]) * dt
+    ex = min(ex, served[k], qa[k] - qdrop[k])
+    if ex > 0.0:
+        served[k] -= ex
+        qdrop[k] += ex
+    q[k, QS_NOISE] = _packet_noise_relax(q[k, QS_NOISE], drift, var, rate_k, dt, qp[k, QP_BUFFER], ip[IP_LINK_BURST])
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _serve_orphans(q, k, sfrac, dfrac, out_frac, out):
+    """Bytes of finished flows still queued in queue k (and its share of the shaper's) are served and
+    dropped like everyone else's, counted as their class's."""
+    mv = q[k, QS_ORPH_TBF] * out_frac
+    q[k, QS_ORPH_TBF] -= mv
+    ocd = q[k, QS_ORPH_DTN] * sfrac
+    q[k, QS_ORPH_DTN] -= ocd
+    dem = q[k, QS_ORPH_CAMP] + mv
+    occ = dem * sfrac
+    odr = mv * dfrac
+    q[k, QS_ORPH_CAMP] = max(dem - occ - odr, 0.0)
+    out[O_DTN_B] += ocd
+    out[O_CAMP_B] += occ
+    out[O_CAMP_L] += odr
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _serve(q, qp, ip, dt, inv_dt, idc, out_frac, qa, qd, qdc, served, qdrop, sfrac, dfrac, weight, ceil, out):
+    """Weighted service of the queues, drop-tail (and the packet noise) per queue: each queue's
+    fraction of backlog + arrivals served (``sfrac``) and of arrivals dropped (``dfrac``)."""
+    K = q.shape[0]
+    for k in range(K):
+        qd[k] = q[k, QS_BYTES] + qa[k]
+        # A ceiling caps what the queue may send this sub-step (no borrowing).
+        qdc[k] = min(qd[k], ceil[k] * dt)
+    _serve_queues(qdc, weight, ip[IP_CAP] * dt, served)
+    qtot = 0.0
+    for k in range(K):
+        nq = qd[k] - served[k]
+        qdrop[k] = _droptail.overflow(nq, qp[k, QP_BUFFER])
+        q[k, QS_BYTES] = nq - qdrop[k]
+        if idc > 0.0:
+            _packet_noise(q, qp, ip, k, qa, served, qdrop, idc, dt, inv_dt, ceil)
+        q[k, QS_RATE] = served[k] * inv_dt
+        qtot += _queue_seen(q, k)
+        sfrac[k] = served[k] / qd[k] if qd[k] > 0.0 else 0.0
+        dfrac[k] = qdrop[k] / qa[k] if qa[k] > 0.0 else 0.0
+        _serve_orphans(q, k, sfrac[k], dfrac[k], out_frac, out)
+    out[O_QBYTES] += qtot * dt
+
+
+# -- 5. per-flow delivery, losses and controllers ------------------------------------------------------
+# The per-flow helpers take and return numbers, not arrays: numba increfs every array an inlined
+# function receives, which in the per-flow loop cost as much as the rest of the loop.
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _shaper_share(tb, af, out_frac, drop_frac):
+    """A shaped flow's share of the shaper's FIFO: of its backlog ``tb`` + arrivals ``af``, what
+    leaves (by backlog + arrivals) and what is dropped (by arrivals); returns (out, lost, backlog)."""
+    dem = tb + af
+    ain = dem * out_frac
+    lost = af * drop_frac
+    tb = dem - ain - lost
+    if tb < 0.0:
+        tb = 0.0
+    return ain, lost, tb
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _fifo_share(dem, ain, sfrac, dfrac):
+    """A flow's share of its bottleneck queue: of its backlog + arrivals ``dem``, what is served (by
+    backlog + arrivals) and what is dropped (by arrivals ``ain``); returns (out, dropped, backlog)."""
+    o = dem * sfrac
+    d = ain * dfrac
+    qb = dem - o - d
+    if qb < 0.0:
+        qb = 0.0
+    return o, d, qb
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _loss_event(lost, t, dt, rtt, u01):
+    """A window CCA lost ``lost`` bytes in the sub-step [t, t + dt): it sees a loss event with
+    probability 1 - exp(-lost / MSS) (``u01`` a uniform draw) and acts on it one RTT after the loss
+    (constants.LOSS_FEEDBACK_RTTS), the loss dated at the sub-step's middle on average; returns that
+    time, inf for none."""
+    if u01 < 1.0 - math.exp(-lost / MSS):
+        return t + 0.5 * dt + LOSS_FEEDBACK_RTTS * rtt
+    return INF
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _record(rec, nrec, inst, b, cls, fid, start, fin, size):
+    """One finished flow into the period's records (counted as lost if they are full)."""
+    n = nrec[b]
+    if n < rec.shape[0]:
+        rec[n, R_CLASS] = cls
+        rec[n, R_FID] = fid
+        rec[n, R_START] = start
+        rec[n, R_FINISH] = fin
+        rec[n, R_BYTES] = size
+        nrec[b] = n + 1
+    else:
+        inst[I_REC_LOST] += 1.0
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _complete(p, s, inst, ip, q, rec, nrec, out, b, f, t, dt, u, rtt, qb, tb, weight, wtot, ceil):
+    """Flow f has sent everything and lost nothing: it finishes when its last byte leaves the FIFOs;
+    what it still has queued stays there as its class's orphans (docs/fluid_model.md)."""
+    cls = int(p[P_CLASS, f])
+    is_dtn = cls == CLASS_DTN
+    k = int(p[P_QID, f])
+    fin = t + dt + FCT_ONE_WAY_FRACTION * p[P_BASE, f] + _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
+    if p[P_SHAPED, f] > 0.0 and u > 0.0:
+        fin += inst[I_TBFQ] / u
+    _record(rec, nrec, inst, b, cls, s[S_FID, f], s[S_FSTART, f], fin, s[S_SIZE, f])
+    # S_PBYTES holds -(delivered at period start); see _report
+    deliv = s[S_DELIV, f]
+    if s[S_PBYTES, f] + deliv + qb + tb >= ACTIVE_BYTES:
+        out[O_ACTIVE] += 1.0
+    s[S_PBYTES, f] = -deliv
+    q[k, QS_ORPH_DTN if is_dtn else QS_ORPH_CAMP] += qb
+    q[k, QS_ORPH_TBF] += tb
+    s[S_QB, f] = 0.0
+    s[S_TB, f] = 0.0
+    s[S_ON, f] = 0.0
+    s[S_RTT, f] = rtt
+    if cls == CLASS_SHORT:
+        out[O_SHORT_DONE] += 1.0
+    if is_dtn:
+        inst[I_DTN_LEFT] -= 1.0
+        inst[I_DTN_LASTFIN] = max(inst[I_DTN_LASTFIN], fin)
+        if inst[I_DTN_LEFT] <= 0.0:
+            inst[I_DTN_DONE] = inst[I_DTN_LASTFIN]
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _account_range(p, s, t, tbf_delay, out_frac, drop_frac, kind, a, rej, qdel, sfrac, dfrac, fl, lo, hi):
+    """Each flow of [lo, hi) (one class) through the shaper (if shaped), the discipline and its
+    bottleneck queue: delivered and lost bytes, and RTT, into ``fl``. Returns the class's sums:
+    delivered, lost at the bottleneck, sent, flows seen at the tap, their RTTs, and their queueing
+    delay weighted by bytes, with the weight."""
+    r_b = 0.0
+    r_l = 0.0
+    r_sent = 0.0
+    r_n = 0
+    r_rtt = 0.0
+    r_qd = 0.0
+    r_w = 0.0
+    for f in range(lo, hi):
+        if s[S_ON, f] == 0.0:
+            continue
+        af = a[f]
+        k = int(p[P_QID, f])
+        ain, lost, tb = af, 0.0, 0.0
+        if p[P_SHAPED, f] > 0.0:
+            ain, lost, tb = _shaper_share(s[S_TB, f], af, out_frac, drop_frac)
+            s[S_TB, f] = tb
+        qb = s[S_QB, f]
+        rj = 0.0
+        if kind != _droptail.FLUID_ID:
+            rj = ain * rej[f]  # the discipline's rejections are this flow's losses
+            ain -= rj
+        dem = qb + ain
+        o = 0.0
+        if rj > 0.0:
+            lost += rj
+            r_l += rj
+        if dem > 0.0:
+            o, d, qb = _fifo_share(dem, ain, sfrac[k], dfrac[k])
+            s[S_QB, f] = qb
+            lost += d
+            r_l += d
+        meas_rtt = p[P_BASE, f] + qdel[k]  # what a tap at the bottleneck sees (no shaper queue)
+        s[S_DELIV, f] += o
+        r_b += o
+        r_sent += af
+        if ain > 0.0:  # the tap only sees flows whose packets reach the bottleneck
+            r_n += 1
+            r_rtt += meas_rtt
+            r_qd += ain * qdel[k]
+            r_w += ain
+        if lost > 0.0:
+            s[S_PLOST, f] += lost
+            s[S_TOSEND, f] += lost  # to be retransmitted
+        fl[FL_O, f] = o
+        fl[FL_LOST, f] = lost
+        fl[FL_RTT, f] = meas_rtt + (tbf_delay if p[P_SHAPED, f] > 0.0 else 0.0)  # what the sender sees
+        fl[FL_QB, f] = qb
+        fl[FL_TB, f] = tb
+    return r_b, r_l, r_sent, r_n, r_rtt, r_qd, r_w
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _react_range(p, s, inst, ip, q, rng, b, t, dt, inv_dt, u, a, fl, weight, wtot, ceil, rec, nrec, out, lo, hi):
+    """Each flow of [lo, hi): its congestion controller sees what was delivered (the ACK clock) and
+    lost (cca.py); a finite flow that has sent everything completes."""
+    for f in range(lo, hi):
+        if s[S_ON, f] == 0.0:
+            continue
+        o, lost, rtt = fl[FL_O, f], fl[FL_LOST, f], fl[FL_RTT, f]
+        cca = int(p[P_CCA, f])
+        if cca <= CUBIC:
+            if rtt < s[S_MINRTT, f]:
+                s[S_MINRTT, f] = rtt
+            if lost > 0.0 and a[f] > 0.0 and not _stalled(s, f):
+                _flight_lost(s, f, cca, t, dt, rtt, min(lost / a[f], 1.0), rng, b)
+            if lost > 0.0 and s[S_LOSS_AT, f] == INF and t >= s[S_RECOV_END, f]:
+                s[S_LOSS_AT, f] = _loss_event(lost, t, dt, rtt, _rand(rng, b))
+                if s[S_LOSS_AT, f] < INF:
+                    s[S_RECOV_END, f] = INF
+            if t >= s[S_LOSS_AT, f]:
+                _window_loss(s, f, cca, t, rtt)
+            elif o > 0.0:
+                s[S_CWND, f] = _window_grow(cca, t, o, rtt, s[S_CWND, f], s[S_SSTH, f], s[S_MINRTT, f], s, f)
+        elif cca == MINLOSS:
+            _minloss_update(s, f, t, rtt)
+        elif cca != UDP:
+            infl = a[f] * inv_dt * p[P_BASE, f] + fl[FL_QB, f] + fl[FL_TB, f]
+            _bbr_update(s, f, cca, t, dt, o, lost, rtt, infl, rng, b)
+        if s[S_SIZE, f] < INF and s[S_TOSEND, f] <= 1e-6:
+            _complete(p, s, inst, ip, q, rec, nrec, out, b, f, t, dt, u, rtt, fl[FL_QB, f], fl[FL_TB, f],
+                      weight, wtot, ceil)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _deliver(p, s, inst, ip, q, rng, b, t, dt, inv_dt, u, tbf_delay, out_frac, drop_frac, kind, a, rej,
+             qdel, sfrac, dfrac, weight, wtot, ceil, rec, nrec, out, ms, fl, n_dtn, short_off):
+    """Every flow's delivery, losses and controller, by class (DTN, campus/UDP/[[flows]], short-flow
+    slots: each range shares its class), and what the taps measure in this sub-step."""
+    rlo = (0, n_dtn, short_off)
+    rhi = (n_dtn, short_off, s.shape[1])
+    n_dtn_on = 0
+    n_camp_on = 0
+    rttd_step = 0.0
+    rttc_step = 0.0
+    for r in range(3):
+        lo, hi = rlo[r], rhi[r]
+        if lo >= hi:
+            continue
+        r_b, r_l, r_sent, r_n, r_rtt, r_qd, r_w = _account_range(
+            p, s, t, tbf_delay, out_frac, drop_frac, kind, a, rej, qdel, sfrac, dfrac, fl, lo, hi)
+        _react_range(p, s, inst, ip, q, rng, b, t, dt, inv_dt, u, a, fl, weight, wtot, ceil, rec, nrec, out, lo, hi)
+        if int(p[P_CLASS, lo]) == CLASS_DTN:
+            out[O_DTN_B] += r_b
+            out[O_DTN_L] += r_l
+            out[O_DTN_SENT] += r_sent
+            n_dtn_on += r_n
+            rttd_step += r_rtt
+            ms[M_QDD] += r_qd
+            ms[M_QDD_W] += r_w
+        else:
+            out[O_CAMP_B] += r_b
+            out[O_CAMP_L] += r_l
+            out[O_CAMP_SENT] += r_sent
+            n_camp_on += r_n
+            rttc_step += r_rtt
+            ms[M_QDC] += r_qd
+            ms[M_QDC_W] += r_w
+    # the RTTs of this sub-step: the mean over the class's flows seen at the tap, time-weighted
+    if n_dtn_on > 0:
+        ms[M_RTTD] += rttd_step / n_dtn_on * dt
+        ms[M_RTTD_T] += dt
+    if n_camp_on > 0:
+        ms[M_RTTC] += rttc_step / n_camp_on * dt
+        ms[M_RTTC_T] += dt
+
+
+# -- what the plant reports --------------------------------------------------------------------------
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _report(p, s, inst, ip, q, out, ms, a, period, inv_dt, u, weight, wtot, ceil):
+    """The seven Table 3 variables (and ground truth) of the period (docs/fluid_model.md "What the
+    plant reports"), and each flow's rate, RTT and activity at its end."""
     inst[I_PERIODS] += 1.0
     inst[I_T] = inst[I_PERIODS] * period
-    out[O_DTN_B] = dtn_b
-    out[O_CAMP_B] = camp_b
-    out[O_DTN_L] = dtn_l
-    out[O_CAMP_L] = camp_l
-    out[O_DTN_SENT] = dtn_sent
-    out[O_CAMP_SENT] = camp_sent
-    # ---- the seven Table 3 variables (and ground truth) for this period ----
-    if rttd_time > 0.0:
-        inst[I_RTTD] = rttd_sum / rttd_time
+    if ms[M_RTTD_T] > 0.0:
+        inst[I_RTTD] = ms[M_RTTD] / ms[M_RTTD_T]
     out[O_RTTD] = inst[I_RTTD]
-    if rttc_time > 0.0:
-        avg = rttc_sum / rttc_time
+    if ms[M_RTTC_T] > 0.0:
+        avg = ms[M_RTTC] / ms[M_RTTC_T]
         if inst[I_RTTC] < 0.0:
             inst[I_RTTC] = avg
         else:
             inst[I_RTTC] = RTT_CAMPUS_ALPHA * inst[I_RTTC] + (1.0 - RTT_CAMPUS_ALPHA) * avg
     out[O_RTTC] = inst[I_RTTC] if inst[I_RTTC] >= 0.0 else ip[IP_CAMPUS_BASE]
-    if qdd_w > 0.0:
-        inst[I_QDD] = qdd_sum / qdd_w
-    if qdc_w > 0.0:
-        inst[I_QDC] = qdc_sum / qdc_w
+    if ms[M_QDD_W] > 0.0:
+        inst[I_QDD] = ms[M_QDD] / ms[M_QDD_W]
+    if ms[M_QDC_W] > 0.0:
+        inst[I_QDC] = ms[M_QDC] / ms[M_QDC_W]
     out[O_QDD] = inst[I_QDD]
     out[O_QDC] = inst[I_QDC]
-    out[O_TBF_DELAY] = tbf_delay_sum / period
-    out[O_QBYTES] = qbytes_sum / period
-    for f in range(F):
+    out[O_TBF_DELAY] /= period
+    out[O_QBYTES] /= period
+    for f in range(s.shape[1]):
         s[S_PBYTES, f] += s[S_DELIV, f]
         if s[S_PBYTES, f] >= ACTIVE_BYTES:
             out[O_ACTIVE] += 1.0
@@ -919,7 +1028,3 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
                 s[S_RTT, f] += inst[I_TBFQ] / u if u > 0.0 else 0.0
         else:
             s[S_RATE, f] = 0.0
-    w = 0.0
-    for gi in range(n_send):
-        w += g[gi, 1]
-    inst[I_WAITING] = w

@@ -9,10 +9,10 @@ instances x F flows through a whole control period:
 - ``IP`` (B, NIP)   per-instance parameters (capacity, dt, shaper, Weibull, ...)
 - ``Q`` (B, K, NQS) bytes in each bottleneck queue; ``QP`` (B, K, NQP) its buffer/weight/ceiling
 - ``G`` (B, NSEND, 2) Weibull senders: next arrival time, flows waiting for a slot
-- ``DP`` (B, NDP) a bottleneck discipline's parameter vector (the decision core's own layout),
-  ``DM`` (B, NAGG) its per-aggregate vector (FFS: the fairness-matrix column, bit/s),
-  ``DS`` (B, NAGG + 1, NDS) its state (ABC: meters in rows 0..NAGG-1, the averager in row
-  NAGG; FFS: per-ingress estimators in rows 0..NAGG-1, the egress state in row NAGG)
+- ``DP``, ``DM``, ``DS``, ``DF``, ``DW`` a bottleneck discipline's parameters, per-aggregate
+  weights, state, per-flow rows and scratch: the plant allocates them in the sizes the
+  discipline's fluid hook asks for (``FluidLayout``) and only the hook knows what is in them
+  (``scidmz.disciplines.base``); ``DG`` (B, F) each flow's aggregate at the discipline
 - ``OUT`` (B, NOUT) per-period results; ``REC`` (B, cap, NREC) finished flows
 
 Field indices are module constants, which numba freezes into the kernel.
@@ -23,10 +23,8 @@ from __future__ import annotations
 # -- P: per-flow parameters ---------------------------------------------------------
 # P_RMAX: the flow's own sending-rate limit in bytes/s (inf: none), for flows
 # limited outside the bottleneck (the Jenks papers' "degraded" flows, Exp 4/Test 2).
-# P_AGG: the flow's aggregate (ABC) / ingress (FFS) at a bottleneck discipline;
-# P_FLAB: its FFS fair-share label f before the node, bit/s (0: f = r, the first node's default).
-P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER, P_RMAX, P_AGG, P_FLAB = range(12)
-NP = 12
+P_CLASS, P_CCA, P_BASE, P_QID, P_SHAPED, P_START, P_SIZE, P_UDP, P_SENDER, P_RMAX = range(10)
+NP = 10
 
 # -- S: per-flow state ----------------------------------------------------------------
 (
@@ -37,7 +35,7 @@ NP = 12
     S_EPOCH,  # CUBIC epoch start (time of last reduction)
     S_K,  # CUBIC K, s
     S_LOSS_AT,  # time at which a detected loss is acted on (inf: none pending)
-    S_RECOV_END,  # drops before this time belong to the last congestion event
+    S_RECOV_END,  # the last reaction to a loss: drops before it belong to that event; Recovery after it
     S_TOSEND,  # bytes still to send, including retransmissions (inf: unlimited)
     S_DELIV,  # bytes delivered of the current flow
     S_SIZE,  # size of the current flow, bytes (inf: unlimited)
@@ -76,8 +74,9 @@ NP = 12
     S_RSINCE,  # BBRv2 rounds since the last probe
     S_SLOT0,  # BBRv1 bandwidth samples of the last 10 rounds (S_SLOT0 .. S_SLOT0 + 9)
 ) = range(45)
-S_FFS_R = S_SLOT0 + 10  # FFS: the stream's rate label r as its first node measures it, bit/s
-S_RI = S_FFS_R + 1  # FFS: the rate indicator (Algorithm 2) of the flow's latest packets, bytes/s (0: none)
+# the rate feedback a bottleneck discipline gives the flow's sender (FFS: the rate indicator of
+# Algorithm 2 of the flow's latest packets), bytes/s (0: none)
+S_RI = S_SLOT0 + 10
 S_RIHOLD = S_RI + 1  # minloss: the RI sampled one round ago, applied at the next round
 NS = S_RIHOLD + 1
 
@@ -123,15 +122,11 @@ NI = 17
     IP_Z_MIN,
     IP_Z_MAX,
     IP_SHORT_CCA,
-    IP_QDISC,
+    IP_DISCIPLINE,  # the bottleneck discipline's fluid id (scidmz.disciplines.registry; 0: drop-tail)
     IP_LINK_BURST,  # bytes of tokens the bottleneck saves while idle (0: a plain line)
     IP_ARRIVAL_IDC,  # index of dispersion of the bottleneck's arrivals (0: no packet-level noise)
 ) = range(21)
 NIP = 21
-
-# -- bottleneck disciplines --------------------------------------------------------------
-NDP = 8  # >= the longest core parameter vector (ABC 8, FFS 6)
-NDS = 6  # >= the widest core state row (FFS egress state 6)
 
 # QP_CEIL: the queue's rate ceiling in bytes/s (inf: none, work-conserving), for
 # queue policies whose queues do not borrow (HTB ceil = rate).

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ...disciplines.base import FluidLayout
+from ...disciplines.registry import fluid_id
 from ...scenario import Scenario
 from ...units import check_rates
 from ..base import StateBatch, register_plant
@@ -29,6 +31,23 @@ __all__ = ["FluidPlant", "FlowShape"]
 # numba's fallback "workqueue" threading layer aborts if two Python threads run
 # parallel kernels at once; batched plants stepped from several threads take turns.
 _PARALLEL_LOCK = threading.Lock()
+# without a discipline the bottleneck is drop-tail: nothing in front of the FIFO, no discipline arrays
+_DROPTAIL = fluid_id("droptail")
+_NO_DISCIPLINE = FluidLayout(n_params=1, n_aggregates=1, state=(1, 1), flow_rows=1, work=(1, 1))
+
+
+@dataclass(frozen=True)
+class _Discipline:
+    """The discipline ``set_discipline`` put in front of the FIFO: its fluid hook, and the flows' groups
+    and labels, (B, F)."""
+
+    config: Any
+    hooks: Any  # the discipline's fluid module (scidmz.disciplines.base documents it)
+    layout: FluidLayout
+    groups: np.ndarray
+    labels: np.ndarray
+    exact: bool
+    shaped: bool
 
 
 @dataclass(frozen=True)
@@ -68,9 +87,8 @@ class FlowShape:
                    sum(g.count for g in sc.flows))
 
 
-# the fluid model: its sources here and the discipline cores the kernel links in
-_MODEL_FILES = ("constants.py", "layout.py", "common.py", "cca.py", "kernel.py", "plant.py",
-                "../../disciplines/abc.py", "../../disciplines/ffs.py")
+# the fluid model: its sources here (and the disciplines' files the kernel compiles in)
+_MODEL_FILES = ("constants.py", "layout.py", "common.py", "cca.py", "kernel.py", "plant.py")
 
 
 @functools.cache
@@ -80,10 +98,12 @@ def model_fingerprint() -> str:
     import hashlib
     from pathlib import Path
 
+    from ...disciplines.registry import fluid_sources
+
     h = hashlib.sha256()
     here = Path(__file__).parent
-    for name in _MODEL_FILES:
-        h.update((here / name).read_bytes())
+    for path in [here / name for name in _MODEL_FILES] + fluid_sources():
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -166,7 +186,7 @@ class FluidPlant:
         self.kernel_load_s: float | None = None
         self._parallel = False
         self._queues: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._discipline: tuple[Any, np.ndarray, np.ndarray, bool, bool] | None = None
+        self._discipline: _Discipline | None = None
         self._udp_rates: np.ndarray | None = None
         self._ccas: np.ndarray | None = None
         self._shaper = True
@@ -195,9 +215,7 @@ class FluidPlant:
         self.G = np.zeros((B, max(self.shape.n_send, 1), 2))
         self.RNG = np.zeros(B, dtype=np.uint64)
         self.OUT = np.zeros((B, L.NOUT))
-        self.DP = np.zeros((B, L.NDP))
-        self.DM = np.zeros((B, 1))
-        self.DS = np.zeros((B, 2, L.NDS))
+        self._alloc_discipline(_NO_DISCIPLINE)
         sh = self.shape
         per = self.scenario.period
         gap_min = min(sc.campus.weibull.gap_min for sc in self.scenarios)
@@ -270,7 +288,7 @@ class FluidPlant:
             w.gap_shape, w.gap_scale, w.gap_min, w.gap_max)
         IP[L.IP_Z_SHAPE], IP[L.IP_Z_SCALE], IP[L.IP_Z_MIN], IP[L.IP_Z_MAX] = (
             w.size_shape, w.size_scale * wire, w.size_min * wire, w.size_max * wire)
-        IP[L.IP_QDISC] = c.QDISC_DROPTAIL
+        IP[L.IP_DISCIPLINE] = _DROPTAIL
         IP[L.IP_LINK_BURST] = sc.link_burst_bytes
         idc = c.ARRIVAL_IDC if sc.link.arrival_idc is None else sc.link.arrival_idc
         IP[L.IP_ARRIVAL_IDC] = idc if self._packet_noise else 0.0
@@ -378,7 +396,7 @@ class FluidPlant:
             self._flow_events()
         args = (self.P, self.S, self.I, self.IP, self.Q, self.QP, self.G, self.RNG, arr,
                 self.OUT, self.REC, self.NREC, sh.n_dtn, sh.short_off, sh.n_send, sh.slots,
-                self.DP, self.DM, self.DS)
+                self.DP, self.DM, self.DS, self.DF, self.DW, self.DG)
         t0 = time.perf_counter() if self.kernel_load_s is None else 0.0
         if self._parallel:
             with _PARALLEL_LOCK:
@@ -519,7 +537,7 @@ class FluidPlant:
         self.P[:, L.P_QID] = fq
         self._queues = (buf, w, fq.copy(), ce)
 
-    # -- a bottleneck discipline (ABC, FFS) in front of the FIFO -----------------------------
+    # -- a bottleneck discipline (drop-tail, ABC, FFS: scidmz.disciplines) in front of the FIFO --------
     def set_discipline(
         self,
         config: Any,
@@ -528,7 +546,7 @@ class FluidPlant:
         exact: bool = False,
         shaped: bool = False,
     ) -> None:
-        """Run a bottleneck discipline (``ABCConfig`` / ``FFSConfig``) at the bottleneck; None removes it.
+        """Run a bottleneck discipline (its configuration, e.g. ``ABCConfig``) at the bottleneck; None removes it.
 
         ``groups``: each flow's aggregate (ABC) or ingress (FFS), ints, shape
         (F,) or (B, F); default: the DTN streams are 0, every other flow 1 (the
@@ -545,12 +563,15 @@ class FluidPlant:
         if config is None:
             self._discipline = None
             return
-        kind = getattr(config, "kind", None)
-        if kind not in ("abc", "ffs"):
-            raise ValueError(f"unknown bottleneck discipline {config!r}: give an ABCConfig or FFSConfig")
+        from ...disciplines import registry
+        from ...disciplines.base import check_labels
+
+        entry = registry.for_config(config)
         if self._queues is not None and self._queues[0].shape[1] != 1:
             raise ValueError("a bottleneck discipline runs in front of one FIFO; this plant has several queues")
+        hooks = entry.fluid()
         B, F = self.batch, self.shape.n_flows
+        lay = hooks.layout(config, F, labels is not None, bool(exact))
         if groups is None:
             grp = np.ones((B, F), dtype=np.int64)
             grp[:, : self.shape.n_dtn] = 0
@@ -559,98 +580,67 @@ class FluidPlant:
             if grp.shape not in ((F,), (B, F)) or (grp.size and not np.issubdtype(grp.dtype, np.integer)):
                 raise ValueError(f"groups must be integers of shape ({F},) or ({B}, {F})")
             grp = np.broadcast_to(grp, (B, F)).astype(np.int64)
-        n_agg = len(config.matrix_col_bps) if kind == "ffs" else max(len(config.ref_rates_bps), 2)
-        if kind == "abc" and config.ref_rates_bps and len(config.ref_rates_bps) != n_agg:
-            raise ValueError("ref_rates_bps must give one rate per aggregate")
+        n_agg = lay.n_aggregates
         if grp.size and (grp.min() < 0 or grp.max() >= n_agg):
-            raise ValueError(f"groups must be in [0, {n_agg}) for this {kind} configuration")
+            raise ValueError(f"groups must be in [0, {n_agg}) for this {entry.name} configuration")
         lab = np.zeros((B, F)) if labels is None else np.asarray(labels, dtype=np.float64)
         if lab.shape not in ((F,), (B, F)):
             raise ValueError(f"labels must have shape ({F},) or ({B}, {F})")
         if labels is not None:
-            from ...disciplines.base import check_labels
-
             check_labels("f", lab)
-        if exact and kind != "ffs":
-            raise ValueError("exact=True is FFS's water-filling mode; ABC has none")
-        self._discipline = (config, grp.copy(), np.broadcast_to(lab, (B, F)).copy(), bool(exact), bool(shaped))
-        if self.DM.shape[1] != n_agg:
-            self.DM = np.zeros((B, n_agg))
-            self.DS = np.zeros((B, n_agg + 1, L.NDS))
+        self._discipline = _Discipline(config, hooks, lay, grp.copy(), np.broadcast_to(lab, (B, F)).copy(),
+                                       bool(exact), bool(shaped))
+        self._alloc_discipline(lay)
+
+    def _alloc_discipline(self, lay: FluidLayout) -> None:
+        """The discipline's arrays in the sizes its hook asks for (their contents are the hook's)."""
+        B, F = self.batch, self.shape.n_flows
+        self.DP = np.zeros((B, lay.n_params))
+        self.DM = np.zeros((B, lay.n_aggregates))
+        self.DS = np.zeros((B, *lay.state))
+        self.DF = np.zeros((B, lay.flow_rows, F))
+        self.DW = np.zeros((B, *lay.work))
+        self.DG = np.zeros((B, F), dtype=np.int64)
 
     def set_discipline_weights(self, weights: np.ndarray | list[float]) -> None:
         """Change the discipline's per-aggregate weights now, shape (A,) or (B, A), bit/s.
 
         ABC: the aggregates' reference rates R_r (section 3.2); FFS: the
-        fairness-matrix column, rescaled to sum to the discipline's capacity.
-        Meters, averages and tau keep running (an admin's change, not a restart).
+        fairness-matrix column, rescaled to sum to the discipline's capacity;
+        drop-tail: kept, and no effect. Meters, averages and tau keep running
+        (an admin's change, not a restart).
         """
         self._check_open()
-        if self._discipline is None:
+        d = self._discipline
+        if d is None:
             raise ValueError("set_discipline_weights: this plant runs no bottleneck discipline")
-        n = self.DM.shape[1]
+        n = d.layout.n_aggregates
         w = np.asarray(weights, dtype=np.float64)
         if w.shape not in ((n,), (self.batch, n)):
             raise ValueError(f"discipline weights must have shape ({n},) or ({self.batch}, {n}), got {w.shape}")
         w = np.broadcast_to(w, (self.batch, n))
         if not np.all(np.isfinite(w)) or np.any(w <= 0):
             raise ValueError("discipline weights must be finite and > 0 bit/s")
-        config = self._discipline[0]
-        if config.kind == "abc":
-            from ...disciplines import abc
-
-            self.DS[:, :n, abc.M_REF] = w
-        else:
-            self.DM[:] = w / w.sum(axis=1, keepdims=True) * config.capacity_bps
+        d.hooks.set_weights(d.config, self.DM, self.DS, w)
 
     def _fill_discipline(self, i: int) -> None:
-        config, grp, lab, exact, shaped = self._discipline
-        sc = self.scenarios[i]
-        P = self.P[i]
-        P[L.P_AGG] = grp[i]
-        P[L.P_FLAB] = lab[i]
-        if not shaped:
-            P[L.P_SHAPED] = 0.0
-        n_agg = self.DM.shape[1]
-        self.DP[i] = 0.0
-        self.DS[i] = 0.0
-        if config.kind == "abc":
-            from ...disciplines import abc
-
-            if config.buffer_pkts * c.MSS > sc.buffer_bytes * (1 + 1e-9):
-                raise ValueError(
-                    f"ABC buffer {config.buffer_pkts:g} packets exceeds the scenario's bottleneck buffer "
-                    f"({sc.buffer_bytes / c.MSS:.1f} packets); set link.buffer to match"
-                )
-            self.DP[i, : abc.N_PARAMS] = config.params(0.0)
-            meter, avg = abc.new_state(n_agg, 0.0, config.ref_rates_bps)
-            self.DS[i, :n_agg, : meter.shape[1]] = meter
-            self.DS[i, n_agg, : avg.shape[0]] = avg
-            self.IP[i, L.IP_QDISC] = c.QDISC_ABC
-        else:
-            from ...disciplines import ffs
-
-            self.DP[i, : ffs.N_PARAMS] = config.params()
-            self.DM[i] = config.matrix
-            st, ing = config.new_state(0.0)
-            self.DS[i, n_agg, : st.shape[0]] = st
-            self.DS[i, :n_agg, : ing.shape[1]] = ing
-            self.IP[i, L.IP_QDISC] = c.QDISC_FFS_EXACT if exact else c.QDISC_FFS
+        d = self._discipline
+        if not d.shaped:
+            self.P[i, L.P_SHAPED] = 0.0
+        for arr in (self.DP, self.DM, self.DS, self.DF, self.DW):
+            arr[i] = 0.0
+        self.DG[i] = d.groups[i]
+        d.hooks.init(d.config, self.DP[i], self.DM[i], self.DS[i], self.DF[i], d.groups[i], d.labels[i], d.exact,
+                     self.scenarios[i].buffer_bytes, c.MSS)
+        self.IP[i, L.IP_DISCIPLINE] = d.hooks.FLUID_ID
 
     def discipline_state(self) -> dict[str, np.ndarray]:
-        """The discipline's state now: ABC ``activity_avg`` (B,); FFS ``tau``, ``accepted_rate`` (bit/s) (B,)."""
-        if self._discipline is None:
+        """The discipline's state now: ``weights`` (B, A) bit/s; ABC ``activity_avg`` (B,); FFS ``tau``,
+        ``accepted_rate`` (bit/s) (B,). Empty without a discipline."""
+        d = self._discipline
+        if d is None:
             return {}
-        n = self.DM.shape[1]
-        if self._discipline[0].kind == "abc":
-            from ...disciplines import abc
-
-            a = self.DS[:, n]
-            return {"activity_avg": np.where(a[:, abc.A_N] > 0, a[:, abc.A_S] / np.maximum(a[:, abc.A_N], 1e-300), np.nan)}
-        from ...disciplines import ffs
-
-        st = self.DS[:, n]
-        return {"tau": st[:, ffs.S_TAU].copy(), "accepted_rate": st[:, ffs.S_A].copy()}
+        return d.hooks.state(d.config, self.DM, self.DS)
 
     def set_shaper(self, enabled: bool) -> None:
         """Without the shaper (``False``) the campus goes straight to the bottleneck and u is ignored:

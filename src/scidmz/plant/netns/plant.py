@@ -144,9 +144,10 @@ class NetnsPlant:
         if kwargs.get("groups") is not None or kwargs.get("labels") is not None or kwargs.get("exact"):
             raise ValueError("the netns plant's discipline takes no groups, labels or exact mode "
                              "(DTN vs campus, first-node labels)")
-        kind = getattr(config, "kind", None)
-        if config is not None and kind not in ("abc", "ffs"):
-            raise ValueError(f"unknown bottleneck discipline {config!r}: give an ABCConfig or FFSConfig")
+        if config is not None:
+            from ...disciplines.registry import for_config
+
+            for_config(config)  # one line naming the known ones otherwise
         self._discipline = config
 
     def set_discipline_weights(self, weights: np.ndarray | list[float]) -> None:

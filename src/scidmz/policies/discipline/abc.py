@@ -38,7 +38,7 @@ class ABCPolicy(DisciplineShell):
 
     def configure(self, scenario: Scenario) -> Any:
         from ...disciplines.abc import ABCConfig
-        from ...plant.fluid.constants import MSS
+        from ...units import MSS
 
         buf = max(float(np.floor(scenario.buffer_bytes / MSS)), 1.0)
         k = buf / _PAPER_BUFFER_PKTS

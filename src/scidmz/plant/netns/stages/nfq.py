@@ -3,21 +3,20 @@
 Where it sits: inside a router namespace, on the forwarded traffic towards the
 bottleneck egress (``iptables -A FORWARD -o <egress> -j NFQUEUE --queue-num N``,
 installed in that namespace only). Every queued packet gets one verdict from the
-same decision core the fluid plant uses (:mod:`scidmz.disciplines.abc`,
-:mod:`scidmz.disciplines.ffs`), so the realisations cannot drift.
+discipline's stage decider (``scidmz.disciplines.<name>.stage``), which calls
+the same decision core the fluid plant uses, so the realisations cannot drift.
+This module is the discipline-free part: packets, counters, the queue loop.
 
 - Only the first ``COPY_RANGE`` bytes are copied to user space (the IPv4 header
   is all a decision needs); the packet length comes from the IP total-length
   field.
-- Aggregates (ABC) and streams (FFS) are source IPv4 addresses; FFS ingresses
-  come from a source-address map (each mapped source is its own local
-  interface, as the paper's Mininet node with equal matrix entries). Given a
-  map, ABC's aggregates come from it too (unmapped sources: the last one).
+- Aggregates (ABC) and streams (FFS) are source IPv4 addresses; ``--ingress-of``
+  maps sources to aggregates/ingresses (the deciders say how they use it).
 - ``--weights-file``: re-read every second; a JSON list of per-aggregate
   weights in bit/s (ABC: the reference rates R_r; FFS: the matrix column,
   rescaled to the capacity) -- how the admin's target reaches a running stage.
 - ABC's queue Q is a virtual FIFO drained at ``link_bps`` (see
-  :func:`scidmz.disciplines.abc.abc_fifo_packet` for why).
+  :func:`scidmz.disciplines.abc.core.abc_fifo_packet` for why).
 - Time is the kernel's arrival stamp of each packet (``SO_TIMESTAMPNS`` held
   open so the kernel takes them), not the moment user space reads it.
 - Malformed or non-IPv4 packets are accepted untouched and counted.
@@ -40,7 +39,6 @@ import argparse
 import json
 import math
 import os
-import random
 import select
 import signal
 import socket
@@ -62,6 +60,8 @@ FRAME_OVERHEAD = ETH_HLEN
 DEFAULT_MAXLEN = 16384
 SOCK_BYTES = 8 << 20
 SO_TIMESTAMPNS = 35
+#: ``--discipline pass``: drop-tail's decider (accept all; the qdisc behind is the FIFO)
+PASS_DISCIPLINE = "droptail"
 
 
 class PacketLike(Protocol):
@@ -84,81 +84,35 @@ def parse_ipv4(b: bytes) -> tuple[int, int] | None | bool:
 
 
 class Stage:
-    """One discipline's per-packet verdicts plus counters (usable without a queue, for tests)."""
+    """One discipline's per-packet verdicts plus counters (usable without a queue, for tests).
+
+    The verdicts are the discipline's own stage decider's
+    (``scidmz.disciplines.<name>.stage.Decider``, found in the registry); ``pass``
+    is drop-tail's, which accepts everything.
+    """
 
     def __init__(self, discipline: str, config: dict[str, Any], link_bps: float, ingress_of: dict[str, int],
                  seed: int, max_sources: int = 64, clock: Callable[[], float] = time.time) -> None:
-        self.kind = discipline
+        from scidmz.disciplines import registry
+
         self.clock = clock
         self.t0 = clock()
         self.counts = {"received": 0, "accepted": 0, "dropped": 0, "malformed": 0, "non_ip": 0, "unstamped": 0}
-        self.max_sources = max_sources
-        self.slots: dict[int, int] = {}
-        self.rng = random.Random(seed)
-        self._agg_of = {int.from_bytes(socket.inet_aton(k), "big"): int(v) for k, v in ingress_of.items()}
-        if discipline == "abc":
-            from scidmz.disciplines import abc
-
-            cfg = abc.ABCConfig(**config)
-            n_agg = max(self._agg_of.values()) + 1 if self._agg_of else max_sources
-            if self._agg_of and cfg.ref_rates_bps and len(cfg.ref_rates_bps) != n_agg:
-                raise ValueError(f"ref_rates_bps needs {n_agg} rates (one per aggregate of --ingress-of)")
-            self._meter, self._avg = abc.new_state(n_agg, 0.0, cfg.ref_rates_bps if self._agg_of else ())
-            self._p = cfg.params(0.0)
-            self._vq = abc.new_fifo(0.0)
-            self._link = float(link_bps)
-            self._fn = abc.abc_fifo_packet
-        elif discipline == "ffs":
-            from scidmz.disciplines import ffs
-
-            cfg = ffs.FFSConfig(**config)
-            self._cap = cfg.capacity_bps
-            self._st, self._ing = cfg.new_state(0.0)
-            self._p, self._m = cfg.params(), cfg.matrix
-            self._streams = np.zeros((max_sources, 2))
-            self._ingress = {int.from_bytes(socket.inet_aton(k), "big"): int(v) for k, v in ingress_of.items()}
-            if any(not 0 <= v < len(cfg.matrix_col_bps) for v in self._ingress.values()):
-                raise ValueError("ingress_of maps a source outside the fairness-matrix column")
-            self._fn = ffs.ffs_first_node_packet
-        elif discipline != "pass":
-            raise ValueError(f"discipline must be abc, ffs or pass, got {discipline!r}")
+        sources = {int.from_bytes(socket.inet_aton(k), "big"): int(v) for k, v in ingress_of.items()}
+        entry = registry.get(PASS_DISCIPLINE if discipline == "pass" else discipline)
+        self.decider = entry.decider()(config, link_bps, sources, seed, max_sources)
 
     def set_weights(self, weights: list[float]) -> None:
         """Per-aggregate weights (bit/s): ABC reference rates, FFS matrix column (rescaled to C)."""
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 1 or not np.all(np.isfinite(w)) or np.any(w <= 0):
             raise ValueError("weights must be a list of finite rates > 0")
-        if self.kind == "abc":
-            from scidmz.disciplines import abc
-
-            if w.size > self._meter.shape[0]:
-                raise ValueError(f"{w.size} weights for {self._meter.shape[0]} aggregates")
-            self._meter[: w.size, abc.M_REF] = w
-        elif self.kind == "ffs":
-            if w.size != self._m.size:
-                raise ValueError(f"{w.size} weights for a matrix column of {self._m.size}")
-            self._m[:] = w / w.sum() * self._cap
-
-    def _slot(self, src: int) -> int:
-        if self.kind == "abc" and self._agg_of:
-            return self._agg_of.get(src, self._meter.shape[0] - 1)
-        s = self.slots.get(src)
-        if s is None:
-            # Ours: beyond max_sources, new sources share the last slot (bounded state).
-            s = min(len(self.slots), self.max_sources - 1)
-            self.slots[src] = s
-        return s
+        self.decider.set_weights(w)
 
     def decide(self, src: int, nbytes: int, t_abs: float = 0.0) -> bool:
         """Verdict for one packet; ``t_abs`` is its kernel arrival stamp (wall clock), 0 = read the clock."""
         t = (t_abs if t_abs > 0.0 else self.clock()) - self.t0
-        if self.kind == "abc":
-            return self._fn(self._meter, self._avg, self._p, self._vq, self._slot(src), t, float(nbytes), self._link)
-        if self.kind == "ffs":
-            ok, _g = self._fn(self._st, self._ing, self._p, self._m, self._streams, self._slot(src),
-                              self._ingress.get(src, 0), t, float(nbytes), self.rng.random())
-            return ok
-        return True
+        return self.decider.decide(src, t, float(nbytes))
 
     def __call__(self, pkt: PacketLike) -> None:
         c = self.counts
@@ -228,7 +182,9 @@ def _load_weights(stage: Stage, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="NFQUEUE bottleneck-discipline stage")
     ap.add_argument("--queue", type=int, required=True)
-    ap.add_argument("--discipline", choices=("abc", "ffs", "pass"), required=True)
+    from scidmz.disciplines.registry import names
+
+    ap.add_argument("--discipline", choices=(*names(), "pass"), required=True)
     ap.add_argument("--config", default="{}", help="discipline parameters as JSON (SI units)")
     ap.add_argument("--link-bps", type=float, default=0.0, help="bottleneck rate behind the stage (ABC's virtual FIFO)")
     ap.add_argument("--ingress-of", default="{}", help='FFS: JSON {"source IPv4": ingress index}')
@@ -240,8 +196,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = json.loads(a.config)
         ingress_of = json.loads(a.ingress_of)
-        if a.discipline == "abc" and a.link_bps <= 0:
-            raise ValueError("--link-bps must be > 0 for abc")
         stage = Stage(a.discipline, cfg, a.link_bps, ingress_of, a.seed)
     except (ValueError, TypeError) as e:
         print(f"nfqstage: {str(e).splitlines()[0]}", file=sys.stderr)
@@ -262,9 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     # Warm the numba core before the first real packet so it never waits on a compile.
-    if a.discipline != "pass":
-        stage.decide(0, 60)
-        stage.counts = dict.fromkeys(stage.counts, 0)
+    stage.decide(0, 60)
+    stage.counts = dict.fromkeys(stage.counts, 0)
     # skb arrival timestamps are only taken while some socket asks for them
     # (the kernel's netstamp_needed switch); this socket is that ask.
     stamp_sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
