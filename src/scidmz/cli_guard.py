@@ -1,14 +1,17 @@
-"""The CLI's guard rails (issue 10): one line for every refusal, checked destinations, strict JSON.
+"""The CLI's guard rails (issues 10 and 29): one line for every refusal, checked destinations, strict JSON.
 
 ``cli`` uses these so that whatever an admin (or an attacker) types,
 ``scidmz`` answers with exit code 0, or 1/2 and exactly one line on stderr:
 
 * ``OneLineArgumentParser``: argparse's usage errors in one line (argparse
   prints the usage block first); ``--help`` is where the usage lives.
-* ``check_paths``: before any work, output paths are checked with
-  :mod:`scidmz.fileio` (regular files or new paths only, writable, parents
-  present unless ``--mkdir``) and input paths must be regular files (a FIFO
-  would block, ``/dev/zero`` would never end, a directory is not a file).
+* ``check_args``: before any work, every path option the command declares
+  (``OUTPUTS``, ``INPUTS``; the empty string refused, implied siblings such
+  as ``tune``'s ``X.tune/`` included, two options naming one file refused)
+  is checked with :mod:`scidmz.fileio` (outputs: regular files or new paths
+  only, writable, parents present unless ``--mkdir``; inputs: regular files,
+  as a FIFO would block, ``/dev/zero`` would never end, a directory is not a
+  file), and every count (``COUNTS``) against ``limits.BOUNDS``.
 * ``guarded``: maps exceptions to one line and an exit code -- bad input
   (``ValueError``, missing files, permissions) 2, runtime failures
   (``OSError``, ``RuntimeError``, ``MemoryError``) 1, anything else 1 as an
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["OneLineArgumentParser", "add_mkdir_flags", "check_args", "check_paths", "guarded", "json_line",
+__all__ = ["OneLineArgumentParser", "add_mkdir_flags", "check_args", "guarded", "json_line",
            "finite_or_none", "OUTPUTS", "INPUTS", "COUNTS", "PlannedOutput", "planned_outputs", "command_of"]
 
 
@@ -330,9 +333,6 @@ def check_args(args: argparse.Namespace) -> None:
         _check_output(o)
     _check_aliases(outputs, inputs)
 
-
-#: The name ``cli.main`` used before issue 29 (paths only); kept for callers outside the package.
-check_paths = check_args
 
 
 def _one_line(exc: BaseException) -> str:
