@@ -301,3 +301,22 @@ def test_an_output_that_is_an_input_is_refused(tmp_path: Path) -> None:
     cap = tmp_path / "cap.png"  # a capture that happens to be named like a figure
     cap.write_bytes(_pcap(tmp_path).read_bytes())
     _refused(["telemetry", "replay", str(cap), "--plot", str(cap)], tmp_path, "input")
+
+
+@pytest.mark.parametrize("cmd", ["tune", "evaluate"])
+def test_a_tracked_run_logs_the_files_it_wrote_not_the_directory(tmp_path: Path, cmd: str) -> None:
+    """``--out .`` (or any directory holding other things) used to copy that whole directory, mlruns
+    included, into the run's artifacts; a run logs the files the command wrote and nothing else."""
+    (tmp_path / "stranger.txt").write_text("not ours")
+    argv = base_argv(cmd, tmp_path)
+    if "--out" in argv:
+        argv[argv.index("--out") + 1] = "."
+    else:
+        argv += ["--out", "."]
+    argv += ["--tracking-uri", str(tmp_path / "mlruns")]
+    rc, _, err, _ = _run(argv, tmp_path)
+    assert rc == 0, err
+    logged = [p for p in (tmp_path / "mlruns").rglob("*") if p.is_file() and "artifacts" in p.parts]
+    names = {p.name for p in logged}
+    assert logged and "stranger.txt" not in names, sorted(names)
+    assert not any("mlruns" in p.relative_to(tmp_path / "mlruns").parts for p in logged), logged

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -86,6 +86,9 @@ class TuneResult:
             "history": self.history,
             "info": self.info,
         }
+
+    #: What ``save`` writes into its directory (and all that a tracked run logs of it).
+    FILES: ClassVar[tuple[str, ...]] = ("gains.json", "convergence.csv", "convergence.png", "result.json")
 
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write gains.json, convergence.csv, convergence.png (Fig. 9) and result.json into a directory."""

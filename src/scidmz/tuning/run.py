@@ -202,7 +202,10 @@ def tune_from_paths(
             run.log_metrics({"best_iae": res.best_iae, "kp": res.gains.kp, "ki": res.gains.ki,
                              "kw": res.gains.kw, "seconds": res.info["seconds"]})
             run.log_metric_series("best_iae_per_generation", res.curve)
-            run.log_artifact(tdir, artifact_path="tune")
+            # The files the GA wrote, not the directory: tune --out DIR may name a directory holding
+            # other things (the working directory, mlruns itself), never copied into the run (issue 29).
+            for name in res.FILES:
+                run.log_artifact(tdir / name, artifact_path="tune")
             doc["mlflow_run_id"] = run.run_id
     return doc, _human(plan, doc)
 

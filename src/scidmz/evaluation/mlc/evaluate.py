@@ -13,7 +13,7 @@ from ...policies.base import Policy
 from ...scenario import Scenario
 from ..results import clean, provenance
 from ..stats import BASELINE
-from .experiments import ExperimentPlan, parse_experiments, run_experiments
+from .experiments import ExperimentPlan, parse_experiments, run_experiments, write_results
 from .tracking import EVALUATE_EXPERIMENT, log_results, tracked
 
 __all__ = ["EVALUABLE", "evaluate", "load_mlc_policy"]
@@ -126,9 +126,11 @@ def evaluate(
     cmd = command or f"scidmz evaluate {sc.name} --policies {','.join(names)}"
     with (provenance(cmd), tracked(EVALUATE_EXPERIMENT, f"{sc.name}-evaluate", params, tracking_uri, track) as run,
           open_executor(spec) as ex):
-        results = run_experiments(sc, pols, plan, exps, out_dir=out,
-                                  plant=plant, progress=progress and ex is None, executor=ex)
-        log_results(run, clean({k: v.summary for k, v in results.items()}), [out] if out else [],
+        results = run_experiments(sc, pols, plan, exps, plant=plant, progress=progress and ex is None, executor=ex)
+        # The files written, not the directory: --out may be a directory holding other things (the
+        # working directory, mlruns itself), which must not be copied into the run (issue 29).
+        files = write_results(results, out, sc, plan) if out else {}
+        log_results(run, clean({k: v.summary for k, v in results.items()}), files.values(),
                     {"gains_sha256": file_sha256(gp)} if gp is not None else None)
     out_json: dict[str, Any] = {
         "scenario": sc.name, "model": str(model), "gains": str(gains), "trials": int(trials),
