@@ -107,3 +107,15 @@ def test_headline_lines_and_nan_values() -> None:
     assert any("sweep N_s=10" in ln for ln in lines)
     text = render_report({"cubic": {"summaries": s}}, {})
     assert "n/a" in text  # NaN is shown as n/a, never as a number
+
+
+def test_meets_target_needs_a_significance_test() -> None:
+    s = _summaries(0.10, 0.11, 150, 170, 0.95, 0.952)
+    s["mrae"]["mlc"].update(paired_n=3, paired_wins=3, paired_p=0.01)
+    v = {x["metric"]: x for x in verdicts("cubic", s)}
+    assert v["MRAE (mean)"]["meets"] == "yes"
+    assert v["DTN FCT (mean, s)"]["meets"].startswith("**not significant**")  # better, but p = 0.25
+    assert v["short-flow FCT (median, s)"]["meets"].startswith("untested")  # better, never tested
+    assert v["utilisation rho (mean)"]["meets"] == "yes"  # an equivalence band, judged on the means
+    text = render_report({"cubic": {"summaries": s}}, {})
+    assert "| untested (no significance test) |" in text and "not tested for significance" in text

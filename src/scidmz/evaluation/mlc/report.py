@@ -54,6 +54,8 @@ PAPER: dict[str, dict[str, Any]] = {
 }
 PAPER["bbr"] = PAPER["bbr2"]  # the kernel here has BBRv1 only; compare it with the BBR2 column
 
+SIGNIFICANCE = 0.05  # a gain "meets the target" only with a paired two-sided p below this
+
 
 def _f(x: Any, fmt: str = "{:.3f}", none: str = "n/a") -> str:
     return fmt_num(x, fmt, none)
@@ -103,8 +105,27 @@ def verdicts(cca: str, summaries: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append({"metric": "short-flow FCT (median, s)", "mlc": _s(s, "mlc", "median"),
                     "trivial": _s(s, "trivial", "median"), "ours_pct": red,
                     "paper_pct": paper.get("short_median_improvement_pct"),
+                    # Only summaries of the short flows are kept (no per-trial medians), so no test.
                     "beats_trivial": red is not None and red >= 0})
+    for v in out:
+        v["meets"] = _meets(v)
     return out
+
+
+def _meets(v: Mapping[str, Any]) -> str:
+    """The report's "MLC meets target?" cell: a gain counts only when a paired test says it is significant.
+
+    Utilisation's target is an equivalence band (|change| <= 1 %), judged on the means. A metric
+    without a paired test (the short flows: only summaries are kept) is "untested", not "yes".
+    """
+    if v["metric"].startswith("utilisation"):
+        return "yes" if v["beats_trivial"] else "**no**"
+    if not v["beats_trivial"]:
+        return "**no**"
+    p = v.get("p")
+    if p is None or not math.isfinite(p):
+        return "untested (no significance test)"
+    return "yes" if p < SIGNIFICANCE else f"**not significant** (p >= {SIGNIFICANCE})"
 
 
 def _wins(summ: Mapping[str, Any]) -> str | None:
@@ -192,8 +213,10 @@ def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 p = v.get("p")
                 sig = ""
                 if p is not None and math.isfinite(p):
-                    sig = (f" (significant: paired p = {p:.2g}, MLC lower in {v['wins']} trials)" if p < 0.05 else
-                           f" -- **but not significantly** (paired p = {p:.2g}, MLC lower in {v['wins']} trials)")
+                    sig = (f" (significant: paired p = {p:.2g}, MLC lower in {v['wins']} trials)" if p < SIGNIFICANCE
+                           else f" -- **but not significantly** (paired p = {p:.2g}, MLC lower in {v['wins']} trials)")
+                else:
+                    sig = " -- not tested for significance (only summaries of these flows are kept)"
                 L.append(f"- {label}, {v['metric']}: MLC lower than trivial ({_pct(v['ours_pct'])})"
                          + sig + "; " + ("at or above the paper's figure." if meets else
                                          f"below the paper's {paper:.2f} %."))
@@ -255,7 +278,7 @@ def render_report(
     return render(
         "mlc_report.md.j2", out_dir, meta=meta, facts=facts, commentary=_commentary(sections),
         sections=[_section_context(c, s) for c, s in sections.items()],
-        notes=notes.strip() if notes else None, rate_ratio=_rate_ratio,
+        notes=notes.strip() if notes else None, rate_ratio=_rate_ratio, significance=SIGNIFICANCE,
     )
 
 

@@ -1,0 +1,283 @@
+"""Figures in README.md and docs/*.md, rendered from committed results files (``scripts/render_results.py``).
+
+No number in the project's documentation is typed by hand: each one sits in a
+marked region ::
+
+    <!-- render:NAME -->
+    ... generated text ...
+    <!-- /render:NAME -->
+
+whose text is the Jinja2 template ``templates/docs/NAME.md.j2`` rendered
+(``evaluation.render``, the reports' machinery) with the context that
+``FIGURES[NAME]`` reads from the repository's results files. ``check`` names the
+first region whose text differs from what its source gives (the test in
+``tests/test_docs_figures.py`` runs it); ``write`` rewrites the stale ones.
+
+A figure whose results file is absent is skipped with a message naming the
+file, and its region is left as it stands: a figure is never invented (the
+leaderboard's verdict waits for ``reports/leaderboard/results.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .render import render
+
+__all__ = ["FIGURES", "Missing", "Region", "regions", "render_figure", "refresh", "doc_files", "check", "write"]
+
+_OPEN = re.compile(r"<!-- render:(?P<name>[a-z0-9-]+) -->\n")
+_CLOSE = "<!-- /render:{name} -->"
+
+
+class Missing(Exception):
+    """A figure's results file is absent: the figure is skipped, never invented."""
+
+
+@dataclass(frozen=True)
+class Region:
+    """One marked region of a document: its figure's name and the text between the markers."""
+
+    name: str
+    start: int  # offset of the first character after the opening marker's newline
+    end: int  # offset of the closing marker
+
+    def text(self, doc: str) -> str:
+        return doc[self.start:self.end]
+
+
+def regions(doc: str, where: str = "document") -> list[Region]:
+    """The marked regions of ``doc`` in order; an unclosed or unknown region is a ``ValueError``."""
+    out = []
+    for m in _OPEN.finditer(doc):
+        name = m["name"]
+        close = doc.find(_CLOSE.format(name=name), m.end())
+        if close < 0:
+            raise ValueError(f"{where}: region {name!r} has no closing marker {_CLOSE.format(name=name)}")
+        if name not in FIGURES:
+            raise ValueError(f"{where}: region {name!r} names no figure (known: {', '.join(sorted(FIGURES))})")
+        out.append(Region(name, m.end(), close))
+    return out
+
+
+def _load(root: Path, rel: str) -> dict[str, Any]:
+    path = root / rel
+    if not path.is_file():
+        raise Missing(f"{rel} not found")
+    return json.loads(path.read_text())
+
+
+def render_figure(name: str, root: Path) -> str:
+    """The text of figure ``name`` from the results files under ``root`` (raises :class:`Missing`)."""
+    return render(f"docs/{name}.md.j2", root, **FIGURES[name](root))
+
+
+def refresh(doc: str, root: Path, where: str = "document") -> tuple[str, list[str], list[str]]:
+    """``doc`` with every region re-rendered, the names of the regions that changed, and skip messages."""
+    parts, pos, stale, skipped = [], 0, [], []
+    for r in regions(doc, where):
+        try:
+            new = render_figure(r.name, root)
+        except Missing as exc:
+            skipped.append(f"{where}: skipped region {r.name!r}: {exc}")
+            continue
+        if new != r.text(doc):
+            stale.append(r.name)
+        parts += [doc[pos:r.start], new]
+        pos = r.end
+    parts.append(doc[pos:])
+    return "".join(parts), stale, skipped
+
+
+def doc_files(root: Path) -> list[Path]:
+    """README.md and docs/*.md: every document whose figures are rendered."""
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def _each(root: Path) -> Iterator[tuple[Path, str, str, list[str], list[str]]]:
+    for path in doc_files(root):
+        old = path.read_text()
+        new, stale, skipped = refresh(old, root, str(path.relative_to(root)))
+        yield path, old, new, stale, skipped
+
+
+def check(root: Path, say: Callable[[str], None] = print) -> str | None:
+    """The first stale region as ``"FILE: region NAME"``, or None when every figure matches its source."""
+    for path, _old, _new, stale, skipped in _each(root):
+        for s in skipped:
+            say(s)
+        if stale:
+            return f"{path.relative_to(root)}: region {stale[0]!r}"
+    return None
+
+
+def write(root: Path, say: Callable[[str], None] = print) -> list[str]:
+    """Re-render every stale region in place (atomically per file); the ``"FILE: NAME"`` rewritten."""
+    from ..fileio import atomic_write_text
+
+    done = []
+    for path, old, new, stale, skipped in _each(root):
+        for s in skipped:
+            say(s)
+        if new != old:
+            atomic_write_text(path, new)
+            done += [f"{path.relative_to(root)}: {n}" for n in stale]
+    return done
+
+
+# ---------------------------------------------------------------- the figures' contexts
+
+
+def _mlc_rows(sections: Mapping[str, Any]) -> list[dict[str, Any]]:
+    from .mlc.report import PAPER
+
+    rows = []
+    for cca, sec in sections.items():
+        s = sec.get("summaries", {})
+        paper = PAPER.get(cca, {})
+        for exp, key, label, ppaper in (("mrae", "reduction_pct", "MRAE", "mrae_reduction_pct"),
+                                        ("fct", "reduction_pct", "DTN FCT", "fct_reduction_pct"),
+                                        ("utilization", "decrease_pct", "utilisation", "util_decrease_pct")):
+            v = s.get(exp)
+            if not v:
+                continue
+            m, t = v.get("mlc", {}), v.get("trivial", {})
+            sign = -1.0 if exp == "utilization" else 1.0
+            rows.append({"cca": paper.get("label", cca), "exp": exp, "label": label, "mlc": m.get("mean"),
+                         "trivial": t.get("mean"), "pct": None if m.get(key) is None else sign * m[key],
+                         "wins": m.get("paired_wins"), "n": m.get("paired_n"), "p": m.get("paired_p"),
+                         "paper": None if paper.get(ppaper) is None else sign * paper[ppaper],
+                         "fill_mlc": _fill(m), "fill_trivial": _fill(t), "transfer": v.get("transfer"),
+                         "target": v.get("target"), "ideal_s": v.get("ideal_s")})
+    return rows
+
+
+def _fill(v: Mapping[str, Any]) -> float | None:
+    r, t = v.get("mean_rate_dtn"), v.get("mean_target")
+    return r / t if r and t else None
+
+
+def _mlc(rel: str) -> Callable[[Path], dict[str, Any]]:
+    def ctx(root: Path) -> dict[str, Any]:
+        doc = _load(root, rel)
+        sec = doc["sections"]
+        return {"src": rel, "meta": doc.get("meta", {}), "rows": _mlc_rows(sec),
+                "train": {c: s.get("train") for c, s in sec.items()},
+                "fine_tune": {c: s.get("fine_tune") for c, s in sec.items()}}
+    return ctx
+
+
+def _by(rows: list[dict[str, Any]], cca: str, exp: str) -> dict[str, Any]:
+    return next((r for r in rows if r["cca"] == cca and r["exp"] == exp), {})
+
+
+def _readme(root: Path) -> dict[str, Any]:
+    rows = _mlc_rows(_load(root, "reports/mlc-netns/results.json")["sections"])
+    return {"mrae": _by(rows, "CUBIC", "mrae"), "fct": _by(rows, "CUBIC", "fct"), "util": _by(rows, "CUBIC", "utilization")}
+
+
+def _band(root: Path) -> dict[str, Any]:
+    rel = "reports/mlc/band/mlc_band_tradeoff.json"
+    doc = _load(root, rel)
+    bands = sorted({r["delta_u"] for r in doc["results"]})
+    by = {(r["cca"], r["delta_u"]): r for r in doc["results"]}
+    ccas = list(dict.fromkeys(r["cca"] for r in doc["results"]))
+    return {"src": rel, "trials": doc.get("trials"), "bands": bands, "ccas": ccas, "by": by}
+
+
+def _jenks(root: Path) -> dict[str, Any]:
+    from .jenks.report import context
+
+    rel = "reports/jenks/results.json"
+    ctx = context(_load(root, rel))
+    return {"src": rel, "comparison": ctx.get("comparison", []), "test6": ctx["test6"],
+            "netns": ctx["netns"], "exp5": ctx["exp5"]}
+
+
+def _ffs(root: Path) -> dict[str, Any]:
+    rel = "reports/ffs/results.json"
+    doc = _load(root, rel)
+    return {"src": rel, "fluid": doc["fluid_table3"], "netns": doc.get("netns_table3"),
+            "rf": doc.get("fluid_rate_feedback", [])}
+
+
+def _abc(root: Path) -> dict[str, Any]:
+    rel = "reports/abc/results.json"
+    doc = _load(root, rel)
+    return {"src": rel, "fluid": doc["fluid_tcp_rows"], "netns": doc.get("netns_tcp_rows", []),
+            "fluid_cbr": doc.get("fluid_cbr_tcp_rows", []), "netns_cbr": doc.get("netns_cbr_tcp_rows", [])}
+
+
+def _dmz(root: Path) -> dict[str, Any]:
+    out = []
+    for scen in ("paper-cubic", "paper-bbr2"):
+        rel = f"reports/disciplines-dmz/{scen}/results.json"
+        doc = _load(root, rel)
+        summ = {exp: r["summary"] for exp, r in doc["results"].items()}
+        out.append({"scenario": scen, "src": rel, "summaries": summ, "trials": doc.get("plan", {}).get("trials")})
+    return {"runs": out}
+
+
+def _regime(root: Path) -> dict[str, Any]:
+    base = "reports/mlc/regime/"
+    fluid = _load(root, base + "buffer_regime_fluid.json")
+    kern = _load(root, base + "buffer_regime_netns_cubic_run3.json")
+    rows = [("fluid, 100 Mbit/s, CUBIC", fluid["fluid_testbed"]["cubic"]),
+            ("real kernel, 100 Mbit/s, CUBIC (run 3, quiet machine)", kern["netns"]["cubic"]),
+            ("fluid, 1 Gbit/s, CUBIC", fluid["fluid"]["cubic"]), ("fluid, 1 Gbit/s, BBRv2", fluid["fluid"]["bbr2"])]
+    buffers = [r["buffer_bdp"] for r in fluid["fluid_testbed"]["cubic"]]
+    table = [{"label": lab, "fill": {r["buffer_bdp"]: r.get("fill") for r in rs}} for lab, rs in rows]
+    gap = max(abs((a.get("fill") or 0) - (b.get("fill") or 0))
+              for a, b in zip(fluid["fluid_testbed"]["cubic"], kern["netns"]["cubic"], strict=False))
+    return {"src": [base + "buffer_regime_fluid.json", base + "buffer_regime_netns_cubic_run3.json"],
+            "buffers": buffers, "table": table, "gap": gap}
+
+
+def _sim_vs_testbed(root: Path) -> dict[str, Any]:
+    rel = "reports/mlc/regime/sim_vs_testbed.json"
+    return {"src": rel, "d": _load(root, rel)}
+
+
+def _arrival_idc(root: Path) -> dict[str, Any]:
+    rels = [f"reports/mlc/regime/arrival_idc_{c}.json" for c in ("cubic", "bbr")]
+    return {"src": rels, "runs": [_load(root, r) for r in rels], "window": "2ms"}
+
+
+def _literature(root: Path) -> dict[str, Any]:
+    rel = "reports/fidelity/literature.json"
+    return {"src": rel, "d": _load(root, rel)}
+
+
+def _ebpf(root: Path) -> dict[str, Any]:
+    rel = "reports/ebpf/benchmark.json"
+    return {"src": rel, "b": _load(root, rel)}
+
+
+def _leaderboard(root: Path) -> dict[str, Any]:
+    from .verdict import leaderboard_context
+
+    rel = "reports/leaderboard/results.json"
+    return {"src": rel, **leaderboard_context(_load(root, rel))}
+
+
+FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "readme-mlc-netns": _readme,
+    "mlc-fluid": _mlc("reports/mlc/results.json"),
+    "mlc-netns": _mlc("reports/mlc-netns/results.json"),
+    "mlc-band": _band,
+    "jenks": _jenks,
+    "ffs-table3": _ffs,
+    "abc": _abc,
+    "disciplines-dmz": _dmz,
+    "buffer-regime": _regime,
+    "sim-vs-testbed": _sim_vs_testbed,
+    "arrival-idc": _arrival_idc,
+    "fluid-literature": _literature,
+    "ebpf-cost": _ebpf,
+    "leaderboard": _leaderboard,
+}

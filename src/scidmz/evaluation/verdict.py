@@ -1,0 +1,101 @@
+"""The leaderboard's ranking and its verdict in plain words, from ``reports/leaderboard/results.json``.
+
+Input: the results file's top-level ``"rows"`` (issue 25, ../specs/leaderboard.md), one per
+(plant, cca, policy, experiment) with ``plant, cca, policy, experiment, trials, mean, ci95
+([lo, hi]), vs_trivial_pct, p_vs_trivial, comparable`` and optionally ``better``
+("lower"/"higher") and ``p_vs_best``. Output: per (plant, cca) regime and experiment, the
+comparable policies ranked by their mean, the rows marked not comparable listed apart (never
+ranked, never in the verdict), and one sentence per experiment saying which policy is best
+and whether it beats the trivial TBF significantly.
+
+Our choices, where the spec is silent: significance at p < 0.05 on the (Holm-corrected)
+``p_vs_trivial``; when ``better`` is absent, utilisation is higher-is-better and every other
+experiment lower-is-better; the verdict names the experiments MRAE and DTN FCT first
+(the two the MLC paper and the issue rank by), then the others.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["ALPHA", "leaderboard_context", "rank", "verdict_lines"]
+
+ALPHA = 0.05
+_FIRST = ("mrae", "fct")
+_HIGHER = ("utilization", "utilisation")
+_REQUIRED = ("plant", "cca", "policy", "experiment", "trials", "mean", "ci95", "vs_trivial_pct", "p_vs_trivial",
+             "comparable")
+
+
+def _higher(row: Mapping[str, Any]) -> bool:
+    return row.get("better", "higher" if row["experiment"] in _HIGHER else "lower") == "higher"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x)
+
+
+def rank(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One experiment of one regime: comparable rows best first, each with its ``rank``."""
+    ok = [r for r in rows if r.get("comparable") and _finite(r.get("mean"))]
+    ok.sort(key=lambda r: -r["mean"] if _higher(r) else r["mean"])
+    return [{**r, "rank": i + 1} for i, r in enumerate(ok)]
+
+
+def _significant(row: Mapping[str, Any]) -> bool:
+    p = row.get("p_vs_trivial")
+    return _finite(p) and p < ALPHA
+
+
+def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
+    if not ranked:
+        return f"{exp}: no comparable policy."
+    best = ranked[0]
+    if best["policy"] == "trivial":
+        return f"{exp}: no policy beats the trivial TBF (it ranks first of {len(ranked)})."
+    gain = best.get("vs_trivial_pct")
+    p = best.get("p_vs_trivial")
+    how = f"{gain:+.1f} % vs trivial" if _finite(gain) else "vs trivial: n/a"
+    head = f"{exp}: best is {best['policy']} ({how}, p = {p:.2g}" if _finite(p) else f"{exp}: best is {best['policy']} ({how}, no test"
+    if _significant(best):
+        tail = "), significantly better than the trivial TBF"
+    else:
+        tail = f"), **not** significantly better than the trivial TBF (p >= {ALPHA})"
+    tied = [r["policy"] for r in ranked[1:] if _finite(r.get("p_vs_best")) and r["p_vs_best"] >= ALPHA]
+    if tied:
+        tail += f"; not distinguishable from it: {', '.join(tied)}"
+    return head + tail + "."
+
+
+def verdict_lines(by_exp: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """One sentence per experiment of a regime, MRAE and FCT first."""
+    order = [e for e in _FIRST if e in by_exp] + [e for e in by_exp if e not in _FIRST]
+    return [_sentence(e, by_exp[e]) for e in order]
+
+
+def _check(rows: Any) -> list[Mapping[str, Any]]:
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("leaderboard results: no \"rows\" list")
+    for i, r in enumerate(rows):
+        missing = [k for k in _REQUIRED if not isinstance(r, Mapping) or k not in r]
+        if missing:
+            raise ValueError(f"leaderboard results: row {i} lacks {', '.join(missing)}")
+    return rows
+
+
+def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The template's context: ``regimes`` = [{plant, cca, experiments: [{name, ranked, apart}], verdict}]."""
+    rows = _check(doc.get("rows"))
+    regimes: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
+    for r in rows:
+        regimes.setdefault((r["plant"], r["cca"]), {}).setdefault(r["experiment"], []).append(r)
+    out = []
+    for (plant, cca), exps in regimes.items():
+        ranked = {e: rank(rs) for e, rs in exps.items()}
+        order = [e for e in _FIRST if e in exps] + [e for e in exps if e not in _FIRST]
+        out.append({"plant": plant, "cca": cca, "verdict": verdict_lines(ranked),
+                    "experiments": [{"name": e, "ranked": ranked[e], "higher": any(_higher(r) for r in exps[e]),
+                                     "apart": [r for r in exps[e] if not r.get("comparable")]} for e in order]})
+    return {"regimes": out}

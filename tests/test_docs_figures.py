@@ -1,0 +1,142 @@
+"""Figures in README.md and docs/ come from the committed results files (issue 25 item 7).
+
+``scripts/render_results.py --check`` must pass on the repository; an edited
+number inside a rendered region must be caught; the leaderboard's verdict is
+rendered from its rows (synthetic here) and skipped, not invented, without them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scidmz.evaluation.docfigures import FIGURES, check, regions, render_figure, write
+from scidmz.evaluation.verdict import leaderboard_context, rank
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "render_results.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_every_figure_in_readme_and_docs_matches_its_results_file() -> None:
+    r = _run("--check")
+    assert r.returncode == 0, r.stderr
+
+
+def test_readme_and_docs_use_rendered_figures() -> None:
+    names = {rg.name for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")] for rg in regions(p.read_text())}
+    assert {"readme-mlc-netns", "mlc-fluid", "mlc-netns", "ffs-table3", "jenks"} <= names
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copytree(ROOT / "reports", tmp_path / "reports")
+    return tmp_path
+
+
+def test_an_edited_number_is_caught_and_rewritten(copy: Path) -> None:
+    docs = copy / "docs" / "results.md"
+    text = docs.read_text()
+    ffs = next(r for r in regions(text) if r.name == "ffs-table3")
+    body = ffs.text(text)
+    assert "| fluid | FIFO | 41.5 |" in body  # reports/ffs/results.json: F = 41.46 %
+    docs.write_text(text[:ffs.start] + body.replace("| fluid | FIFO | 41.5 |", "| fluid | FIFO | 46.0 |")
+                    + text[ffs.end:])
+    r = _run("--check", "--root", str(copy))
+    assert r.returncode == 1 and "docs/results.md: region 'ffs-table3'" in r.stderr
+    assert write(copy, lambda _m: None) == ["docs/results.md: ffs-table3"]
+    assert docs.read_text() == text and check(copy, lambda _m: None) is None
+
+
+def test_a_changed_results_file_makes_its_figure_stale(copy: Path) -> None:
+    path = copy / "reports" / "ffs" / "results.json"
+    doc = json.loads(path.read_text())
+    doc["fluid_table3"]["schemes"]["fifo"]["F"] = 46.0
+    path.write_text(json.dumps(doc))
+    assert check(copy, lambda _m: None) == "docs/results.md: region 'ffs-table3'"
+
+
+def test_bad_regions_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no closing marker"):
+        regions("<!-- render:jenks -->\ntext\n")
+    with pytest.raises(ValueError, match="names no figure"):
+        regions("<!-- render:nope -->\n<!-- /render:nope -->")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("<!-- render:nope -->\n<!-- /render:nope -->\n")
+    r = _run("--check", "--root", str(tmp_path))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "names no figure" in r.stderr
+
+
+# ------------------------------------------------------------- the leaderboard's verdict
+
+
+def _row(plant: str, cca: str, policy: str, exp: str, mean: float, p: float | None, pct: float,
+         comparable: bool = True, p_best: float | None = None) -> dict:
+    return {"plant": plant, "cca": cca, "policy": policy, "experiment": exp, "trials": 20, "mean": mean,
+            "ci95": [mean * 0.95, mean * 1.05], "vs_trivial_pct": pct, "p_vs_trivial": p, "comparable": comparable,
+            "p_vs_best": p_best}
+
+
+ROWS = [
+    _row("fluid", "cubic", "trivial", "mrae", 0.063, None, 0.0, p_best=0.001),
+    _row("fluid", "cubic", "pi", "mrae", 0.0556, 0.001, 11.9, p_best=0.25),
+    _row("fluid", "cubic", "mlc", "mrae", 0.0545, 0.0004, 13.6),
+    _row("fluid", "cubic", "abc", "mrae", 0.0100, 0.0001, 84.0, comparable=False),
+    _row("fluid", "cubic", "trivial", "fct", 184.4, None, 0.0),
+    _row("fluid", "cubic", "mlc", "fct", 183.9, 0.30, 0.3),
+    _row("fluid", "cubic", "trivial", "utilization", 0.952, None, 0.0),
+    _row("fluid", "cubic", "mlc", "utilization", 0.960, 0.01, 0.8),
+    _row("netns", "bbr", "trivial", "mrae", 0.050, None, 0.0),
+    _row("netns", "bbr", "pacing", "mrae", 0.060, 0.02, -20.0),
+]
+
+
+def test_ranking_keeps_not_comparable_rows_out_and_orders_by_better() -> None:
+    mrae = [r for r in ROWS if r["plant"] == "fluid" and r["experiment"] == "mrae"]
+    assert [r["policy"] for r in rank(mrae)] == ["mlc", "pi", "trivial"]  # abc: not comparable
+    util = [r for r in ROWS if r["experiment"] == "utilization"]
+    assert rank(util)[0]["policy"] == "mlc"  # utilisation: higher is better
+
+
+def test_verdict_in_plain_words() -> None:
+    ctx = leaderboard_context({"rows": ROWS})
+    fluid, netns = ctx["regimes"]
+    assert (fluid["plant"], fluid["cca"], netns["plant"], netns["cca"]) == ("fluid", "cubic", "netns", "bbr")
+    assert fluid["verdict"][0].startswith("mrae: best is mlc (+13.6 % vs trivial, p = 0.0004), significantly better")
+    assert "not distinguishable from it: pi" in fluid["verdict"][0]
+    assert "abc" not in " ".join(fluid["verdict"])
+    assert "**not** significantly better" in fluid["verdict"][1]  # fct, p = 0.30
+    assert netns["verdict"] == ["mrae: no policy beats the trivial TBF (it ranks first of 2)."]
+
+
+def test_leaderboard_region_renders_from_rows_and_is_skipped_without_them(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    region = "<!-- render:leaderboard -->\nkept as it is\n<!-- /render:leaderboard -->\n"
+    (tmp_path / "README.md").write_text(region)
+    msgs: list[str] = []
+    assert check(tmp_path, msgs.append) is None and write(tmp_path, msgs.append) == []
+    assert msgs and all("skipped region 'leaderboard'" in m and "results.json not found" in m for m in msgs)
+    assert (tmp_path / "README.md").read_text() == region  # nothing invented
+    (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps({"rows": ROWS}))
+    text = render_figure("leaderboard", tmp_path)
+    assert "| not comparable | abc |" in text and "| 1 | mlc |" in text and "**netns, DTN bbr.**" in text
+    assert write(tmp_path, msgs.append) == ["README.md: leaderboard"]
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps({"rows": [{"plant": "fluid"}]}))
+    with pytest.raises(ValueError, match="row 0 lacks cca"):
+        render_figure("leaderboard", tmp_path)
+
+
+def test_every_figure_has_a_template() -> None:
+    for name in FIGURES:
+        assert (ROOT / "src" / "scidmz" / "evaluation" / "templates" / "docs" / f"{name}.md.j2").is_file()
