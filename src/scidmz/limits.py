@@ -53,8 +53,8 @@ def _num(x: float) -> str:
 
 #: Periods in one episode or one identification (duration / period), as ``scenario.MAX_STEPS``.
 MAX_STEPS = 10_000_000
-#: Plant instances x flows per instance in one batched fluid plant (ours, measured: ~0.6 kB per
-#: flow-instance, so about 1.5 GB; the paper's sweep stays below it through ``ns_max_flows``).
+#: Plant instances x flows per instance in one batched fluid plant (ours: it bounds the plant's
+#: memory, which grows linearly with it; the paper's sweep stays below it through ``ns_max_flows``).
 MAX_BATCH_FLOWS = 2_000_000
 #: Nesting depth of every TOML or JSON document scidmz reads (ours: the deepest real one, a
 #: reproduction's results.json, has 8 levels).
@@ -102,7 +102,7 @@ BOUNDS: dict[str, Bound] = {
     "steps": Bound(1, MAX_STEPS, "periods of one episode or identification (duration / period)",
                    "ours: 10^7 periods, 116 days at T = 1 s"),
     "batch_flows": Bound(1, MAX_BATCH_FLOWS, "plant instances x flows per instance in one batched plant",
-                         "ours, measured: ~0.6 kB each, about 1.5 GB"),
+                         "ours: bounds one batched plant's memory, which grows linearly with it"),
     "flow_tables": Bound(0, 10_000, "[[flows]] tables in a scenario", "ours: the Jenks tests use up to 8"),
     "flows": Bound(0, 100_000, "flows in all [[flows]] tables (their counts summed)", "ours, issue 10"),
     "schedule": Bound(0, 10_000, "[time, rate] entries of one flow's schedule", "ours"),
