@@ -87,7 +87,8 @@ def test_reproduce_refuses_options_its_paper_does_not_take(tmp_path: Path, paper
 
 
 @pytest.mark.parametrize("case", ["identify_plot", "replay_plot", "train_register_dotdot", "train_register_slash",
-                                  "train_register_long", "control_seed", "tune_late_episode", "tune_refine"])
+                                  "train_register_long", "control_seed", "tune_late_episode", "tune_refine",
+                                  "tune_refine_factor", "tune_refine_many", "tune_factors_alone"])
 def test_other_multi_stage_commands_check_everything_first(tmp_path: Path, case: str) -> None:
     argv = {
         "identify_plot": [*base_argv("identify", tmp_path), "--plot", str(tmp_path / "d.xyz")],
@@ -99,9 +100,15 @@ def test_other_multi_stage_commands_check_everything_first(tmp_path: Path, case:
                          str(tmp_path / "tok"), "--duration", "1", "--seed", "-1"],
         "tune_late_episode": [*base_argv("tune", tmp_path)[:-2], "--episode", "1"],
         "tune_refine": [*base_argv("tune", tmp_path), "--refine-plant", "bogus"],
+        # the refinement's factors were checked only after the GA
+        "tune_refine_factor": [*base_argv("tune", tmp_path), "--refine-plant", "fluid", "--refine-factors", "1,-1"],
+        "tune_refine_many": [*base_argv("tune", tmp_path), "--refine-plant", "fluid", "--refine-factors",
+                             ",".join(["1"] * 101)],
+        "tune_factors_alone": [*base_argv("tune", tmp_path), "--refine-factors", "1,0.3"],
     }[case]
     must = {"identify_plot": "--plot", "replay_plot": "--plot", "control_seed": "--seed",
-            "tune_late_episode": "--episode", "tune_refine": "--refine-plant"}.get(case, "--register")
+            "tune_late_episode": "--episode", "tune_refine": "--refine-plant", "tune_refine_factor": "--refine-factors",
+            "tune_refine_many": "--refine-factors", "tune_factors_alone": "--refine-factors"}.get(case, "--register")
     before = snapshot(tmp_path)
     t0 = time.monotonic()
     rc, out, err = run_inprocess(argv, tmp_path)

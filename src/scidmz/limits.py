@@ -94,6 +94,7 @@ BOUNDS: dict[str, Bound] = {
     "parents": Bound(1, 10_000, "GA parents mating (also at most the population)", "Table 2: 15"),
     "episodes": Bound(1, 100, "fitness episodes per individual", "paper: 1"),
     "refine_episodes": Bound(1, 100, "episodes per candidate when refining gains", "ours: 2"),
+    "refine_factors": Bound(1, 100, "scale factors tried when refining gains", "ours: 4 by default"),
     "workers": Bound(0, 256, "process-pool workers (0: in-process)", "ours: far above any core count here"),
     "epochs": Bound(1, 10_000, "training epochs", "ours: 30 by default"),
     "folds": Bound(2, 100, "k of the k-fold cross-validation (0: skip)", "paper: 5", zero_ok=True),

@@ -10,6 +10,7 @@ optional mlflow run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -95,6 +96,10 @@ def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
         if s.refine_plant not in PLANT_KINDS:
             raise ValueError(f"--refine-plant: unknown plant '{s.refine_plant}' (choose from {', '.join(PLANT_KINDS)})")
         check("refine_episodes", s.refine_episodes, "--refine-episodes")
+        if s.refine_factors is not None:
+            _check_factors(s.refine_factors)
+    elif s.refine_factors is not None:
+        raise ValueError("--refine-factors goes with --refine-plant")
     return TunePlan(scenario, s, ep, du, spec)
 
 
@@ -109,6 +114,15 @@ def tune_params(plan: TunePlan, model: str, predictor: Any) -> dict[str, Any]:
         "delta_u": plan.delta_u, "limiter": s.limiter, "episodes_per_individual": s.episodes,
         **({"refine_plant": s.refine_plant, "refine_episodes": s.refine_episodes} if s.refine_plant else {}),
     }
+
+
+def _check_factors(factors: Sequence[float]) -> None:
+    """The refinement's scale factors, checked before the GA (they were checked only after it)."""
+    from ..limits import check
+
+    check("refine_factors", len(factors), "--refine-factors (how many)")
+    if any(not (isinstance(f, int | float) and math.isfinite(f) and f >= 0) for f in factors):
+        raise ValueError(f"--refine-factors must be finite numbers >= 0, got {list(factors)}")
 
 
 def run_tune(plan: TunePlan, predictor: Any, progress: bool = False,
