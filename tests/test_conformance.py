@@ -5,7 +5,8 @@ discipline capabilities), the hardware plant composed with a software data plane
 switch (no root: what BMv2's simple_switch_grpc would be, see test_plant_composition.py;
 BMv2 itself needs a namespace, a compiled program and ~1 min per build, and exercises the
 same ``HardwarePlant`` code), the netns plant (root, real kernel TCP, under the lock), and
-every registered policy (the MLC with the model shipped for the ``testbed`` scenario).
+every registered policy (the MLC with the model shipped for the ``testbed`` scenario, ``pi``
+with the gains shipped for it).
 The broken doubles show each kind of failure is reported, naming its check.
 """
 
@@ -26,7 +27,7 @@ def test_fluid_plant_conforms():
     passed = check_plant(lambda sc, b: make_plant("fluid", sc, batch=b), "small-cubic")
     for name in ("reset_step_batch3", "same_seed_same_trace_batch3", "flows_batch3", "info_batch1",
                  "rejects_nonfinite_u_batch1", "close_twice_batch3", "context_manager", "capability_queue",
-                 "capability_discipline"):
+                 "capability_discipline", "capability_host"):
         assert name in passed
 
 
@@ -62,14 +63,16 @@ def test_netns_plant_conforms():
     prefix = f"cf{os.getpid() % 10000}"
     passed = check_plant(lambda s, b: make_plant("netns", s, prefix=prefix, telemetry="kernel"), sc,
                          batches=(1,), simulated=False)
-    assert {"flows_batch1", "capability_queue", "capability_discipline"} <= set(passed)
+    assert {"flows_batch1", "capability_queue", "capability_discipline", "capability_host"} <= set(passed)
 
 
 def _built_in(name: str):
+    from scidmz.data import shipped_model, shipped_pi_gains
+
+    if name == "pi":
+        return make_policy("pi", gains=str(shipped_pi_gains(load_scenario("testbed")))), "testbed"
     if name != "mlc":
         return make_policy(name), "small-cubic"
-    from scidmz.data import shipped_model
-
     model, gains = shipped_model(load_scenario("testbed"))
     return make_policy("mlc", model=str(model), gains=str(gains)), "testbed"
 

@@ -149,22 +149,38 @@ def test_discipline_bad_input_is_one_line() -> None:
         ABCConfig(capacity_bps=50e6, ref_rates_bps=(1e6, 0.0))
 
 
-def test_abc_policy_follows_the_target_through_the_runner() -> None:
+def _dmz_run(name: str, noise: bool = True, **options: float) -> tuple[FluidPlant, np.ndarray]:
+    """The DTN's rate (bit/s per period) under a discipline policy whose target steps 30 -> 70 Mbit/s."""
     from scidmz.policies import make_policy
     from scidmz.runner import Episode
 
     sc = Scenario(name="dmz", link=LinkConfig(capacity=100e6, buffer_bdp=0.1),
                   dtn=DtnConfig(streams=2, rtt=0.05), campus=CampusConfig(hosts=4, rtt=0.01), duration=30.0)
-    for name in ("abc", "ffs"):
-        p = FluidPlant(sc)
-        ep = Episode(p, make_policy(name))
-        ep.reset(0)
-        for target in (30e6,) * 15 + (70e6,) * 15:
-            _, u = ep.step(target)
-            assert u[0] == sc.u_max  # no shaper: the discipline serves the DTN
-        assert p.discipline_state()["weights"][0] == pytest.approx([70e6, 30e6])
-        dtn = np.asarray(ep.history.y)[:, 0, 0]
-        assert dtn[-7:].mean() > dtn[8:15].mean() + 5e6  # the DTN follows its raised target
+    p = FluidPlant(sc, packet_noise=noise)
+    ep = Episode(p, make_policy(name, **options))
+    ep.reset(0)
+    for target in (30e6,) * 15 + (70e6,) * 15:
+        _, u = ep.step(target)
+        assert u[0] == sc.u_max  # no shaper: the discipline serves the DTN
+    return p, np.asarray(ep.history.y)[:, 0, 0]
+
+
+@pytest.mark.parametrize(("name", "options"), [("abc", {}), ("ffs", {"capacity_frac": 0.95})])
+def test_abc_policy_follows_the_target_through_the_runner(name: str, options: dict) -> None:
+    p, dtn = _dmz_run(name, **options)
+    c = options.get("capacity_frac", 1.0) * 100e6
+    assert p.discipline_state()["weights"][0] == pytest.approx([0.7 * c, 0.3 * c])
+    assert dtn[-7:].mean() > dtn[8:15].mean() + 5e6  # the DTN follows its raised target
+
+
+def test_ffs_at_the_link_rate_loads_its_fifo_to_one() -> None:
+    # FFS-C100 forwards exactly the link rate, so the FIFO behind it sits at load 1, where the packet
+    # noise overflows it most (var / 2L); a full FIFO drops by arrivals, as drop-tail, and the 50 ms
+    # DTN no longer follows its target. Without the noise (the deterministic fluid queue) it does.
+    _, quiet = _dmz_run("ffs", noise=False)
+    _, noisy = _dmz_run("ffs")
+    assert quiet[-7:].mean() > quiet[8:15].mean() + 5e6
+    assert noisy[-7:].mean() < 0.5 * quiet[-7:].mean()
 
 
 def test_evaluate_runs_abc_and_ffs_on_the_paired_trials(tmp_path, capsys) -> None:

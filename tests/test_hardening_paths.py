@@ -63,6 +63,7 @@ def base_argv(command: str, d: Path) -> list[str]:
         "evaluate": ["evaluate", "small-cubic", "--model", str(MODEL), "--gains", str(GAINS), "--quick", "--trials",
                      "1", "--experiments", "mrae"],
         "reproduce": ["reproduce", "mlc", "--quick", "--out", str(d / "rep")],
+        "leaderboard": ["leaderboard", "small-cubic", "--quick", "--policies", "jenks", "--out", str(d / "lb")],
         "control run": ["control", "run", "testbed", "--target", "60M", "--no-api", "--duration", "1"],
         "telemetry replay": ["telemetry", "replay", str(_pcap(d))],
         "telemetry capture": ["telemetry", "capture", "--egress", "lo", "--duration", "1"],

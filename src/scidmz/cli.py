@@ -18,6 +18,7 @@ from .cli_guard import OneLineArgumentParser, add_mkdir_flags, check_args, guard
 from .commands import (
     control,
     evaluate,
+    leaderboard,
     pipeline,
     reproduce,
     scenarios,
@@ -30,7 +31,7 @@ __all__ = ["main", "build_parser"]
 
 
 #: The command modules, in ``scidmz --help`` order.
-_COMMANDS = (simulate, scenarios, telemetry, evaluate, reproduce, pipeline, control, testbed)
+_COMMANDS = (simulate, scenarios, telemetry, evaluate, leaderboard, reproduce, pipeline, control, testbed)
 
 
 def build_parser() -> argparse.ArgumentParser:

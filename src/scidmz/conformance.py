@@ -366,7 +366,7 @@ def check_policy(
 
     ``registered=False`` skips the registry check (a policy not meant to be
     built by name). ``episode``: periods of the runner episode on the fluid
-    plant (0: none; a host policy has no built-in plant to run on yet).
+    plant (0: none).
     """
     sc = _as_scenario(scenario)
     name = getattr(policy, "name", type(policy).__name__)
@@ -400,7 +400,7 @@ def check_policy(
                 _need("\n" not in str(exc), f"the refusal is not one line: {exc!r}")
             else:
                 raise AssertionError(f"the runner accepted a {kind} policy on a plant without the capability")
-    if episode and kind != "host":
+    if episode:
         b = max(batches)
         with c.check(f"episode_batch{b}"), make_plant("fluid", sc, batch=b) as plant:
             traces = run_episode(plant, policy, np.full(episode, 0.5 * sc.capacity), seed=seed)

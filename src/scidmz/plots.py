@@ -1,5 +1,5 @@
 """Figures at the bottom layer: y(t), u(t) and the target of a trace; CDFs; GA convergence; FCT sweep;
-per-flow rate series (Jenks Exp 5); two-client goodputs (ABC Figs. 4-6).
+per-flow rate series (Jenks Exp 5); two-client goodputs (ABC Figs. 4-6); a leaderboard's ranking.
 
 Every plot takes ``ax=`` (an existing axis, or for ``plot_trace`` four axes)
 and returns the figure, so notebooks compose them; ``save_figure`` writes a
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["pyplot", "plot_trace", "plot_states", "plot_cdfs", "plot_convergence", "plot_training", "plot_sweep",
-           "plot_rate_series", "plot_goodput_pairs", "save_figure", "check_figure_path", "FIGURE_FORMATS"]
+           "plot_rate_series", "plot_goodput_pairs", "plot_ranking", "save_figure", "check_figure_path", "FIGURE_FORMATS"]
 
 #: Formats matplotlib writes, by file suffix; a path without a suffix is written as PNG.
 FIGURE_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf", "raw",
@@ -242,5 +242,46 @@ def plot_goodput_pairs(rows: Sequence[Mapping[str, Any]], xkey: str, xlabel: str
         a.grid(alpha=0.3)
     axes[0].set_ylabel("goodput (Mbit/s)")
     axes[0].legend()
+    fig.tight_layout()
+    return fig
+
+
+#: Axis labels of the leaderboard's experiments (``plot_ranking``).
+_RANKING_LABELS = {"mrae": "MRAE of R_DTN vs R*_DTN", "fct": "DTN FCT [s]", "utilization": "bottleneck utilisation rho",
+                   "short": "median short-flow FCT [s]"}
+
+
+def plot_ranking(rows: Sequence[Mapping[str, Any]], title: str = "", ax: Sequence[Any] | None = None) -> Any:
+    """A leaderboard's ranking: per experiment (one axis each), every policy's mean with its 95 %
+    interval, best at the top; the trivial baseline in black, rows the plant does not model on
+    equal footing (``comparable`` false) in grey at the bottom, marked "not comparable".
+
+    ``rows``: a leaderboard results file's ``rows`` (``plant, policy, experiment, mean, ci95,
+    rank, better, comparable``).
+    """
+    exps = list(dict.fromkeys(str(r["experiment"]) for r in rows))
+    if ax is None:  # one axis per experiment, each on its own scale (not _axes: it shares x)
+        fig, axes = pyplot().subplots(max(len(exps), 1), 1, figsize=(7, 1.0 + 2.0 * max(len(exps), 1)))
+    else:
+        fig, axes = _axes(ax, max(len(exps), 1))
+    axes = list(np.atleast_1d(axes))
+    for a, exp in zip(axes, exps, strict=False):
+        rs = [r for r in rows if r["experiment"] == exp and r.get("mean") is not None]
+        rs.sort(key=lambda r: (not r.get("comparable", True), r.get("rank") or 1e9))
+        y = np.arange(len(rs))[::-1]
+        for yi, r in zip(y, rs, strict=True):
+            lo, hi = (r.get("ci95") or [None, None])[:2]
+            m = float(r["mean"])
+            err = [[m - lo if lo is not None else 0.0], [hi - m if hi is not None else 0.0]]
+            color = "0.6" if not r.get("comparable", True) else ("k" if r["policy"] == "trivial" else "C0")
+            a.errorbar([m], [yi], xerr=err, fmt="s" if r["policy"] == "trivial" else "o", color=color, capsize=3)
+        a.set_yticks(y)
+        a.set_yticklabels([f"{r['policy']}" + ("" if r.get("comparable", True) else " (not comparable)")
+                           for r in rs])
+        better = rs[0].get("better", "lower") if rs else "lower"
+        a.set_xlabel(f"{_RANKING_LABELS.get(exp, exp)} ({better} is better)")
+        a.grid(alpha=0.3, axis="x")
+    if title:
+        axes[0].set_title(title)
     fig.tight_layout()
     return fig

@@ -17,6 +17,7 @@ Units: SI inside: rates in bit/s, buffers and quanta in bytes.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 from collections.abc import Iterable
@@ -70,7 +71,7 @@ class FlowMatch:
             if v is None:
                 continue
             try:
-                ipaddress.IPv4Network(v, strict=False)
+                _network(v)
             except (ValueError, TypeError):
                 raise QueueConfigError(f"flow rule {name} {v!r} is not an IPv4 address or prefix") from None
         for name in ("sport", "dport"):
@@ -87,7 +88,14 @@ class FlowMatch:
             raise QueueConfigError("flow rule matches everything; use the default queue instead")
 
     def networks(self) -> list[ipaddress.IPv4Network]:
-        return [ipaddress.IPv4Network(v, strict=False) for v in (self.src, self.dst) if v is not None]
+        return [_network(v) for v in (self.src, self.dst) if v is not None]
+
+
+@functools.lru_cache(maxsize=65536)
+def _network(text: str) -> ipaddress.IPv4Network:
+    # Cached: a queue policy re-validates the same few hundred flow addresses every epoch, and
+    # parsing them was most of a Jenks epoch's time on the fluid plant (benchmarks/leaderboard_speed.py).
+    return ipaddress.IPv4Network(text, strict=False)
 
 
 @dataclass(frozen=True)
@@ -171,7 +179,7 @@ class QueueConfig:
             raise QueueConfigError(f"queue rates sum to {total:.0f} bit/s, above the link capacity {c:.0f} bit/s")
         if self.default not in seen:
             raise QueueConfigError(f"default queue {self.default!r} is not one of the queues {sorted(seen)}")
-        nets = None if scope is None else [ipaddress.IPv4Network(s, strict=False) for s in scope]
+        nets = None if scope is None else [_network(s) for s in scope]
         matches: set[FlowMatch] = set()
         for r in self.rules:
             r.match.check()
@@ -182,7 +190,7 @@ class QueueConfig:
             matches.add(r.match)
             if nets is not None:
                 for n in r.match.networks():
-                    if not any(n.subnet_of(s) for s in nets):
+                    if not any(_subnet_of(n, s) for s in nets):
                         raise QueueConfigError(
                             f"flow rule address {n} is outside the scenario's networks "
                             f"({', '.join(str(s) for s in nets)})"
@@ -200,6 +208,11 @@ class QueueConfig:
             ],
             "rules": len(self.rules),
         }
+
+
+@functools.lru_cache(maxsize=65536)
+def _subnet_of(n: ipaddress.IPv4Network, s: ipaddress.IPv4Network) -> bool:
+    return n.subnet_of(s)
 
 
 def _show(m: FlowMatch) -> str:

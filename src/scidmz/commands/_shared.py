@@ -58,7 +58,7 @@ def add_seed_arg(p: argparse.ArgumentParser, default: int | None = 0, what: str 
     p.add_argument("--seed", type=int, default=default, help=f"{what} (default: {shown})")
 
 
-def add_model_args(p: argparse.ArgumentParser, gains_help: str | None = "gains JSON file (policy mlc)",
+def add_model_args(p: argparse.ArgumentParser, gains_help: str | None = "gains JSON file (policy mlc or pi)",
                    required: bool = False, model_note: str = " (policy mlc)") -> None:
     """``--model`` (a directory or a registry reference) and, unless ``gains_help`` is None, ``--gains``."""
     p.add_argument("--model", default=None, required=required, help=MODEL_HELP + model_note)

@@ -5,9 +5,15 @@ arguments into: the scenario (a name or a .toml file, with ``--set`` overrides,
 duration and seed), the policy object (``--policy`` with its ``--set
 policy.KEY=VALUE`` options; for the MLC its model and gains, from
 ``--model``/``--gains``, a registry reference ``models:/...`` or the model
-shipped for the scenario), the plant by name with its options (checked against
+shipped for the scenario; for ``pi`` its gains, ``--gains`` or those shipped), the plant by name with its options (checked against
 the backend's signature, built later by ``Run.make_plant``) and the DTN target.
 Every problem is one ``ValueError`` line (exit 2) before a plant exists.
+
+``build_policies`` is the same assembly for the commands that compare several
+policies (``scidmz evaluate``, ``scidmz leaderboard``): names from the registry,
+each with its trained files (``policy_files``: the MLC's model and gains, pi's
+gains; given, or shipped for the scenario) and ``--set policy.KEY=VALUE``
+options; a policy without files needs nothing beyond its name.
 """
 
 from __future__ import annotations
@@ -20,7 +26,12 @@ from ..kinds import Policy
 from ..plant.base import Plant
 from ..scenario import Scenario
 
-__all__ = ["Run", "build_run", "resolve_model_ref", "DEFAULT_TARGET_FRACTION"]
+__all__ = ["Run", "build_run", "build_policies", "policy_files", "resolve_model_ref", "ARTIFACTS",
+           "DEFAULT_TARGET_FRACTION"]
+
+#: Policies that run from trained files: name -> the factory options that name them
+#: (``policy_files`` resolves them). Every other policy is built from its name alone.
+ARTIFACTS: dict[str, tuple[str, ...]] = {"mlc": ("model", "gains"), "pi": ("gains",)}
 
 #: The target without --target, as a fraction of the scenario's bottleneck capacity B_max
 #: (ours: half of B_max, a target every scenario can reach).
@@ -64,7 +75,8 @@ def build_run(
     the policy (its registry factory's options), the rest the scenario.
     ``target``: a rate (``"600M"``) or bit/s; None = ``DEFAULT_TARGET_FRACTION``
     of B_max. ``model``/``gains``/``tracking_uri``: the MLC's files (a
-    ``models:/NAME/VERSION`` reference is fetched from the mlflow registry).
+    ``models:/NAME/VERSION`` reference is fetched from the mlflow registry); ``gains``
+    alone for ``pi``.
     """
     from ..plant.base import check_plant_options
     from ..policies.registry import make_policy, split_policy_overrides
@@ -76,14 +88,85 @@ def build_run(
     bps = DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target")
     tgt = sc.check_target(bps)
     check_plant_options(plant, 1, plant_options)
-    if policy == "mlc":
-        # The one policy with trained files: given ones, a registry reference, or the shipped ones.
+    if policy in ARTIFACTS:
+        # Trained files: given ones, a registry reference, or the ones shipped for the scenario.
+        options.update(policy_files(policy, sc, model=model or options.pop("model", None),
+                                    gains=gains or options.pop("gains", None), tracking_uri=tracking_uri))
+    return Run(sc, make_policy(policy, **options), plant, tgt, dict(plant_options or {}))
+
+
+def policy_files(name: str, scenario: Scenario, *, model: str | None = None, gains: str | None = None,
+                 tracking_uri: str | None = None) -> dict[str, str]:
+    """The trained files policy ``name`` runs with on ``scenario`` (``ARTIFACTS``), as factory options.
+
+    ``mlc``: ``model`` (a directory or a ``models:/...`` reference) and ``gains``; ``pi``:
+    ``gains``. Given ones win; with none, those shipped for the scenario (named on
+    stderr); otherwise, and for a missing or unreadable file, one ``ValueError`` /
+    ``FileNotFoundError`` line. A policy without files: ``{}``, and files given to it
+    are refused.
+    """
+    if name == "mlc":
         from ..policies.rate.mlc import mlc_files
 
-        model, gains, _ = resolve_model_ref(model or options.pop("model", None), gains or options.pop("gains", None),
-                                            tracking_uri)
-        options["model"], options["gains"] = mlc_files(sc, model, gains)
-    return Run(sc, make_policy(policy, **options), plant, tgt, dict(plant_options or {}))
+        model, gains, _ = resolve_model_ref(model, gains, tracking_uri)
+        m, g = mlc_files(scenario, model, gains)
+        _check_model_files(m, g)
+        return {"model": m, "gains": g}
+    if model:
+        raise ValueError(f"policy {name} takes no --model (only mlc runs an inverse model)")
+    if name == "pi":
+        # The MLC without its model: gains only (policies/rate/pi.py resolves the shipped ones).
+        from ..policies.rate.pi import pi_gains_file
+
+        g = pi_gains_file(scenario, gains)
+        _check_model_files(None, g)
+        return {"gains": g}
+    if gains:
+        raise ValueError(f"policy {name} takes no --gains (only mlc and pi run from tuned gains)")
+    return {}
+
+
+def _check_model_files(model: str | None, gains: str) -> None:
+    """One line for a missing model directory or gains file, or unreadable gains, before any plant."""
+    from pathlib import Path
+
+    from ..policies.rate.mlc import Gains
+
+    if model is not None:
+        mp = Path(model)
+        if not mp.exists():
+            raise FileNotFoundError(f"model directory not found: {mp}")
+        if not mp.is_dir():
+            raise ValueError(f"--model must be a model directory (from `scidmz train`), got a file: {mp}")
+    if not Path(gains).exists():
+        raise FileNotFoundError(f"gains file not found: {gains}")
+    Gains.load(gains)  # a bad gains file is one line here, even when the model is also wrong
+
+
+def build_policies(
+    names: list[str],
+    scenario: Scenario,
+    *,
+    files: Mapping[str, Mapping[str, str | None]] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    tracking_uri: str | None = None,
+) -> tuple[dict[str, Policy], dict[str, dict[str, str]]]:
+    """Policy objects by registry name, in ``names``' order, and the trained files each runs with.
+
+    ``files``: per policy name, its given files (``{"mlc": {"model": ..., "gains": ...},
+    "pi": {"gains": ...}}``; None or missing: the shipped ones, ``policy_files``).
+    ``options``: per policy name, its factory options (``--set policy.KEY=VALUE``).
+    Unknown names, options and files are one line each, before any policy is built.
+    """
+    from ..policies.registry import make_policy, policy_kind
+
+    for n in names:
+        policy_kind(n)  # every unknown name is one line before any file is resolved
+    given = files or {}
+    found = {n: policy_files(n, scenario, **{k: v for k, v in (given.get(n) or {}).items() if v},
+                             tracking_uri=tracking_uri) for n in names}
+    opts = options or {}
+    return {n: make_policy(n, **{**(opts.get(n) or {}), **found[n]}) for n in names}, found
 
 
 def resolve_model_ref(model: str | None, gains: str | None,

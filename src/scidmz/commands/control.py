@@ -29,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="built-in scenario name or .toml file (default: testbed)")
     add_set_arg(r, policy=True)
     r.add_argument("--plant", default="fluid", help="fluid (real-time paced simulator) | netns | hardware")
-    add_policy_arg(r, note="; jenks needs a plant with queues, abc/ffs one with a bottleneck discipline")
+    add_policy_arg(r, note="; jenks needs a plant with queues, abc/ffs one with a bottleneck discipline, "
+                           "pacing control of the DTN host (fluid, netns; not hardware)")
     r.add_argument("--target", required=True, help="initial DTN target, e.g. 60M (at most the scenario's B_max)")
     add_model_args(r)
     r.add_argument("--api", default="127.0.0.1:8642", help="loopback HOST:PORT of the HTTP API (default 127.0.0.1:8642)")

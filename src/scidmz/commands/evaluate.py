@@ -28,9 +28,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_seed_arg(p, what="seed of the trials")
     p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
     p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
+    p.add_argument("--pi-gains", default=None, metavar="FILE",
+                   help="gains JSON of policy pi (default: the pi gains shipped for the scenario)")
     p.add_argument("--policies", default="mlc",
-                   help="comma list of mlc, jenks, abc, ffs, none, each against the trivial TBF on the same paired "
-                        "trials (default mlc)")
+                   help="comma list of mlc, pi, pacing, jenks, abc, ffs, none, each against the trivial TBF on the "
+                        "same paired trials (default mlc)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where the trials run: local (default) | processes[:N] | dask://HOST:PORT (fluid plant)")
     add_tracking_arg(p)
@@ -39,13 +41,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    resolve_model_args(a)
-    from ..evaluation.mlc.evaluate import evaluate
+    from ..evaluation.mlc.evaluate import check_request, evaluate
+    from ..scenario import resolve_scenario
+    from .build import build_policies
 
+    # Cheap checks first (counts, experiments, names), then the one assembly builds the policies.
+    names, _ = check_request(a.trials, a.experiments, a.policies, a.executor, a.plant)
+    sc = resolve_scenario(a.scenario, a.set)
+    resolve_model_args(a)
+    policies, files = build_policies(names, sc, files={"mlc": {"model": a.model, "gains": a.gains},
+                                                            "pi": {"gains": a.pi_gains}},
+                                     tracking_uri=a.tracking_uri)
     result, human = evaluate(
-        scenario=a.scenario, model=a.model, gains=a.gains, trials=a.trials, experiments=a.experiments,
-        out=a.out, overrides=a.set, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
-        executor=a.executor, policies=a.policies,
+        scenario=sc, policies=policies, trials=a.trials, experiments=a.experiments,
+        out=a.out, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
+        executor=a.executor, files=files,
         progress=sys.stderr.isatty(), command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
     )
     emit(result, a.json, human)

@@ -47,10 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_json_arg(p)
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2)")
+    p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2), or pi's")
     add_scenario_args(p)
-    add_model_args(p, gains_help=None, required=True,
-                   model_note="; with a registry reference the gains are attached to that version")
+    p.add_argument("--policy", default="mlc", choices=["mlc", "pi"],
+                   help="mlc (default; needs --model) or pi (the MLC's anti-windup PI without its model; no --model)")
+    add_model_args(p, gains_help=None,
+                   model_note=" (policy mlc; with a registry reference the gains are attached to that version)")
     p.add_argument("--out", required=True, help="gains .json file, or a directory for gains + convergence")
     p.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
     p.add_argument("--population", type=int, default=30, help="population / mating pool (default 30)")
@@ -135,7 +137,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
     plan_tune(resolve_scenario(a.scenario, a.set), TuneSettings(**settings))
     ref = resolve_model_args(a)
     result, human = tune_from_paths(
-        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, tracking_uri=a.tracking_uri,
+        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, policy=a.policy, tracking_uri=a.tracking_uri,
         progress=sys.stderr.isatty(), log=lambda m: print(m, file=sys.stderr, flush=True), **settings,
     )
     if ref is not None:  # the gains travel with the model version they were tuned for

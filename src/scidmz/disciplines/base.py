@@ -31,7 +31,22 @@ instance's slices; the hook alone knows what is in them:
   not allocate (no ``np.zeros``/``np.empty``/``argsort``...): the kernel is
   compiled without numba's reference counting, for speed, so an allocation is
   a compile error -- one a warm numba cache hides until a fresh clone compiles
-  it. Scratch goes in the ``work`` rows the ``layout`` declares (``dw``).
+  it. Scratch goes in the ``work`` rows the ``layout`` declares (``dw``);
+- ``noise_edge(dp, dw, buffer) -> float`` and ``noise_drop(dw, grp, ain, rej,
+  extra, pkt) -> float``: numba, ``inline="always"``, allocation-free, called
+  after ``admit`` in the same sub-step: where the FIFO's packet-level noise
+  (``plant/fluid/kernel.py``, ``_packet_noise``) meets the discipline. The
+  first returns the queue length (bytes, at most ``buffer``) at which the
+  discipline starts dropping -- the noise's upper barrier; the second books
+  ``extra`` bytes of the noise's overflow as the discipline's own drops (it
+  raises ``rej`` of the flows it drops) and returns the bytes booked; the
+  FIFO drops the rest by arrivals. A discipline without them gets no noise;
+- ``NOISE_FOOTING``: bool, whether the fluid discipline with the noise was
+  checked against the kernel's and agreed (``benchmarks/noise_footing.py``,
+  ``reports/leaderboard/noise.json``). Without the hooks or without it, the
+  plant does not count the discipline's policy as on equal footing with the
+  trivial TBF (``FluidPlant.noise_covers``), and a comparison across kinds
+  marks its fluid rows "not comparable".
 """
 
 from __future__ import annotations

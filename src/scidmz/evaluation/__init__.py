@@ -7,7 +7,9 @@ Studies:
 - ``jenks/``: the Jenks RTT-separation papers' tests on the fluid plant and the netns
   testbed (``scidmz reproduce jenks``);
 - ``disciplines/``: the ABC and FFS papers at the bottleneck (``scidmz reproduce abc|ffs``)
-  and the Science DMZ comparison of the disciplines (``scidmz reproduce disciplines-dmz``).
+  and the Science DMZ comparison of the disciplines (``scidmz reproduce disciplines-dmz``);
+- ``leaderboard/``: every policy of every kind on the same paired trials, resumable from a
+  ledger, ranked with paired tests (``scidmz leaderboard``, issue 25).
 
 What every study shares (a new study, e.g. a leaderboard, builds on these):
 

@@ -1,7 +1,7 @@
 """Policies by kind (ARCHITECTURE.md "Four places to act"), each kind in its own folder:
 
-- ``rate/``: the campus uplink rate u every T (``trivial``, ``none``, ``mlc``);
-- ``host/``: the DTN streams' pacing rate every T (none built in yet);
+- ``rate/``: the campus uplink rate u every T (``trivial``, ``none``, ``pi``, ``mlc``);
+- ``host/``: the DTN streams' pacing rate every T (``pacing``);
 - ``queue/``: K queues and flow -> queue rules every epoch (``jenks``);
 - ``discipline/``: a per-packet discipline inside the bottleneck, configured
   from the target (``abc``, ``ffs``).

@@ -37,7 +37,9 @@ _REGISTRY: dict[str, _Entry] = {}
 _BUILTIN: dict[str, tuple[str, str]] = {
     "trivial": ("rate", "scidmz.policies.rate.trivial"),
     "none": ("rate", "scidmz.policies.rate.trivial"),
+    "pi": ("rate", "scidmz.policies.rate.pi"),
     "mlc": ("rate", "scidmz.policies.rate.mlc"),
+    "pacing": ("host", "scidmz.policies.host.pacing"),
     "jenks": ("queue", "scidmz.policies.queue.jenks"),
     "abc": ("discipline", "scidmz.policies.discipline.abc"),
     "ffs": ("discipline", "scidmz.policies.discipline.ffs"),

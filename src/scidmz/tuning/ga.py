@@ -17,6 +17,10 @@ loop (``run_episode`` on a plant of B = chunk size, with per-instance gains
 in ``MLCPolicy``), and chunks go to an optional ``concurrent.futures.Executor``
 (a process pool now, a cluster executor later).
 
+The same GA tunes ``pi`` (the MLC's loop without the inverse model,
+``policies.rate.pi``): with no model (``model=None``) every individual is a
+``PIPolicy`` with the same gains, saturator and fitness.
+
 ``episodes`` > 1 scores each individual by its mean IAE over that many
 episodes (different target signals and plant seeds, still one batched call):
 the paper uses one, but on a stochastic plant a single episode rewards lucky
@@ -42,7 +46,7 @@ import numpy as np
 
 from ..executors import executor_width
 from ..fileio import atomic_write_text
-from ..policies.rate.mlc import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
+from ..policies.rate.antiwindup import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
 from ..scenario import Scenario
 from ..signals import random_steps
 
@@ -51,6 +55,7 @@ __all__ = [
     "tune",
     "evaluate_gains",
     "fitness_targets",
+    "loop_policy",
     "DEFAULT_GENE_SPACE",
 ]
 
@@ -129,6 +134,17 @@ def fitness_targets(scenario: Scenario, episode: float, seed: int = 0, episodes:
     return sig[:, 0] if episodes == 1 else sig
 
 
+def loop_policy(predictor: Any, gains: Gains | Sequence[Gains]) -> Any:
+    """The anti-windup loop the GA scores: the MLC with ``predictor``, or ``pi`` when it is None."""
+    if predictor is None:
+        from ..policies.rate.pi import PIPolicy
+
+        return PIPolicy(gains)
+    from ..policies.rate.mlc import MLCPolicy
+
+    return MLCPolicy(predictor, gains)
+
+
 def evaluate_gains(
     scenario: Scenario,
     predictor: Any,
@@ -141,14 +157,14 @@ def evaluate_gains(
 ) -> np.ndarray:
     """IAE (eq. 2, bit) of each gain set over batched closed-loop episodes; shape (n,).
 
-    ``gains``: an (n, 3) array of (Kp, Ki, Kw) or a list of ``Gains``.
+    ``gains``: an (n, 3) array of (Kp, Ki, Kw) or a list of ``Gains``;
+    ``predictor`` None scores ``pi`` instead of the MLC (``loop_policy``).
     ``targets``: (steps,) for one episode or (steps, M) for M episodes per
     gain set (the IAE is then the mean over them). All n x M instances run
     in one plant call; episode m has the same plant seed for every gain set.
     """
     from ..metrics import iae
     from ..plant.base import make_plant
-    from ..policies.rate.mlc import MLCPolicy
     from ..runner import run_episode
 
     glist = (
@@ -160,7 +176,7 @@ def evaluate_gains(
     tg = np.asarray(targets, dtype=np.float64)
     m = 1 if tg.ndim == 1 else tg.shape[1]
     tg2 = np.tile(tg.reshape(tg.shape[0], m), (1, n))  # instance j = i * m + episode
-    policy = MLCPolicy(predictor, [g for g in glist for _ in range(m)])
+    policy = loop_policy(predictor, [g for g in glist for _ in range(m)])
     if plant == "fluid":
         # The fluid plant seeds instance j with its scenario's seed + j: offsetting each
         # instance's scenario seed gives episode e the same randomness for every gain set.
@@ -189,6 +205,8 @@ def _chunks(n: int, k: int) -> list[slice]:
 
 
 def _as_predictor(model: Any) -> Any:
+    if model is None:  # pi: the loop without an inverse model
+        return None
     if isinstance(model, str | os.PathLike):
         from ..models.predictor import load_predictor
 
@@ -219,7 +237,11 @@ def tune(
     limiter: str = DEFAULT_LIMITER,
     episodes: int = 1,
 ) -> TuneResult:
-    """Tune (Kp, Ki, Kw) with PyGAD (Table 2 defaults); see the module docstring."""
+    """Tune (Kp, Ki, Kw) with PyGAD (Table 2 defaults); see the module docstring.
+
+    ``model``: the MLC's inverse model (a directory, an ``InverseModel`` or a predictor),
+    or None to tune ``pi``.
+    """
     import pygad
 
     _check_ga_args(generations, population, parents, crossover, mutation, gene_space)
@@ -296,9 +318,13 @@ def tune(
     sol, fit, _ = ga.best_solution(ga.last_generation_fitness)
     best = Gains(*(max(0.0, float(x)) for x in sol), delta_u=delta_u, limiter=limiter)
     curve = [h["best_iae"] for h in history]
+    from ..regime import fingerprint
+
     info = {
+        "policy": "mlc" if predictor is not None else "pi",
         "scenario": scenario.name,
         "cca": scenario.dtn.cca,
+        "scenario_fingerprint": fingerprint(scenario),
         "generations": int(generations),
         "population": int(population),
         "parents": int(parents),

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..policies.rate.mlc import Gains, MLCPolicy
+from ..policies.rate.antiwindup import Gains
 from ..scenario import Scenario
 
 __all__ = ["RefineResult", "refine_gains", "DETUNE_FACTORS", "REFINE_SEED_OFFSET"]
@@ -61,11 +61,14 @@ def refine_gains(
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> RefineResult:
-    """Score ``gains`` x each factor on ``plant`` (mean IAE over ``episodes``); return the best."""
+    """Score ``gains`` x each factor on ``plant`` (mean IAE over ``episodes``); return the best.
+
+    ``model`` None refines ``pi``'s gains (the loop without the inverse model).
+    """
     from ..metrics import iae
     from ..plant.base import make_plant
     from ..runner import run_episode
-    from .ga import _as_predictor, fitness_targets
+    from .ga import _as_predictor, fitness_targets, loop_policy
 
     if episodes < 1:
         raise ValueError(f"refinement episodes must be >= 1, got {episodes}")
@@ -82,7 +85,7 @@ def refine_gains(
     for e in range(episodes):
         for i, g in enumerate(cands):
             with make_plant(plant, sc, batch=1) as pl:
-                tr = run_episode(pl, MLCPolicy(predictor, g), targets[:, e : e + 1], seed=rs + e)[0]
+                tr = run_episode(pl, loop_policy(predictor, g), targets[:, e : e + 1], seed=rs + e)[0]
             scores[i, e] = iae(tr.column("target"), tr.column("rate_dtn"), sc.period)
             if "starved" in tr.columns:
                 starved[i, e] = int(np.asarray(tr.column("starved"), dtype=bool).sum())

@@ -1,4 +1,4 @@
-"""``scidmz tune``: GA tuning of the MLC gains from a model directory, tracked with mlflow.
+"""``scidmz tune``: GA tuning of the MLC's gains from a model directory, or of ``pi``'s, tracked with mlflow.
 
 In steps, each readable on its own: ``TuneSettings`` (the flags) are checked
 against the scenario into a ``TunePlan`` (``plan_tune``: one-line errors before
@@ -18,7 +18,11 @@ from typing import Any
 
 from ..scenario import Scenario
 
-__all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "tune_paths", "write_tune", "tune_from_paths"]
+__all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "tune_paths", "write_tune", "tune_from_paths",
+           "TUNABLE"]
+
+#: The policies ``scidmz tune`` tunes: both are the anti-windup PI of Fig. 5 (``policies.rate.antiwindup``).
+TUNABLE = ("mlc", "pi")
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
     """Check ``settings`` (one-line ``ValueError`` each) before any work."""
     from ..executors import ExecutorSpec, parse_executor
     from ..limits import check
-    from ..policies.rate.mlc import DEFAULT_DELTA_U, LIMITERS
+    from ..policies.rate.antiwindup import DEFAULT_DELTA_U, LIMITERS
     from ..units import parse_time
     from .ga import _check_ga_args
 
@@ -103,12 +107,14 @@ def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
     return TunePlan(scenario, s, ep, du, spec)
 
 
-def tune_params(plan: TunePlan, model: str, predictor: Any) -> dict[str, Any]:
-    """The mlflow parameters of a tuning run."""
+def tune_params(plan: TunePlan, model: str | None, predictor: Any) -> dict[str, Any]:
+    """The mlflow parameters of a tuning run (``model``/``predictor`` None: policy pi)."""
     s, sc = plan.settings, plan.scenario
     return {
-        "scenario": sc.name, "dtn_cca": sc.dtn.cca, "model": str(model),
-        "model_dataset_sha256": predictor.meta.get("dataset_sha256"), "generations": s.generations,
+        "scenario": sc.name, "dtn_cca": sc.dtn.cca, "policy": "mlc" if predictor is not None else "pi",
+        "model": str(model),
+        "model_dataset_sha256": predictor.meta.get("dataset_sha256") if predictor is not None else None,
+        "generations": s.generations,
         "population": s.population, "parents": s.parents, "crossover": 0.9, "mutation": 0.1,
         "episode": plan.episode, "seed": s.seed, "workers": s.workers, "executor": plan.executor.kind,
         "delta_u": plan.delta_u, "limiter": s.limiter, "episodes_per_individual": s.episodes,
@@ -129,7 +135,8 @@ def run_tune(plan: TunePlan, predictor: Any, progress: bool = False,
              log: Callable[[str], None] | None = None) -> Any:
     """The GA (MLC section 3.3) and, with ``refine_plant``, the refinement; returns the ``TuneResult``.
 
-    A refinement's chosen gains replace the GA's; the GA's own stay in ``info.refine``.
+    ``predictor`` None tunes ``pi``. A refinement's chosen gains replace the GA's; the
+    GA's own stay in ``info.refine``.
     """
     from ..executors import open_executor
     from .ga import tune
@@ -180,10 +187,11 @@ def write_tune(res: Any, out: str | Path) -> tuple[Path, Path]:
 
 def tune_from_paths(
     scenario: str | Scenario,
-    model: str,
+    model: str | None,
     out: str,
     overrides: list[str] | None = None,
     *,
+    policy: str = "mlc",
     tracking_uri: str | None = None,
     track: bool = True,
     progress: bool = False,
@@ -192,6 +200,8 @@ def tune_from_paths(
 ) -> tuple[dict[str, Any], str]:
     """Tune the gains for ``model`` on ``scenario`` and write them to ``out`` (``write_tune``).
 
+    ``policy``: ``mlc`` (needs ``model``, the inverse-model directory) or ``pi`` (no model:
+    the MLC's loop around the trivial rate, ``policies.rate.pi``).
     ``settings``: ``TuneSettings`` fields (``generations``, ``population``, ...).
     Returns (JSON-able result, human summary); tracked in mlflow (experiment
     ``scidmz-tune``) unless ``track`` is False.
@@ -203,9 +213,15 @@ def tune_from_paths(
     unknown = sorted(set(settings) - set(asdict(TuneSettings())))
     if unknown:
         raise TypeError(f"tune_from_paths: unknown setting(s) {', '.join(unknown)}")
+    if policy not in TUNABLE:
+        raise ValueError(f"--policy: only {' and '.join(TUNABLE)} have tuned gains, got {policy!r}")
+    if policy == "mlc" and not model:
+        raise ValueError("policy mlc needs --model DIR (its inverse model; policy pi needs none)")
+    if policy == "pi" and model:
+        raise ValueError("policy pi takes no --model (it is the MLC's anti-windup PI without the inverse model)")
     sc = resolve_scenario(scenario, overrides)
     plan = plan_tune(sc, TuneSettings(**settings))
-    predictor = load_predictor(model)
+    predictor = load_predictor(model) if model else None
     with optional_run(track, "scidmz-tune", f"tune-{sc.name}", tune_params(plan, model, predictor),
                       tracking_uri) as run:
         res = run_tune(plan, predictor, progress, log)
@@ -227,7 +243,7 @@ def tune_from_paths(
 def _human(plan: TunePlan, doc: dict[str, Any]) -> str:
     g, s, ref = doc["gains"], plan.settings, doc.get("refine")
     return (
-        f"GA ({s.generations} generations x {s.population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
+        f"{'pi: ' if doc.get('policy') == 'pi' else ''}GA ({s.generations} generations x {s.population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
         f"best IAE {doc['best_iae'] / 1e9:.2f} Gbit, {doc['seconds']:.1f} s -> {doc['gains_file']}"
         + (f" (refined on {ref['plant']}: the GA's gains x {ref['factor']:g})" if ref else "")
     )

@@ -18,6 +18,9 @@ from ..base import FluidLayout, no_option
 from ..registry import fluid_id
 
 FLUID_ID = fluid_id("droptail")
+#: The FIFO's noise is the one measured on the testbed (constants.ARRIVAL_IDC) and checked there, under
+#: the trivial TBF and in a queue policy's HTB leaves (reports/leaderboard/noise.json).
+NOISE_FOOTING = True
 #: The Science DMZ's two aggregates (DTN, campus): the runner's weights have one entry each.
 N_AGGREGATES = 2
 
@@ -26,6 +29,18 @@ N_AGGREGATES = 2
 def overflow(backlog: float, buffer: float) -> float:
     """Bytes a drop-tail queue must drop to stay within its buffer."""
     return backlog - buffer if backlog > buffer else 0.0
+
+
+@njit(cache=True, inline="always")
+def noise_edge(dp, dw, buffer):
+    """The packet noise meets a drop-tail queue at its buffer (``plant/fluid/kernel.py``, ``_packet_noise``)."""
+    return buffer
+
+
+@njit(cache=True, inline="always")
+def noise_drop(dw, grp, ain, rej, extra, pkt):
+    """A full FIFO drops whichever packet arrives: the noise's overflow is shared by arrivals (returns 0)."""
+    return 0.0
 
 
 def layout(config: Any, n_flows: int, labels: bool, exact: bool) -> FluidLayout:

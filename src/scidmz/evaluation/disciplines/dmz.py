@@ -93,7 +93,8 @@ def reproduce_dmz(out: str | os.PathLike[str] = "reports/disciplines-dmz", quick
                   progress: bool = False) -> tuple[dict[str, Any], str]:
     """Run ``scidmz evaluate`` per scenario (ABC, FFS and the trivial TBF, paired trials; 30 by default,
     the ``--quick`` plan's sizes with ``quick``) into ``out/<scenario>/``, then render ``out/report.md``."""
-    from ..mlc.evaluate import evaluate
+    from ...scenario import resolve_scenario
+    from ..mlc.evaluate import evaluate, make_policies
 
     out_dir = Path(out)
     n = int(trials) if trials is not None else (4 if quick else 30)
@@ -101,8 +102,8 @@ def reproduce_dmz(out: str | os.PathLike[str] = "reports/disciplines-dmz", quick
         for sc in SCENARIOS:
             cmd = (f"scidmz evaluate {sc} --policies {','.join(POLICIES)} --experiments {','.join(EXPERIMENTS)} "
                    f"--trials {n}{' --quick' if quick else ''} --seed {seed} --out {out_dir / sc}")
-            evaluate(sc, None, None, trials=n, experiments=EXPERIMENTS, out=str(out_dir / sc), seed=seed,
-                     quick=quick, progress=progress, tracking_uri=tracking_uri, policies=POLICIES,
+            evaluate(resolve_scenario(sc), make_policies(POLICIES), trials=n, experiments=EXPERIMENTS,
+                     out=str(out_dir / sc), seed=seed, quick=quick, progress=progress, tracking_uri=tracking_uri,
                      command=f"{cmd} (by `{command or 'scidmz reproduce disciplines-dmz'}`)")
     docs = _load(out_dir)
     rendered = (command or "scidmz reproduce disciplines-dmz --render-only") if render_only else None

@@ -1,12 +1,16 @@
-"""The library side of ``scidmz evaluate``: chosen policies vs the trivial TBF on the section 4 experiments."""
+"""The library side of ``scidmz evaluate``: chosen policies vs the trivial TBF on the section 4 experiments.
+
+The policies arrive as objects: the command builds them through the one assembly
+(``commands.build.build_policies``: names from the registry, the MLC's model and
+gains, pi's gains); ``make_policies`` is the same for library callers whose
+policies need no trained files (the disciplines study).
+"""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from ...policies.base import Policy
@@ -16,54 +20,42 @@ from ..stats import BASELINE
 from .experiments import ExperimentPlan, parse_experiments, run_experiments, write_results
 from .tracking import EVALUATE_EXPERIMENT, log_results, tracked
 
-__all__ = ["EVALUABLE", "evaluate", "load_mlc_policy"]
+__all__ = ["EVALUABLE", "evaluate", "check_request", "policy_list", "make_policies"]
 
 #: Policies ``--policies`` may name; the trivial TBF always runs as the paired baseline.
-EVALUABLE = ("mlc", "jenks", "abc", "ffs", "none")
+EVALUABLE = ("mlc", "pi", "pacing", "jenks", "abc", "ffs", "none")
 
 
-def load_mlc_policy(model: str | os.PathLike[str], gains: str | os.PathLike[str]) -> Policy:
-    """The MLC from a model directory and a gains JSON, with one-line errors for bad paths."""
-    from ...policies.rate.mlc import Gains, MLCPolicy
-
-    mp, gp = Path(model), Path(gains)
-    if not mp.exists():
-        raise FileNotFoundError(f"model directory not found: {mp}")
-    if not mp.is_dir():
-        raise ValueError(f"--model must be a model directory (from `scidmz train`), got a file: {mp}")
-    if not gp.exists():
-        raise FileNotFoundError(f"gains file not found: {gp}")
-    # Gains first: a bad gains file is reported even when the model is also wrong.
-    g = Gains.load(gp)
-    return MLCPolicy.from_paths(model=str(mp), gains=g)
-
-
-def _policy_names(policies: str | Sequence[str]) -> list[str]:
+def policy_list(policies: str | Sequence[str]) -> list[str]:
+    """``--policies`` as names, the trivial baseline last (added if missing); one line if unknown."""
     names = [n.strip() for n in (policies.split(",") if isinstance(policies, str) else policies) if n.strip()]
     if not names:
         raise ValueError("--policies needs at least one policy")
     unknown = [n for n in names if n not in (*EVALUABLE, BASELINE)]
     if unknown:
         raise ValueError(f"--policies: unknown policy {unknown[0]!r} (choose from {', '.join(EVALUABLE)})")
-    return names
+    return [*dict.fromkeys(n for n in names if n != BASELINE), BASELINE]
 
 
-def _build_policies(names: list[str], sc: Scenario, model: str | None,
-                    gains: str | None) -> tuple[dict[str, Policy], str | None, str | None]:
-    """The named policies and the trivial baseline (last); the MLC's model and gains as resolved."""
-    from ...policies import TrivialPolicy, make_policy
+def check_request(trials: int, experiments: str | Sequence[str] | None, policies: str | Sequence[str],
+                  executor: str | None = None, plant: str = "fluid") -> tuple[list[str], tuple[str, ...]]:
+    """Everything cheap to check before a policy is built: (policy names, experiments); one line each."""
+    from ...executors import parse_executor
+    from ...limits import check
 
-    pols: dict[str, Policy] = {}
-    for n in names:
-        if n == "mlc":
-            from ...policies.rate.mlc import mlc_files
+    check("trials", trials, "--trials")  # limits.BOUNDS, before anything is allocated
+    spec = parse_executor(executor)  # a bad spec is one line before any work
+    if spec.kind != "local" and plant != "fluid":
+        raise ValueError(f"--executor {executor} runs fluid-plant trials only; the {plant} plant runs in real "
+                         "time, one testbed at a time")
+    return policy_list(policies), parse_experiments(experiments)
 
-            model, gains = mlc_files(sc, model, gains)
-            pols["mlc"] = load_mlc_policy(model, gains)
-        elif n != BASELINE:
-            pols[n] = make_policy(n)
-    pols[BASELINE] = TrivialPolicy()
-    return pols, model, gains
+
+def make_policies(names: Sequence[str]) -> dict[str, Policy]:
+    """Registry policies that need no trained files, by name (the trivial baseline last)."""
+    from ...policies.registry import make_policy
+
+    return {n: make_policy(n) for n in policy_list(names)}
 
 
 def _plan(trials: int, seed: int, quick: bool) -> ExperimentPlan:
@@ -73,13 +65,11 @@ def _plan(trials: int, seed: int, quick: bool) -> ExperimentPlan:
 
 
 def evaluate(
-    scenario: str | Scenario,
-    model: str | None,
-    gains: str | None,
+    scenario: Scenario,
+    policies: Mapping[str, Policy],
     trials: int = 100,
     experiments: str | Sequence[str] | None = None,
     out: str | None = None,
-    overrides: list[str] | None = None,
     plant: str = "fluid",
     seed: int = 0,
     quick: bool = False,
@@ -87,15 +77,20 @@ def evaluate(
     tracking_uri: str | None = None,
     track: bool = True,
     executor: str | None = None,
-    policies: str | Sequence[str] = ("mlc",),
     command: str | None = None,
+    files: Mapping[str, Mapping[str, str]] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The chosen policies vs trivial on the chosen experiments; returns (JSON summary, human lines).
 
-    ``policies``: any of ``mlc`` (needs ``model`` and ``gains``), ``jenks`` (RTT queue
-    separation at the border router, the DTN's queue given the target), ``abc`` / ``ffs``
-    (bottleneck disciplines weighted by the target, fluid plant), ``none``; the
-    trivial TBF is always run as the paired baseline.
+    ``policies``: name -> policy object (``commands.build.build_policies`` or
+    ``make_policies``), e.g. ``mlc``, ``pi`` (the MLC's anti-windup PI without its
+    model), ``pacing`` (the DTN's own streams paced at the target: a plant with
+    DTN-host control), ``jenks`` (RTT queue separation at the border router, the
+    DTN's queue given the target), ``abc`` / ``ffs`` (bottleneck disciplines
+    weighted by the target), ``none``; the trivial TBF must be among them: it is
+    the paired baseline. ``files``: the trained files each policy runs with
+    (``{"mlc": {"model": ..., "gains": ...}, "pi": {"gains": ...}}``), recorded
+    with the results.
 
     ``executor``: ``local`` (default), ``processes[:N]`` or ``dask://HOST:PORT``; the same
     trials with the same seeds, so the same numbers.
@@ -104,41 +99,43 @@ def evaluate(
     per-policy metrics, and the CSV/JSON/PNG files when ``out`` is given.
     """
     from ...executors import open_executor, parse_executor
-    from ...limits import check
-    from ...scenario import resolve_scenario
     from ...tracking import file_sha256
 
-    check("trials", trials, "--trials")
-    spec = parse_executor(executor)  # a bad spec is one line before any work
-    if spec.kind != "local" and plant != "fluid":
-        raise ValueError(f"--executor {executor} runs fluid-plant trials only; the {plant} plant runs in real "
-                         "time, one testbed at a time")
-    exps = parse_experiments(experiments)
-    names = _policy_names(policies)
-    sc = resolve_scenario(scenario, overrides)
+    names = list(policies)
+    exps = check_request(trials, experiments, names, executor, plant)[1]
+    if BASELINE not in policies:
+        raise ValueError(f"evaluate: the {BASELINE} baseline must be among the policies (paired comparison)")
+    mlc = dict((files or {}).get("mlc") or {})
+    model, gains = mlc.get("model"), mlc.get("gains")
+    pi = {"pi_gains": str(((files or {}).get("pi") or {}).get("gains"))} if "pi" in policies else {}
     plan = _plan(trials, seed, quick)
-    plan.check_for(sc, plant)  # before the policies load a model or a plant exists
-    pols, model, gains = _build_policies(names, sc, model, gains)
-    params = {"scenario": sc.name, "model": str(model), "gains": str(gains), "plant": plant, "executor": spec.kind,
-              "policies": ",".join(pols), "experiments": ",".join(exps), **plan.to_dict()}
+    plan.check_for(scenario, plant)  # the largest batch, before a plant is allocated
+    spec = parse_executor(executor)
+    params = {"scenario": scenario.name, "model": str(model), "gains": str(gains), "plant": plant,
+              "executor": spec.kind, "policies": ",".join(policies), "experiments": ",".join(exps), **plan.to_dict(),
+              **pi}
+    from pathlib import Path
+
     gp = None if gains is None else (Path(gains) / "gains.json" if Path(gains).is_dir() else Path(gains))
     t0 = time.perf_counter()
-    cmd = command or f"scidmz evaluate {sc.name} --policies {','.join(names)}"
-    with (provenance(cmd), tracked(EVALUATE_EXPERIMENT, f"{sc.name}-evaluate", params, tracking_uri, track) as run,
+    cmd = command or f"scidmz evaluate {scenario.name} --policies {','.join(n for n in names if n != BASELINE)}"
+    with (provenance(cmd),
+          tracked(EVALUATE_EXPERIMENT, f"{scenario.name}-evaluate", params, tracking_uri, track) as run,
           open_executor(spec) as ex):
-        results = run_experiments(sc, pols, plan, exps, plant=plant, progress=progress and ex is None, executor=ex)
+        results = run_experiments(scenario, policies, plan, exps, plant=plant, progress=progress and ex is None,
+                                  executor=ex)
         # The files written, not the directory: --out may be a directory holding other things (the
         # working directory, mlruns itself), which must not be copied into the run (issue 29).
-        files = write_results(results, out, sc, plan) if out else {}
-        log_results(run, clean({k: v.summary for k, v in results.items()}), files.values(),
+        written = write_results(results, out, scenario, plan) if out else {}
+        log_results(run, clean({k: v.summary for k, v in results.items()}), written.values(),
                     {"gains_sha256": file_sha256(gp)} if gp is not None else None)
     out_json: dict[str, Any] = {
-        "scenario": sc.name, "model": str(model), "gains": str(gains), "trials": int(trials),
-        "experiments": list(exps), "results": {k: v.summary for k, v in results.items()},
+        "scenario": scenario.name, "model": str(model), "gains": str(gains), "trials": int(trials),
+        **pi, "experiments": list(exps), "results": {k: v.summary for k, v in results.items()},
         "wall_s": time.perf_counter() - t0,
     }
     if out:
         out_json["out"] = str(out)
     from .report import headline_lines
 
-    return clean(out_json), "\n".join(headline_lines(sc.name, results))
+    return clean(out_json), "\n".join(headline_lines(scenario.name, results))

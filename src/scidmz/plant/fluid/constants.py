@@ -176,7 +176,8 @@ TBF_MIN_BURST_PKTS = 10.0
 # the bottleneck (a TBF at line rate) adds no variance. This is the default of a scenario's
 # link.arrival_idc: the IDC is a property of the traffic mix (18 flows here, 10 of them through the
 # campus shaper); the papers' few-flow experiments set 0 (docs/fluid_model.md). 0, or
-# FluidPlant(packet_noise=False), is the deterministic fluid queue.
+# FluidPlant(packet_noise=False), is the deterministic fluid queue. It acts in every queue a policy
+# makes (issue 25: HTB leaves, the FIFO behind ABC or FFS; docs/fluid_model.md); paced flows add none.
 ARRIVAL_IDC = 0.5
 # The bottleneck's own token bucket (Scenario.link_burst_bytes) counts as buffer for the noise:
 # tokens saved while the queue is empty let the next arrivals pass at once.

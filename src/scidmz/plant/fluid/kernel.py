@@ -19,9 +19,12 @@ each made of the stages of docs/fluid_model.md "Time stepping":
    the queues are served (``_serve_queues``: K weighted queues, each with its
    own drop-tail buffer; K = 1 is the plain FIFO of the MLC testbed). Within a
    queue, service and drops are shared in proportion to each flow's
-   backlog/arrivals (fluid FIFO). Drop-tail queues also have packet-level noise
+   backlog/arrivals (fluid FIFO). Every queue also has packet-level noise
    (``_packet_noise``: the link idles and drops although the mean queue is
-   between empty and full; constants.ARRIVAL_IDC).
+   between empty and where dropping starts; constants.ARRIVAL_IDC): the FIFO,
+   each HTB leaf of a queue policy (idle service lent to the other leaves,
+   ``_lend``), the FIFO behind a discipline (which may book the extra drops as
+   its own, ``_noise_drop``).
 5. ``_deliver``, class by class: each flow's delivered and lost bytes and the
    taps' samples (``_account_range``) drive its controller (``_react_range``;
    the controllers are in ``cca.py``; codes, the RNG and the cache locator
@@ -428,6 +431,31 @@ def _discipline_admit(kind, dp, dm, ds, df, dw, grp, on, ain, t, dt, cap_rate, q
     return 0.0
 
 
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _noise_edge(kind, dp, dw, buffer):
+    """Queue length (bytes) at which the bottleneck starts dropping: drop-tail's buffer, or the
+    discipline's ``noise_edge`` (``scidmz.disciplines.base``); -1 for a discipline without the noise
+    hooks, whose queue then has no packet noise (``FluidPlant.noise_covers`` says so)."""
+    if kind == _droptail.FLUID_ID:
+        return _droptail.noise_edge(dp, dw, buffer)
+    if kind == _abc.FLUID_ID:
+        return _abc.noise_edge(dp, dw, buffer)
+    if kind == _ffs.FLUID_ID:
+        return _ffs.noise_edge(dp, dw, buffer)
+    return -1.0
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _noise_drop(kind, dw, grp, ain, rej, extra):
+    """Bytes of the noise's ``extra`` overflow the discipline books as its own drops (``noise_drop``);
+    the FIFO drops the rest by arrivals, as drop-tail does all of it."""
+    if kind == _abc.FLUID_ID:
+        return _abc.noise_drop(dw, grp, ain, rej, extra, MSS)
+    if kind == _ffs.FLUID_ID:
+        return _ffs.noise_drop(dw, grp, ain, rej, extra, MSS)
+    return 0.0
+
+
 # -- the period kernel: one instance through one period, stage by stage (docs/fluid_model.md) ----------
 # The period's measurement sums (time- or byte-weighted), reduced to y at its end.
 M_RTTD, M_RTTD_T, M_RTTC, M_RTTC_T, M_QDD, M_QDD_W, M_QDC, M_QDC_W = range(8)
@@ -440,8 +468,8 @@ NFL = 5
 # rows of ``fl``; per queue, the rows named in _advance_one.
 FW_SENT, FW_AIN, FW_REJ, FW_FL = 0, 1, 2, 3
 NFW = FW_FL + NFL
-QW_A, QW_TBD, QW_D, QW_DC, QW_DEL, QW_SERVED, QW_DROP, QW_SFRAC, QW_DFRAC, QW_WEIGHT, QW_CEIL = range(11)
-NQW = 11
+QW_A, QW_TBD, QW_D, QW_DC, QW_DEL, QW_SERVED, QW_DROP, QW_SFRAC, QW_DFRAC, QW_WEIGHT, QW_CEIL, QW_PACED, QW_IDLE = range(13)
+NQW = 13
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
@@ -487,12 +515,9 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     u = u_bits / 8.0
     burst, limit = _shaper_bucket(ip, inst, u)
     kind = int(ip[IP_DISCIPLINE])
-    # packet-level noise in every drop-tail queue: the testbed's single FIFO and each Jenks queue (at
-    # its ceiling, or the link rate when it borrows). Not behind ABC/FFS (ours): their fluid cores
-    # decide on the mean queue, and the noise's drops, which land by arrival share, broke ABC's
-    # per-user fairness in tests/test_disciplines_fluid.py (0.74-0.80 of the link to the 4-8 flow
-    # user instead of 0.4-0.6), which the kernel's ABC runs do not show.
-    idc = ip[IP_ARRIVAL_IDC] if kind == _droptail.FLUID_ID else 0.0
+    # packet-level noise in every queue any policy makes (issue 25): the single FIFO, each HTB leaf of a
+    # queue policy, the FIFO behind a discipline, each with its own edge and drops (_packet_noise)
+    idc = ip[IP_ARRIVAL_IDC]
     _period_start(s, out, nrec, b)
     a = fw[FW_SENT]  # bytes each flow sends in the sub-step
     ain = fw[FW_AIN]  # ... of which arrive at the bottleneck (after the shaper)
@@ -509,6 +534,8 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     dfrac = qw[QW_DFRAC]  # fraction of arrivals dropped
     weight = qw[QW_WEIGHT]
     ceil = qw[QW_CEIL]
+    paced = qw[QW_PACED]  # ... of which paced flows sent (their arrivals are not bursty)
+    idle = qw[QW_IDLE]  # service each queue's packet noise left unused in the sub-step
     wtot = _queue_params(qp, weight, ceil)
     t = inst[I_T]
     dt = ip[IP_DT] if ip[IP_DT] > 0.0 else DT_MIN
@@ -521,11 +548,12 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
         step += 1
         inv_dt = 1.0 / dt
         _start_flows(p, s, inst, ip, g, rng, b, t, n_dtn, short_off, n_send, slots)
-        a_tbf, tbf_delay = _send(p, s, inst, ip, q, dt, u, a, qa, tbd, qdel, weight, wtot, ceil)
+        a_tbf, tbf_delay = _send(p, s, inst, ip, q, dt, u, a, qa, tbd, paced, qdel, weight, wtot, ceil)
         out_frac, drop_frac = _shape(inst, out, u, dt, burst, limit, a_tbf)
         out[O_TBF_DELAY] += tbf_delay * dt
         _arrive(p, s, ip, q, qp, t, dt, kind, out_frac, a, ain, rej, qa, tbd, dp, dm, ds, df, dw, dg)
-        _serve(q, qp, ip, dt, inv_dt, idc, out_frac, qa, qd, qdc, served, qdrop, sfrac, dfrac, weight, ceil, out)
+        _serve(q, qp, ip, dt, inv_dt, idc, out_frac, qa, qd, qdc, served, qdrop, sfrac, dfrac, weight, wtot, ceil,
+               paced, idle, kind, dp, dw, dg, ain, rej, out)
         _deliver(p, s, inst, ip, q, rng, b, t, dt, inv_dt, u, tbf_delay, out_frac, drop_frac, kind, a, rej,
                  qdel, sfrac, dfrac, weight, wtot, ceil, rec, nrec, out, ms, fl, n_dtn, short_off)
         t += dt
@@ -638,12 +666,14 @@ def _sending_rate(cca, cwnd, pace, udp_bps, rmax, rtt):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _send(p, s, inst, ip, q, dt, u, a, qa, tbd, qdel, weight, wtot, ceil):
-    """Each flow's bytes of the sub-step -> ``a``; unshaped ones arrive at their queue (``qa``), shaped
-    ones at the shaper (``tbd``, with its backlog). Returns (bytes into the shaper, its delay)."""
+def _send(p, s, inst, ip, q, dt, u, a, qa, tbd, paced, qdel, weight, wtot, ceil):
+    """Each flow's bytes of the sub-step -> ``a``; unshaped ones arrive at their queue (``qa``; those of
+    paced flows also in ``paced``), shaped ones at the shaper (``tbd``, with its backlog). Returns
+    (bytes into the shaper, its delay)."""
     for k in range(q.shape[0]):
         qdel[k] = _queue_seen(q, k) / _queue_rate(q, k, ip[IP_CAP], weight, wtot, ceil)
         qa[k] = 0.0
+        paced[k] = 0.0
         tbd[k] = q[k, QS_ORPH_TBF]
     tbfq = inst[I_TBFQ]
     tbf_delay = tbfq / u if u > 0.0 else (ip[IP_LATENCY] if tbfq > 0.0 else 0.0)
@@ -670,6 +700,8 @@ def _send(p, s, inst, ip, q, dt, u, a, qa, tbd, qdel, weight, wtot, ceil):
             tbd[k] += sent + s[S_TB, f]
         else:
             qa[k] += sent
+            if p[P_RMAX, f] < INF or int(p[P_CCA, f]) == UDP:
+                paced[k] += sent
     inst[I_RTTMIN] = rtt_min
     return a_tbf, tbf_delay
 
@@ -716,20 +748,81 @@ def _arrive(p, s, ip, q, qp, t, dt, kind, out_frac, a, ain, rej, qa, tbd, dp, dm
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _packet_noise(q, qp, ip, k, qa, served, qdrop, idc, dt, inv_dt, ceil):
-    """Queue k's packet-level noise (``_packet_noise_excess``): as much extra drop as extra idle, and
-    the mean content the noise holds (``QS_NOISE``)."""
-    rate_k = min(ip[IP_CAP], ceil[k])
+def _leaf_rate(ip, k, served, stot, weight, wtot, ceil):
+    """The rate queue k drains at while it holds packets: one queue, the link (at most its ceiling);
+    several (HTB leaves), its guaranteed share of the link or what the others' service leaves of it,
+    whichever is more, at most its ceiling -- HTB's rate, borrowing up to ceil."""
+    cap = ip[IP_CAP]
+    if served.shape[0] == 1:
+        return min(cap, ceil[k])
+    return min(ceil[k], max(cap * weight[k] / wtot, cap - (stot - served[k])))
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _packet_noise(q, ip, k, qa, qd, served, qdrop, paced, idc, dt, inv_dt, mu, edge, kind, dw, dg, ain, rej):
+    """Queue k's packet-level noise (``_packet_noise_excess``) between empty and ``edge``, the queue
+    length at which it starts dropping (``_noise_edge``), at the drain rate ``mu`` (``_leaf_rate``):
+    as much extra drop as extra idle, and the mean content the noise holds (``QS_NOISE``). Returns
+    the service the noise left unused (the idle).
+
+    Paced flows' bytes (``paced``: an unshaped flow with a sending cap, ``P_RMAX``, or a constant-rate
+    UDP sender) add no variance (ours): a paced sender spaces its packets at its rate
+    (``SO_MAX_PACING_RATE`` turns on TCP's internal pacing for every segment, capped or not; a cap
+    upstream spaces them at its rate; CBR is constant), so what is left of the measured IDC is the
+    unpaced flows' ACK-clocked bursts. Flows behind the campus shaper leave it in its bursts: never
+    paced here. A discipline may book the
+    extra drops as its own (``_noise_drop``: ABC drops the most active aggregate at its threshold);
+    the rest the FIFO drops by arrivals, as drop-tail does.
+    """
     lam = qa[k] * inv_dt
-    drift = lam - rate_k
-    var = idc * lam * MSS
+    drift = lam - mu
+    lam_b = lam if paced[k] <= 0.0 else max(qa[k] - paced[k], 0.0) * inv_dt
+    var = idc * lam_b * MSS
     # tokens the bottleneck saves while idle act as buffer
-    ex = _packet_noise_excess(drift, var, qp[k, QP_BUFFER] + ip[IP_LINK_BURST]) * dt
+    ex = _packet_noise_excess(drift, var, edge + ip[IP_LINK_BURST]) * dt
     ex = min(ex, served[k], qa[k] - qdrop[k])
     if ex > 0.0:
         served[k] -= ex
-        qdrop[k] += ex
-    q[k, QS_NOISE] = _packet_noise_relax(q[k, QS_NOISE], drift, var, rate_k, dt, qp[k, QP_BUFFER], ip[IP_LINK_BURST])
+        if kind == _droptail.FLUID_ID:
+            qdrop[k] += ex
+        else:
+            # what the discipline drops never entered the FIFO: its arrivals shrink, its queue does not
+            booked = _noise_drop(kind, dw, dg, ain, rej, ex)
+            qa[k] -= booked
+            qd[k] -= booked
+            qdrop[k] += ex - booked
+    q[k, QS_NOISE] = _packet_noise_relax(q[k, QS_NOISE], drift, var, mu, dt, edge, ip[IP_LINK_BURST])
+    return ex if ex > 0.0 else 0.0
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _headroom(q, served, ceil, dt, j):
+    """Bytes leaf j could still send in this sub-step: what it has queued, within its ceiling."""
+    return max(min(q[j, QS_BYTES], ceil[j] * dt - served[j]), 0.0)
+
+
+@njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
+def _lend(q, served, idle, ceil, dt):
+    """HTB lends (ours, after the HTB's borrowing): service a leaf's packet noise left unused goes to
+    the other leaves with packets waiting, in proportion to what they can still send within their
+    ceilings; the link idles only for what none of them can take. A leaf at ceil = rate lends but
+    cannot borrow (the papers' queues, the DTN's queue of the Jenks policy in a Science DMZ)."""
+    K = q.shape[0]
+    for k in range(K):
+        if idle[k] <= 0.0:
+            continue
+        room = 0.0
+        for j in range(K):
+            if j != k:
+                room += _headroom(q, served, ceil, dt, j)
+        if room <= 0.0:
+            continue
+        scale = min(idle[k], room) / room
+        for j in range(K):
+            if j != k:
+                give = _headroom(q, served, ceil, dt, j) * scale
+                served[j] += give
+                q[j, QS_BYTES] -= give
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
@@ -750,22 +843,35 @@ def _serve_orphans(q, k, sfrac, dfrac, out_frac, out):
 
 
 @njit(cache=True, inline="always", error_model="numpy", fastmath=_FM)
-def _serve(q, qp, ip, dt, inv_dt, idc, out_frac, qa, qd, qdc, served, qdrop, sfrac, dfrac, weight, ceil, out):
-    """Weighted service of the queues, drop-tail (and the packet noise) per queue: each queue's
-    fraction of backlog + arrivals served (``sfrac``) and of arrivals dropped (``dfrac``)."""
+def _serve(q, qp, ip, dt, inv_dt, idc, out_frac, qa, qd, qdc, served, qdrop, sfrac, dfrac, weight, wtot, ceil, paced,
+           idle, kind, dp, dw, dg, ain, rej, out):
+    """Weighted service of the queues, drop-tail and the packet noise per queue (several: HTB lends
+    what one's noise leaves unused to the others, ``_lend``): each queue's fraction of backlog +
+    arrivals served (``sfrac``) and of arrivals dropped (``dfrac``)."""
     K = q.shape[0]
     for k in range(K):
         qd[k] = q[k, QS_BYTES] + qa[k]
         # A ceiling caps what the queue may send this sub-step (no borrowing).
         qdc[k] = min(qd[k], ceil[k] * dt)
     _serve_queues(qdc, weight, ip[IP_CAP] * dt, served)
-    qtot = 0.0
+    stot = 0.0
+    for k in range(K):
+        stot += served[k]
     for k in range(K):
         nq = qd[k] - served[k]
         qdrop[k] = _droptail.overflow(nq, qp[k, QP_BUFFER])
         q[k, QS_BYTES] = nq - qdrop[k]
+        idle[k] = 0.0
         if idc > 0.0:
-            _packet_noise(q, qp, ip, k, qa, served, qdrop, idc, dt, inv_dt, ceil)
+            edge = _noise_edge(kind, dp, dw, qp[k, QP_BUFFER])
+            if edge >= 0.0:
+                mu = _leaf_rate(ip, k, served, stot, weight, wtot, ceil)
+                idle[k] = _packet_noise(q, ip, k, qa, qd, served, qdrop, paced, idc, dt, inv_dt, mu, edge, kind,
+                                        dw, dg, ain, rej)
+    if K > 1:
+        _lend(q, served, idle, ceil, dt)
+    qtot = 0.0
+    for k in range(K):
         q[k, QS_RATE] = served[k] * inv_dt
         qtot += _queue_seen(q, k)
         sfrac[k] = served[k] / qd[k] if qd[k] > 0.0 else 0.0

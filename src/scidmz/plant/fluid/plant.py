@@ -107,6 +107,22 @@ def model_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+def _disciplines_of(policy: Any, plant: FluidPlant) -> list[Any]:
+    """The registry entries a discipline policy (or the kind ``"discipline"``: every one) may run."""
+    from ...disciplines import registry
+
+    if isinstance(policy, str):
+        return [registry.get(n) for n in registry.names()]
+    return [registry.for_config(policy.configure(plant.scenario))]
+
+
+def _has_noise_hooks(entry: Any) -> bool:
+    """Whether a discipline's fluid hook meets the packet noise and was found to agree with the kernel
+    with it (``noise_edge``, ``noise_drop``, ``NOISE_FOOTING``: ``scidmz.disciplines.base``)."""
+    hooks = entry.fluid()
+    return hasattr(hooks, "noise_edge") and hasattr(hooks, "noise_drop") and bool(getattr(hooks, "NOISE_FOOTING", False))
+
+
 def min_base_rtt(sc: Scenario) -> float:
     """Smallest base RTT of any flow the scenario can have (seeds the adaptive sub-step)."""
     rtts = [sc.dtn.rtt] if sc.dtn.streams else []
@@ -537,6 +553,37 @@ class FluidPlant:
         self.P[:, L.P_QID] = fq
         self._queues = (buf, w, fq.copy(), ce)
 
+    # -- which policies the packet-noise model covers (issue 25, equal footing) ---------------
+    #: Policy kinds whose queues the packet-noise model (``link.arrival_idc``) acts in: the rate and
+    #: host policies' FIFO, a queue policy's HTB leaves (each at its own rate, lending its idle to
+    #: the others), and the FIFO behind a discipline whose fluid hook has the noise hooks
+    #: (``noise_edge``/``noise_drop``, ``scidmz.disciplines.base``) and ``NOISE_FOOTING``.
+    NOISE_KINDS: frozenset[str] = frozenset({"rate", "host", "queue", "discipline"})
+
+    def noise_covers(self, policy: Any) -> bool:
+        """Whether this plant models ``policy`` on equal footing with the trivial TBF: its packet-noise
+        model acts in the queues that policy creates. ``policy``: a kind (``scidmz.kinds.POLICY_KINDS``)
+        or a policy object (its ``kind``; a discipline policy's own discipline is checked).
+
+        A comparison across kinds (``scidmz leaderboard``) marks the rows of policies not covered
+        "not comparable" and keeps them out of its ranking. A discipline is covered when its fluid
+        hook has the noise hooks (the kernel skips the noise behind one that has not) and declares
+        ``NOISE_FOOTING``: the fluid discipline with the noise agreed with the kernel's
+        (``benchmarks/noise_footing.py``, ``reports/leaderboard/noise.json``); the kind
+        ``"discipline"`` alone is covered when every registered discipline is. Without packet noise
+        (``packet_noise=False``) every policy sees the same deterministic queue: all are covered.
+        """
+        from ...kinds import POLICY_KINDS
+
+        kind = policy if isinstance(policy, str) else getattr(policy, "kind", None)
+        if kind not in POLICY_KINDS:
+            raise ValueError(f"noise_covers: unknown policy kind {kind!r} (choose from {', '.join(POLICY_KINDS)})")
+        if not self._packet_noise:
+            return True
+        if kind != "discipline":
+            return kind in self.NOISE_KINDS
+        return "discipline" in self.NOISE_KINDS and all(_has_noise_hooks(e) for e in _disciplines_of(policy, self))
+
     # -- a bottleneck discipline (drop-tail, ABC, FFS: scidmz.disciplines) in front of the FIFO --------
     def set_discipline(
         self,
@@ -707,6 +754,22 @@ class FluidPlant:
         if np.any(np.isnan(lim)) or np.any(lim <= 0):
             raise ValueError("rate limits must be > 0 bit/s (inf: none)")
         self.P[:, L.P_RMAX] = np.broadcast_to(lim / 8.0, (B, F))
+
+    def set_pacing(self, rates: np.ndarray | float | None) -> None:
+        """Pace the DTN (``HostPlant``): its aggregate rate, bit/s of frames ((B,) or a number), shared
+        evenly by its streams as per-flow rate caps (``P_RMAX``, frame bytes/s), from the next period on.
+
+        As ``SO_MAX_PACING_RATE`` on each DTN socket (``actuators.pacing`` on the netns plant). ``None``
+        lifts it; ``reset`` does too. Which flows are paced, and at what rate, is ``P_RMAX`` of the DTN
+        flows (finite while paced).
+        """
+        self._check_open()
+        d = self.shape.n_dtn
+        if rates is None:
+            self.P[:, L.P_RMAX, :d] = math.inf
+            return
+        arr = check_rates(rates, self.batch, 0.0, np.inf, "fluid plant pacing", clip=False)
+        self.P[:, L.P_RMAX, :d] = (arr / 8.0 / max(d, 1))[:, None]
 
     def queue_state(self) -> dict[str, np.ndarray]:
         """Per-queue state now, (B, K) arrays: ``bytes`` queued, ``buffer``, ``weight``, ``rate`` (bytes/s served)."""

@@ -9,12 +9,22 @@ taps) or the interim kernel-counter source (``"kernel"``); ``"auto"`` takes
 the data plane when it can be started and falls back to kernel counters.
 
 ``reset()`` builds the testbed on first use (kept up across episodes),
-stops the previous episode's traffic, lets the queues drain, restores the
-initial shaper rate and starts the scenario's traffic; the DTN transfer
+stops the previous episode's traffic, returns the testbed to its default
+configuration (``_restore_default``: the bottleneck's own TBF, no HTB queues left
+by a queue policy, no NFQUEUE discipline stage unless ``set_discipline`` asked for
+one before this reset, no DTN pacing), lets the queues drain, restores the
+initial shaper rate and starts the scenario's traffic, so policies of
+different kinds can alternate episode by episode on one testbed
+(``scidmz leaderboard``). ``set_scenario`` switches the episodes' scenario on the
+same testbed (an unlimited DTN, a fixed-size transfer, another duration). The DTN transfer
 starts ``dtn.start`` seconds into the episode. ``info`` after a step holds
 bytes delivered per class in that period and, once a fixed-size DTN
 transfer has completed, its FCT (``dtn_fct``, s). ``close()`` tears it all
 down.
+
+``set_pacing`` (``HostPlant``) paces the DTN's own streams: ``SO_MAX_PACING_RATE`` on
+the running sender's sockets (``actuators.pacing.SocketPacer``), changed live; the
+next ``reset`` lifts it (a new sender starts unpaced).
 
 Every ``info`` also says whether the machine, not TCP, limited that period:
 ``info["starved"]`` (a one-element bool array, a trace column) with ``info["starvation"]`` (the evidence and the
@@ -80,9 +90,12 @@ class NetnsPlant:
         self._fct_reported = False
         self._monitor: Any = None
         self._tap_drops_prev = 0.0
-        self._discipline: Any = None
+        self._discipline: Any = None  # the stage's configuration this episode
+        self._discipline_next: Any = None  # set_discipline's, for the next reset only
         self._stage: Any = None
         self._queues: Any = None
+        self._pacer: Any = None  # actuators.pacing.SocketPacer on the running DTN sender
+        self._pacing: float | None = None  # the DTN's aggregate pacing (frame bit/s); None: unpaced
         # Time for the previous episode's packets to leave: the longest RTT plus a full buffer.
         self._drain = drain if drain is not None else (
             2 * max(h.rtt for h in self._tb.senders) + scenario.buffer_bytes * 8 / scenario.capacity + 0.2
@@ -132,14 +145,16 @@ class NetnsPlant:
 
     # -- a bottleneck discipline on BR1's WAN egress (the NFQUEUE stage) ------------------------
     def set_discipline(self, config: Any, **kwargs: Any) -> None:
-        """Run ABC or FFS (an ``ABCConfig`` / ``FFSConfig``) on BR1's WAN egress from the next ``reset``.
+        """Run ABC or FFS (an ``ABCConfig`` / ``FFSConfig``) on BR1's WAN egress in the next episode.
 
         The NFQUEUE stage (``stages/nfq.py``, the same numba core as the fluid plant) sits
         on BR1's forwarded traffic towards ``wan``, in front of the bottleneck's TBF;
         the DTN host is aggregate/ingress 0, every campus host 1. Weights follow
         ``set_discipline_weights`` (a file the stage re-reads every second). The
         campus shaper stays at whatever rate the policy gives (B_max for the
-        discipline policies). ``None`` removes it at the next reset.
+        discipline policies). It holds for the episode the next ``reset`` starts
+        only (the runner sets it before every reset of a discipline policy's
+        episode); a reset without it runs no stage.
         """
         if kwargs.get("groups") is not None or kwargs.get("labels") is not None or kwargs.get("exact"):
             raise ValueError("the netns plant's discipline takes no groups, labels or exact mode "
@@ -148,7 +163,7 @@ class NetnsPlant:
             from ...disciplines.registry import for_config
 
             for_config(config)  # one line naming the known ones otherwise
-        self._discipline = config
+        self._discipline_next = config
 
     def set_discipline_weights(self, weights: np.ndarray | list[float]) -> None:
         """Per-aggregate weights (bit/s, (2,) or (1, 2)): the stage picks them up within a second."""
@@ -166,6 +181,51 @@ class NetnsPlant:
         dev, ns = tb.spec.bottleneck
         ingress = {h.ip: (0 if h.kind == "dtn" else 1) for h in tb.senders}
         self._stage = NfqStage.start(tb.spawn, ns, dev, tb.logdir, self._discipline, self.scenario.capacity, ingress)
+
+    def _restore_default(self) -> None:
+        """The testbed's default configuration for a new episode (module docstring): the bottleneck's
+        own TBF instead of a queue policy's HTB, a fresh discipline stage only if one was asked for
+        since the last reset, no pacing."""
+        if self._queues is not None:
+            from .build import Links, bottleneck_qdisc
+
+            queues, self._queues = self._queues, None
+            queues.close()  # deletes its root HTB (classes, bfifos, filters)
+            with Links(self._tb.spec) as links:
+                bottleneck_qdisc(self._tb.spec, links)
+        if self._stage is not None:
+            # A fresh stage every episode: no meter or queue state carries over between trials.
+            stage, self._stage = self._stage, None
+            stage.stop()
+        self._discipline, self._discipline_next = self._discipline_next, None
+        if self._discipline is not None:
+            self._start_stage()
+        # An episode starts unpaced: the old sender is gone, and the new one is not paced until asked.
+        self._pacing = None
+        if self._pacer is not None:
+            self._pacer.detach()
+
+    def set_scenario(self, scenario: Scenario) -> None:
+        """Run ``scenario`` from the next ``reset`` on, on the same testbed.
+
+        Only what an episode's traffic reads may differ (duration, seed, the DTN's transfer
+        size and start): anything that shapes the testbed (hosts, rates, buffer, RTTs, CCAs,
+        period) is a one-line ``ValueError``; build another plant for it.
+        """
+        old = self.scenario
+        same = scenario.replace(name=old.name, description=old.description, duration=old.duration,
+                                seed=old.seed, dtn={"transfer": old.dtn.transfer, "start": old.dtn.start})
+        if same != old:
+            raise ValueError(f"the netns plant cannot switch from scenario '{old.name}' to '{scenario.name}' "
+                             "on one testbed (only duration, seed and the DTN transfer may differ)")
+        import dataclasses
+
+        self.scenario = scenario
+        self._tb.scenario = scenario
+        self._tb.spec = dataclasses.replace(self._tb.spec, scenario=scenario)
+        if self._traffic is not None:
+            self._traffic.sc = scenario
+            self._traffic.start_servers()  # a fixed-size transfer needs the DTN receiver's sockflows server
 
     def discipline_stats(self) -> dict[str, Any]:
         """The stage's counters (received, accepted, dropped, stage drops, CPU per packet), {} without one."""
@@ -206,6 +266,45 @@ class NetnsPlant:
         """The HTB on BR1's WAN port once a queue policy ran (None before)."""
         return self._queues
 
+    # -- the DTN host's own pacing (HostPlant; runner.Episode: host policies) ---------------------
+    def set_pacing(self, rates: np.ndarray | float | None) -> None:
+        """Pace the DTN at ``rates`` (bit/s of Ethernet frames, its aggregate over its streams; (1,) or a
+        number) from now on: every stream's socket gets ``SO_MAX_PACING_RATE`` = rate / streams in TCP
+        payload bytes/s (``actuators.pacing``), set live on the running sender; streams that open later
+        get it too. ``None`` lifts it; so does the next ``reset``. This acts on the DTN host itself:
+        on a real network it needs that host's control (root or CAP_SYS_PTRACE there)."""
+        if rates is None:
+            self._pacing = None
+            if self._pacer is not None:
+                self._pacer.lift()
+            return
+        arr = check_rates(rates, 1, 0.0, np.inf, "netns plant pacing", clip=False)
+        self._pacing = float(arr[0])
+        if self._pacer is not None:
+            self._pacer.set_rate(self._pacing)
+
+    def pacing_readback(self) -> list[int]:
+        """``SO_MAX_PACING_RATE`` read back from each socket of the running DTN sender to its receiver
+        (TCP payload bytes/s; ``actuators.pacing.UNLIMITED`` when unpaced); [] before a sender runs."""
+        return self._pacer.socket_rates() if self._pacer is not None else []
+
+    def _attach_pacer(self) -> None:
+        """A new DTN sender started: pace it from its first socket if a pacing is set."""
+        from ...actuators.pacing import SocketPacer
+
+        proc = self._traffic.dtn_proc
+        if proc is None:
+            return
+        if self._pacer is None:
+            self._pacer = SocketPacer(self._tb.hosts["dtnr"].ip, max(self.scenario.dtn.streams, 1))
+        self._pacer.attach(proc.pid)
+        if self._pacing is not None:
+            self._pacer.set_rate(self._pacing)
+
+    def _pace_new_sockets(self) -> None:
+        if self._pacer is not None and self._pacing is not None:
+            self._pacer.refresh()
+
     # -- episodes -----------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> StateBatch:
         self._ensure_up()
@@ -216,10 +315,7 @@ class NetnsPlant:
         self._traffic.stop_clients()
         self._traffic.seed = sc.seed if seed is None else int(seed)
         self._act.set_rate(sc.shaper.rate if sc.shaper.rate is not None and sc.shaper.enabled else sc.u_max)
-        if self._discipline is not None and self._stage is None:
-            self._start_stage()
-        elif self._discipline is None and self._stage is not None:
-            raise ValueError("the netns plant cannot drop its discipline between episodes; build a new plant")
+        self._restore_default()
         time.sleep(self._drain)
         self._traffic.start_campus()
         tel = self._tel = self._tel_factory(self._tb)
@@ -250,10 +346,16 @@ class NetnsPlant:
         if not self._dtn_started and t >= self.scenario.dtn.start - 1e-9:
             self._traffic.start_dtn()
             self._dtn_started = True
+            self._attach_pacer()
 
     def _wait_until(self, deadline: float) -> float:
-        """Sleep until ``deadline`` (monotonic s); how late we woke (s)."""
+        """Sleep until ``deadline`` (monotonic s), pacing the DTN's new sockets meanwhile; how late we woke (s).
+
+        A sender opens its streams after it starts (iperf3: a few RTTs): every 50 ms the
+        sockets that appeared get the pacing, so none runs unpaced for long.
+        """
         while True:
+            self._pace_new_sockets()
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -282,7 +384,7 @@ class NetnsPlant:
             self._fct_reported = True
         ti = self._tel.last_info
         starvation = self._starvation(ti, woke_late, dtn_done=res is not None)
-        self._info = self._period_info(st, ti, fct, deadline, starvation) | self._extra_info(ti)
+        self._info = self._period_info(st, ti, fct, deadline, starvation) | self._extra_info(ti) | self._pacing_info()
         y = st.as_vector()
         if not np.all(np.isfinite(y)):
             bad = [i for i in range(N_STATE) if not math.isfinite(y[i])]
@@ -352,6 +454,13 @@ class NetnsPlant:
             out["cca_mapped"] = {k: f"{a}->{b}" for k, (a, b) in self._tb.spec.cca_mapped.items()}
         return out
 
+    def _pacing_info(self) -> dict[str, Any]:
+        """While the DTN is paced: how many of its sockets to its receiver carry the pacing now (a trace
+        column; an iperf3 sender's control connection is one of them, harmlessly: it carries no data)."""
+        if self._pacing is None or self._pacer is None:
+            return {}
+        return {"dtn_paced_sockets": np.array([float(self._pacer.paced_sockets)])}
+
     @property
     def info(self) -> dict[str, Any]:
         return dict(self._info)
@@ -403,6 +512,8 @@ class NetnsPlant:
         try:
             if self._tel is not None:
                 self._tel.close()
+            if self._pacer is not None:
+                self._pacer.close()
             for a in (self._act, self._queues):
                 if a is None:
                     continue
@@ -414,6 +525,7 @@ class NetnsPlant:
             self._tel = None
             self._act = None
             self._queues = None
+            self._pacer = None
             self._tb.down()
 
 

@@ -6,8 +6,10 @@ which the plant applies to the DTN's sockets (``SO_MAX_PACING_RATE``, through
 ``plant.base.HostPlant.set_pacing``), and the campus rate u it keeps meanwhile
 (``campus_rate``). Protocol: ``scidmz.policies.base.HostPolicy``.
 
-None is built in yet: ARCHITECTURE.md's ``pacing`` policy will live here as
-``pacing.py`` and register itself with
-``register_policy("pacing", "host", ...)`` (plus one line in
-``policies/registry.py``'s built-in table).
+- ``pacing``: each DTN stream paced at R*_DTN / streams, the campus TBF at
+  B_max - R*_DTN (``pacing.py``; ESnet's host tuning, ours in scidmz).
+
+A host policy needs control of the DTN host (root or CAP_SYS_PTRACE there to
+reach its sender's sockets, ``actuators.pacing``): a plant without it
+(``hardware``) refuses host policies.
 """

@@ -71,11 +71,14 @@ class NfqStage:
     namespace only. Weights reach the running stage through a file it re-reads every second.
     """
 
-    def __init__(self, proc: subprocess.Popen, stats: Path, weights: Path, kind: str) -> None:
+    def __init__(self, proc: subprocess.Popen, stats: Path, weights: Path, kind: str,
+                 netns: str = "", egress: str = "") -> None:
         self.proc = proc
         self.stats_path = stats
         self.weights_path = weights
         self.kind = kind
+        self.netns = netns
+        self.egress = egress
 
     @classmethod
     def start(cls, spawn: Spawn, netns: str, egress: str, logdir: Path, config: Any, link_bps: float,
@@ -90,7 +93,21 @@ class NfqStage:
         wait_started(proc, stats, logdir / "nfqstage.log", "nfqstage", timeout)
         subprocess.run(["ip", "netns", "exec", netns, "iptables", "-A", "FORWARD", "-o", egress, "-j",
                         "NFQUEUE", "--queue-num", "0"], check=True, capture_output=True)
-        return cls(proc, stats, weights, config.kind)
+        return cls(proc, stats, weights, config.kind, netns, egress)
+
+    def stop(self) -> None:
+        """Take the stage out of the path: the iptables rule first (a queue with no reader would
+        drop every packet), then the process. The testbed's teardown does both anyway."""
+        if self.netns and self.egress:
+            subprocess.run(["ip", "netns", "exec", self.netns, "iptables", "-D", "FORWARD", "-o", self.egress,
+                            "-j", "NFQUEUE", "--queue-num", "0"], check=False, capture_output=True)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
     def set_weights(self, weights: Sequence[float]) -> None:
         """Atomically replace the weights file (the stage picks it up within a second)."""

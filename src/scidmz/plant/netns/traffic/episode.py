@@ -70,7 +70,7 @@ class Traffic:
         self.dtn_result: dict[str, Any] | None = None
         self.short_logs: list[Path] = []
         self._procs: list[subprocess.Popen] = []
-        self._servers_up = False
+        self._listening: set[tuple[str, int]] = set()  # (receiver, port) of the servers started
         self._episode = 0
         self._flows = self._flow_runs([])
 
@@ -80,28 +80,29 @@ class Traffic:
     # -- servers -------------------------------------------------------------------
     def start_servers(self) -> None:
         """iperf3 on every receiver, sockflows on those fixed-size or short flows go to; waits until
-        they listen."""
-        if self._servers_up:
-            return
+        they listen. Idempotent: only servers not yet running start (the scenario may have changed
+        between episodes: ``NetnsPlant.set_scenario`` gives the DTN a fixed-size transfer)."""
         spec = self.tb.spec
-        for h in spec.receivers:
-            self.tb.spawn(h.ns, iperf_server(), log_name=f"iperf3-s-{h.name}.log")
         short_dsts = {self.tb.hosts[h.peer] for h in self._short_senders()}
         short_dsts |= {self.tb.hosts[h.peer] for h in spec.flow_hosts if h.flow is not None and h.flow.size}
         if self.sc.dtn.transfer is not None and self.sc.dtn.streams > 0:
             short_dsts.add(self.tb.hosts["dtnr"])
-        for h in short_dsts:
+        iperf = [h for h in spec.receivers if (h.name, IPERF_PORT) not in self._listening]
+        short = [h for h in short_dsts if (h.name, SHORT_PORT) not in self._listening]
+        for h in iperf:
+            self.tb.spawn(h.ns, iperf_server(), log_name=f"iperf3-s-{h.name}.log")
+        for h in short:
             self.tb.spawn(h.ns, sockflows_server(), log_name=f"short-s-{h.name}.log")
         deadline = time.monotonic() + 15
-        pending = [(h.ns, IPERF_PORT) for h in spec.receivers] + [(h.ns, SHORT_PORT) for h in short_dsts]
+        pending = [(h, IPERF_PORT) for h in iperf] + [(h, SHORT_PORT) for h in short]
         while pending:
-            pending = [(ns, p) for ns, p in pending if not _listening(ns, p)]
+            pending = [(h, p) for h, p in pending if not _listening(h.ns, p)]
             if not pending:
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"servers did not start listening in {pending[0][0]}")
+                raise RuntimeError(f"servers did not start listening in {pending[0][0].ns}")
             time.sleep(0.05)
-        self._servers_up = True
+        self._listening |= {(h.name, IPERF_PORT) for h in iperf} | {(h.name, SHORT_PORT) for h in short}
 
     def _short_senders(self) -> list[Host]:
         spec = self.tb.spec

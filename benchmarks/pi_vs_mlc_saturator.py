@@ -1,0 +1,256 @@
+"""Does the MLC's inverse ANN beat ``pi`` once its saturator gives it authority? (issue 25, item 1)
+
+Within the default +-0.02 B_max band around the trivial rate, the ANN's u_hat is
+clipped to almost where the trivial rate is, so ``mlc`` and ``pi`` (the same
+anti-windup PI without the model, ``policies.rate.pi``) can hardly differ. This
+benchmark gives the model room: for each saturator configuration — the band
+reading (``limiter = band``, Delta_u in --bands) and the slew-rate reading of
+Fig. 5's +-Delta_u(t) (``limiter = rate``, Delta_u in --rate-bands) — it GA-tunes
+``mlc`` and ``pi`` separately (the same GA, ``scidmz tune``, at the sizes given),
+then runs both and the trivial TBF on the same paired trials of the fluid plant
+at paper scale: the stepping-target MRAE (MLC section 4.2) and the 10 GB FCT at
+R* = 0.5 B_max with its utilisation (section 4.3). It reports every
+configuration, the best of each policy (lowest mean MRAE) with its FCT and
+utilisation (the trade-off), and ``mlc`` vs ``pi`` paired at each policy's best.
+
+The inverse models come from a finished reproduction (``scidmz reproduce mlc --out
+DIR``: ``DIR/cubic/model``, ``DIR/bbr2/model``). Deterministic (seeded GA, seeded
+trials): re-running it with the same models gives the same numbers. Prints one
+JSON object (and writes it to --out).
+
+    python benchmarks/pi_vs_mlc_saturator.py --from DIR [--cca cubic,bbr2] [--trials 50] --out F.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SCENARIOS = {"cubic": "paper-cubic", "bbr2": "paper-bbr2"}
+POLICIES = ("mlc", "pi")
+
+
+def _paired(table: Any, col: str, a: str, b: str) -> dict[str, Any]:
+    """``a`` vs ``b`` on the same trials: mean difference (a - b), trials where a is lower, Wilcoxon p."""
+    import numpy as np
+    from scipy.stats import wilcoxon
+
+    w = table.pivot(index="trial", columns="policy", values=col)[[a, b]].dropna()
+    d = (w[a] - w[b]).to_numpy()
+    p = float(wilcoxon(w[a], w[b]).pvalue) if len(d) and np.any(d != 0) else 1.0
+    return {"n": int(len(d)), "mean_diff": float(d.mean()) if len(d) else float("nan"),
+            f"{a}_lower": int((d < 0).sum()), f"{b}_lower": int((d > 0).sum()), "wilcoxon_p": p}
+
+
+def _means(table: Any, col: str) -> dict[str, float]:
+    return {str(k): float(v) for k, v in table.groupby("policy")[col].mean().items()}
+
+
+def _tune(cca: str, policy: str, model: Path, limiter: str, du: float, a: argparse.Namespace,
+          work: Path) -> tuple[Any, dict[str, Any]]:
+    from scidmz.policies.rate.antiwindup import Gains
+    from scidmz.tuning.run import tune_from_paths
+
+    out = work / f"{cca}-{policy}-{limiter}-{du:g}.json"
+    t0 = time.perf_counter()
+    doc, _ = tune_from_paths(SCENARIOS[cca], str(model) if policy == "mlc" else None, str(out), policy=policy,
+                             generations=a.generations, population=a.population, episode=_ga_episode(a),
+                             parents=max(1, a.population // 2), seed=a.seed, delta_u=du, limiter=limiter,
+                             track=False)
+    g = Gains.load(out)
+    return g, {"gains": {"kp": g.kp, "ki": g.ki, "kw": g.kw}, "best_iae": doc["best_iae"],
+               "ga_seconds": round(time.perf_counter() - t0, 2)}
+
+
+def _ga_episode(a: argparse.Namespace) -> float:
+    return 30.0 if a.quick else 120.0
+
+
+def _trials(sc: Any, policies: dict[str, Any], a: argparse.Namespace) -> tuple[Any, Any]:
+    """(MRAE table, FCT table) of ``policies`` on the paired trials (seed ``a.seed``)."""
+    from dataclasses import replace
+
+    from scidmz.evaluation.mlc.experiments import ExperimentPlan, fct_experiment, mrae_experiment
+
+    base = ExperimentPlan.quick(a.seed) if a.quick else ExperimentPlan(seed=a.seed)
+    plan = replace(base, trials=a.trials, fct_trials=a.fct_trials)
+    m = mrae_experiment(sc, policies, plan)
+    f, _ = fct_experiment(sc, policies, plan)
+    return m.table, f.table
+
+
+def one_cca(cca: str, model: Path, configs: list[tuple[str, float]], a: argparse.Namespace,
+            work: Path) -> dict[str, Any]:
+    import pandas as pd
+
+    from scidmz.models.predictor import load_predictor
+    from scidmz.policies import TrivialPolicy
+    from scidmz.policies.rate.mlc import MLCPolicy
+    from scidmz.policies.rate.pi import PIPolicy
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario(SCENARIOS[cca])
+    predictor = load_predictor(model)
+    t0 = time.perf_counter()
+    m_triv, f_triv = _trials(sc, {"trivial": TrivialPolicy()}, a)
+    rows: list[dict[str, Any]] = []
+    tables: dict[tuple[str, float], tuple[Any, Any]] = {}
+    for limiter, du in configs:
+        row: dict[str, Any] = {"limiter": limiter, "delta_u": du}
+        pols = {}
+        for name in POLICIES:
+            g, row[name] = _tune(cca, name, model, limiter, du, a, work)
+            pols[name] = MLCPolicy(predictor, g) if name == "mlc" else PIPolicy(g)
+        m, f = _trials(sc, pols, a)
+        m, f = pd.concat([m, m_triv]), pd.concat([f, f_triv])
+        tables[(limiter, du)] = (m, f)
+        mm, fm, um = _means(m, "mrae"), _means(f, "fct"), _means(f, "utilization")
+        for name in POLICIES:
+            row[name].update({"mrae": mm[name], "fct_s": fm[name], "utilization": um[name],
+                              "mrae_vs_trivial": _paired(m, "mrae", name, "trivial"),
+                              "fct_unfinished": int((~f[f["policy"] == name]["finished"]).sum())})
+        row["mlc_vs_pi"] = {"mrae": _paired(m, "mrae", "mlc", "pi"), "fct": _paired(f, "fct", "mlc", "pi"),
+                            "utilization": _paired(f, "utilization", "mlc", "pi")}
+        rows.append(row)
+        print(f"{cca} {limiter} {du:g}: MRAE mlc {mm['mlc']:.4f} pi {mm['pi']:.4f} trivial {mm['trivial']:.4f}; "
+              f"FCT mlc {fm['mlc']:.1f} pi {fm['pi']:.1f} s", file=sys.stderr, flush=True)
+    return {"scenario": sc.name, "model": str(model), "model_meta": _model_meta(model),
+            "trivial": {"mrae": float(m_triv["mrae"].mean()), "fct_s": float(f_triv["fct"].mean()),
+                        "utilization": float(f_triv["utilization"].mean())},
+            "configs": rows, "best": _best(rows, tables), "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def _best(rows: list[dict[str, Any]], tables: dict[tuple[str, float], tuple[Any, Any]]) -> dict[str, Any]:
+    """Each policy's configuration with the lowest mean MRAE, and the two bests paired against each other."""
+    import pandas as pd
+
+    out: dict[str, Any] = {}
+    for name in POLICIES:
+        r = min(rows, key=lambda r, n=name: r[n]["mrae"])
+        out[name] = {"limiter": r["limiter"], "delta_u": r["delta_u"], **r[name]}
+    # The best mlc and the best pi on the same trials (their own configurations).
+    ms, fs = [], []
+    for name in POLICIES:
+        m, f = tables[(out[name]["limiter"], out[name]["delta_u"])]
+        ms.append(m[m["policy"] == name])
+        fs.append(f[f["policy"] == name])
+    m, f = pd.concat(ms), pd.concat(fs)
+    out["mlc_vs_pi"] = {"mrae": _paired(m, "mrae", "mlc", "pi"), "fct": _paired(f, "fct", "mlc", "pi"),
+                        "utilization": _paired(f, "utilization", "mlc", "pi")}
+    b, p = out["mlc"], out["pi"]
+    out["trade_off"] = (
+        f"best mlc ({b['limiter']} {b['delta_u']:g}): MRAE {b['mrae']:.4f}, FCT {b['fct_s']:.1f} s, "
+        f"utilisation {b['utilization']:.4f}; best pi ({p['limiter']} {p['delta_u']:g}): MRAE {p['mrae']:.4f}, "
+        f"FCT {p['fct_s']:.1f} s, utilisation {p['utilization']:.4f}; mlc lower MRAE in "
+        f"{out['mlc_vs_pi']['mrae']['mlc_lower']}/{out['mlc_vs_pi']['mrae']['n']} paired trials "
+        f"(Wilcoxon p = {out['mlc_vs_pi']['mrae']['wilcoxon_p']:.3g})"
+    )
+    return out
+
+
+def _model_meta(model: Path) -> dict[str, Any]:
+    from scidmz.tracking import file_sha256
+
+    meta = json.loads((model / "meta.json").read_text())
+    return {"weights_sha256": file_sha256(model / "weights.npz"), "dataset_sha256": meta.get("dataset_sha256"),
+            "scenario_fingerprint": meta.get("scenario_fingerprint")}
+
+
+def _provenance() -> dict[str, Any]:
+    import scidmz
+
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "../src"],
+                                    capture_output=True, text=True).stdout.strip())
+    except (OSError, subprocess.CalledProcessError):
+        commit, dirty = None, None
+    return {"scidmz_version": getattr(scidmz, "__version__", None), "git_commit": commit, "src_dirty": dirty,
+            "machine": {"cpus": os.cpu_count(), "arch": platform.machine(), "kernel": platform.release()},
+            "load_start": list(os.getloadavg())}
+
+
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        vals = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"{what} must be comma-separated numbers, got {text!r}") from None
+    if not all(0 < v <= 1 for v in vals):
+        raise ValueError(f"{what}: every Delta_u must be a fraction of B_max in (0, 1]")
+    return vals
+
+
+def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, float]], list[str]]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--from", dest="src", required=True, help="a `scidmz reproduce mlc --out DIR` directory")
+    ap.add_argument("--cca", default="cubic,bbr2", help="comma list of cubic, bbr2 (default both)")
+    ap.add_argument("--bands", default="0.02,0.05,0.1,0.2", help="Delta_u of the band reading (fractions of B_max)")
+    ap.add_argument("--rate-bands", default="0.02,0.05,0.1", help="Delta_u of the slew-rate reading ('' for none)")
+    ap.add_argument("--trials", type=int, default=50, help="paired MRAE trials per policy (default 50)")
+    ap.add_argument("--fct-trials", type=int, default=None, help="paired FCT trials (default: --trials)")
+    ap.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
+    ap.add_argument("--population", type=int, default=30, help="GA population (default 30)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke-test sizes: 30 s trials and GA episodes, a 150 MB transfer (not for conclusions)")
+    ap.add_argument("--out", default=None, help="also write the JSON here")
+    a = ap.parse_args(argv)
+    ccas = [c.strip() for c in a.cca.split(",") if c.strip()]
+    bad = [c for c in ccas if c not in SCENARIOS]
+    if bad or not ccas:
+        raise ValueError(f"--cca must be among {', '.join(SCENARIOS)}, got {a.cca!r}")
+    for c in ccas:
+        if not (Path(a.src) / c / "model" / "meta.json").is_file():
+            raise ValueError(f"no inverse model at {Path(a.src) / c / 'model'} (make it: scidmz reproduce mlc --out DIR)")
+    if a.trials < 2 or (a.fct_trials is not None and a.fct_trials < 2):
+        raise ValueError("--trials and --fct-trials must be >= 2 (paired tests)")
+    if a.generations < 1 or a.population < 2:
+        raise ValueError("the GA needs --generations >= 1 and --population >= 2")
+    configs = [("band", v) for v in _floats(a.bands, "--bands")]
+    configs += [("rate", v) for v in (_floats(a.rate_bands, "--rate-bands") if a.rate_bands.strip() else [])]
+    if not configs:
+        raise ValueError("no saturator configuration given (--bands, --rate-bands)")
+    return a, configs, ccas
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        a, configs, ccas = _args(argv)
+    except ValueError as exc:
+        print(f"pi_vs_mlc_saturator: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    doc: dict[str, Any] = {"benchmark": "pi_vs_mlc_saturator", "format_version": 1,
+                           "command": "python benchmarks/pi_vs_mlc_saturator.py " + " ".join(argv or sys.argv[1:]),
+                           **_provenance(), "from": a.src,
+                           "plan": {"trials": a.trials, "fct_trials": a.fct_trials or a.trials, "ga": [a.generations,
+                                    a.population, max(1, a.population // 2)], "ga_episode_s": _ga_episode(a),
+                                    "quick": bool(a.quick), "seed": a.seed,
+                                    "configs": [list(c) for c in configs], "plant": "fluid"},
+                           "results": {}}
+    with tempfile.TemporaryDirectory(prefix="scidmz-saturator-") as tmp:
+        for cca in ccas:
+            doc["results"][cca] = one_cca(cca, Path(a.src) / cca / "model", configs, a, Path(tmp))
+    doc["load_end"] = list(os.getloadavg())
+    doc["wall_s"] = round(time.perf_counter() - t0, 1)
+    text = json.dumps(doc, default=str)
+    if a.out:
+        from scidmz.fileio import atomic_write_text
+
+        atomic_write_text(a.out, json.dumps(doc, indent=2, default=str) + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+"""``scidmz leaderboard``: every policy on the same paired trials, resumable, ranked (issue 25).
+
+Parses, builds the scenario and the policies through the one assembly
+(``build.build_policies``: names from the registry, the MLC's model and gains, pi's
+gains, given or shipped), and hands them to ``evaluation.leaderboard.run``. Every
+piece of bad input is one line (exit 2) before any trial runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._shared import add_json_arg, add_seed_arg, add_tracking_arg, emit
+
+#: The policies a leaderboard runs without --policies: every built-in way of serving the DTN.
+DEFAULT_POLICIES = "trivial,pi,pacing,mlc,jenks,abc,ffs"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("leaderboard", help="which way serves the DTN best: every policy on the same paired "
+                                           "trials, resumable, with paired tests and a ranking")
+    p.add_argument("scenario", nargs="?", default=None,
+                   help="built-in scenario name or a .toml file (not needed with --render-only)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key (e.g. --set dtn.cca=bbr) or, as plan.KEY=VALUE, a size of the "
+                        "trials: plan.duration, plan.target_hold, plan.transfer, plan.fct_max_time, "
+                        "plan.short_duration, plan.target_low, plan.target_high, plan.fct_target")
+    p.add_argument("--plant", default="fluid", help="fluid (default, batched) | netns (real time, root)")
+    p.add_argument("--policies", default=DEFAULT_POLICIES,
+                   help=f"comma list of registered policies (default {DEFAULT_POLICIES}); trivial, the paired "
+                        "baseline, is always run")
+    p.add_argument("--trials", type=int, default=None,
+                   help="MRAE (and short-flow) trials per policy, >= 2 (default 50 fluid, 20 netns, 4 --quick)")
+    p.add_argument("--fct-trials", type=int, default=None, help="FCT/utilisation trials per policy (default --trials)")
+    p.add_argument("--policy-trials", default=None, metavar="NAME=N[/M],...",
+                   help="fewer trials for some policies: N MRAE (and short-flow) trials, M FCT trials (default N), "
+                        "each at most --trials / --fct-trials; they are trials 0..N-1, paired with the others' "
+                        "(e.g. jenks=10/5,abc=10/5,ffs=10/5); not the trivial baseline")
+    p.add_argument("--experiments", default=None,
+                   help="comma list of mrae,fct,utilization,short (default all on fluid; mrae,fct,utilization "
+                        "on netns)")
+    p.add_argument("--out", default=None, help="the run's directory: ledger.jsonl, results.json, report.md, "
+                                               "ranking.png, command.txt (required)")
+    p.add_argument("--resume", action="store_true", help="continue the run whose ledger is in --out")
+    p.add_argument("--quick", action="store_true", help="small sizes: 30 s trials, 150 MB transfer, 4 trials")
+    p.add_argument("--render-only", action="store_true",
+                   help="re-render report.md and ranking.png from --out/results.json; run nothing")
+    p.add_argument("--merge", action="store_true",
+                   help="merge the runs in --out's subfolders (--out/*/results.json) into --out/results.json and "
+                        "--out/report.md; run nothing")
+    add_seed_arg(p, what="trial i uses seed S + i")
+    p.add_argument("--mlc-model", default=None, help="mlc's inverse-model directory or models:/... reference "
+                                                     "(default: the one shipped for the scenario)")
+    p.add_argument("--mlc-gains", default=None, help="mlc's gains JSON (default: shipped, or those attached "
+                                                     "to a models:/ reference)")
+    p.add_argument("--pi-gains", default=None, help="pi's gains JSON (default: the one shipped for the scenario)")
+    p.add_argument("--max-starved", type=float, default=None,
+                   help="leave out trials whose share of starved periods exceeds this (default 0.05)")
+    p.add_argument("--executor", default=None, metavar="SPEC",
+                   help="where the fluid plant's trials run: local (default) | processes[:N] | dask://HOST:PORT "
+                        "(the same numbers)")
+    add_tracking_arg(p)
+    add_json_arg(p)
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def _names(policies: str) -> list[str]:
+    from ..evaluation.leaderboard.plan import MAX_POLICIES
+    from ..evaluation.leaderboard.stats import BASELINE
+
+    names = list(dict.fromkeys(n.strip() for n in policies.split(",") if n.strip()))
+    if not names:
+        raise ValueError("--policies needs at least one policy")
+    if BASELINE not in names:
+        names.insert(0, BASELINE)
+    if len(names) > MAX_POLICIES:
+        raise ValueError(f"--policies: at most {MAX_POLICIES} policies, got {len(names)}")
+    return names
+
+
+def _check_policy_trials(fewer: tuple[tuple[str, int, int], ...], names: list[str]) -> None:
+    """``--policy-trials`` names policies of this run, and never the baseline (it runs every trial)."""
+    from ..evaluation.leaderboard.stats import BASELINE
+
+    for name, _, _ in fewer:
+        if name == BASELINE:
+            raise ValueError(f"--policy-trials: {BASELINE} is the paired baseline and runs every trial")
+        if name not in names:
+            raise ValueError(f"--policy-trials: {name} is not among --policies ({','.join(names)})")
+
+
+def _our_options(msg: str) -> str:
+    """The assembly's messages name ``--model``/``--gains`` (simulate's); here they are per policy."""
+    if msg.startswith("policy mlc"):
+        return msg.replace("--model DIR", "--mlc-model DIR").replace("--gains FILE", "--mlc-gains FILE")
+    if msg.startswith("policy pi"):
+        return msg.replace("--gains FILE", "--pi-gains FILE")
+    return msg
+
+
+def cmd_leaderboard(a: argparse.Namespace) -> int:
+    command = "scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["leaderboard"] else \
+        f"scidmz leaderboard {a.scenario or ''} --plant {a.plant} --out {a.out}"
+    if not a.out:
+        raise ValueError("--out DIR is required (the run's ledger and results go there)")
+    if a.merge:
+        from ..evaluation.leaderboard.results import write_merged
+
+        files = write_merged(a.out, command)
+        emit({"out": a.out, **files}, a.json, f"merged: {files['report']}")
+        return 0
+    if a.render_only:
+        from ..evaluation.leaderboard.run import render_only
+
+        result = render_only(a.out, command)
+        emit(result, a.json, f"report re-rendered: {result['report']}")
+        return 0
+    res, human = _run(a, command)
+    emit(res, a.json, human)
+    return 0
+
+
+def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
+    import math
+
+    from ..evaluation.leaderboard.plan import (
+        make_plan,
+        parse_experiments,
+        parse_policy_trials,
+        split_plan_overrides,
+    )
+    from ..evaluation.leaderboard.results import DEFAULT_MAX_STARVED
+    from ..evaluation.leaderboard.run import prepare, run_leaderboard
+    from ..plant.base import check_plant_options
+    from ..policies.registry import policy_kind
+    from ..scenario import resolve_scenario
+    from .build import build_policies
+
+    if a.scenario is None:
+        raise ValueError("a SCENARIO is required (a built-in name or a .toml file), except with --render-only")
+    ms = DEFAULT_MAX_STARVED if a.max_starved is None else float(a.max_starved)
+    if not (math.isfinite(ms) and 0.0 <= ms <= 1.0):
+        raise ValueError(f"--max-starved must be a share in [0, 1], got {a.max_starved}")
+    check_plant_options(a.plant)
+    from ..executors import parse_executor
+
+    if parse_executor(a.executor).kind != "local" and a.plant != "fluid":
+        raise ValueError(f"--executor {a.executor} runs fluid-plant trials only; the {a.plant} plant runs in real "
+                         "time, one testbed at a time")
+    scen_over, plan_over = split_plan_overrides(a.set)
+    names = _names(a.policies)
+    fewer = parse_policy_trials(a.policy_trials)
+    _check_policy_trials(fewer, names)
+    plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
+                     plan_over, fewer)
+    for n in names:
+        policy_kind(n)  # unknown names: one line before anything is resolved
+    sc = resolve_scenario(a.scenario, scen_over)
+    try:
+        policies, files = build_policies(names, sc, files={"mlc": {"model": a.mlc_model, "gains": a.mlc_gains},
+                                                           "pi": {"gains": a.pi_gains}}, tracking_uri=a.tracking_uri)
+    except ValueError as exc:
+        raise ValueError(_our_options(str(exc))) from None
+    prep = prepare(sc, policies, files, a.plant, plan, a.out, resume=a.resume)
+    res = run_leaderboard(prep, command, ms, a.executor)
+    best = {r["experiment"]: r["policy"] for r in res["rows"] if r.get("best")}
+    human = (f"{res['units_run']} trials run, {res['units']} in the ledger; best: "
+             + ", ".join(f"{e} {p}" for e, p in best.items()) + f"\nreport: {res['report']}")
+    return res, human

@@ -1,0 +1,204 @@
+"""``ledger.jsonl``: one line per finished trial, appended and fsynced, so a run resumes where it stopped.
+
+The first line is the header: what the trials depend on. ``--resume`` compares it
+with this run's and refuses (one line, exit 2) a ledger whose scenario, plant, plant
+model, code, plan or policies differ, naming the first difference::
+
+    {"kind": "header", "format_version": 1,
+     "scenario": {"name", "fingerprint" (regime.fingerprint), "sha256" (of its full to_dict())},
+     "plant": "fluid", "plant_model": {...}   (fluid: the model fingerprint; netns: kernel
+                                                release + the testbed description's hash),
+     "code": {"tree": git tree of src/ at HEAD, "dirty": bool, "sha256": the package's sources},
+     "plan": LeaderboardPlan.to_dict(),
+     "policies": {name: {"kind": ..., "files": {option: sha256}}}}
+
+Then one line per finished unit (trial kind, policy, trial)::
+
+    {"kind": "unit", "unit": "mrae"|"fct"|"short", "policy", "trial", "seed", "metrics": {...},
+     "starved_periods", "periods", "wall_s", "finished_at"}
+
+The header is written with the first finished unit. Each line is written with ONE ``os.write`` on an ``O_APPEND`` descriptor followed by
+``os.fsync``: a crash leaves at most one partial last line, which a resume cuts off
+(and counts). A unit is written only once it finished: an interrupted trial leaves
+no line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256", "first_difference"]
+
+LEDGER_NAME = "ledger.jsonl"
+LEDGER_FORMAT = 1
+#: Header keys compared on --resume, in the order a difference is named.
+_COMPARED = ("format_version", "scenario", "plant", "plant_model", "code", "plan", "policies")
+#: The package's source files that make up "the code" (compiled caches are not code).
+_CODE_SUFFIXES = (".py", ".toml", ".j2", ".p4", ".c", ".h")
+
+
+def files_sha256(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file, or of a directory's files (relative names and contents, sorted)."""
+    p = Path(path)
+    h = hashlib.sha256()
+    if p.is_dir():
+        for f in sorted(q for q in p.rglob("*") if q.is_file() and "__pycache__" not in q.parts):
+            h.update(f.relative_to(p).as_posix().encode() + b"\0")
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+    else:
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def code_identity() -> dict[str, Any]:
+    """The code a run used: git's tree of src/ at HEAD, whether src/ has uncommitted changes, and
+    the SHA-256 of the installed package's sources (which also catches uncommitted edits)."""
+    pkg = Path(__file__).resolve().parents[2]  # .../scidmz
+    h = hashlib.sha256()
+    for f in sorted(q for q in pkg.rglob("*") if q.suffix in _CODE_SUFFIXES and "__pycache__" not in q.parts):
+        h.update(f.relative_to(pkg).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    tree, dirty = "unknown", None
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD:src"], capture_output=True, text=True, timeout=5, cwd=pkg)
+        if out.returncode == 0:
+            tree = out.stdout.strip()
+            st = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(pkg.parent)],
+                                capture_output=True, text=True, timeout=5, cwd=pkg)
+            dirty = bool(st.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"tree": tree, "dirty": dirty, "sha256": h.hexdigest()}
+
+
+def first_difference(old: Any, new: Any, path: str = "") -> str | None:
+    """The first place two JSON values differ, as ``key.sub: A in the ledger, B now``; None if equal."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        for k in [*old, *(k for k in new if k not in old)]:
+            d = first_difference(old.get(k), new.get(k), f"{path}.{k}" if path else str(k))
+            if d is not None:
+                return d
+        return None
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            d = first_difference(a, b, f"{path}[{i}]")
+            if d is not None:
+                return d
+        return None
+    if old == new or (isinstance(old, float) and isinstance(new, float) and math.isclose(old, new, rel_tol=1e-12)):
+        return None
+    return f"{path}: {json.dumps(old)} in the ledger, {json.dumps(new)} now"
+
+
+def _jsonable(header: Mapping[str, Any]) -> dict[str, Any]:
+    # One JSON round trip, so an in-memory header compares equal to the one read back.
+    from ..results import clean
+
+    return json.loads(json.dumps(clean(dict(header))))
+
+
+class Ledger:
+    """An open ``ledger.jsonl``: its header, the finished units, and ``append`` for new ones.
+
+    ``Ledger.open(out_dir, header, resume)``: a new ledger (refused if one exists and
+    ``resume`` is false), or an existing one resumed (refused if missing or foreign).
+    """
+
+    def __init__(self, path: Path, header: dict[str, Any], done: dict[tuple[str, str, int], dict[str, Any]],
+                 cut: int) -> None:
+        self.path = path
+        self.header = header
+        self.done = done
+        #: bytes of a partial last line (a crash mid-write) cut off when resuming; 0 if none
+        self.cut = cut
+        self._fd: int | None = None
+
+    @classmethod
+    def open(cls, out_dir: str | os.PathLike[str], header: Mapping[str, Any], resume: bool) -> Ledger:
+        """Start or resume the ledger in ``out_dir`` (module docstring); one-line ValueError otherwise."""
+        path = Path(out_dir) / LEDGER_NAME
+        head = _jsonable({"kind": "header", "format_version": LEDGER_FORMAT, **header})
+        if not resume:
+            if path.exists():
+                raise ValueError(f"{path} exists: pass --resume to continue that run, or give another --out")
+            return cls(path, head, {}, 0)
+        if not path.is_file():
+            raise ValueError(f"--resume: no ledger in {Path(out_dir)} (no {LEDGER_NAME}); run without --resume first")
+        old, done, cut = cls._read(path)
+        for key in _COMPARED:
+            diff = first_difference(old.get(key), head.get(key), key)
+            if diff is not None:
+                raise ValueError(f"--resume: {path} is from another run ({diff}); use another --out")
+        return cls(path, old, done, cut)
+
+    @staticmethod
+    def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, str, int], dict[str, Any]], int]:
+        data = path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        cut = len(data) - end
+        if cut:
+            # A crash mid-write left a partial last line: it is not a finished unit.
+            os.truncate(path, end)
+        lines = data[:end].decode("utf-8", errors="replace").splitlines()
+        if not lines:
+            raise ValueError(f"--resume: {path} holds no header line; remove it and start again")
+        recs = []
+        for i, s in enumerate(lines, start=1):
+            try:
+                recs.append(json.loads(s))
+            except json.JSONDecodeError:
+                raise ValueError(f"--resume: {path} line {i} is not JSON; the ledger is damaged") from None
+        if not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
+            raise ValueError(f"--resume: {path} does not start with a leaderboard header line")
+        done: dict[tuple[str, str, int], dict[str, Any]] = {}
+        for i, r in enumerate(recs[1:], start=2):
+            if not isinstance(r, dict) or r.get("kind") != "unit" or not {"unit", "policy", "trial"} <= set(r):
+                raise ValueError(f"--resume: {path} line {i} is not a unit line")
+            done[(str(r["unit"]), str(r["policy"]), int(r["trial"]))] = r
+        return recs[0], done, cut
+
+    def _write_line(self, record: Mapping[str, Any]) -> str:
+        from ..results import clean
+
+        line = (json.dumps(clean(dict(record)), separators=(",", ":"), allow_nan=False) + "\n").encode()
+        if self._fd is None:
+            # Appends never follow a symlink (docs/safety.md, issue 29): a link planted as the ledger
+            # is refused (ELOOP), its target never written.
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        # One write of the whole line, then fsync: the line is on disk before the next trial starts.
+        n = os.write(self._fd, line)
+        if n != len(line):
+            raise OSError(f"{self.path}: short write ({n} of {len(line)} bytes)")
+        os.fsync(self._fd)
+        return line.decode()
+
+    def append(self, unit: str, policy: str, trial: int, record: Mapping[str, Any]) -> dict[str, Any]:
+        """Record one finished unit (``record``: seed, metrics, starved_periods, periods, wall_s)."""
+        rec = {"kind": "unit", "unit": unit, "policy": policy, "trial": int(trial), **record,
+               "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if self._fd is None and not self.path.exists():
+            # A new ledger's header goes with its first trial: a run that fails before any
+            # trial finished (no root, a testbed that does not build) leaves no ledger to refuse.
+            self._write_line(self.header)
+        line = self._write_line(rec)
+        self.done[(unit, policy, int(trial))] = json.loads(line)
+        return self.done[(unit, policy, int(trial))]
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

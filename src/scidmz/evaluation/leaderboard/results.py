@@ -1,0 +1,201 @@
+"""``results.json`` from the ledger, and the report and ranking plot rendered from it (Flent's model).
+
+Top level (``RESULTS_FORMAT`` = 1)::
+
+    format_version, scidmz_version, git_commit, generated, command, scenario (its full
+    to_dict()), fingerprint (regime.fingerprint), plant, plant_model, code, machine (cpus,
+    arch, kernel, python), load (1/5/15 min load averages at start and end of this
+    invocation), plan, policies (kind, files' sha256), max_starved, ledger (units, lines
+    cut on resume), rows
+
+``rows``: one per (plant, cca, policy, experiment), in experiment then rank order::
+
+    plant, cca, policy, kind, experiment, metric, better ("lower" | "higher"), trials (the
+    trials in the statistics), mean, std, ci95 [lo, hi], vs_trivial_pct, vs_trivial_ci95,
+    paired_n, p_vs_trivial (Holm), p_vs_trivial_raw, p_vs_best (Holm), p_vs_best_raw, rank,
+    best, comparable, starved_trials, excluded_trials, unfinished_trials (FCT)
+
+(``evaluation.leaderboard.stats`` defines the statistics.) ``comparable`` is false
+where the plant does not model the policy on equal footing (the fluid plant's
+``noise_covers``); such rows are shown but have no rank and are never the best.
+
+Our choices: a trial whose starved share (starved periods / periods) exceeds
+``max_starved`` is left out of the statistics of every experiment it gives (counted
+in ``excluded_trials``); an FCT trial whose transfer did not finish within the bound
+counts at the bound (a lower bound of its FCT, so a policy that never finishes cannot
+look fast; counted in ``unfinished_trials``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..render import render, write_report
+from ..results import read_results, write_json
+from . import stats
+from .plan import EXPERIMENTS, METRICS, unit_of
+
+__all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
+           "write_results", "merge_runs", "write_merged", "machine", "load_avg"]
+
+RESULTS_FORMAT = 1
+#: Trials whose starved share exceeds this are left out of the statistics (``--max-starved``).
+DEFAULT_MAX_STARVED = 0.05
+#: The fields every row has (issue 25 asks for the first ten).
+ROW_FIELDS = ("plant", "cca", "policy", "experiment", "trials", "mean", "ci95", "vs_trivial_pct", "p_vs_trivial",
+              "comparable", "p_vs_trivial_raw", "p_vs_best", "p_vs_best_raw", "better", "starved_trials",
+              "excluded_trials", "kind", "metric", "std", "vs_trivial_ci95", "paired_n", "rank", "best",
+              "unfinished_trials")
+
+
+def machine() -> dict[str, Any]:
+    """cpus, arch, kernel release, python: what the numbers were measured on."""
+    return {"cpus": os.cpu_count(), "arch": platform.machine(), "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def load_avg() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+def _value(experiment: str, rec: Mapping[str, Any]) -> float:
+    m = rec.get("metrics") or {}
+    key = METRICS[experiment][0]
+    v = m.get(key)
+    if experiment == "fct" and v is None and m.get("finished") is False:
+        v = m.get("fct_bound")  # unfinished: counted at the bound (module docstring)
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else math.nan
+
+
+def _starved(rec: Mapping[str, Any], max_starved: float) -> tuple[bool, bool]:
+    """(any starved period, excluded) of one unit line."""
+    n, periods = int(rec.get("starved_periods") or 0), int(rec.get("periods") or 0)
+    return n > 0, periods > 0 and n / periods > max_starved
+
+
+def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool],
+               max_starved: float = DEFAULT_MAX_STARVED) -> list[dict[str, Any]]:
+    """The rows of ``results.json`` from the ledger's header and unit lines (module docstring)."""
+    plan, pols = header["plan"], header["policies"]
+    plant = header["plant"]
+    cca = (header["scenario"].get("fingerprint") or {}).get("dtn_cca")
+    by_unit: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
+    for r in units:
+        by_unit.setdefault((str(r["unit"]), str(r["policy"])), {})[int(r["trial"])] = r
+    rows: list[dict[str, Any]] = []
+    seed = int(plan.get("seed", 0))
+    for exp in (e for e in EXPERIMENTS if e in plan["experiments"]):
+        metric, better = METRICS[exp]
+        values: dict[str, dict[int, float]] = {}
+        counts: dict[str, dict[str, int]] = {}
+        for name in pols:
+            recs = by_unit.get((unit_of(exp), name), {})
+            flags = {i: _starved(r, max_starved) for i, r in recs.items()}
+            values[name] = {i: _value(exp, r) for i, r in recs.items() if not flags[i][1]}
+            counts[name] = {"starved_trials": sum(f[0] for f in flags.values()),
+                            "excluded_trials": sum(f[1] for f in flags.values()),
+                            "unfinished_trials": sum(1 for r in recs.values()
+                                                     if (r.get("metrics") or {}).get("finished") is False)}
+        fam = stats.family(values, better, ranked=[n for n in pols if comparable.get(n, True)],
+                           seed=stats.stable_seed(seed, plant, cca, exp))
+        for name, s in fam.items():
+            rows.append({"plant": plant, "cca": cca, "policy": name, "kind": pols[name].get("kind"),
+                         "experiment": exp, "metric": metric, "better": better, "trials": s["n"],
+                         "comparable": bool(comparable.get(name, True)), **s, **counts[name],
+                         **({} if unit_of(exp) == "fct" else {"unfinished_trials": None})})
+        rows.sort(key=lambda r: (EXPERIMENTS.index(r["experiment"]), r["rank"] is None, r["rank"] or 0))
+    for r in rows:
+        r.pop("n", None)
+    return rows
+
+
+def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool], *,
+                command: str, max_starved: float, load_start: list[float] | None, cut: int = 0,
+                scenario: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole ``results.json`` (module docstring)."""
+    import time
+
+    from ..._version import __version__
+    from ..results import git_commit
+
+    units = list(units)
+    return {
+        "format_version": RESULTS_FORMAT, "scidmz_version": __version__, "git_commit": git_commit(),
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "command": command,
+        "scenario": dict(scenario or {}), "fingerprint": header["scenario"].get("fingerprint"),
+        "scenario_sha256": header["scenario"].get("sha256"), "plant": header["plant"],
+        "plant_model": header["plant_model"], "code": header["code"], "machine": machine(),
+        "load": {"start": load_start, "end": load_avg()}, "plan": header["plan"], "policies": header["policies"],
+        "max_starved": max_starved, "ledger": {"units": len(units), "cut_bytes": cut},
+        "rows": build_rows(header, units, comparable, max_starved),
+    }
+
+
+def render_outputs(out_dir: str | os.PathLike[str], doc: Mapping[str, Any] | None = None,
+                   rendered: str | None = None) -> dict[str, str]:
+    """``report.md`` and ``ranking.png`` from ``doc`` (default: ``out_dir/results.json``);
+    ``rendered``: the command of a ``--render-only`` pass, named in the report."""
+    from ...plots import plot_ranking, save_figure
+
+    out = Path(out_dir)
+    if doc is None:
+        doc = read_results(out / "results.json", "scidmz leaderboard")
+        if not isinstance(doc.get("rows"), list):
+            raise ValueError(f"{out / 'results.json'}: not a leaderboard results file (no \"rows\" list)")
+    title = f"{(doc.get('scenario') or {}).get('name', '?')} on the {doc.get('plant', '?')} plant"
+    png = save_figure(plot_ranking(doc["rows"], title=title), out / "ranking.png")
+    report = write_report(render("leaderboard_report.md.j2", out, doc=doc, rendered=rendered,
+                                 ranking=str(png), experiments=[e for e in EXPERIMENTS
+                                                                if any(r["experiment"] == e for r in doc["rows"])]),
+                          out)
+    return {"report": str(report), "ranking": str(png)}
+
+
+def write_results(doc: Mapping[str, Any], out_dir: str | os.PathLike[str]) -> Path:
+    """``out_dir/results.json``, atomically."""
+    return write_json(dict(doc), Path(out_dir) / "results.json")
+
+
+def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
+    """The combined results of every run under ``top`` (``top/*/results.json``, one folder per run):
+    their rows, each with its ``run`` (folder name) and ``scenario``, and what made each run."""
+    import time
+
+    from ..._version import __version__
+
+    root = Path(top)
+    docs = []
+    for p in sorted(root.glob("*/results.json")):
+        doc = read_results(p, "scidmz leaderboard")
+        if isinstance(doc.get("rows"), list):
+            docs.append((p.parent.name, doc))
+    if not docs:
+        raise ValueError(f"{root}: no leaderboard runs to merge (no {root}/*/results.json with \"rows\")")
+    runs, rows = [], []
+    for name, doc in docs:
+        sc = (doc.get("scenario") or {}).get("name")
+        runs.append({"run": name, "scenario": sc, "plant": doc.get("plant"), "command": doc.get("command"),
+                     "git_commit": doc.get("git_commit"), "generated": doc.get("generated"),
+                     "plant_model": doc.get("plant_model"), "plan": doc.get("plan"), "load": doc.get("load")})
+        rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
+    return {"format_version": RESULTS_FORMAT, "scidmz_version": __version__,
+            "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "merged": True, "runs": runs,
+            "rows": rows}
+
+
+def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
+    """``top/results.json`` and ``top/report.md`` merging the runs under ``top`` (``merge_runs``)."""
+    doc = merge_runs(top)
+    res = write_results(doc, top)
+    report = write_report(render("leaderboard_combined.md.j2", top, doc=doc, command=command,
+                                 experiments=[e for e in EXPERIMENTS if any(r["experiment"] == e for r in doc["rows"])]),
+                          top)
+    return {"results": str(res), "report": str(report)}

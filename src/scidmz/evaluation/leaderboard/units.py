@@ -1,0 +1,185 @@
+"""The leaderboard's trials ("units": one trial kind x policy x trial), each recorded once finished.
+
+Fluid plant (``run_batched``): every policy's remaining trials of one kind run in one
+batched plant (``evaluation.trials.run_trials``; trial i uses seed + i and target column
+i, so a resumed run's trials equal an uninterrupted run's), in chunks of at most
+``CHUNK`` trials, each chunk's lines written when it finishes.
+
+Real-time plants (``run_realtime``, netns): trial-major order, for trial i every
+policy once in an order rotated by i (slow drift of the machine hits every policy
+alike), on ONE plant kept up for the whole run: the plant's ``reset`` returns it to
+its default (its own bottleneck, no queues, no discipline stage unless the policy
+sets one, no pacing) and ``set_scenario`` switches between the trial kinds' scenarios
+(an unlimited DTN, the fixed transfer, one short-flow sender) on the same testbed.
+An interrupted trial (Ctrl-C, SIGTERM, an error) writes no line; the plant's context
+manager tears the testbed down.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Container, Mapping
+from typing import Any
+
+import numpy as np
+
+from ...metrics import mrae, utilization
+from ...plant.base import make_plant
+from ...policies.base import Policy
+from ...scenario import Scenario
+from ...state import Trace
+from ..results import note_run
+from ..trials import run_trials
+from .ledger import Ledger
+from .plan import LeaderboardPlan
+
+__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "todo_count", "realtime_order"]
+
+#: Fluid trials per batched plant: bounds memory and how much an interruption loses.
+CHUNK = 50
+
+
+def targets(unit: str, sc: Scenario, plan: LeaderboardPlan) -> np.ndarray:
+    """(steps, trials) R*_DTN of one trial kind: the MLC evaluation's stepping targets for MRAE
+    (column i: trial i), ``fct_target`` x B_max for the FCT and short-flow trials."""
+    if unit == "mrae":
+        from ..mlc.experiments import mrae_targets
+
+        return mrae_targets(sc, plan)  # type: ignore[arg-type]  # reads the same fields as ExperimentPlan's
+    steps = int(math.ceil((plan.fct_bound(sc) if unit == "fct" else plan.short_duration) / sc.period - 1e-9))
+    return np.full((steps, plan.count(unit)), plan.fct_target * sc.capacity)
+
+
+def _starved(df: Any) -> int:
+    """Periods the machine, not TCP, limited (netns ``info["starved"]``); 0 where not reported."""
+    return int(np.nansum(df["starved"].to_numpy(dtype=np.float64))) if "starved" in df.columns else 0
+
+
+def unit_metrics(unit: str, trace: Trace, sc: Scenario, plan: LeaderboardPlan, short: Any = None) -> dict[str, Any]:
+    """One finished trial's ledger fields (``metrics``, ``starved_periods``, ``periods``).
+
+    mrae: MRAE of R_DTN vs R*_DTN over the trial (eq. (3)), and its mean utilisation.
+    fct: the DTN transfer's FCT (None if unfinished within the bound), rho while it ran;
+    its periods (and starved periods) are those until the transfer finished.
+    short: the median FCT of the trial's finished short flows (``short``: their FCTs).
+    """
+    df = trace.df
+    rd, rc = df["rate_dtn"].to_numpy(), df["rate_campus"].to_numpy()
+    run = df  # the periods the trial counts: an FCT trial ends with its transfer (a batch may go on)
+    if unit == "mrae":
+        m = {"mrae": mrae(df["target"].to_numpy(), rd), "utilization": float(np.mean(utilization(rd, rc, sc.capacity))),
+             "mean_rate_dtn": float(rd.mean()), "mean_target": float(df["target"].mean())}
+    elif unit == "fct":
+        if "dtn_fct" not in df.columns:
+            raise ValueError("the plant does not report 'dtn_fct'; the FCT trials need it")
+        col = df["dtn_fct"].to_numpy(dtype=np.float64)
+        fin = col[np.isfinite(col)]
+        f = float(fin[0]) if fin.size else math.nan
+        run = df if not math.isfinite(f) else df[df["t"] <= f + sc.dtn.start + sc.period]
+        rho = utilization(run["rate_dtn"].to_numpy(), run["rate_campus"].to_numpy(), sc.capacity)
+        m = {"fct": f, "finished": bool(math.isfinite(f)), "fct_bound": plan.fct_bound(sc),
+             "utilization": float(np.mean(rho)), "mean_rate_dtn": float(run["rate_dtn"].mean())}
+    else:
+        v = np.asarray(short if short is not None else [], dtype=np.float64)
+        v = v[np.isfinite(v)]
+        m = {"short_fct_median": float(np.median(v)) if v.size else math.nan, "short_flows": int(v.size)}
+    return {"metrics": m, "starved_periods": _starved(run), "periods": len(run)}
+
+
+def _short_fcts(records: Any, instance: int) -> np.ndarray:
+    """FCTs of one instance's finished short flows, from a plant's ``flow_records()``."""
+    import pandas as pd
+
+    if records is None:
+        raise ValueError("the plant returned no flow records; the short-flow trials need them")
+    df = pd.DataFrame(records)
+    if "class" in df.columns:
+        df = df[df["class"].astype(str) == "short"]
+    if "instance" in df.columns:
+        df = df[df["instance"] == instance]
+    if "fct" not in df.columns:
+        raise ValueError(f"flow records lack 'fct' (columns: {list(df.columns)})")
+    return df["fct"].to_numpy(dtype=np.float64)
+
+
+def _runs(todo: list[int], chunk: int) -> list[tuple[int, int]]:
+    """Contiguous [lo, hi) runs of the sorted trial indices ``todo``, at most ``chunk`` long."""
+    out: list[tuple[int, int]] = []
+    for i in todo:
+        if out and out[-1][1] == i and i - out[-1][0] < chunk:
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+def todo_count(plan: LeaderboardPlan, names: list[str], ledger: Ledger) -> int:
+    """Units of the plan not yet in the ledger."""
+    return sum(1 for u in plan.units for n in names for i in range(plan.count(u, n)) if (u, n, i) not in ledger.done)
+
+
+Tick = Callable[[int], None]
+
+
+def realtime_order(plan: LeaderboardPlan, names: list[str], done: Container[tuple[str, str, int]],
+                   ) -> list[tuple[int, str, str]]:
+    """The (trial, unit, policy) still to run on a real-time plant: trial-major, the policies' order
+    rotated by the trial, each policy up to its own count (``plan.count(unit, policy)``)."""
+    return [(i, u, n) for i in range(max(plan.count(u) for u in plan.units))
+            for u in plan.units if i < plan.count(u)
+            for n in names[i % len(names):] + names[:i % len(names)]
+            if i < plan.count(u, n) and (u, n, i) not in done]
+
+
+def run_batched(scenario: Scenario, policies: Mapping[str, Policy], plan: LeaderboardPlan, ledger: Ledger,
+                plant: str = "fluid", tick: Tick | None = None) -> None:
+    """Every remaining unit on a batched plant (module docstring); ``tick(n)`` after n units."""
+    for unit in plan.units:
+        sc = plan.variant(scenario, unit)
+        tg = targets(unit, sc, plan)
+        for name, pol in policies.items():
+            todo = [i for i in range(plan.count(unit, name)) if (unit, name, i) not in ledger.done]
+            for lo, hi in _runs(todo, CHUNK):
+                t0 = time.perf_counter()
+                trs, flows = run_trials(sc, pol, tg[:, lo:hi], seed=plan.seed + lo, plant=plant,
+                                        until_done=unit == "fct", want_flows=unit == "short")
+                share = (time.perf_counter() - t0) / (hi - lo)  # a batch's wall time, shared by its trials
+                for k, tr in enumerate(trs):
+                    short = _short_fcts(flows, k) if unit == "short" else None
+                    ledger.append(unit, name, lo + k, {"seed": plan.seed + lo + k, "wall_s": share,
+                                                       **unit_metrics(unit, tr, sc, plan, short)})
+                if tick is not None:
+                    tick(hi - lo)
+
+
+def run_realtime(scenario: Scenario, policies: Mapping[str, Policy], plan: LeaderboardPlan, ledger: Ledger,
+                 plant: str = "netns", tick: Tick | None = None, plant_options: Mapping[str, Any] | None = None,
+                 ) -> None:
+    """Every remaining unit on one real-time plant, trial-major, policy order rotated by the trial."""
+    from ...runner import run_episode
+
+    variants = {u: plan.variant(scenario, u) for u in plan.units}
+    tgs = {u: targets(u, variants[u], plan) for u in plan.units}
+    todo = realtime_order(plan, list(policies), ledger.done)
+    if not todo:
+        return
+    first = variants[todo[0][1]]
+    with make_plant(plant, first, **dict(plant_options or {})) as pl:
+        switch = getattr(pl, "set_scenario", None)
+        if switch is None and len(plan.units) > 1:
+            raise ValueError(f"the {plant} plant cannot switch between trial kinds on one testbed; "
+                             "run one kind per leaderboard (--experiments)")
+        for i, unit, name in todo:
+            sc = variants[unit]
+            if switch is not None:
+                switch(sc)
+            note_run(sc, plant, pl)
+            t0 = time.perf_counter()
+            trs = run_episode(pl, policies[name], tgs[unit][:, i], seed=plan.seed + i, until_done=unit == "fct",
+                              meta={"plant": plant})
+            short = _short_fcts(pl.flow_records(), 0) if unit == "short" else None  # type: ignore[attr-defined]
+            ledger.append(unit, name, i, {"seed": plan.seed + i, "wall_s": time.perf_counter() - t0,
+                                          **unit_metrics(unit, trs[0], sc, plan, short)})
+            if tick is not None:
+                tick(1)

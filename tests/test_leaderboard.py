@@ -1,0 +1,386 @@
+"""`scidmz leaderboard` (issue 25): statistics against scipy/statsmodels, the ledger's resume and
+refusals, the results.json schema, --render-only, bad input, and a --quick --json run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from scidmz.cli import main
+from scidmz.evaluation.leaderboard import stats
+
+# -- statistics on known data ----------------------------------------------------------------
+
+
+def test_wilcoxon_matches_scipy_and_a_known_value() -> None:
+    from scipy.stats import wilcoxon
+
+    # scipy's documented example (Cheung & Klotz's data): d = x - y, two-sided exact p = 0.04126
+    d = np.array([6, 8, 14, 16, 23, 24, 28, 29, 41, -48, 49, 56, 60, -67, 75], dtype=float)
+    assert stats.wilcoxon_p(d, np.zeros_like(d)) == pytest.approx(0.041259765625, rel=1e-9)
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(1.0, 0.1, 40), rng.normal(1.02, 0.1, 40)
+    assert stats.wilcoxon_p(a, b) == pytest.approx(wilcoxon(a, b).pvalue, rel=1e-12)
+    assert stats.wilcoxon_p(a, a) == 1.0  # every pair equal: no evidence of a difference
+    assert math.isnan(stats.wilcoxon_p(a[:1], b[:1]))
+
+
+def test_holm_matches_statsmodels_and_by_hand() -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    # by hand: sorted 0.01, 0.03, 0.04 -> 3 x 0.01 = 0.03, 2 x 0.03 = 0.06, max(0.06, 1 x 0.04) = 0.06
+    assert stats.holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    p = [0.002, 0.5, 0.03, 0.04, 0.9]
+    assert stats.holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]))
+    out = stats.holm([0.01, math.nan, 0.02])  # NaN is no test: m = 2
+    assert out[0] == pytest.approx(0.02) and math.isnan(out[1]) and out[2] == pytest.approx(0.02)
+
+
+def test_bootstrap_ci_is_scipys_seeded_bca() -> None:
+    from scipy.stats import bootstrap, t
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(10.0, 2.0, 200)
+    lo, hi = stats.bootstrap_ci(x, seed=7)
+    ref = bootstrap((x,), np.mean, n_resamples=stats.BOOTSTRAP_RESAMPLES, method="BCa",
+                    random_state=np.random.default_rng(7)).confidence_interval
+    assert (lo, hi) == pytest.approx((ref.low, ref.high), rel=1e-12)
+    assert (lo, hi) == stats.bootstrap_ci(x, seed=7)  # seeded: the same interval every time
+    half = t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    assert lo == pytest.approx(x.mean() - half, rel=0.01) and hi == pytest.approx(x.mean() + half, rel=0.01)
+    assert stats.bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+    assert all(math.isnan(v) for v in stats.bootstrap_ci([1.0]))
+    lo2, hi2 = stats.bootstrap_ci([1.0, 2.0])  # BCa is undefined here; the percentile interval is not
+    assert 1.0 <= lo2 <= hi2 <= 2.0
+
+
+def test_paired_ci_resamples_pairs() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.normal(100.0, 20.0, 60)
+    other = base * 0.9 + rng.normal(0.0, 1.0, 60)  # 10 % lower, pair by pair
+    lo, hi = stats.paired_ci(base, other, "lower", seed=0)
+    assert lo < 10.0 < hi and hi - lo < 2.0  # pairing removes the trials' spread from the interval
+    lo_h, hi_h = stats.paired_ci(base, other, "higher", seed=0)
+    assert (lo_h, hi_h) == pytest.approx((-hi, -lo), rel=0.05)
+
+
+def test_family_ranks_tests_and_corrects() -> None:
+    from scipy.stats import wilcoxon
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(2)
+    n = 30
+    base = rng.normal(1.0, 0.05, n)
+    vals = {"trivial": base, "good": base - 0.1 + rng.normal(0, 0.01, n), "bad": base + 0.05 + rng.normal(0, 0.01, n),
+            "odd": base - 0.5}
+    fam = stats.family({k: dict(enumerate(v)) for k, v in vals.items()}, "lower",
+                       ranked=["trivial", "good", "bad"], seed=0)
+    assert [fam[k]["rank"] for k in ("good", "trivial", "bad")] == [1, 2, 3]
+    assert fam["odd"]["rank"] is None and not fam["odd"]["best"]  # not comparable: never ranked, never best
+    assert fam["good"]["best"] and fam["good"]["vs_trivial_pct"] > 5 and fam["bad"]["vs_trivial_pct"] < 0
+    raw = [wilcoxon(base, vals[k]).pvalue for k in ("good", "bad", "odd")]
+    assert [fam[k]["p_vs_trivial_raw"] for k in ("good", "bad", "odd")] == pytest.approx(raw)
+    assert [fam[k]["p_vs_trivial"] for k in ("good", "bad", "odd")] == pytest.approx(
+        list(multipletests(raw, method="holm")[1]))
+    assert fam["trivial"]["p_vs_best_raw"] == pytest.approx(wilcoxon(vals["good"], base).pvalue)
+    assert math.isnan(fam["good"]["p_vs_best_raw"]) and math.isnan(fam["trivial"]["p_vs_trivial"])
+    assert fam["trivial"]["vs_trivial_pct"] == 0.0
+    m = base.mean()
+    assert fam["bad"]["mean"] == pytest.approx(vals["bad"].mean())
+    assert fam["bad"]["vs_trivial_pct"] == pytest.approx(-100 * (vals["bad"].mean() - m) / m)
+    # higher is better: the sign turns, so + is still better
+    up = stats.family({"trivial": {0: 0.9, 1: 0.8}, "x": {0: 0.99, 1: 0.98}}, "higher")
+    assert up["x"]["rank"] == 1 and up["x"]["vs_trivial_pct"] == pytest.approx(100 * (0.985 - 0.85) / 0.85)
+
+
+# -- the ledger -------------------------------------------------------------------------------
+
+
+def _header(seed: int = 0) -> dict:
+    return {"scenario": {"name": "s", "sha256": "x"}, "plant": "fluid", "plant_model": {"fluid": "m"},
+            "code": {"sha256": "c"}, "plan": {"trials": 2, "seed": seed}, "policies": {"trivial": {"kind": "rate"}}}
+
+
+def test_ledger_appends_fsynced_lines_resumes_and_cuts_a_partial_line(tmp_path) -> None:
+    from scidmz.evaluation.leaderboard.ledger import Ledger
+
+    with Ledger.open(tmp_path, _header(), resume=False) as led:
+        assert not (tmp_path / "ledger.jsonl").exists()  # nothing before the first finished trial
+        led.append("mrae", "trivial", 0, {"metrics": {"mrae": 0.05}, "periods": 120, "starved_periods": 0})
+        led.append("mrae", "trivial", 1, {"metrics": {"mrae": math.nan}, "periods": 120, "starved_periods": 0})
+    lines = (tmp_path / "ledger.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[0])["kind"] == "header"
+    assert json.loads(lines[2])["metrics"]["mrae"] is None  # strict JSON
+    with open(tmp_path / "ledger.jsonl", "a") as f:
+        f.write('{"kind": "unit", "unit": "mrae", "pol')  # a crash mid-write
+    led = Ledger.open(tmp_path, _header(), resume=True)
+    assert set(led.done) == {("mrae", "trivial", 0), ("mrae", "trivial", 1)} and led.cut > 0
+    assert (tmp_path / "ledger.jsonl").read_text().endswith("}\n")  # the partial line is gone
+    with led:
+        led.append("fct", "trivial", 0, {"metrics": {"fct": 10.0}})  # a resumed ledger keeps its header
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 4
+
+
+def test_ledger_refusals(tmp_path) -> None:
+    from scidmz.evaluation.leaderboard.ledger import Ledger
+
+    with pytest.raises(ValueError, match="no ledger"):
+        Ledger.open(tmp_path, _header(), resume=True)
+    with Ledger.open(tmp_path, _header(), resume=False) as led:
+        led.append("mrae", "trivial", 0, {})
+    with pytest.raises(ValueError, match="exists: pass --resume"):
+        Ledger.open(tmp_path, _header(), resume=False)
+    with pytest.raises(ValueError, match=r"another run \(plan.seed: 0 in the ledger, 1 now\)"):
+        Ledger.open(tmp_path, _header(seed=1), resume=True)
+    h = _header()
+    h["code"] = {"sha256": "d"}
+    with pytest.raises(ValueError, match="code.sha256"):
+        Ledger.open(tmp_path, h, resume=True)
+    (tmp_path / "ledger.jsonl").write_text('{"kind": "unit"}\n')
+    with pytest.raises(ValueError, match="header"):
+        Ledger.open(tmp_path, _header(), resume=True)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+_QUICK = ["--quick", "--trials", "3", "--policies", "trivial,none,abc"]
+
+
+def _lb(capsys, *argv: str) -> tuple[int, dict | None, str]:
+    code = main(["leaderboard", *argv])
+    cap = capsys.readouterr()
+    out = cap.out.strip().splitlines()
+    doc = json.loads(out[-1]) if code == 0 and "--json" in argv else None
+    return code, doc, cap.err
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> tuple:
+    out = tmp_path_factory.mktemp("lb") / "run"
+    code = main(["leaderboard", "small-cubic", *_QUICK, "--out", str(out), "--json"])
+    assert code == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_quick_json_run_writes_every_output_and_the_schema(quick_run) -> None:
+    out, doc = quick_run
+    for f in ("ledger.jsonl", "results.json", "report.md", "ranking.png", "command.txt"):
+        assert (out / f).is_file(), f
+    for key in ("format_version", "scidmz_version", "git_commit", "scenario", "fingerprint", "plant", "plant_model",
+                "machine", "load", "plan", "command", "rows"):
+        assert key in doc, key
+    assert {"cpus", "arch", "kernel"} <= set(doc["machine"]) and {"start", "end"} <= set(doc["load"])
+    assert doc["plant_model"]["fluid"] and doc["fingerprint"]["dtn_cca"] == "cubic"
+    rows = doc["rows"]
+    keys = {(r["plant"], r["cca"], r["policy"], r["experiment"]) for r in rows}
+    assert len(keys) == len(rows) == 3 * 4  # one row per (plant, cca, policy, experiment)
+    for r in rows:
+        for f in ("plant", "cca", "policy", "experiment", "trials", "mean", "ci95", "vs_trivial_pct", "p_vs_trivial",
+                  "comparable", "p_vs_trivial_raw", "p_vs_best", "better", "starved_trials", "excluded_trials"):
+            assert f in r, f
+        assert r["trials"] == 3 and len(r["ci95"]) == 2 and r["ci95"][0] <= r["mean"] <= r["ci95"][1]
+        assert r["better"] == ("higher" if r["experiment"] == "utilization" else "lower")
+        # abc's queue is not under the fluid plant's packet-noise model: shown, not ranked
+        assert r["comparable"] == (r["policy"] != "abc") and (r["rank"] is None) == (r["policy"] == "abc")
+    mrae = {r["policy"]: r for r in rows if r["experiment"] == "mrae"}
+    assert mrae["trivial"]["best"] and mrae["none"]["vs_trivial_pct"] < -100  # no shaping: far off target
+    lines = (out / "ledger.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 3 * 3 * 3  # header + units x policies x trials
+    assert "| 1 | trivial **best** |" in (out / "report.md").read_text()
+
+
+def test_render_only_rewrites_the_report_from_results_json(quick_run, capsys) -> None:
+    out, doc = quick_run
+    before = (out / "report.md").read_text()
+    (out / "report.md").unlink()
+    (out / "ranking.png").unlink()
+    code, res, _ = _lb(capsys, "--render-only", "--out", str(out), "--json")
+    assert code == 0 and res["rows"] == doc["rows"]
+    after = (out / "report.md").read_text()
+    assert (out / "ranking.png").stat().st_size > 10_000
+    assert "re-rendered from `results.json`" in after
+    strip = [ln for ln in after.splitlines() if not ln.startswith("Command:")]
+    assert strip == [ln for ln in before.splitlines() if not ln.startswith("Command:")]
+
+
+def test_resume_runs_only_what_is_missing_and_equals_an_uninterrupted_run(quick_run, tmp_path, capsys) -> None:
+    out, doc = quick_run
+    lines = (out / "ledger.jsonl").read_text().splitlines()
+    # an interrupted run: trial 0 of every unit done, then a crash mid-write
+    kept = [lines[0]] + [ln for ln in lines[1:] if json.loads(ln)["trial"] == 0]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ledger.jsonl").write_text("\n".join(kept) + "\n" + lines[-1][:40])
+    code, res, _ = _lb(capsys, "small-cubic", *_QUICK, "--out", str(run), "--resume", "--json")
+    assert code == 0 and res["units_run"] == 3 * 3 * 2 and res["cut_bytes"] == 40
+    new = json.loads((run / "results.json").read_text())
+    strip = ("wall_s", "finished_at")
+    old_units = {(u["unit"], u["policy"], u["trial"]): {k: v for k, v in u.items() if k not in strip}
+                 for u in map(json.loads, lines[1:])}
+    new_units = {(u["unit"], u["policy"], u["trial"]): {k: v for k, v in u.items() if k not in strip}
+                 for u in map(json.loads, (run / "ledger.jsonl").read_text().splitlines()[1:])}
+    assert new_units == old_units  # trials 1-2 in a batch of their own: the same numbers
+    assert [(r["policy"], r["experiment"], r["mean"]) for r in new["rows"]] == \
+           [(r["policy"], r["experiment"], r["mean"]) for r in doc["rows"]]
+    # all done: a second resume runs nothing
+    code, res, _ = _lb(capsys, "small-cubic", *_QUICK, "--out", str(run), "--resume", "--json")
+    assert code == 0 and res["units_run"] == 0
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--policies", "trivial,nope"], "unknown policy 'nope'"),
+    (["--trials", "1"], "--trials must be a whole number in [2, 10000]"),
+    (["--trials", "10001"], "--trials must be a whole number in [2, 10000]"),
+    (["--fct-trials", "1"], "--fct-trials must be"),
+    (["--seed", "-1"], "--seed must be"),
+    (["--max-starved", "2"], "--max-starved must be a share"),
+    (["--experiments", "mrae,nope"], "unknown experiment 'nope'"),
+    (["--set", "plan.nope=1"], "unknown plan key"),
+    (["--set", "plan.duration=1e6"], "plan.duration must be in"),
+    (["--set", "plan.duration=-5"], "plan.duration: must not be negative"),
+    (["--policies", "trivial,mlc"], "--mlc-model DIR and --mlc-gains FILE"),
+    (["--plant", "hardware", "--policies", "trivial,jenks"], "policy jenks (queue policy) cannot run on the hardware"),
+])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg) -> None:
+    out = tmp_path / "out"
+    code, _, err = _lb(capsys, "small-cubic", "--quick", "--policies", "trivial,none", *argv, "--out", str(out))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and msg in err, err
+    assert not (out / "ledger.jsonl").exists()
+
+
+def test_a_host_policy_is_refused_where_the_plant_cannot_pace(tmp_path, capsys) -> None:
+    from scidmz.policies.registry import _REGISTRY, register_policy
+
+    class Paced:  # a minimal host policy: the capability check needs its kind only
+        name, kind = "test-paced", "host"
+
+    register_policy("test-paced", "host", Paced)
+    try:
+        code, _, err = _lb(capsys, "small-cubic", "--quick", "--plant", "hardware", "--policies", "test-paced",
+                           "--out", str(tmp_path / "o"))
+    finally:
+        _REGISTRY.pop("test-paced", None)
+    assert code == 2 and "policy test-paced (host policy) cannot run on the hardware plant" in err
+
+
+def test_ledger_refusals_on_the_command_line(quick_run, tmp_path, capsys) -> None:
+    out, _ = quick_run
+    code, _, err = _lb(capsys, "small-cubic", *_QUICK, "--out", str(out))
+    assert code == 2 and "exists: pass --resume" in err
+    code, _, err = _lb(capsys, "small-cubic", *_QUICK, "--seed", "5", "--out", str(out), "--resume")
+    assert code == 2 and "plan.seed: 0 in the ledger, 5 now" in err
+    code, _, err = _lb(capsys, "small-cubic", *_QUICK, "--set", "dtn.cca=bbr2", "--out", str(out), "--resume")
+    assert code == 2 and "another run (scenario." in err
+    code, _, err = _lb(capsys, "small-cubic", *_QUICK, "--out", str(tmp_path / "new"), "--resume")
+    assert code == 2 and "no ledger" in err
+    (tmp_path / "file").write_text("x")
+    code, _, err = _lb(capsys, "small-cubic", *_QUICK, "--out", str(tmp_path / "file"))
+    assert code == 2 and "not a directory" in err
+    code, _, err = _lb(capsys, "--render-only", "--out", str(tmp_path / "new"))
+    assert code == 2 and "no results file" in err
+
+
+# -- starved trials, the fluid plant's declaration ---------------------------------------------
+
+
+def test_starved_trials_are_counted_and_excluded() -> None:
+    from scidmz.evaluation.leaderboard.results import build_rows
+
+    header = {"plan": {"experiments": ["mrae"], "seed": 0}, "plant": "netns",
+              "scenario": {"fingerprint": {"dtn_cca": "bbr"}},
+              "policies": {"trivial": {"kind": "rate"}, "pi": {"kind": "rate"}}}
+
+    def unit(p: str, i: int, v: float, starved: int) -> dict:
+        return {"unit": "mrae", "policy": p, "trial": i, "metrics": {"mrae": v}, "periods": 100,
+                "starved_periods": starved}
+
+    units = [unit("trivial", i, 0.06 + 0.001 * i, 0) for i in range(5)]
+    units += [unit("pi", 0, 0.05, 3), unit("pi", 1, 0.9, 20)] + [unit("pi", i, 0.05, 0) for i in range(2, 5)]
+    rows = {r["policy"]: r for r in build_rows(header, units, {"trivial": True, "pi": True}, max_starved=0.05)}
+    assert rows["pi"]["starved_trials"] == 2 and rows["pi"]["excluded_trials"] == 1
+    assert rows["pi"]["trials"] == 4 and rows["pi"]["mean"] == pytest.approx(0.05)
+    assert rows["pi"]["paired_n"] == 4 and rows["pi"]["cca"] == "bbr" and rows["pi"]["best"]
+
+
+def test_fluid_plant_declares_which_policies_its_noise_covers() -> None:
+    from scidmz.plant.fluid.plant import FluidPlant
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("small-cubic")
+    with FluidPlant(sc) as p:
+        assert p.noise_covers("rate") and p.noise_covers("host")
+        assert not p.noise_covers("queue") and not p.noise_covers("discipline")
+        with pytest.raises(ValueError, match="unknown policy kind"):
+            p.noise_covers("nope")
+    with FluidPlant(sc, packet_noise=False) as p:
+        assert p.noise_covers("discipline")  # no noise anywhere: every queue alike
+
+
+def test_merge_combines_the_runs_of_a_folder(quick_run, tmp_path, capsys) -> None:
+    import shutil
+
+    out, doc = quick_run
+    top = tmp_path / "leaderboard"
+    for name in ("fluid-small-cubic", "fluid-small-cubic-again"):
+        (top / name).mkdir(parents=True)
+        shutil.copy(out / "results.json", top / name / "results.json")
+    code, res, _ = _lb(capsys, "--merge", "--out", str(top), "--json")
+    assert code == 0
+    merged = json.loads((top / "results.json").read_text())
+    assert [r["run"] for r in merged["runs"]] == ["fluid-small-cubic", "fluid-small-cubic-again"]
+    assert len(merged["rows"]) == 2 * len(doc["rows"]) and merged["rows"][0]["scenario"] == "small-cubic"
+    text = (top / "report.md").read_text()
+    assert "[fluid-small-cubic](fluid-small-cubic/report.md)" in text and "**best**" in text
+    code, _, err = _lb(capsys, "--merge", "--out", str(tmp_path / "empty"))
+    assert code == 2 and "no leaderboard runs to merge" in err
+
+
+# -- fewer trials for some policies ------------------------------------------------------------
+
+
+def test_policy_trials_run_fewer_paired_trials_and_say_so(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    code, doc, err = _lb(capsys, "small-cubic", "--quick", "--trials", "3", "--policies", "trivial,none,abc",
+                         "--experiments", "mrae,fct", "--policy-trials", "abc=2", "--out", str(out), "--json")
+    assert code == 0, err
+    trials = {(r["policy"], r["experiment"]): r["trials"] for r in doc["rows"]}
+    assert trials[("abc", "mrae")] == trials[("abc", "fct")] == 2
+    assert trials[("none", "mrae")] == trials[("trivial", "fct")] == 3
+    units = [json.loads(ln) for ln in (out / "ledger.jsonl").read_text().splitlines()[1:]]
+    assert len(units) == 2 * (3 + 3 + 2)  # two trial kinds x (trivial, none, abc)
+    assert {u["trial"] for u in units if u["policy"] == "abc"} == {0, 1}  # the first trials: paired
+    assert json.loads((out / "results.json").read_text())["plan"]["policy_trials"] == {"abc": [2, 2]}
+    assert "Fewer trials (the first ones" in (out / "report.md").read_text()
+
+
+def test_realtime_order_is_trial_major_rotated_and_stops_each_policy_at_its_count() -> None:
+    from scidmz.evaluation.leaderboard.plan import make_plan
+    from scidmz.evaluation.leaderboard.units import realtime_order
+
+    plan = make_plan("netns", 3, 2, ("mrae", "fct"), policy_trials=(("b", 2, 2),))
+    order = realtime_order(plan, ["a", "b", "c"], {(("mrae", "a", 0))})
+    assert order == [(0, "mrae", "b"), (0, "mrae", "c"), (0, "fct", "a"), (0, "fct", "b"), (0, "fct", "c"),
+                     (1, "mrae", "b"), (1, "mrae", "c"), (1, "mrae", "a"), (1, "fct", "b"), (1, "fct", "c"),
+                     (1, "fct", "a"), (2, "mrae", "c"), (2, "mrae", "a")]
+
+
+@pytest.mark.parametrize("spec, msg", [
+    ("trivial=2", "trivial is the paired baseline"),
+    ("abc=2", "abc is not among --policies"),
+    ("none=5", "none's counts must be whole numbers in [2, --trials = 4]"),
+    ("none=3/1", "none's counts must be whole numbers in [2, --fct-trials = 4]"),
+    ("none", "expected NAME=N or NAME=N/M"),
+    ("none=x", "expected NAME=N or NAME=N/M"),
+    ("none=2,none=3", "none given twice"),
+])
+def test_bad_policy_trials_are_one_line_exit_2(tmp_path, capsys, spec, msg) -> None:
+    out = tmp_path / "out"
+    code, _, err = _lb(capsys, "small-cubic", "--quick", "--policies", "trivial,none", "--policy-trials", spec,
+                       "--out", str(out))
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and msg in err, err
+    assert not (out / "ledger.jsonl").exists()
