@@ -9,9 +9,11 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   # iperf3/OVS/iproute2/ethtool/tcpdump: the netns testbed; tshark: the
   # reference reader of the telemetry's capture corpus; chromium: the
   # dashboard test; libnetfilter-queue-dev/iptables/clang/libbpf-dev: the
-  # bottleneck data-path stage; the rest: the runtime of ../shared/p4tc.
+  # bottleneck data-path stage and the eBPF telemetry; systemd: `systemd-analyze
+  # verify` of deploy/systemd/ (nothing runs systemd here); the rest: the runtime
+  # of ../shared/p4tc.
   # (DEBIAN_FRONTEND=noninteractive answers wireshark-common's debconf question.)
-  want=(iperf3 openvswitch-switch ethtool tcpdump tshark iproute2 iptables
+  want=(iperf3 openvswitch-switch ethtool tcpdump tshark iproute2 iptables systemd
         chromium chromium-driver libnetfilter-queue-dev clang libbpf-dev
         xz-utils gcc libabsl20220623 libboost-iostreams1.74.0
         libboost-program-options1.74.0 libgc1 libgmp10 libgrpc++1.51 libgrpc29

@@ -42,7 +42,7 @@ def test_scenarios_json(capsys):
         (["simulate", "paper-cubic", "--set", "dtn.cca=vegas"], "dtn.cca"),
         (["simulate", "paper-cubic", "--policy", "pid"], "unknown policy"),
         (["simulate", "paper-cubic", "--plant", "cloud"], "unknown plant"),
-        (["simulate", "paper-cubic", "--policy", "mlc"], "needs --model"),
+        (["simulate", "small-cubic", "--policy", "mlc"], "needs --model"),
     ],
 )
 def test_bad_input_one_line(argv, needle, capsys):

@@ -417,7 +417,7 @@ def test_cli_rejects_bad_arguments_before_starting(tmp_path: Path) -> None:
     for args, msg in (
         (["--target", "2G"], "above the bottleneck"),
         (["--target", "fast"], "cannot parse"),
-        (["paper-cubic", "--policy", "mlc"], "needs --model"),  # a model ships only for testbed
+        (["small-cubic", "--policy", "mlc"], "needs --model"),  # no model ships for small-cubic
         (["--policy", "mlc", "--model", "m"], "needs both"),
         (["--api", "0.0.0.0:1"], "loopback"),
         (["--plant", "hardware"], "telemetry"),

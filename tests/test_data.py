@@ -23,7 +23,7 @@ def test_unknown_dataset_is_one_line_naming_what_exists():
         dataset_path("nope")
 
 
-def test_shipped_mlc_is_offered_for_the_testbed_only_and_runs_without_tensorflow(tmp_path, monkeypatch):
+def test_shipped_mlc_is_offered_only_where_made_and_runs_without_tensorflow(tmp_path, monkeypatch):
     import json
 
     import numpy as np
@@ -43,12 +43,18 @@ def test_shipped_mlc_is_offered_for_the_testbed_only_and_runs_without_tensorflow
     assert Gains.load(gains_file).delta_u == 0.05
     assert mlc_files(sc, None, None) == (str(model_dir), str(gains_file))
     # Not offered where it was not made: another scenario, another DTN CCA, another regime.
-    for other in (load_scenario("paper-cubic"), sc.replace(dtn={"cca": "bbr"}), sc.replace(link={"buffer_bdp": 1.0})):
+    for other in (load_scenario("small-cubic"), sc.replace(dtn={"cca": "bbr"}), sc.replace(link={"buffer_bdp": 1.0})):
         assert shipped_model(other) is None
-        with pytest.raises(ValueError, match="needs --model DIR and --gains FILE .*shipped: testbed-cubic"):
+        with pytest.raises(ValueError, match="needs --model DIR and --gains FILE .*shipped: .*testbed-cubic"):
             mlc_files(other, None, None)
     with pytest.raises(ValueError, match="needs both"):
         mlc_files(sc, "m", None)
+    # The paper scenarios' models (reports/mlc) ship for their own scenario and DTN CCA only.
+    for name, cca in (("paper-cubic", "cubic"), ("paper-bbr2", "bbr2")):
+        psc = load_scenario(name)
+        pm, _ = shipped_model(psc)
+        assert json.loads((pm / "meta.json").read_text())["scenario_fingerprint"]["dtn_cca"] == cca
+        assert shipped_model(psc.replace(dtn={"cca": "cubic" if cca == "bbr2" else "bbr2"})) is None
     # It is a working controller: a short fluid episode stays inside its band every period.
     pol = MLCPolicy(load_predictor(model_dir), Gains.load(gains_file))
     with make_plant("fluid", sc.replace(duration=20.0), batch=1) as pl:

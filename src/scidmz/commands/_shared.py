@@ -2,7 +2,7 @@
 
 One helper per argument that several commands take (``--json``, ``--seed``,
 ``--model``/``--gains``, ``--tracking-uri``, ``--policy``, the scenario and
-its ``--set``), so a flag means the same everywhere.
+its ``--set``, the plant and its options), so a flag means the same everywhere.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from ..cli_guard import json_line
 
 __all__ = ["add_scenario_args", "add_set_arg", "add_json_arg", "add_seed_arg", "add_model_args", "add_tracking_arg",
-           "add_policy_arg", "emit", "resolve_model_args", "MODEL_HELP"]
+           "add_policy_arg", "add_plant_args", "plant_arg", "emit", "resolve_model_args", "MODEL_HELP"]
 
 #: --model help: a directory or a registry reference.
 MODEL_HELP = ("inverse-model directory (from `scidmz train`) or a registry reference models:/NAME/VERSION "
@@ -93,3 +93,30 @@ def resolve_model_args(a: argparse.Namespace) -> str | None:
     if hasattr(a, "gains"):
         a.gains = gains
     return ref
+
+
+def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
+    """``--plant`` and its options (``--telemetry``, the hardware plant's actuator target, ``--plant-opt``),
+    which ``plant_arg`` turns into the ``PlantChoice`` the command passes on."""
+    g = p.add_argument_group("plant")
+    g.add_argument("--plant", default="fluid", help=f"fluid (default{realtime_note}) | netns | hardware")
+    g.add_argument("--telemetry", default=None, metavar="SOURCE",
+                   help="netns plant: auto (default) | dataplane | kernel | ebpf (the eBPF programs on BR1); "
+                        "hardware plant: HOST:PORT of the P4Runtime telemetry switch, e.g. 10.0.0.5:9559, or "
+                        "ebpf:LAN_IF[,LAN_IF...],WAN_IF for the eBPF programs on this router's interfaces")
+    g.add_argument("--dev", default=None, help="hardware plant: interface whose egress TBF is the actuator")
+    g.add_argument("--netns", default=None,
+                   help="hardware plant: network namespace of --dev (and of the ebpf: interfaces)")
+    g.add_argument("--ovs-port", default=None, help="hardware plant: OVS port to shape instead of --dev")
+    g.add_argument("--ovs-db", default=None, help="hardware plant: OVSDB remote (default the system's db.sock)")
+    g.add_argument("--ovs-mode", default=None, help="hardware plant: htb | meter | policing (default htb)")
+    g.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other keyword option of the plant, e.g. egress_hook=tc (repeatable)")
+
+
+def plant_arg(a: argparse.Namespace) -> str:
+    """The plant flags of ``add_plant_args`` as a ``PlantChoice`` (one-line ValueError)."""
+    from .build import HARDWARE_FLAGS, plant_choice
+
+    return plant_choice(a.plant, telemetry=a.telemetry, extra=a.plant_opt or [],
+                        **{k: getattr(a, k) for k in HARDWARE_FLAGS})

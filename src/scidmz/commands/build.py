@@ -14,6 +14,11 @@ policies (``scidmz evaluate``, ``scidmz leaderboard``): names from the registry,
 each with its trained files (``policy_files``: the MLC's model and gains, pi's
 gains; given, or shipped for the scenario) and ``--set policy.KEY=VALUE``
 options; a policy without files needs nothing beyond its name.
+
+``plant_choice`` is the other half every command that takes a plant shares:
+the plant flags (``--plant``, ``--telemetry``, ``--dev``/``--ovs-port``...,
+``--plant-opt``) as one ``PlantChoice``, the name with its options, which
+``build_run`` and the evaluation and identification pass on to ``make_plant``.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ from ..kinds import Policy
 from ..plant.base import Plant
 from ..scenario import Scenario
 
-__all__ = ["Run", "build_run", "build_policies", "policy_files", "resolve_model_ref", "ARTIFACTS",
-           "DEFAULT_TARGET_FRACTION"]
+__all__ = ["Run", "build_run", "build_policies", "policy_files", "resolve_model_ref", "plant_choice", "ARTIFACTS",
+           "DEFAULT_TARGET_FRACTION", "HARDWARE_FLAGS"]
 
 #: Policies that run from trained files: name -> the factory options that name them
 #: (``policy_files`` resolves them). Every other policy is built from its name alone.
@@ -36,6 +41,44 @@ ARTIFACTS: dict[str, tuple[str, ...]] = {"mlc": ("model", "gains"), "pi": ("gain
 #: The target without --target, as a fraction of the scenario's bottleneck capacity B_max
 #: (ours: half of B_max, a target every scenario can reach).
 DEFAULT_TARGET_FRACTION = 0.5
+
+
+#: The hardware plant's flags (``build_hardware_plant``'s options of the same names).
+HARDWARE_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode")
+
+
+def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] | tuple[str, ...] = (),
+                 **hardware: Any) -> Any:
+    """The plant flags as a ``PlantChoice`` (the name with its options); one-line ``ValueError``.
+
+    ``telemetry``: the netns plant's source (``auto | dataplane | kernel | ebpf``) or the hardware
+    plant's (``HOST:PORT`` of a P4Runtime switch, or ``ebpf:LAN_IF[,LAN_IF...],WAN_IF``); the fluid
+    plant has none. ``hardware``: ``HARDWARE_FLAGS`` (None = not given), the hardware plant's only.
+    ``extra``: ``--plant-opt KEY=VALUE`` items, any plant's options (checked when the plant is).
+    """
+    from ..plant.base import PlantChoice
+    from ..scenario import parse_override
+
+    unknown = [k for k in hardware if k not in HARDWARE_FLAGS]
+    if unknown:
+        raise TypeError(f"plant_choice() got an unexpected flag {unknown[0]!r}")
+    given = {k: v for k, v in hardware.items() if v is not None}
+    opts: dict[str, Any] = {}
+    if plant == "hardware":
+        opts = {**given, "telemetry": telemetry}
+    elif given:
+        flags = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ValueError(f"{flags}: for --plant hardware only")
+    elif telemetry is not None:
+        if plant != "netns":
+            raise ValueError(f"--telemetry: the {plant} plant has no telemetry to choose (netns and hardware do)")
+        opts["telemetry"] = telemetry
+    for item in extra:
+        if "=" not in item:
+            raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
+        key, value = parse_override(item)
+        opts[key] = value
+    return PlantChoice(plant, opts)
 
 
 @dataclass(frozen=True)
@@ -87,6 +130,8 @@ def build_run(
     sc = resolve_scenario(scenario, scen_over, duration, seed)
     bps = DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target")
     tgt = sc.check_target(bps)
+    plant_options = {**getattr(plant, "options", {}), **(plant_options or {})}
+    plant = str(plant)
     check_plant_options(plant, 1, plant_options)
     if policy in ARTIFACTS:
         # Trained files: given ones, a registry reference, or the ones shipped for the scenario.

@@ -11,9 +11,22 @@ import argparse
 import sys
 from typing import Any
 
-from ._shared import add_json_arg, add_model_args, add_policy_arg, add_seed_arg, add_set_arg, emit
+from ._shared import (
+    add_json_arg,
+    add_model_args,
+    add_plant_args,
+    add_policy_arg,
+    add_seed_arg,
+    add_set_arg,
+    emit,
+    plant_arg,
+)
+from .runconfig import ConfigOption, apply_config, config_spec
 
 __all__ = ["add_parser", "cmd_run", "cmd_set_target", "cmd_status"]
+
+#: ``control run``'s options a --config file may set (filled by ``add_parser``).
+_RUN_OPTIONS: dict[str, ConfigOption] = {}
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,11 +41,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("scenario", nargs="?", default="testbed",
                    help="built-in scenario name or .toml file (default: testbed)")
     add_set_arg(r, policy=True)
-    r.add_argument("--plant", default="fluid", help="fluid (real-time paced simulator) | netns | hardware")
+    add_plant_args(r, realtime_note=": a real-time paced simulator")
     add_policy_arg(r, note="; jenks needs a plant with queues, abc/ffs one with a bottleneck discipline, "
                            "pacing control of the DTN host (fluid, netns; not hardware)")
-    r.add_argument("--target", required=True, help="initial DTN target, e.g. 60M (at most the scenario's B_max)")
+    r.add_argument("--target", default=None,
+                   help="initial DTN target, e.g. 60M (at most the scenario's B_max); required, here or in --config")
     add_model_args(r)
+    r.add_argument("--shadow", action="store_true",
+                   help="shadow mode: run the whole loop (telemetry, policy, fallback rules), log and export the "
+                        "rate u it would apply, and touch no shaper (netns and hardware plants); promote to live "
+                        "by restarting without --shadow")
     r.add_argument("--api", default="127.0.0.1:8642", help="loopback HOST:PORT of the HTTP API (default 127.0.0.1:8642)")
     r.add_argument("--no-api", action="store_true", help="run without the HTTP API (and dashboard)")
     r.add_argument("--metrics-addr", default=None, metavar="HOST:PORT",
@@ -43,16 +61,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--log", default=None, metavar="FILE", help="append the JSON-lines log here (default stdout)")
     r.add_argument("--duration", default=None, help="stop after this long, e.g. 10min (default: run until stopped)")
     add_seed_arg(r, default=None, what="plant seed")
-    r.add_argument("--dev", default=None, help="hardware plant: interface whose egress TBF is the actuator")
-    r.add_argument("--netns", default=None, help="hardware plant: network namespace of --dev")
-    r.add_argument("--ovs-port", default=None, help="hardware plant: OVS port to shape instead of --dev")
-    r.add_argument("--ovs-db", default=None, help="hardware plant: OVSDB remote (default the system's db.sock)")
-    r.add_argument("--ovs-mode", default="htb", help="hardware plant: htb | meter | policing (default htb)")
-    r.add_argument("--telemetry", default=None, metavar="ADDR",
-                   help="hardware plant: P4Runtime address of the telemetry switch, e.g. 10.0.0.5:9559")
-    r.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra keyword argument for the plant (repeatable)")
     add_json_arg(r)
+    _RUN_OPTIONS.update(config_spec(r, exclude=("json",)))
+    r.add_argument("--config", default=None, metavar="FILE",
+                   help="read these options from a TOML file (their long names as keys, e.g. plant = \"hardware\", "
+                        "token-file = \"/var/lib/scidmz/control.token\"); flags given here override it")
     r.set_defaults(func=cmd_run)
     for name, helptext in (("set-target", "change the DTN target of the running daemon"),
                            ("status", "show the running daemon's y, u, target and fallback state")):
@@ -70,14 +83,19 @@ def cmd_run(a: argparse.Namespace) -> int:
     import logging
     import signal
 
+    from ..cli_guard import check_args
     from ..daemon.build import run_daemon
     from ..units import parse_time
     from .build import build_run
 
+    apply_config(a, _RUN_OPTIONS, a.config)
+    check_args(a)  # the file's paths and counts too (cli.main checked the command line's)
+    if a.target is None:
+        raise ValueError("control run needs a target: --target RATE, or target = \"RATE\" in --config")
     logging.basicConfig(level=logging.WARNING, format="scidmz control: %(message)s", stream=sys.stderr)
     # A registry model is fetched once, here, before the daemon starts.
-    run = build_run(a.scenario, overrides=a.set, policy=a.policy, plant=a.plant, plant_options=_plant_options(a),
-                    target=a.target, model=a.model, gains=a.gains)
+    run = build_run(a.scenario, overrides=a.set, policy=a.policy, plant=plant_arg(a), target=a.target,
+                    model=a.model, gains=a.gains)
     duration = parse_time(a.duration, "duration") if a.duration is not None else None
     previous: dict[int, Any] = {}
 
@@ -89,6 +107,9 @@ def cmd_run(a: argparse.Namespace) -> int:
             previous[sig] = signal.signal(sig, handler)
 
         def ready(st: dict[str, Any]) -> None:
+            if st["mode"] == "shadow":
+                print("scidmz control: SHADOW mode: the loop runs and reports the rate it would apply; "
+                      "no shaper is touched", file=sys.stderr)
             if st["api"]:
                 print(f"scidmz control: API and dashboard at http://{st['api']}/ "
                       f"(token in {daemon.token_file})", file=sys.stderr)
@@ -102,6 +123,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             scenario=run.scenario, policy=run.policy, target=run.target, plant=run.plant,
             plant_options=run.plant_options, api=None if a.no_api else a.api, metrics_addr=a.metrics_addr,
             token_file=a.token_file, log_path=a.log, duration=duration, seed=a.seed, on_start=install,
+            shadow=a.shadow,
         )
     finally:
         for sig, h in previous.items():
@@ -113,24 +135,6 @@ def cmd_run(a: argparse.Namespace) -> int:
     else:
         emit(summary, True)
     return 1 if summary["problems"] else 0
-
-
-def _plant_options(a: argparse.Namespace) -> dict[str, Any]:
-    """The hardware plant's flags and every ``--plant-opt KEY=VALUE`` as the plant's options."""
-    from ..scenario import parse_override
-
-    kwargs: dict[str, Any] = {}
-    if a.plant == "hardware":
-        kwargs = {"dev": a.dev, "netns": a.netns, "ovs_port": a.ovs_port, "ovs_db": a.ovs_db,
-                  "ovs_mode": a.ovs_mode, "telemetry": a.telemetry}
-    elif any(v is not None for v in (a.dev, a.netns, a.ovs_port, a.ovs_db, a.telemetry)):
-        raise ValueError("--dev/--netns/--ovs-port/--ovs-db/--telemetry are for --plant hardware")
-    for item in a.plant_opt:
-        if "=" not in item:
-            raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
-        key, value = parse_override(item)
-        kwargs[key] = value
-    return kwargs
 
 
 def cmd_set_target(a: argparse.Namespace) -> int:

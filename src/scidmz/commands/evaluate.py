@@ -8,10 +8,12 @@ import sys
 from ._shared import (
     add_json_arg,
     add_model_args,
+    add_plant_args,
     add_scenario_args,
     add_seed_arg,
     add_tracking_arg,
     emit,
+    plant_arg,
     resolve_model_args,
 )
 
@@ -26,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="comma list of mrae,fct,utilization,sweep,short (default all)")
     p.add_argument("--quick", action="store_true", help="small sizes (30 s trials, 150 MB transfer)")
     add_seed_arg(p, what="seed of the trials")
-    p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    add_plant_args(p)
     p.add_argument("--out", default=None, help="write CSV, results.json and CDF plots to this directory")
     p.add_argument("--pi-gains", default=None, metavar="FILE",
                    help="gains JSON of policy pi (default: the pi gains shipped for the scenario)")
@@ -45,8 +47,10 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     from ..scenario import resolve_scenario
     from .build import build_policies
 
+    plant = plant_arg(a)
+
     # Cheap checks first (counts, experiments, names), then the one assembly builds the policies.
-    names, _ = check_request(a.trials, a.experiments, a.policies, a.executor, a.plant)
+    names, _ = check_request(a.trials, a.experiments, a.policies, a.executor, plant)
     sc = resolve_scenario(a.scenario, a.set)
     resolve_model_args(a)
     policies, files = build_policies(names, sc, files={"mlc": {"model": a.model, "gains": a.gains},
@@ -54,7 +58,7 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
                                      tracking_uri=a.tracking_uri)
     result, human = evaluate(
         scenario=sc, policies=policies, trials=a.trials, experiments=a.experiments,
-        out=a.out, plant=a.plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
+        out=a.out, plant=plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
         executor=a.executor, files=files,
         progress=sys.stderr.isatty(), command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
     )

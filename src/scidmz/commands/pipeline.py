@@ -8,10 +8,12 @@ import sys
 from ._shared import (
     add_json_arg,
     add_model_args,
+    add_plant_args,
     add_scenario_args,
     add_seed_arg,
     add_tracking_arg,
     emit,
+    plant_arg,
     resolve_model_args,
 )
 
@@ -25,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=None,
                    help="episodes run side by side in one batched plant (default 32 on the fluid plant, "
                         "1 on netns/hardware, which run in real time)")
-    p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    add_plant_args(p)
     p.add_argument("--plot", default=None, help="draw the excitation and the response (Fig. 7) to this PNG")
     add_tracking_arg(p)
     add_json_arg(p)
@@ -79,11 +81,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_identify(a: argparse.Namespace) -> int:
+    plant = plant_arg(a)
     from ..identification.record import record_dataset
 
     result, human = record_dataset(
         scenario=a.scenario, duration=a.duration, out=a.out, overrides=a.set, seed=a.seed, batch=a.batch,
-        plant=a.plant, tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), plot=a.plot,
+        plant=plant, tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), plot=a.plot,
     )
     emit(result, a.json, human)
     return 0

@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="report directory (default reports/PAPER, or reports/PAPER-quick)")
     add_seed_arg(p)
     add_tracking_arg(p)
-    p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis'")
+    p.add_argument("--notes", default=None, metavar="FILE", help="Markdown file appended to the report as 'Analysis' (default: OUT/analysis.md if present)")
     p.add_argument("--render-only", action="store_true",
                    help="rewrite OUT/report.md from OUT/results.json (e.g. with --notes), no rerun")
     p.add_argument("--keep-netns", action="store_true",
@@ -102,11 +102,21 @@ def _ccas(a: argparse.Namespace) -> tuple[str, ...]:
     return ccas
 
 
-def _notes(path: str | None) -> str | None:
-    if not path:
-        return None
+def _notes(path: str | None, a: argparse.Namespace) -> str | None:
+    """The analysis appended to the report: ``--notes``, else the report folder's own
+    ``analysis.md`` (the committed reports keep theirs there, so a re-render keeps it).
+    ``a.out`` is set by ``prepare`` (the default --out filled in)."""
+    from pathlib import Path
+
     from ..fileio import read_text_input
 
+    if not path:
+        own = Path(a.out) / "analysis.md"
+        if not own.is_file():
+            return None
+        print(f"scidmz: reproduce: appending {own} as the report's analysis (--notes FILE to choose another)",
+              file=sys.stderr)
+        path = str(own)
     return read_text_input(path, "notes file")
 
 
@@ -117,7 +127,7 @@ def _command() -> str | None:
 def cmd_reproduce(a: argparse.Namespace) -> int:
     if a.out is None:  # called without cli.main (prepare not run): the same checks
         prepare(a)
-    notes = _notes(a.notes)
+    notes = _notes(a.notes, a)
     if a.paper == "jenks":
         from ..evaluation.jenks.reproduce import reproduce_jenks
 

@@ -8,6 +8,7 @@ import sys
 from ._shared import (
     add_json_arg,
     add_model_args,
+    add_plant_args,
     add_policy_arg,
     add_scenario_args,
     add_seed_arg,
@@ -19,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="run one episode of a policy on a plant and summarise it")
     add_scenario_args(p, policy=True)
     add_policy_arg(p)
-    p.add_argument("--plant", default="fluid", help="fluid (default) | netns | hardware")
+    add_plant_args(p)
     p.add_argument("--target", default=None,
                    help="DTN target rate R*_DTN, e.g. 600M (default: half the scenario's B_max)")
     p.add_argument("--duration", default=None, help="episode length, e.g. 120 or 120s (default: scenario's)")
@@ -33,9 +34,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_simulate(a: argparse.Namespace) -> int:
     from ..evaluation.simulate import simulate
+    from ._shared import plant_arg
     from .build import build_run
 
-    run = build_run(a.scenario, overrides=a.set, policy=a.policy, plant=a.plant, target=a.target,
+    run = build_run(a.scenario, overrides=a.set, policy=a.policy, plant=plant_arg(a), target=a.target,
                     duration=a.duration, seed=a.seed, model=a.model, gains=a.gains)
     result, human = simulate(run.scenario, run.policy, run.target, plant=run.plant, plant_options=run.plant_options,
                              out=a.out, plot=a.plot, progress=sys.stderr.isatty())

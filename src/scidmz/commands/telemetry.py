@@ -1,4 +1,4 @@
-"""``scidmz telemetry replay|capture``: the software twin of the P4 data plane."""
+"""``scidmz telemetry replay|capture|down``: the software twin of the P4 data plane; eBPF cleanup."""
 
 from __future__ import annotations
 
@@ -39,6 +39,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--duration", default=None, help="stop after this long, e.g. 30s (default: until Ctrl-C)")
     _add_telemetry_common(c)
     c.set_defaults(func=cmd_telemetry_capture)
+    d = tsub.add_parser(
+        "down", help="remove eBPF telemetry programs a killed scidmz left attached (root)",
+        description="Reads the records in /run/scidmz/ebpf ($SCIDMZ_RUN_DIR) of every scidmz eBPF telemetry whose "
+                    "process is gone (SIGKILL, a crash) and removes exactly what each lists: its filters, by "
+                    "program id, and the clsact qdiscs it created if nothing else is left on them. Running "
+                    "instances, and filters or qdiscs scidmz did not make, are left alone.")
+    add_json_arg(d, "what was removed as JSON")
+    d.set_defaults(func=cmd_telemetry_down)
     p.set_defaults(func=lambda a: p.error("a subcommand is required"))
 
 
@@ -152,4 +160,14 @@ def cmd_telemetry_capture(a: argparse.Namespace) -> int:
         print(f"scidmz telemetry capture: warning: {w}", file=sys.stderr)
     _plot(a, result, f"telemetry capture on {a.egress}")
     emit(result, a.json, human)
+    return 0
+
+
+def cmd_telemetry_down(a: argparse.Namespace) -> int:
+    from ..telemetry.ebpf.attach import down_stale, run_dir
+
+    res = down_stale()
+    res["run_dir"] = str(run_dir())
+    emit(res, a.json, f"removed {res['filters']} filters and {res['clsact']} clsact qdiscs of "
+                      f"{res['records']} stale records ({res['run_dir']})")
     return 0

@@ -33,8 +33,13 @@ def build_daemon(
     log_path: str | None = None,
     duration: float | None = None,
     seed: int | None = None,
+    shadow: bool = False,
 ) -> ControlDaemon:
-    """Check the daemon's settings up front (one-line ValueError), then build the plant and the daemon."""
+    """Check the daemon's settings up front (one-line ValueError), then build the plant and the daemon.
+
+    ``shadow``: the plant gets ``RecordingActuator`` as its actuator (nothing is applied) and the
+    loop reports the u it would apply (``loop.ControlLoop``); a plant without an actuator option
+    (the fluid simulator: no shaper to leave alone) is refused."""
     from ..plant.base import make_plant
 
     if api is not None:
@@ -42,14 +47,33 @@ def build_daemon(
         TokenFile(token_file, "").check_writable()  # and on a token file we could never write
     if metrics_addr is not None:
         parse_listen_address(metrics_addr, "metrics address")
-    plant_obj = make_plant(plant, scenario, **(plant_options or {}))
+    options = dict(plant_options or {})
+    if shadow:
+        options = _shadow_options(plant, options)
+    plant_obj = make_plant(plant, scenario, **options)
     try:
         return ControlDaemon(plant_obj, policy, target, api=api, metrics_addr=metrics_addr, token_file=token_file,
                              log=log_path if log_path not in (None, "-") else sys.stdout,
-                             duration=duration, seed=seed)
+                             duration=duration, seed=seed, shadow=shadow)
     except BaseException:
         plant_obj.close()
         raise
+
+
+def _shadow_options(plant: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The plant's options with the recording actuator in place of its shaper."""
+    import inspect
+
+    from ..actuators.recording import RecordingActuator
+    from ..plant.base import check_plant_options
+
+    backend = check_plant_options(plant, 1, options)
+    if "actuator" not in inspect.signature(backend.cls).parameters:
+        raise ValueError(f"--shadow: the {plant} plant has no shaper to leave alone (shadow mode watches a real "
+                         "network: --plant netns or hardware)")
+    if options.get("actuator") is not None:
+        raise ValueError("--shadow replaces the plant's actuator; do not give one (--plant-opt actuator=...)")
+    return {**options, "actuator": RecordingActuator}
 
 
 def run_daemon(*, on_start: Callable[[ControlDaemon], None] | None = None, **kwargs: Any) -> dict[str, Any]:

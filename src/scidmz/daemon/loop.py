@@ -30,6 +30,15 @@ again after one clean period. Every cause is counted (``errors`` in
 Log: one JSON object per line, per period ``{"k", "time", "t", "y", "u",
 "u_policy", "target", "fallback", "reason", "cause"}`` and events
 ``{"event": "start"|"target"|"fallback"|"recovered"|"stop", ...}``.
+
+Shadow mode (``shadow=True``, ``control run --shadow``; issue 27): the loop
+is the same -- telemetry, policy, fallback rules -- but the plant was built
+with a recording actuator (``actuators.recording``), so u is what the loop
+*would* apply and nothing is applied. ``status()["mode"]`` is ``"shadow"``
+(``"live"`` otherwise), each period's log line adds ``"mode": "shadow"`` and
+the trivial rate, and the metrics export u as
+``scidmz_shadow_rate_bits_per_second`` (the applied limit stays NaN).
+Promoting to live is a restart without ``shadow``.
 """
 
 from __future__ import annotations
@@ -96,6 +105,7 @@ class ControlLoop:
         seed: int | None = None,
         startup_grace: float = 15.0,
         metrics: Any = None,
+        shadow: bool = False,
     ) -> None:
         if plant.batch != 1:
             raise ValueError(f"the control daemon drives one plant instance, got batch={plant.batch}")
@@ -115,6 +125,7 @@ class ControlLoop:
 
             check("seed", seed, "seed")  # refused here, before any service starts (issue 29)
         self.seed = seed
+        self.shadow = bool(shadow)
         # The first step may include one-off work (JIT compilation of the fluid kernel, traffic
         # start-up in a testbed), so the first sample gets this much time before it counts as lost.
         self.startup_grace = float(startup_grace)
@@ -146,7 +157,7 @@ class ControlLoop:
         self._t_start = time.monotonic()
         self.metrics = metrics
         if self.metrics is not None:
-            self.metrics.static(period=self.period, capacity=self.scenario.capacity)
+            self.metrics.static(period=self.period, capacity=self.scenario.capacity, shadow=self.shadow)
             self.metrics.target(self._target, self.scenario.trivial_rate(self._target))
 
     # -- target --------------------------------------------------------------------------------
@@ -186,6 +197,7 @@ class ControlLoop:
             now = time.monotonic()
             return {
                 "running": self._started and not self._stop.is_set(),
+                "mode": "shadow" if self.shadow else "live",
                 "pid": os.getpid(),
                 "k": self.k,
                 "uptime": now - self._t_start,
@@ -248,7 +260,7 @@ class ControlLoop:
             st = self.status()
             if self.on_ready is not None:
                 self.on_ready(st)
-            self._write({"event": "start", "time": time.time(), "target": self.target,
+            self._write({"event": "start", "time": time.time(), "target": self.target, "mode": st["mode"],
                          "policy": st["policy"], "plant": type(self.plant).__name__,
                          "scenario": self.scenario.name, "period": self.period,
                          "api": st.get("api"), "metrics": st.get("metrics"), "pid": os.getpid()})
@@ -448,6 +460,8 @@ class ControlLoop:
             rec = {"k": self.k, "time": wall, "t": t if y is not None else None, "y": yd,
                    "u": u, "u_policy": u_policy, "target": target,
                    "fallback": reason is not None, "reason": reason, "cause": cause}
+            if self.shadow:  # what it would apply, next to the rate an admin would set by hand
+                rec.update(mode="shadow", trivial_rate=self.scenario.trivial_rate(target))
             self.history.append(rec)
         self._write(rec)
         if self.metrics is not None:

@@ -2,7 +2,8 @@
 
 Names follow the Prometheus conventions (base units, ``_total`` for
 counters): the seven NetworkState variables of the last sample, the applied
-campus rate limit u, the policy's own u, the target, and counters of periods,
+campus rate limit u (in shadow mode the rate it would apply instead, as
+``scidmz_shadow_rate_bits_per_second``), the policy's own u, the target, and counters of periods,
 fallback periods by cause, faults by cause, actuator errors and telemetry gaps.
 Fallback causes (the ``cause`` label): ``telemetry_timeout`` (no sample for
 2T), ``telemetry_invalid`` (a non-finite sample), ``actuator``, ``plant``,
@@ -38,7 +39,11 @@ _SPEC: dict[str, tuple[str, str]] = {
     "scidmz_rtt_seconds": ("gauge", "Mean RTT of the class's flows in the last period"),
     "scidmz_queue_delay_seconds": ("gauge", "Mean bottleneck queuing delay of the class in the last period"),
     "scidmz_active_flows": ("gauge", "Active flows at the bottleneck in the last period"),
-    "scidmz_campus_rate_limit_bits_per_second": ("gauge", "Campus shaper rate u applied this period"),
+    "scidmz_campus_rate_limit_bits_per_second": ("gauge", "Campus shaper rate u applied this period "
+                                                          "(NaN in shadow mode: nothing is applied)"),
+    "scidmz_shadow_rate_bits_per_second": ("gauge", "Shadow mode: the rate u the loop would apply this period "
+                                                    "(NaN when live)"),
+    "scidmz_shadow_mode": ("gauge", "1 in shadow mode (the loop applies nothing), 0 live"),
     "scidmz_policy_rate_bits_per_second": ("gauge", "Rate u the policy asked for (NaN when it failed)"),
     "scidmz_target_bits_per_second": ("gauge", "DTN target rate R*_DTN"),
     "scidmz_trivial_rate_bits_per_second": ("gauge", "Fallback rate B_max - target"),
@@ -90,12 +95,16 @@ class DaemonMetrics:
             g["scidmz_http_client_errors"].labels(k)
         for name in ("scidmz_dtn_rate_bits_per_second", "scidmz_campus_rate_bits_per_second",
                      "scidmz_active_flows", "scidmz_campus_rate_limit_bits_per_second",
-                     "scidmz_policy_rate_bits_per_second", "scidmz_last_sample_timestamp_seconds"):
+                     "scidmz_policy_rate_bits_per_second", "scidmz_last_sample_timestamp_seconds",
+                     "scidmz_shadow_rate_bits_per_second"):
             g[name].set(float("nan"))
+        self._shadow = False
 
-    def static(self, *, period: float, capacity: float) -> None:
+    def static(self, *, period: float, capacity: float, shadow: bool = False) -> None:
         self._m["scidmz_period_seconds"].set(period)
         self._m["scidmz_capacity_bits_per_second"].set(capacity)
+        self._shadow = bool(shadow)
+        self._m["scidmz_shadow_mode"].set(1.0 if shadow else 0.0)
 
     def target(self, target: float, trivial: float, changed: bool = False) -> None:
         self._m["scidmz_target_bits_per_second"].set(target)
@@ -117,7 +126,7 @@ class DaemonMetrics:
     def period(self, u: float, u_policy: float | None, cause: str | None) -> None:
         m = self._m
         m["scidmz_periods"].inc()
-        m["scidmz_campus_rate_limit_bits_per_second"].set(u)
+        m["scidmz_shadow_rate_bits_per_second" if self._shadow else "scidmz_campus_rate_limit_bits_per_second"].set(u)
         m["scidmz_policy_rate_bits_per_second"].set(float("nan") if u_policy is None else u_policy)
         m["scidmz_fallback_active"].set(0.0 if cause is None else 1.0)
         if cause is not None:

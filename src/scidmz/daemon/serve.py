@@ -57,9 +57,10 @@ class ControlDaemon(ControlLoop):
         telemetry_timeout: float | None = None,
         seed: int | None = None,
         startup_grace: float = 15.0,
+        shadow: bool = False,
     ) -> None:
         super().__init__(plant, policy, target, log=log, duration=duration, telemetry_timeout=telemetry_timeout,
-                         seed=seed, startup_grace=startup_grace, metrics=_prometheus_metrics())
+                         seed=seed, startup_grace=startup_grace, metrics=_prometheus_metrics(), shadow=shadow)
         self.api_address = parse_api_address(api) if api is not None else None
         self.metrics_address = parse_listen_address(metrics_addr, "metrics address") if metrics_addr else None
         self.token = secrets.token_urlsafe(32)

@@ -31,7 +31,8 @@ from ..scenario import Scenario
 from ..state import N_STATE, STATE_FIELDS, NetworkState
 
 __all__ = ["StateBatch", "Plant", "QueuePlant", "DisciplinePlant", "HostPlant", "plant_capabilities",
-           "CAPABILITIES", "capability_methods", "FLOW_COLUMNS", "FlowTable", "make_plant", "register_plant", "check_plant_options", "PLANT_KINDS"]
+           "CAPABILITIES", "capability_methods", "FLOW_COLUMNS", "FlowTable", "make_plant", "register_plant", "check_plant_options", "PLANT_KINDS",
+           "PlantChoice"]
 
 #: The columns every plant's per-flow table has (``Plant.flows()``): the 5-tuple, the
 #: current RTT (s, includes the bottleneck queue; NaN without a sample), the rate over the
@@ -183,12 +184,36 @@ def register_plant(name: str, cls: type, max_batch: int | None = None) -> None:
     _REGISTRY[name] = _Backend(cls, max_batch)
 
 
+class PlantChoice(str):
+    """A plant name that carries its options: ``PlantChoice("netns", {"telemetry": "ebpf"})``.
+
+    It is the name (a ``str``: equal to ``"netns"``, printed and logged as it), so code that passes a
+    plant name through to ``make_plant`` (the evaluation's trials, identification) carries the
+    command line's plant options unchanged; ``make_plant`` merges them under its keyword options.
+    """
+
+    options: dict[str, Any]
+
+    def __new__(cls, name: str, options: Mapping[str, Any] | None = None) -> PlantChoice:
+        obj = super().__new__(cls, name)
+        obj.options = dict(getattr(name, "options", {}), **(options or {}))
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return PlantChoice, (str(self), self.options)
+
+
+def _with_choice(kind: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {**getattr(kind, "options", {}), **(options or {})}
+
+
 def make_plant(kind: str, scenario: Scenario, batch: int = 1, **kwargs: Any) -> Plant:
-    """Build a plant backend by name; a backend module is imported only when asked for.
+    """Build a plant backend by name (or ``PlantChoice``); a backend module is imported only when asked for.
 
     Unknown names and unknown options are one-line ``ValueError`` s, never a
     ``TypeError`` from deep inside a constructor.
     """
+    kwargs = _with_choice(kind, kwargs)
     backend = check_plant_options(kind, batch, kwargs)
     if backend.max_batch is None:
         check_batch_flows(scenario, batch)
@@ -215,8 +240,9 @@ def check_plant_options(kind: str, batch: int = 1, options: Mapping[str, Any] | 
     import inspect
 
     if kind not in _REGISTRY and kind in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[kind])
-    backend = _REGISTRY.get(kind)
+        importlib.import_module(_BUILTIN_MODULES[str(kind)])
+    backend = _REGISTRY.get(str(kind))
+    options = _with_choice(kind, options)
     if backend is None:
         names = sorted(set(_REGISTRY) | set(_BUILTIN_MODULES))
         raise ValueError(f"unknown plant '{kind}' (choose from {', '.join(names)})")

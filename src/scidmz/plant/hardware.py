@@ -1,12 +1,15 @@
-"""``HardwarePlant``: the real network on the host, shaped by a real actuator, measured by a P4 switch.
+"""``HardwarePlant``: the real network on the host, shaped by a real actuator, measured by a data plane.
 
 This is the deployment of the MLC paper's Fig. 2 on real equipment: the
 campus egress rate u is applied to a host interface (``TbfActuator`` on
 ``dev``, the paper's S1-eth1) or to an Open vSwitch port
 (``OvsQosActuator``), and y comes from the telemetry program on a P4 switch
 (``telemetry.p4runtime.P4RuntimeView`` at ``telemetry="HOST:PORT"``, or any
-``DataPlaneView`` object, e.g. ``telemetry.bfrt.BfrtView`` on a Tofino) read
-by the collector (MLC Algorithms 3, 4, 6, 8) once per period T.
+``DataPlaneView`` object, e.g. ``telemetry.bfrt.BfrtView`` on a Tofino) or
+from the same algorithms as eBPF programs on this Linux router's own
+interfaces (``telemetry="ebpf:LAN_IF[,LAN_IF...],WAN_IF"``,
+``telemetry.ebpf``: a campus without a P4 switch, issue 27), read by the
+collector (MLC Algorithms 3, 4, 6, 8) once per period T.
 
 Real time: ``step(u)`` applies u, waits until the end of the period and
 returns the sample, so it takes T. The actuator is exposed as ``actuator``
@@ -18,7 +21,9 @@ Composition (ARCHITECTURE.md): ``HardwarePlant`` receives its actuator and its
 telemetry view as objects; ``build_hardware_plant`` (what ``make_plant("hardware",
 ...)`` calls) makes them from command-line options. Nothing is simulated here:
 without a switch address (or view) or without an actuator target it fails with
-a one-line error.
+a one-line error. ``actuator=`` replaces the TBF/OVS actuator by another
+factory of the same target: ``actuators.recording.RecordingActuator`` is
+shadow mode's, which applies nothing.
 """
 
 from __future__ import annotations
@@ -43,11 +48,14 @@ class HardwarePlant:
 
     realtime = True
 
-    def __init__(self, scenario: Scenario, actuator: Any, view: Any, *, owns_view: bool = False) -> None:
+    def __init__(self, scenario: Scenario, actuator: Any, view: Any, *, owns_view: bool = False,
+                 resources: tuple[Any, ...] = ()) -> None:
         """``actuator``: a ``RateActuator`` (``set_rate``, ``current_rate``, ``close``); ``view``: a
-        ``DataPlaneView`` (``clock``, ``read_class_counters``, ``read_register``, ``drain_digests``).
-        ``owns_view``: close the view with the plant. ``build_hardware_plant`` makes both from
-        command-line options (the ``hardware`` entry of ``make_plant``)."""
+        ``DataPlaneView`` (``clock``, ``read_class_counters``, ``read_register``, ``drain_digests``;
+        a view with ``new_collector()`` makes its own collector, as the eBPF maps' does).
+        ``owns_view``: close the view with the plant; ``resources``: more objects closed with it
+        (the eBPF telemetry whose programs the view reads). ``build_hardware_plant`` makes them
+        from command-line options (the ``hardware`` entry of ``make_plant``)."""
         for attr in ("set_rate", "current_rate", "close"):
             if not callable(getattr(actuator, attr, None)):
                 raise ValueError(f"actuator {type(actuator).__name__} is not a RateActuator (no {attr}())")
@@ -59,6 +67,7 @@ class HardwarePlant:
         self.actuator = actuator
         self._view = view
         self._own_view = owns_view
+        self._resources = tuple(resources)
         self._closed = False
         self._info: dict[str, Any] = {}
         self.collector: Any = None
@@ -109,7 +118,8 @@ class HardwarePlant:
         sc = self.scenario
         u0 = sc.shaper.rate if sc.shaper.rate is not None else sc.u_max
         self.actuator.set_rate(u0)
-        self.collector = Collector(self._view)
+        own = getattr(self._view, "new_collector", None)
+        self.collector = own() if callable(own) else Collector(self._view)
         self._t0 = time.monotonic()
         self._next = self._t0
         return self._sample_at_period_end(u0)
@@ -156,8 +166,12 @@ class HardwarePlant:
         try:
             self.actuator.close()
         finally:
-            if self._own_view and self._view is not None and hasattr(self._view, "close"):
-                self._view.close()
+            try:
+                if self._own_view and self._view is not None and hasattr(self._view, "close"):
+                    self._view.close()
+            finally:
+                for r in self._resources:
+                    r.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -193,45 +207,78 @@ def build_hardware_plant(
     install: bool = True,
     p4info: str | None = None,
     view_options: dict[str, Any] | None = None,
+    egress_hook: str = "xmit",
+    actuator: Any = None,
 ) -> HardwarePlant:
     """A ``HardwarePlant`` from command-line options: the actuator (``TbfActuator`` on ``dev`` or
-    ``OvsQosActuator`` on ``ovs_port``) and the telemetry view (``P4RuntimeView`` at
-    ``telemetry="HOST:PORT"``, or a ``DataPlaneView`` object used as given). One-line errors for a
-    missing or doubled actuator target and a malformed address; nothing is left open on failure."""
+    ``OvsQosActuator`` on ``ovs_port``, or ``actuator(target, netns=)``) and the telemetry view
+    (``P4RuntimeView`` at ``telemetry="HOST:PORT"``, the eBPF programs at
+    ``telemetry="ebpf:LAN_IF[,LAN_IF...],WAN_IF"`` in ``netns`` with ``egress_hook``, or a
+    ``DataPlaneView`` object used as given). One-line errors for a missing or doubled actuator
+    target and a malformed address; nothing is left open on failure."""
     if telemetry is None or telemetry == "":
         raise ValueError(
-            "the hardware plant needs its telemetry switch: give the P4Runtime address "
-            "(--telemetry HOST:PORT) of the switch running telemetry_p4/"
+            "the hardware plant needs its telemetry: give the P4Runtime address (--telemetry HOST:PORT) of "
+            "the switch running telemetry_p4/, or --telemetry ebpf:LAN_IF,WAN_IF for this router's interfaces"
         )
     if (dev is None) == (ovs_port is None):
         raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT")
-    if isinstance(telemetry, str):
+    if actuator is not None and not callable(actuator):
+        raise ValueError(f"actuator must be a factory (target, netns=) -> RateActuator, got {actuator!r}")
+    ebpf = _ebpf_source(telemetry, scenario, netns, dtn_prefixes, remote_prefixes, egress_hook)
+    if isinstance(telemetry, str) and ebpf is None:
         host, sep, port = telemetry.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise ValueError(f"telemetry address {telemetry!r}: expected HOST:PORT, e.g. 10.0.0.5:9559")
+            raise ValueError(f"telemetry address {telemetry!r}: expected HOST:PORT, e.g. 10.0.0.5:9559, "
+                             "or ebpf:LAN_IF,WAN_IF")
     # The actuator first: it validates the local side without touching the network.
-    actuator: Any
-    if dev is not None:
-        from ..actuators.tbf import TbfActuator
-
-        actuator = TbfActuator(dev, netns=netns, burst=scenario.shaper.burst, latency=scenario.shaper.latency)
-    else:
-        from ..actuators.ovs import OvsQosActuator
-
-        actuator = OvsQosActuator(ovs_db or DEFAULT_OVS_DB, str(ovs_port), mode=ovs_mode, bridge=ovs_bridge,
-                                  netns=netns)
+    act = _actuator(scenario, dev, ovs_port, netns, ovs_db, ovs_mode, ovs_bridge, actuator)
     view = None
     try:
+        if ebpf is not None:
+            ebpf.open()  # build, load, claim, attach: one line if any of it fails, nothing left
+            return HardwarePlant(scenario, act, ebpf.view, resources=(ebpf,))
         if isinstance(telemetry, str):
             view = HardwarePlant.connect(telemetry, dtn_prefixes, remote_prefixes, install, p4info,
                                          view_options or {})
-            return HardwarePlant(scenario, actuator, view, owns_view=True)
-        return HardwarePlant(scenario, actuator, telemetry)
+            return HardwarePlant(scenario, act, view, owns_view=True)
+        return HardwarePlant(scenario, act, telemetry)
     except BaseException:
-        actuator.close()
+        act.close()
         if view is not None:
             view.close()
+        if ebpf is not None:
+            ebpf.close()
         raise
+
+
+def _actuator(scenario: Scenario, dev: str | None, ovs_port: str | None, netns: str | None, ovs_db: str | None,
+              ovs_mode: str, ovs_bridge: str | None, factory: Any) -> Any:
+    if factory is not None:
+        return factory(dev if dev is not None else str(ovs_port), netns=netns)
+    if dev is not None:
+        from ..actuators.tbf import TbfActuator
+
+        return TbfActuator(dev, netns=netns, burst=scenario.shaper.burst, latency=scenario.shaper.latency)
+    from ..actuators.ovs import OvsQosActuator
+
+    return OvsQosActuator(ovs_db or DEFAULT_OVS_DB, str(ovs_port), mode=ovs_mode, bridge=ovs_bridge, netns=netns)
+
+
+def _ebpf_source(telemetry: Any, scenario: Scenario, netns: str | None, dtn: list[str] | None,
+                 remote: list[str] | None, egress_hook: str) -> Any:
+    """``ebpf:LAN_IF[,LAN_IF...],WAN_IF`` as an (unopened) ``EbpfTelemetry``; None for anything else."""
+    if not (isinstance(telemetry, str) and (telemetry == "ebpf" or telemetry.startswith("ebpf:"))):
+        return None
+    names = [n.strip() for n in telemetry[len("ebpf:"):].split(",") if n.strip()]
+    if len(names) < 2:
+        raise ValueError(f"telemetry {telemetry!r}: the eBPF programs need the router's interfaces, "
+                         "ebpf:LAN_IF[,LAN_IF...],WAN_IF (the last one is the WAN side)")
+    from ..telemetry import constants as C
+    from ..telemetry.ebpf.source import EbpfTelemetry
+
+    return EbpfTelemetry(names[:-1], names[-1], period=scenario.period, netns=netns, egress_hook=egress_hook,
+                         dtn_prefix=dtn or C.DEFAULT_DTN_PREFIX, remote_prefix=remote or C.DEFAULT_REMOTE_PREFIX)
 
 
 register_plant("hardware", build_hardware_plant, max_batch=1)

@@ -9,7 +9,8 @@ Once per control period T, ``Collector.sample()``:
   the flow (keyed by its flow-table slot, which is what the switch knows) to
   ``flow_vector``, ``timeout`` removes it. Flows whose ``af_ts`` register is
   older than T_TH are removed too (the switch only notices idleness when a
-  packet arrives). active_flows = len(flow_vector), plus the flows that became
+  packet arrives; ages in serial arithmetic, so a stamp newer than the
+  collector's clock is not an old one). active_flows = len(flow_vector), plus the flows that became
   active and ended within the period (ours: such a flow was there).
 * Algorithm 4 (RTT): RTT_campus = mean of the ``flow_rtt`` registers of the
   campus flows in ``flow_vector`` (flows without a sample yet are skipped),
@@ -41,16 +42,20 @@ from typing import Any
 
 import numpy as np
 
-from ..state import STATE_FIELDS, NetworkState
+from ..state import RTT_CAMPUS_ALPHA, STATE_FIELDS, NetworkState
 from . import constants as C
 from .layout import A_BYTES, A_RTT, A_TS, AF_COLS, DF_KIND, DF_SLOT, DIGEST_FLOW_COLS
 from .view import DataPlaneView
 
 __all__ = ["Collector", "FLOW_COLUMNS", "DEFAULT_ALPHA", "state_of_row"]
 
-# Smoothing factor of Algorithm 4. The paper names alpha but gives no value;
-# 7/8 is the weight of TCP's own SRTT (RFC 6298), the usual choice for RTT.
-DEFAULT_ALPHA = 0.875
+# Smoothing factor of Algorithm 4: part of y's definition, so state.py's (ARCHITECTURE.md). The
+# data planes (twin, P4 programs, eBPF programs) only keep each flow's latest sample; the
+# smoothing is this control plane's alone, so every plant's rtt_campus is the same quantity
+# as the fluid plant's and the testbed's kernel source's. (Until issue 27 it was 7/8, TCP's
+# SRTT weight, so a P4 switch or `telemetry replay` smoothed more than the plants the models
+# were trained on.)
+DEFAULT_ALPHA = RTT_CAMPUS_ALPHA
 
 FLOW_COLUMNS: tuple[str, ...] = (
     "src", "dst", "sport", "dport", "proto", "family", "cls", "slot", "rtt", "rate", "bytes", "long_flow",
@@ -105,13 +110,8 @@ class Collector:
         rows = flow_rows(flow_d)
         apply_flow_digests(fs, ff, alist, ci, rows, 0, rows.shape[0])
         self.note_long_flows(rows)
-        acc = np.zeros((C.N_CLASSES, 2), np.int64)
-        if rtt_d.size:
-            self.rtt_samples += int(rtt_d.size)
-            cls = rtt_d["cls"].astype(np.int64)
-            ok = cls < C.N_CLASSES
-            np.add.at(acc[:, 0], cls[ok], rtt_d["rtt"].astype(np.int64)[ok])
-            np.add.at(acc[:, 1], cls[ok], 1)
+        acc = self.rtt_accumulators(rtt_d)
+        self.rtt_samples += int(acc[:, 1].sum())
         slots = alist[: ci[0]].copy()
         if slots.size:  # the switch's per-flow registers of the flows in flow_vector
             self._af[slots, A_TS] = v.read_register(C.REG_AF_TS, slots)
@@ -122,6 +122,20 @@ class Collector:
                      self._af, acc, self._t_th_ticks, self._out, 0)
         y, self.stale = state_of_row(self._out[0])
         return y
+
+    def rtt_accumulators(self, rtt_d: np.ndarray) -> np.ndarray:
+        """(N_CLASSES, 2) int64: per class, the (sum in ticks, count) of the period's RTT samples.
+
+        From the period's RTT digests; a data plane that sums its samples itself (eBPF)
+        overrides this with its sums.
+        """
+        acc = np.zeros((C.N_CLASSES, 2), np.int64)
+        if rtt_d.size:
+            cls = rtt_d["cls"].astype(np.int64)
+            ok = cls < C.N_CLASSES
+            np.add.at(acc[:, 0], cls[ok], rtt_d["rtt"].astype(np.int64)[ok])
+            np.add.at(acc[:, 1], cls[ok], 1)
+        return acc
 
     def note_long_flows(self, rows: np.ndarray) -> None:
         """Long-flow digests (JENKS 3.1) mark their flow key (``DIGEST_FLOW_COLS`` rows)."""

@@ -54,6 +54,7 @@ __all__ = ["new_state", "apply_flow_digests", "close_period", "OUT_COLS", "FS_CO
 
 _JIT = {"cache": True, "nogil": True}
 MASK = 0xFFFFFFFF
+HALF = 1 << 31  # serial arithmetic of 32-bit timestamps (RFC 1982)
 
 # fs columns
 (F_ACTIVE, F_SRC_HI, F_SRC_LO, F_DST_HI, F_DST_LO, F_SPORT, F_DPORT, F_PROTO, F_CLS, F_PREV_BYTES, F_TOTAL,
@@ -177,7 +178,12 @@ def close_period(fs, ff, alist, ci, cf, now, ctr_bytes, qsum, qcnt, qlast, af, r
     now_t = np.int64(round(now / tick)) & MASK
     for idx in range(ci[I_NACT] - 1, -1, -1):  # backwards: a removal swaps in an already seen slot
         slot = alist[idx]
-        if ((now_t - np.int64(af[slot, A_TS])) & MASK) >= t_th_ticks:
+        age = (now_t - np.int64(af[slot, A_TS])) & MASK
+        # Serial arithmetic: an age in the upper half of the tick space is a stamp *newer* than
+        # `now` (a live data plane stamps packets after the collector read its clock), not a
+        # 71-minute-old one. The twin never sees it (its clock is its newest packet); an active
+        # flow is checked every period, long before a real age reaches 2^31 ticks.
+        if t_th_ticks <= age < HALF:
             _remove(fs, alist, ci, slot)
     # Algorithm 4: RTT_DTN from the period's samples
     dtn_fresh = rtt_acc[C.CLASS_DTN, 1] > 0

@@ -63,6 +63,11 @@
     $("v-target").textContent = fmtRate(st.target);
     $("v-dtn").textContent = st.y ? fmtRate(st.y.rate_dtn) : "-";
     $("v-u").textContent = fmtRate(st.u);
+    // Shadow mode: the loop runs and decides, nothing is applied (u is what it would apply).
+    const shadow = st.mode === "shadow";
+    $("mode").hidden = !shadow;
+    $("mode").textContent = shadow ? "shadow: nothing applied" : "";
+    $("u-label").textContent = shadow ? "campus limit u (would apply)" : "campus limit u";
     $("v-k").textContent = String(st.k);
     $("v-fallback").textContent = st.fallback ? "ON" : "off";
     $("v-reason").textContent = st.fallback ? (st.fallback_reason || "") : "";

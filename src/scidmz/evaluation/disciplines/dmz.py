@@ -77,7 +77,7 @@ def context(docs: Mapping[str, Mapping[str, Any]], notes: str | None = None,
     metas = [doc.get("meta") or {} for doc in docs.values()]
     return {"rows": rows, "versus": versus, "max_p": max((p for p in ps if math.isfinite(p)), default=None),
             "pairs": trivial.get("n"), "seed": (first.get("plan") or {}).get("seed", 0),
-            "commands": [m["command"] for m in metas if m.get("command")], "metas": metas,
+            "commands": [_one_code_span(m["command"]) for m in metas if m.get("command")], "metas": metas,
             "rendered": rendered, "notes": notes.strip() if notes else None, "labels": _LABELS}
 
 
@@ -104,10 +104,17 @@ def reproduce_dmz(out: str | os.PathLike[str] = "reports/disciplines-dmz", quick
                    f"--trials {n}{' --quick' if quick else ''} --seed {seed} --out {out_dir / sc}")
             evaluate(resolve_scenario(sc), make_policies(POLICIES), trials=n, experiments=EXPERIMENTS,
                      out=str(out_dir / sc), seed=seed, quick=quick, progress=progress, tracking_uri=tracking_uri,
-                     command=f"{cmd} (by `{command or 'scidmz reproduce disciplines-dmz'}`)")
+                     command=f"{cmd}  # by {command or 'scidmz reproduce disciplines-dmz'}")
     docs = _load(out_dir)
     rendered = (command or "scidmz reproduce disciplines-dmz --render-only") if render_only else None
     report = write_report(render_dmz(docs, out_dir, notes, rendered), out_dir)
     summary = {name: {e: {p: (v.get(p) or {}).get("mean") for p in (*POLICIES, "trivial")}
                       for e, v in ((e, _summ(doc, e)) for e in EXPERIMENTS)} for name, doc in docs.items()}
     return {"out": str(out_dir), "report": str(report), "summaries": summary}, f"report written to {report}"
+
+
+def _one_code_span(command: str) -> str:
+    """A recorded command as one Markdown code span: runs before 2026-11-26 wrote the driving
+    command as ``(by `...`)``, whose backticks broke the report's code span."""
+    head, sep, by = command.partition(" (by `")
+    return f"{head}  # by {by.rstrip(')').rstrip('`')}" if sep else command

@@ -11,7 +11,8 @@ nothing in ``scidmz.telemetry`` imports the plant.
 ``NetnsPlant(telemetry=...)`` takes a name from ``TELEMETRY_KINDS`` (the
 command line's) or any ``TelemetryFactory``: a callable ``(testbed) ->
 source`` returning an object with the ``NetnsTelemetry`` methods. A new
-source (eBPF maps, ...) adds one factory function and one ``_KINDS`` line.
+source adds one factory function and one ``_KINDS`` line, as the eBPF programs on BR1 did
+(``ebpf_telemetry``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from .spec import REMOTE_NET
 from .testbed import Testbed
 
 __all__ = ["NetnsTelemetry", "TelemetryFactory", "TELEMETRY_KINDS", "telemetry_factory", "kernel_points",
-           "tap_points", "kernel_telemetry", "dataplane_telemetry", "auto_telemetry"]
+           "tap_points", "kernel_telemetry", "dataplane_telemetry", "auto_telemetry", "ebpf_telemetry",
+           "ebpf_points"]
 
 log = logging.getLogger("scidmz.testbed")
 
@@ -108,10 +110,46 @@ def auto_telemetry(tb: Testbed) -> NetnsTelemetry:
     return kernel_telemetry(tb)
 
 
+def ebpf_points(tb: Testbed) -> dict[str, Any]:
+    """Where the eBPF programs go on the testbed, as ``EbpfTelemetry``'s arguments: BR1's LAN
+    interfaces (towards S1 and S3, the twin's ingress tap) and its WAN interface (the bottleneck:
+    the transmit hook sees what left its TBF), in BR1's namespace."""
+    spec = tb.spec
+    wan, ns = spec.bottleneck
+    router = spec.bottleneck_tbf.role
+    lan = [a.ifname for a in spec.addresses if a.role == router and a.ifname != wan]
+    return {"lan": lan, "wan": wan, "netns": ns, "period": spec.scenario.period,
+            "dtn_prefix": f"{spec.hosts['dtnr'].ip}/32", "remote_prefix": REMOTE_NET}
+
+
+def ebpf_telemetry(tb: Testbed, twin: bool = False) -> NetnsTelemetry:
+    """The eBPF programs on BR1 (``telemetry.ebpf``), kernel counters beside them for ground truth.
+
+    ``twin=True`` (comparisons: ``functools.partial(ebpf_telemetry, twin=True)``) runs the software
+    twin on the passive taps beside them instead, which keeps kernel counters itself. The taps' mirrors
+    are made first, so the programs' filters go in front of them on BR1's hooks (a mirror ends the
+    filter chain; the programs pass every packet on), and the twin's periods start after the programs
+    are loaded, with theirs.
+    """
+    from ...state import RTT_CAMPUS_ALPHA
+    from ...telemetry.ebpf.router import RouterTelemetry
+    from ...telemetry.ebpf.source import EbpfTelemetry
+
+    if twin:
+        tap_points(tb)
+    ref = dataplane_telemetry if twin else kernel_telemetry
+    try:
+        tel = EbpfTelemetry(**ebpf_points(tb), alpha=RTT_CAMPUS_ALPHA)
+        return RouterTelemetry(tel, lambda: ref(tb), {h.ip: h.role for h in tb.spec.senders})
+    except (RuntimeError, OSError) as exc:
+        raise RuntimeError(f"eBPF telemetry unavailable: {exc}") from exc
+
+
 _KINDS: dict[str, TelemetryFactory] = {
     "auto": auto_telemetry,
     "dataplane": dataplane_telemetry,
     "kernel": kernel_telemetry,
+    "ebpf": ebpf_telemetry,
 }
 TELEMETRY_KINDS = tuple(_KINDS)
 

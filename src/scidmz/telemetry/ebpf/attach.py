@@ -65,7 +65,11 @@ def _netns_path(netns: str | None) -> str:
     """A path that names the namespace for as long as it exists (never this process's /proc entry)."""
     if netns is None:
         own = os.stat("/proc/thread-self/ns/net").st_ino
-        return "/proc/1/ns/net" if os.stat("/proc/1/ns/net").st_ino == own else "/proc/thread-self/ns/net"
+        try:
+            init = os.stat("/proc/1/ns/net").st_ino
+        except OSError:  # a service with only the capabilities it needs may not see pid 1 (or /proc/1 at all)
+            return "/proc/thread-self/ns/net"
+        return "/proc/1/ns/net" if init == own else "/proc/thread-self/ns/net"
     if "/" in netns:
         return netns
     return f"/run/netns/{netns}"

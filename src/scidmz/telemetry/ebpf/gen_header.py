@@ -11,7 +11,8 @@ programs and the eBPF programs take every number from one place:
 * the eBPF-only numbers (``layout.EBPF_ONLY``) as ``SCIDMZ_EBPF_<NAME>``, the
   twin's event counters and the parser's reasons as indices into the
   per-CPU counter block (``SCIDMZ_CTR_<NAME>``);
-* the map value structs of ``layout.py``;
+* the map value structs of ``layout.py`` (a 128-bit field as two host-order
+  ``__u64`` words ``<name>_hi``/``_lo``: ``layout.words`` says why);
 * the slicing-by-4 CRC-32 tables of the twin (``layout.CRC_TABLE``) and one
   straight-line function per hash field list (``scidmz_crc_flow``,
   ``scidmz_crc_rtt_stage0`` ...): the P4 header's ``SCIDMZ_FIELDS_*`` lists
@@ -42,6 +43,7 @@ from .layout import (
     CFG_HEAD,
     COUNTER_NAMES,
     EBPF_ONLY,
+    EBPF_REASONS,
     FLOW_EVENT,
     PARSE_REASONS,
     PREFIX,
@@ -137,7 +139,7 @@ def render() -> str:
     out += ["", "/* ---- the twin's event counters (layout.STAT_NAMES order) ---- */"]
     out += [f"#define SCIDMZ_S_{s.upper()} {i}" for i, s in enumerate(STAT_NAMES)]
     out += ["", "/* ---- parser reasons (parse.REASONS codes) ---- */"]
-    out += [f"#define SCIDMZ_R_{r.upper()} {i + 1}" for i, r in enumerate(PARSE_REASONS)]
+    out += [f"#define SCIDMZ_R_{r.upper()} {i + 1}" for i, r in enumerate((*PARSE_REASONS, *EBPF_REASONS))]
     out += ["", "/* ---- the per-CPU counter block (layout.COUNTER_NAMES) ---- */"]
     out += [f"#define SCIDMZ_CTR_{n.upper()} {i}" for i, n in enumerate(COUNTER_NAMES)]
     out += [f"#define SCIDMZ_CTR_STAT0 {COUNTER_NAMES.index('stat_' + STAT_NAMES[0])}",

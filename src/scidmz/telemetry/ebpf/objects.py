@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .. import constants as C
-from ..view import parse_prefix
+from ..view import lpm_entry, mapped, parse_prefixes
 from .layout import AF_SLOT, CELL, CFG_HEAD, COUNTER_NAMES, FLOW_EVENT, PREFIX, dtype
 from .libbpf import SAMPLE_FN, BatchOpts, LibbpfError, TestRunOpts, get_libbpf
 
@@ -64,37 +64,28 @@ def ncpus() -> int:
 
 
 def class_entries(dtn_prefixes: list[str] | str | None, remote_prefixes: list[str] | str | None,
-                  ) -> list[tuple[int, int, int]]:
-    """class_lpm as (network, netmask, class), longest prefix first: the twin's order and rule."""
-    def split(p: list[str] | str | None) -> list[str]:
-        if p is None:
-            return []
-        return [x for x in p.split(",") if x.strip()] if isinstance(p, str) else list(p)
-
-    nets = [(parse_prefix(x), C.CLASS_DTN) for x in split(dtn_prefixes)]
-    nets += [(parse_prefix(x), C.CLASS_CAMPUS) for x in split(remote_prefixes)]
+                  ) -> list[tuple[int, int, int, int, int]]:
+    """class_lpm as (net hi, net lo, mask hi, mask lo, class) on the 128-bit address (IPv4 as
+    ::ffff:a/(96 + n), ``view.lpm_entry``), longest prefix first: the twin's order and rule."""
+    nets = [(n, C.CLASS_DTN) for n in parse_prefixes(dtn_prefixes)]
+    nets += [(n, C.CLASS_CAMPUS) for n in parse_prefixes(remote_prefixes)]
     if not nets:
         raise ValueError("class_lpm needs at least one prefix (--dtn-prefix / --remote-prefix)")
     if len(nets) > C.CLASS_LPM_SIZE:
         raise ValueError(f"class_lpm holds {C.CLASS_LPM_SIZE} entries, got {len(nets)}")
-    nets.sort(key=lambda e: -e[0].prefixlen)
-    return [(int(n.network_address), int(n.netmask), c) for n, c in nets]
+    nets.sort(key=lambda e: -mapped(e[0])[1])
+    return [(*lpm_entry(n), c) for n, c in nets]
 
 
-def _raw(addr: int) -> int:
-    """An IPv4 address as the programs hold it: network-order bytes read as a little-endian word."""
-    return int.from_bytes(addr.to_bytes(4, "big"), "little")
-
-
-def cfg_bytes(entries: list[tuple[int, int, int]], rtt_tap: int, clock_skb: bool, wan_ifindex: int,
+def cfg_bytes(entries: list[tuple[int, int, int, int, int]], rtt_tap: int, clock_skb: bool, wan_ifindex: int,
               wan_netns: int) -> bytes:
     """The ``struct scidmz_cfg`` image (layout.CFG_HEAD + CLASS_LPM_SIZE prefixes)."""
     head = np.zeros(1, dtype(CFG_HEAD))
     head["n_prefix"], head["rtt_tap"], head["clock_skb"] = len(entries), rtt_tap, int(clock_skb)
     head["wan_ifindex"], head["wan_netns"] = wan_ifindex, wan_netns
     pre = np.zeros(C.CLASS_LPM_SIZE, dtype(PREFIX))
-    for i, (net, mask, cls) in enumerate(entries):
-        pre[i] = (_raw(net), _raw(mask), cls, 0)
+    for i, (net_hi, net_lo, mask_hi, mask_lo, cls) in enumerate(entries):
+        pre[i] = (net_hi, net_lo, mask_hi, mask_lo, cls, 0)
     return head.tobytes() + pre.tobytes()
 
 
@@ -162,6 +153,9 @@ class EbpfObject:
                                   "hook needs it; use egress_hook='tc' (before WAN_IF's qdisc)", msgs)
         if bad is not None:
             log = self._logs[bad].value.decode(errors="replace")
+            if "for !root" in log:  # what the verifier allows only to CAP_PERFMON (measured: reports/ebpf)
+                raise EbpfUnavailable(f"no permission to load BPF programs: CAP_PERFMON is missing ({_PERM_HINT})",
+                                      log)
             raise EbpfUnavailable(f"the kernel's verifier rejected {bad}: {_verifier_reason(log)}", log)
         if err in (errno.EPERM, errno.EACCES):
             raise EbpfUnavailable(f"no permission to load BPF programs: {_PERM_HINT}", msgs)
@@ -199,6 +193,11 @@ class EbpfObject:
         """(run_time_ns, run_cnt) of a program: counted while BPF_ENABLE_STATS is on (``enable_stats``)."""
         info = self._prog_info(name)
         return int.from_bytes(info[192:200], "little"), int.from_bytes(info[200:208], "little")
+
+    def prog_misses(self, name: str) -> int:
+        """How often the kernel skipped the program because it was already running on that CPU
+        (``recursion_misses``: tracing programs only; counted whether or not stats are on)."""
+        return int.from_bytes(self._prog_info(name)[208:216], "little")
 
     def enable_stats(self) -> int:
         """Turn the kernel's per-program run-time statistics on until the returned fd is closed."""
@@ -254,7 +253,7 @@ class EbpfObject:
         raw, self._events = b"".join(self._events), []
         ev = np.frombuffer(raw, dtype=EVENT_DTYPE)
         out = np.zeros(ev.size, dtype=C.DIGEST_FLOW_DTYPE)
-        for name, _ in C.DIGEST_FLOW_FIELDS:
+        for name, _ in C.DIGEST_FLOW_DTYPE:
             out[name] = ev[name]
         return out
 

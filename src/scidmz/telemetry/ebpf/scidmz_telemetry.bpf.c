@@ -20,7 +20,12 @@
  * (one of the last two is loaded: xmit sees what left the queue, as Algorithm 5 needs when
  * the bottleneck queue is WAN_IF's own qdisc; it needs kernel BTF.)
  *
- * Differences from the twin (all ours, see docs/telemetry.md "eBPF"):
+ * Frames: Ethernet with VLAN tags and MPLS labels, IPv4 and IPv6 (the twin's 128-bit addresses,
+ * extension headers), TCP and UDP, as parse.py. Tunnels the twin decapsulates (GRE, ERSPAN,
+ * VXLAN, MPLS pseudowires) are counted as `tunnel` and not measured (docs/telemetry_ebpf.md
+ * "Known gaps").
+ *
+ * Differences from the twin (all ours, see docs/telemetry_ebpf.md):
  *   - RTT digests are not sent one per sample: their sum and count per class are
  *     accumulated in the per-CPU counter block (the collector reads a handful of
  *     values per period); the per-flow sample still lands in af_table.flow_rtt.
@@ -84,17 +89,23 @@ struct {
  * tracepoint reads the kernel's linear buffer. */
 struct src {
     void *skb;
-    const unsigned char *data;
+    const unsigned char *data;  /* tc: the linear data (packet pointer); xmit: the kernel's buffer */
+    const unsigned char *end;   /* tc: its end */
     __u32 len;      /* bytes of the frame the hook sees (wire length less an offloaded VLAN tag) */
     __u32 headlen;  /* linear bytes (xmit); == len for tc */
     __u32 vlan_hw;  /* a VLAN tag held in skb metadata (hardware-accelerated) */
 };
 
-/* One packet, parsed. Addresses, ports, IP ID and SEQ stay in network byte order
- * as loaded (the hash inputs); host-order copies are made only for digests. */
+/* A 128-bit address as two host-order words (IPv4 as ::ffff:a), as the twin's digests and class_lpm. */
+struct a128 { __u64 hi, lo; };
+
+/* One packet, parsed. Hash inputs (ports, IP ID or IPv6 L4 checksum, SEQ, the 32-bit address key)
+ * stay in network byte order as loaded; host-order copies are made only for digests. */
 struct pkt {
     struct scidmz_hkey k;   /* hash inputs, outgoing orientation */
-    __u32 src, dst;         /* as in the packet */
+    struct a128 sa, da;     /* source and destination as in the packet */
+    struct a128 fa, fb;     /* the same in the outgoing orientation (digests) */
+    __u32 src, dst;         /* hash-key addresses as in the packet (IPv4, or the IPv6 fold) */
     __u16 sport, dport;
     __u32 seq, ack;         /* host order */
     __u32 payload;
@@ -104,19 +115,27 @@ struct pkt {
     __u8 kind, flags, proto, out, cls, have_flow;
 };
 
+static __always_inline int ld_direct(const struct src *s, const __u32 off, void *buf, const __u32 n)
+{
+    if (s->data + off + n <= s->end) {
+        __builtin_memcpy(buf, s->data + off, n);
+        return 0;
+    }
+    return bpf_skb_load_bytes(s->skb, off, buf, n);
+}
+
 static __always_inline int ld(const struct src *s, __u32 off, void *buf, const __u32 n, const int tc)
 {
-    if (off + n > s->len)
+    if (off > 0xFFFF || off + n > s->len)
         return -1;
     if (tc) {
-        /* the linear part directly (headers normally are); anything else through the helper */
-        const struct __sk_buff *skb = s->skb;
-        const unsigned char *data = (const unsigned char *)(long)skb->data;
-        const unsigned char *end = (const unsigned char *)(long)skb->data_end;
-        if (off <= 128 && data + off + n <= end) {
-            __builtin_memcpy(buf, data + off, n);
-            return 0;
-        }
+        /* the general parser reads through the helper (only the Ethernet header directly):
+         * an offset in packet-pointer arithmetic is tracked exactly by the verifier, and with
+         * VLAN tags, MPLS labels and IPv6 extension headers every combination of depths became
+         * a path of its own (over its 1M-instruction budget, measured); the helper's offset
+         * argument is not tracked. The usual frames take parse_fast instead. */
+        if (__builtin_constant_p(off) && off == 0)
+            return ld_direct(s, 0, buf, n);
         return bpf_skb_load_bytes(s->skb, off, buf, n);
     }
     if (off + n > s->headlen)
@@ -127,33 +146,61 @@ static __always_inline int ld(const struct src *s, __u32 off, void *buf, const _
 static __always_inline __u16 be16(const __u8 *b) { return ((__u16)b[0] << 8) | b[1]; }
 static __always_inline __u32 raw32(const __u8 *b) { return *(const __u32 *)b; }
 static __always_inline __u16 raw16(const __u8 *b) { return *(const __u16 *)b; }
+static __always_inline __u64 be64(const __u8 *b) { return __builtin_bswap64(*(const __u64 *)b); }
 
-/* parse.py's _parse_py for Ethernet frames, reason for reason (0 = usable). */
-static __always_inline int parse(const struct src *s, struct pkt *p, const int tc)
+/* constants.ADDR_FOLD: zlib.crc32 of the 16 IPv6 address bytes, as the hash key's 32-bit address
+ * (parse.py's _fold), held like every key field: its big-endian bytes read as a little-endian word. */
+static __always_inline __u32 addr_fold(const __u8 *a)
 {
-    __u8 b[20] __attribute__((aligned(8)));  /* the verifier wants aligned stack loads */
-    __u32 pos = 14, tags = s->vlan_hw ? 1 : 0;
-    __u16 et;
+    __u32 c = 0xFFFFFFFFU;
+    SCIDMZ_CRC_STEP32(c, raw32(a));
+    SCIDMZ_CRC_STEP32(c, raw32(a + 4));
+    SCIDMZ_CRC_STEP32(c, raw32(a + 8));
+    SCIDMZ_CRC_STEP32(c, raw32(a + 12));
+    return __builtin_bswap32(~c);
+}
 
-    p->kind = KIND_DROP;
-    if (ld(s, 0, b, 14, tc) < 0)
-        return SCIDMZ_R_TRUNCATED;
-    et = be16(b + 12);
-#pragma unroll
-    for (int i = 0; i < SCIDMZ_MAX_VLAN_TAGS + 1; i++) {
-        if (et != SCIDMZ_VLAN_TPIDS_0 && et != SCIDMZ_VLAN_TPIDS_1 && et != SCIDMZ_VLAN_TPIDS_2)
-            break;
-        if (++tags > SCIDMZ_MAX_VLAN_TAGS)
-            return SCIDMZ_R_VLAN_DEPTH;
-        if (ld(s, pos, b, 4, tc) < 0)
-            return SCIDMZ_R_TRUNCATED;
-        et = be16(b + 2);
-        pos += 4;
+/* The tunnels parse.py decapsulates (its "one tunnel" block): GRE without routing/version bits
+ * carrying IPv4, IPv6, Ethernet or ERSPAN I/II/III (frame type Ethernet), and VXLAN. Returns
+ * SCIDMZ_R_TUNNEL exactly where the twin would go inside (layout.EBPF_REASONS), the twin's own
+ * reason where it stops on the way, 0 when the packet is no tunnel. */
+static __always_inline int tunnel(const struct src *s, const struct pkt *p, __u32 q, __u32 l4len, const int tc)
+{
+    __u8 b[12] __attribute__((aligned(8)));
+
+    if (p->proto == SCIDMZ_IPPROTO_GRE && l4len >= 4 && ld(s, q, b, 4, tc) == 0) {
+        __u8 g0 = b[0];
+        __u16 gp = be16(b + 2);
+        if ((b[1] & 0x07) || (g0 & 0x40))
+            return 0;
+        if (gp == SCIDMZ_ETHERTYPE_IPV4 || gp == SCIDMZ_ETHERTYPE_IPV6)
+            return SCIDMZ_R_TUNNEL;
+        if (gp != SCIDMZ_ETHERTYPE_TEB && gp != SCIDMZ_ETHERTYPE_ERSPAN2 && gp != SCIDMZ_ETHERTYPE_ERSPAN3)
+            return 0;
+        __u32 x = q + 4 + ((g0 & 0x80) ? 4 : 0) + ((g0 & 0x20) ? 4 : 0) + ((g0 & 0x10) ? 4 : 0);
+        if (gp == SCIDMZ_ETHERTYPE_ERSPAN2 && (g0 & 0x10))
+            x += 8;
+        if (gp == SCIDMZ_ETHERTYPE_ERSPAN3) {
+            if (ld(s, x, b, 12, tc) < 0)
+                return SCIDMZ_R_TRUNCATED;
+            if ((b[10] >> 2) & 0x1F)  /* not an Ethernet frame: the twin does not go in */
+                return 0;
+            x += 12 + ((b[11] & 1) ? 8 : 0);
+        }
+        return x + 14 > s->len ? SCIDMZ_R_TRUNCATED : SCIDMZ_R_TUNNEL;
     }
-    if (et == SCIDMZ_ETHERTYPE_IPV6)
-        return SCIDMZ_R_IPV6;
-    if (et != SCIDMZ_ETHERTYPE_IPV4)
-        return SCIDMZ_R_NON_IPV4;
+    if (p->proto == SCIDMZ_IPPROTO_UDP && l4len >= 16 && ld(s, q, b, 4, tc) == 0
+        && be16(b + 2) == SCIDMZ_UDP_PORT_VXLAN)
+        return q + 16 + 14 > s->len ? SCIDMZ_R_TRUNCATED : SCIDMZ_R_TUNNEL;
+    return 0;
+}
+
+/* IPv4 at pos (parse.py's IPv4 branch): sets addresses, protocol, IP ID, *q and *l4len. */
+static __always_inline int parse_ipv4(const struct src *s, struct pkt *p, __u32 pos, __u32 *q, __u32 *l4len,
+                                      const int tc)
+{
+    __u8 b[20] __attribute__((aligned(8)));
+
     if (ld(s, pos, b, 20, tc) < 0)
         return SCIDMZ_R_TRUNCATED;
     if ((b[0] >> 4) != 4)
@@ -161,20 +208,129 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
     __u32 ihl = (b[0] & 0x0F) * 4;
     if (ihl < 20)
         return SCIDMZ_R_BAD_IHL;
-    __u32 tot = be16(b + 2);
-    if (tot < ihl || pos + tot > s->len)
+    __u32 tot = be16(b + 2), avail = s->len - pos;
+    if (tot == 0)  /* TSO / BIG TCP: the wire length is the truth */
+        tot = avail;
+    if (tot < ihl || tot > avail)
         return SCIDMZ_R_BAD_IP_LENGTH;
-    if (pos + ihl > s->len)
-        return SCIDMZ_R_TRUNCATED;
     p->k.identification = raw16(b + 4);
     p->proto = b[9];
     p->src = raw32(b + 12);
     p->dst = raw32(b + 16);
+    p->sa.lo = SCIDMZ_IPV4_MAPPED_LO | __builtin_bswap32(p->src);
+    p->da.lo = SCIDMZ_IPV4_MAPPED_LO | __builtin_bswap32(p->dst);
+    *q = pos + ihl;
+    *l4len = tot - ihl;
     if (be16(b + 6) & 0x3FFF) {  /* MF or a fragment offset */
         p->kind = KIND_L3;
         return SCIDMZ_R_FRAGMENT;
     }
-    __u32 q = pos + ihl, l4len = tot - ihl;
+    return 0;
+}
+
+/* IPv6 at pos with hop-by-hop / routing / destination-options headers (parse.py's IPv6 branch). */
+static __always_inline int parse_ipv6(const struct src *s, struct pkt *p, __u32 pos, __u32 *q, __u32 *l4len,
+                                      const int tc)
+{
+    __u8 b[40] __attribute__((aligned(8)));
+
+    if (ld(s, pos, b, 40, tc) < 0)
+        return SCIDMZ_R_TRUNCATED;
+    if ((b[0] >> 4) != 6)
+        return SCIDMZ_R_BAD_IP_VERSION;
+    __u32 plen = be16(b + 4), avail = s->len - pos;
+    __u8 nh = b[6];
+    if (plen == 0 && (nh == 0 || nh == SCIDMZ_IPPROTO_TCP || nh == SCIDMZ_IPPROTO_UDP))  /* jumbogram / BIG TCP */
+        plen = avail - 40;
+    if (40 + plen > avail)
+        return SCIDMZ_R_BAD_IP_LENGTH;
+    p->src = addr_fold(b + 8);
+    p->dst = addr_fold(b + 24);
+    p->sa.hi = be64(b + 8);
+    p->sa.lo = be64(b + 16);
+    p->da.hi = be64(b + 24);
+    p->da.lo = be64(b + 32);
+    __u32 end = pos + 40 + plen, x = pos + 40;
+    for (int i = 0; i < SCIDMZ_EBPF_IPV6_EXT_HEADERS; i++) {
+        if (nh != SCIDMZ_IPV6_EXT_HEADERS_0 && nh != SCIDMZ_IPV6_EXT_HEADERS_1 && nh != SCIDMZ_IPV6_EXT_HEADERS_2)
+            break;
+        if (ld(s, x, b, 2, tc) < 0)
+            return SCIDMZ_R_TRUNCATED;
+        nh = b[0];
+        x += ((__u32)b[1] + 1) * 8;
+    }
+    if (x > end)
+        return SCIDMZ_R_BAD_IP_LENGTH;
+    p->proto = nh;
+    *q = x;
+    *l4len = end - x;
+    if (nh == SCIDMZ_IPV6_EXT_FRAGMENT) {
+        p->kind = KIND_L3;
+        return SCIDMZ_R_FRAGMENT;
+    }
+    return 0;
+}
+
+/* parse.py's _parse_py for an Ethernet frame, reason for reason (0 = usable): VLAN tags, MPLS
+ * labels, IPv4 or IPv6, TCP or UDP; tunnels and deeper stacks than the bounds are this
+ * program's own reasons (layout.EBPF_REASONS). */
+static __always_inline int parse(const struct src *s, struct pkt *p, const int tc)
+{
+    __u8 b[20] __attribute__((aligned(8)));  /* the verifier wants aligned stack loads */
+    __u32 pos = 14, q = 0, l4len = 0;
+    __u16 et;
+    int r, i;
+
+    p->kind = KIND_DROP;
+    if (ld(s, 0, b, 14, tc) < 0)
+        return SCIDMZ_R_TRUNCATED;
+    et = be16(b + 12);
+    for (i = 0; i < SCIDMZ_EBPF_VLAN_TAGS; i++) {
+        if (et != SCIDMZ_VLAN_TPIDS_0 && et != SCIDMZ_VLAN_TPIDS_1 && et != SCIDMZ_VLAN_TPIDS_2)
+            break;
+        if (ld(s, pos, b, 4, tc) < 0)
+            return SCIDMZ_R_TRUNCATED;
+        et = be16(b + 2);
+        pos += 4;
+    }
+    if (et == SCIDMZ_VLAN_TPIDS_0 || et == SCIDMZ_VLAN_TPIDS_1 || et == SCIDMZ_VLAN_TPIDS_2)
+        return SCIDMZ_R_TOO_DEEP;
+    if (et == SCIDMZ_ETHERTYPE_MPLS_0 || et == SCIDMZ_ETHERTYPE_MPLS_1) {
+        for (i = 0; i < SCIDMZ_EBPF_MPLS_LABELS; i++) {
+            if (ld(s, pos, b, 4, tc) < 0)
+                return SCIDMZ_R_TRUNCATED;
+            pos += 4;
+            if (b[2] & 1)  /* bottom of stack */
+                break;
+        }
+        if (!(b[2] & 1))
+            return SCIDMZ_R_TOO_DEEP;
+        if (ld(s, pos, b, 1, tc) < 0)
+            return SCIDMZ_R_TRUNCATED;
+        if ((b[0] >> 4) == 0)  /* a pseudowire control word, then Ethernet */
+            return pos + 18 > s->len ? SCIDMZ_R_TRUNCATED : SCIDMZ_R_TUNNEL;
+        if ((b[0] >> 4) != 4 && (b[0] >> 4) != 6)
+            return SCIDMZ_R_MPLS_PAYLOAD;
+        et = 0;
+    }
+    if (et == 0) {  /* decided by the version nibble (after MPLS, or a zero ethertype as the twin) */
+        if (ld(s, pos, b, 1, tc) < 0)
+            return SCIDMZ_R_TRUNCATED;
+        et = (b[0] >> 4) == 4 ? SCIDMZ_ETHERTYPE_IPV4 : ((b[0] >> 4) == 6 ? SCIDMZ_ETHERTYPE_IPV6 : 0);
+        if (!et)
+            return SCIDMZ_R_BAD_IP_VERSION;
+    }
+    if (et == SCIDMZ_ETHERTYPE_IPV4)
+        r = parse_ipv4(s, p, pos, &q, &l4len, tc);
+    else if (et == SCIDMZ_ETHERTYPE_IPV6)
+        r = parse_ipv6(s, p, pos, &q, &l4len, tc);
+    else
+        return SCIDMZ_R_NON_IP;
+    if (r)
+        return r;
+    r = tunnel(s, p, q, l4len, tc);
+    if (r)
+        return r;
     if (p->proto == SCIDMZ_IPPROTO_TCP) {
         if (l4len < 20) {
             p->kind = KIND_L3;
@@ -194,6 +350,8 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
         p->ack = __builtin_bswap32(raw32(b + 8));
         p->flags = b[13];
         p->payload = l4len - doff;
+        if (et == SCIDMZ_ETHERTYPE_IPV6)  /* IPv6 has no IP ID: the L4 checksum tells a retransmission */
+            p->k.identification = raw16(b + 16);
         p->kind = KIND_TCP;
     } else if (p->proto == SCIDMZ_IPPROTO_UDP) {
         if (l4len < 8) {
@@ -210,6 +368,8 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
         p->sport = raw16(b);
         p->dport = raw16(b + 2);
         p->payload = ulen - 8;
+        if (et == SCIDMZ_ETHERTYPE_IPV6)
+            p->k.identification = raw16(b + 6);
         p->kind = KIND_UDP;
     } else {
         p->kind = KIND_L3;
@@ -218,13 +378,131 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
     return 0;
 }
 
-/* class_lpm (Algorithm 2): the first hit in the longest-first prefix list. */
-static __always_inline __u32 classify(__u32 addr)
+/* The usual frame (no VLAN tag in the data, no MPLS, IPv4 without options or IPv6 without
+ * extension headers, not a fragment, TCP or UDP that is no VXLAN, lengths not zero) read at
+ * fixed offsets straight from the linear data: the same fields and checks as parse() on
+ * such a frame (the equivalence tests send both kinds), written only when it is one.
+ * Returns 0 then, -1 to leave the frame to parse(). Ours, for speed: parse() reads through
+ * the helper, one call per header. */
+static __always_inline int parse_fast(const struct src *s, struct pkt *p)
+{
+    const __u8 *d = s->data;
+    __u32 q, l4len, ident;
+    __u8 proto;
+
+    if (d + 54 > s->end)
+        return -1;
+    __u16 et = be16(d + 12);
+    if (et == SCIDMZ_ETHERTYPE_IPV4) {
+        __u32 tot = be16(d + 16);
+        if (d[14] != 0x45 || tot < 20 || tot > s->len - 14 || (be16(d + 20) & 0x3FFF))
+            return -1;
+        proto = d[23];
+        q = 34;
+        l4len = tot - 20;
+    } else if (et == SCIDMZ_ETHERTYPE_IPV6) {
+        if (d + 74 > s->end)
+            return -1;
+        __u32 plen = be16(d + 18);
+        if ((d[14] >> 4) != 6 || plen == 0 || 40 + plen > s->len - 14)
+            return -1;
+        proto = d[20];
+        q = 54;
+        l4len = plen;
+    } else {
+        return -1;
+    }
+    const __u8 *l4 = d + q;
+    if (proto == SCIDMZ_IPPROTO_TCP) {
+        if (l4 + 20 > s->end || l4len < 20)
+            return -1;
+        __u32 doff = (l4[12] >> 4) * 4;
+        if (doff < 20 || doff > l4len)
+            return -1;
+        p->k.seq_no = raw32(l4 + 4);
+        p->seq = __builtin_bswap32(p->k.seq_no);
+        p->ack = __builtin_bswap32(raw32(l4 + 8));
+        p->flags = l4[13];
+        p->payload = l4len - doff;
+        ident = raw16(l4 + 16);
+        p->kind = KIND_TCP;
+    } else if (proto == SCIDMZ_IPPROTO_UDP) {
+        if (l4 + 8 > s->end || l4len < 8 || (l4len >= 16 && be16(l4 + 2) == SCIDMZ_UDP_PORT_VXLAN))
+            return -1;
+        __u32 ulen = be16(l4 + 4);
+        if (ulen < 8 || ulen > l4len)
+            return -1;
+        p->payload = ulen - 8;
+        ident = raw16(l4 + 6);
+        p->kind = KIND_UDP;
+    } else {
+        return -1;
+    }
+    p->sport = raw16(l4);
+    p->dport = raw16(l4 + 2);
+    p->proto = proto;
+    if (et == SCIDMZ_ETHERTYPE_IPV4) {
+        p->k.identification = raw16(d + 18);
+        p->src = raw32(d + 26);
+        p->dst = raw32(d + 30);
+        p->sa.lo = SCIDMZ_IPV4_MAPPED_LO | __builtin_bswap32(p->src);
+        p->da.lo = SCIDMZ_IPV4_MAPPED_LO | __builtin_bswap32(p->dst);
+    } else {
+        p->k.identification = ident;  /* IPv6 has no IP ID: the L4 checksum tells a retransmission */
+        p->src = addr_fold(d + 22);
+        p->dst = addr_fold(d + 38);
+        p->sa.hi = be64(d + 22);
+        p->sa.lo = be64(d + 30);
+        p->da.hi = be64(d + 38);
+        p->da.lo = be64(d + 46);
+    }
+    return 0;
+}
+
+/* The parser as global functions: the verifier checks a global function once, on its own, and
+ * its caller sees only an unknown reason and unknown packet fields. Inlined, every header depth
+ * (VLAN tags x MPLS labels x IPv6 extension headers) was a separate path through the rest of
+ * the program for the verifier (over its 1M-instruction budget, measured). */
+__noinline int scidmz_parse_tc(struct __sk_buff *skb, struct pkt *p)
+{
+    struct src s = {.skb = skb, .len = skb->len, .headlen = skb->len, .vlan_hw = skb->vlan_present,
+                    .data = (const unsigned char *)(long)skb->data,
+                    .end = (const unsigned char *)(long)skb->data_end};
+
+    if (!p)
+        return 0;
+    if (parse_fast(&s, p) == 0)
+        return 0;
+    return parse(&s, p, 1);
+}
+
+__noinline int scidmz_parse_xmit(__u64 data, __u32 len, __u32 headlen, struct pkt *p)
+{
+    struct src s = {.data = (const unsigned char *)(long)data, .len = len, .headlen = headlen};
+    __u8 head[76] __attribute__((aligned(8)));
+
+    if (!p)
+        return 0;
+    /* parse_fast on a copy of the first headers (one read instead of one per header), two
+     * bytes in, so the IP addresses and the L4 words sit aligned (the verifier wants aligned
+     * stack loads) */
+    __u32 n = headlen >= 74 ? 74 : (headlen >= 54 ? 54 : 0);
+    if (n && bpf_probe_read_kernel(head + 2, n == 74 ? 74 : 54, s.data) == 0) {
+        struct src f = {.data = head + 2, .end = head + 2 + n, .len = len, .headlen = headlen};
+        if (parse_fast(&f, p) == 0)
+            return 0;
+    }
+    return parse(&s, p, 0);
+}
+
+/* class_lpm (Algorithm 2) on the 128-bit address: the first hit in the longest-first prefix list. */
+static __always_inline __u32 classify(const struct a128 *a)
 {
     for (__u32 i = 0; i < SCIDMZ_CLASS_LPM_SIZE; i++) {
         if (i >= scidmz_cfg.n_prefix)
             break;
-        if ((addr & scidmz_cfg.prefix[i].mask) == scidmz_cfg.prefix[i].net)
+        if ((a->hi & scidmz_cfg.prefix[i].mask_hi) == scidmz_cfg.prefix[i].net_hi
+            && (a->lo & scidmz_cfg.prefix[i].mask_lo) == scidmz_cfg.prefix[i].net_lo)
             return scidmz_cfg.prefix[i].cls;
     }
     return SCIDMZ_CLASS_NONE;
@@ -254,8 +532,10 @@ static __always_inline void flow_digest(struct scidmz_counters *ctr, const struc
     *sent = 1;
     struct scidmz_flow_event ev = {
         .kind = kind,
-        .src_addr = __builtin_bswap32(p->k.src_addr),
-        .dst_addr = __builtin_bswap32(p->k.dst_addr),
+        .src_addr_hi = p->fa.hi,
+        .src_addr_lo = p->fa.lo,
+        .dst_addr_hi = p->fb.hi,
+        .dst_addr_lo = p->fb.lo,
         .src_port = __builtin_bswap16(p->k.src_port),
         .dst_port = __builtin_bswap16(p->k.dst_port),
         .protocol = p->proto,
@@ -329,7 +609,7 @@ static __always_inline void algorithm7_active_flow(struct scidmz_counters *ctr, 
                 if (s->af_count == SCIDMZ_C_TH) {
                     s->af_active = 1;
                     flow_digest(ctr, p, sent, SCIDMZ_DIGEST_NEW_FLOW, p->fidx);
-                    STAT(ctr, AF_NEW)++;
+                    STAT(ctr, AF_ACTIVATIONS)++;
                 }
             }
         } else {
@@ -358,10 +638,11 @@ static __always_inline void algorithm7_active_flow(struct scidmz_counters *ctr, 
         s->af_recover_flag = 0;
         *slot_ok = 1;
         *is_new = 1;
+        STAT(ctr, AF_NEW)++;
         if (SCIDMZ_C_TH <= 1) {
             s->af_active = 1;
             flow_digest(ctr, p, sent, SCIDMZ_DIGEST_NEW_FLOW, p->fidx);
-            STAT(ctr, AF_NEW)++;
+            STAT(ctr, AF_ACTIVATIONS)++;
         }
     } else {
         STAT(ctr, AF_COLLISIONS)++;
@@ -532,6 +813,15 @@ static __always_inline void tap_step(struct scidmz_counters *ctr, struct pkt *p,
 {
     __u8 sent = 0, slot_ok = 0, is_new = 0;
 
+    if (p->kind == KIND_TCP && p->cls == SCIDMZ_CLASS_DTN && t == SCIDMZ_TAP_EGRESS) {  /* the prefix checks */
+        if (p->out) {
+            STAT(ctr, DTN_OUT_TCP)++;
+            if (p->payload > 0)
+                STAT(ctr, DTN_OUT_DATA)++;
+        } else if (p->payload > 0) {
+            STAT(ctr, DTN_IN_DATA)++;
+        }
+    }
     if (p->out) {
         algorithm2_count(ctr, p, t);
         algorithm5_queuing_delay(ctr, p, t);
@@ -583,7 +873,8 @@ static __always_inline void handle(const struct src *s, const int hook, const in
     if (!ctr)
         return;
     ctr->v[SCIDMZ_CTR_HOOK_LAN_IN + hook] += 1;
-    int reason = parse(s, &p, tc);
+    int reason = tc ? scidmz_parse_tc(s->skb, &p)
+                    : scidmz_parse_xmit((__u64)(long)s->data, s->len, s->headlen, &p);
     if (reason) {
         __u32 r = SCIDMZ_CTR_PARSE_BASE + reason;
         if (r < SCIDMZ_N_COUNTERS)
@@ -592,27 +883,33 @@ static __always_inline void handle(const struct src *s, const int hook, const in
     if (p.kind == KIND_DROP)
         return;
     p.ln = s->len + (s->vlan_hw ? 4 : 0);
-    __u32 c = classify(p.dst);
-    if (c) {
-        p.out = 1;
-        p.k.src_addr = p.src;
-        p.k.dst_addr = p.dst;
-        p.k.src_port = p.sport;
-        p.k.dst_port = p.dport;
-    } else {
-        c = classify(p.src);
-        p.k.src_addr = p.dst;
-        p.k.dst_addr = p.src;
-        p.k.src_port = p.dport;
-        p.k.dst_port = p.sport;
-    }
-    p.cls = c;
-    p.k.protocol = p.proto;
+    /* class_lpm: the destination classifies outgoing packets, else the source incoming ones */
+    __u32 cd = classify(&p.da), cs = classify(&p.sa), c = cd ? cd : cs;
     int copies = hook == SCIDMZ_EBPF_HOOK_WAN_IN ? 2 : 1;
     if (!c) {
         STAT(ctr, UNCLASSIFIED) += copies;
         return;
     }
+    if (cd && cs)
+        STAT(ctr, BOTH_CLASSIFIED) += copies;
+    if (cd) {
+        p.out = 1;
+        p.k.src_addr = p.src;
+        p.k.dst_addr = p.dst;
+        p.k.src_port = p.sport;
+        p.k.dst_port = p.dport;
+        p.fa = p.sa;
+        p.fb = p.da;
+    } else {
+        p.k.src_addr = p.dst;
+        p.k.dst_addr = p.src;
+        p.k.src_port = p.dport;
+        p.k.dst_port = p.sport;
+        p.fa = p.da;
+        p.fb = p.sa;
+    }
+    p.cls = c;
+    p.k.protocol = p.proto;
     /* the clock only for packets that are measured (reading it is a good part of a short path) */
     p.now = (clock_ns(s, tc) / SCIDMZ_TS_TICK_NS) & MASK;
     if (hook == SCIDMZ_EBPF_HOOK_WAN_OUT) {

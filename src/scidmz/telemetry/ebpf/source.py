@@ -42,7 +42,7 @@ from .. import constants as C
 from ..collector import DEFAULT_ALPHA
 from .attach import Attachments, Iface, claim, resolve_iface
 from .build import build
-from .layout import COUNTER_NAMES, PARSE_REASONS
+from .layout import COUNTER_NAMES, EBPF_REASONS, PARSE_REASONS
 from .objects import EbpfObject, cfg_bytes, class_entries
 from .view import EbpfCollector, EbpfView
 
@@ -210,9 +210,12 @@ class EbpfTelemetry:
 
     @property
     def drops(self) -> dict[str, int]:
-        """Packets passed on without measurement, by reason (as ``TelemetrySource.drops``), and lost digests."""
+        """Packets passed on without measurement, by reason (as ``TelemetrySource.drops``), and lost digests.
+
+        ``tunnel`` and ``too_deep`` are frames the twin would measure and the programs do not
+        (``layout.EBPF_REASONS``; docs/telemetry_ebpf.md "Known gaps")."""
         c = self.counters()
-        out = {r: c[f"parse_{r}"] for r in PARSE_REASONS if c.get(f"parse_{r}")}
+        out = {r: c[f"parse_{r}"] for r in (*PARSE_REASONS, *EBPF_REASONS) if c.get(f"parse_{r}")}
         if c.get("events_lost"):
             out["flow_events_lost"] = c["events_lost"]
         return out

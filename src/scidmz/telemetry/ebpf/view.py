@@ -13,17 +13,12 @@ it does on the twin and on a switch:
 * ``drain_digests``: no RTT digests (the programs add each sample to a
   per-class sum and count instead) and the flow digests from the ring buffer.
 
-``EbpfCollector`` is the collector with two changes:
-
-* ``rtt_dtn`` is the period's sum of DTN samples over their count, read from
-  the counter block (the twin's mean of the period's DTN RTT digests,
-  without a digest per sample);
-* idle expiry (Algorithm 4's timeout) compares ``af_ts`` with the period's
-  clock in serial arithmetic: on a live router a packet stamped after the
-  collector read its clock has an ``af_ts`` *newer* than "now", which the
-  plain ``(now - af_ts) mod 2^32`` reads as 71 minutes old (the twin never
-  sees that: its clock is the newest packet's). Equal to the twin otherwise:
-  an active flow is checked every period, long before an age reaches 2^31.
+``EbpfCollector`` is the collector with one change: ``rtt_dtn`` is the
+period's sum of DTN samples over their count, read from the counter block
+(the twin's mean of the period's DTN RTT digests, without a digest per
+sample). (Idle expiry compares ``af_ts`` with the period's clock in serial
+arithmetic, because a live router stamps packets after the collector read
+its clock; that lives in ``collector.Collector`` itself, for every view.)
 
 ``snapshot()`` reads the counter block once per period, so the period's
 counters are read together.
@@ -31,7 +26,6 @@ counters are read together.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 
@@ -121,6 +115,10 @@ class EbpfView:
     def drain_digests(self) -> tuple[np.ndarray, np.ndarray]:
         return np.zeros(0, dtype=C.DIGEST_RTT_DTYPE), self.obj.drain_events()
 
+    def new_collector(self, alpha: float = DEFAULT_ALPHA, t0: float | None = None) -> EbpfCollector:
+        """The collector for these maps (a plant that takes any view asks the view for it)."""
+        return EbpfCollector(self, alpha, t0)
+
 
 class EbpfCollector(Collector):
     """``Collector`` over an ``EbpfView``: RTT_DTN from the per-class sums (see module docstring)."""
@@ -134,22 +132,11 @@ class EbpfCollector(Collector):
 
     def sample(self) -> NetworkState:
         self.view.snapshot()
-        y = super().sample()
-        rsum, rcnt = self.view.rtt_aggregate()
-        dsum, dcnt = rsum - self._prev_rtt[0], rcnt - self._prev_rtt[1]
-        self._prev_rtt = (rsum, rcnt)
-        self.rtt_samples += int(dcnt.sum())
-        fresh = dcnt[C.CLASS_DTN] > 0
-        if fresh:
-            self.rtt_dtn = float(dsum[C.CLASS_DTN]) / float(dcnt[C.CLASS_DTN]) * self.tick_s
-        self.stale["rtt_dtn"] = not fresh
-        return dataclasses.replace(y, rtt_dtn=self.rtt_dtn)
+        return super().sample()
 
-    def _expire_idle(self, now: float) -> None:
-        slots = np.flatnonzero(self.active)
-        if slots.size == 0:
-            return
-        ts = self.view.read_register(C.REG_AF_TS, slots).astype(np.int64)
-        age = ((int(round(now / self.tick_s)) & C.TS_MASK) - ts) & C.TS_MASK
-        # an age in the upper half is a stamp newer than `now` (see the module docstring)
-        self.active[slots[(age >= self._t_th_ticks) & (age < 1 << (C.TS_BITS - 1))]] = False
+    def rtt_accumulators(self, rtt_d: np.ndarray) -> np.ndarray:
+        """The period's per-class RTT (sum, count): deltas of the programs' cumulative sums."""
+        rsum, rcnt = self.view.rtt_aggregate()
+        acc = np.stack([rsum - self._prev_rtt[0], rcnt - self._prev_rtt[1]], axis=1)
+        self._prev_rtt = (rsum, rcnt)
+        return acc

@@ -1,0 +1,240 @@
+"""``control run`` as a service (issue 27), no root needed: the plant flags every command shares,
+``--config FILE`` (TOML), shadow mode's loop, metrics and refusals, the recording actuator.
+
+The shadow mode on real plants (no qdisc, class or OVS QoS made) is in
+``test_ebpf_plants.py`` (root).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scidmz.actuators.recording import RecordingActuator
+from scidmz.commands.build import build_run, plant_choice
+from scidmz.daemon.serve import ControlDaemon
+from scidmz.plant.base import PlantChoice, check_plant_options, make_plant
+from scidmz.policies import TrivialPolicy
+from scidmz.scenario import load_scenario
+
+CLI = [sys.executable, "-m", "scidmz.cli"]
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+# -- the plant flags ---------------------------------------------------------------------------------
+
+def test_plant_choice_carries_options_and_is_the_name() -> None:
+    c = plant_choice("netns", telemetry="ebpf", extra=["prefix=abc", "drain=0.5"])
+    assert c == "netns" and isinstance(c, str) and str(c) == "netns"
+    assert c.options == {"telemetry": "ebpf", "prefix": "abc", "drain": 0.5}
+    assert json.dumps({"plant": c}) == '{"plant": "netns"}'
+    h = plant_choice("hardware", telemetry="ebpf:eth1,eth0", dev="eth1", netns=None, ovs_port=None)
+    assert h.options == {"telemetry": "ebpf:eth1,eth0", "dev": "eth1"}  # flags not given stay out
+    import pickle
+
+    assert pickle.loads(pickle.dumps(c)).options == c.options
+    # make_plant merges the choice's options; an unknown one is one line naming it
+    with pytest.raises(ValueError, match="has no option 'bogus'"):
+        check_plant_options(PlantChoice("fluid", {"bogus": 1}))
+    run = build_run("small-cubic", plant=plant_choice("fluid", extra=["dt=0.01"]))
+    assert run.plant == "fluid" and type(run.plant) is str and run.plant_options == {"dt": 0.01}
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"plant": "fluid", "telemetry": "ebpf"}, "the fluid plant has no telemetry"),
+    ({"plant": "netns", "dev": "eth0"}, "--dev: for --plant hardware only"),
+    ({"plant": "fluid", "ovs_port": "p", "ovs_mode": "htb"}, "--ovs-port, --ovs-mode: for --plant hardware only"),
+    ({"plant": "netns", "extra": ["novalue"]}, "expected KEY=VALUE"),
+])
+def test_plant_flags_refused_in_one_line(kw: dict, msg: str) -> None:
+    with pytest.raises(ValueError, match=msg):
+        plant_choice(**kw)
+
+
+@pytest.mark.parametrize("cmd", [["simulate", "small-cubic"],
+                                 ["evaluate", "small-cubic", "--policies", "none", "--quick", "--trials", "1",
+                                  "--experiments", "mrae"],
+                                 ["identify", "small-cubic", "--duration", "5", "--out", "x.parquet"],
+                                 ["control", "run", "--target", "5M"]])
+def test_every_command_that_takes_a_plant_takes_its_flags(cmd: list[str], tmp_path: Path) -> None:
+    r = subprocess.run([*CLI, *cmd, "--telemetry", "kernel"], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == "scidmz: error: --telemetry: the fluid plant has no telemetry to choose " \
+                               "(netns and hardware do)"
+    r = subprocess.run([*CLI, *cmd, "--plant", "hardware", "--telemetry", "ebpf:eth0", "--dev", "eth0"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "ebpf:LAN_IF[,LAN_IF...],WAN_IF" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_hardware_ebpf_telemetry_errors_are_one_line() -> None:
+    sc = load_scenario("testbed")
+    with pytest.raises(ValueError, match="exactly one actuator target"):
+        make_plant("hardware", sc, telemetry="ebpf:a,b")
+    with pytest.raises(ValueError, match="each interface may appear once"):
+        make_plant("hardware", sc, telemetry="ebpf:a,a", dev="a")
+    with pytest.raises(ValueError, match="egress_hook must be one of xmit, tc"):
+        make_plant("hardware", sc, telemetry="ebpf:a,b", dev="a", egress_hook="nic")
+    with pytest.raises(ValueError, match="expected HOST:PORT, e.g. 10.0.0.5:9559, or ebpf:LAN_IF,WAN_IF"):
+        make_plant("hardware", sc, telemetry="ebpfa,b", dev="a")
+
+
+# -- --config FILE ------------------------------------------------------------------------------------
+
+def _config(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "control.toml"
+    p.write_text(text)
+    return str(p)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ('bogus = 1\n', "unknown key 'bogus' (keys: api, "),
+    ('target = ["5M"]\n', "'target' must be a string or a number"),
+    ('shadow = "yes"\n', "'shadow' must be true or false"),
+    ('seed = 1.5\n', "'seed' must be an integer"),
+    ('set = "link.capacity=1G"\n', "'set' must be a list of strings"),
+    ('json = true\n', "unknown key 'json'"),
+    ('target = \n', "not valid TOML"),
+])
+def test_config_bad_keys_and_values_are_one_line(tmp_path: Path, text: str, msg: str) -> None:
+    path = _config(tmp_path, text)
+    r = run_cli("control", "run", "small-cubic", "--target", "5M", "--config", path)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"scidmz: error: config {path}: ") and msg in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_config_missing_file_and_missing_target(tmp_path: Path) -> None:
+    r = run_cli("control", "run", "--config", str(tmp_path / "none.toml"))
+    assert r.returncode == 2 and "none.toml" in r.stderr
+    r = run_cli("control", "run", "--config", _config(tmp_path, 'plant = "fluid"\n'))
+    assert r.returncode == 2 and "needs a target" in r.stderr, r.stderr
+
+
+def test_config_options_and_flags_override_them(tmp_path: Path) -> None:
+    log = tmp_path / "control.jsonl"
+    path = _config(tmp_path, f'''
+scenario = "small-cubic"
+target = "5M"
+duration = 2
+no-api = true
+log = "{log}"
+set = ["link.capacity=20M", "dtn.streams=2"]
+seed = 3
+''')
+    # flags win: --target, and --set adds to the file's list (the command line's setting of a key last)
+    r = run_cli("control", "run", "--config", path, "--target", "4M", "--set", "link.capacity=30M", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["target"] == 4e6
+    start = json.loads(log.read_text().splitlines()[0])
+    assert start["event"] == "start" and start["scenario"] == "small-cubic" and start["mode"] == "live"
+    periods = [json.loads(x) for x in log.read_text().splitlines() if '"k"' in x]
+    assert periods and all(p["u"] == pytest.approx(26e6) for p in periods)  # 30M - 4M: the flag's capacity
+
+
+def test_config_default_plant_options_from_the_file(tmp_path: Path) -> None:
+    # plant keys reach the plant: fluid + telemetry is refused exactly as the flag is
+    r = run_cli("control", "run", "small-cubic", "--config", _config(tmp_path, 'target = "5M"\ntelemetry = "ebpf"\n'))
+    assert r.returncode == 2 and "--telemetry: the fluid plant has no telemetry" in r.stderr, r.stderr
+
+
+# -- shadow mode ---------------------------------------------------------------------------------------
+
+def test_shadow_refused_on_the_fluid_plant(tmp_path: Path) -> None:
+    r = run_cli("control", "run", "small-cubic", "--target", "5M", "--shadow", "--no-api")
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("scidmz: error: --shadow: the fluid plant has no shaper to leave alone "
+                                "(shadow mode watches a real network: --plant netns or hardware)")
+
+
+def test_recording_actuator_records_validates_and_applies_nothing() -> None:
+    a = RecordingActuator("eth1", netns="r", burst=None, latency=0.05)  # TbfActuator's factory signature
+    a.set_rate(0)
+    assert a.last == 8000.0  # lifted to MIN_RATE as a real shaper would be
+    a.set_rate(5e7)
+    assert a.last == 5e7 and a.commands == 2 and math.isnan(a.current_rate())
+    for bad in (float("nan"), -1.0, "fast"):
+        with pytest.raises(ValueError):
+            a.set_rate(bad)
+    assert a.last == 5e7
+    a.close()
+    assert "nothing applied" in repr(a)
+
+
+class _ShadowFluid:
+    """The fluid plant standing in for a real one whose actuator records (the loop's view of shadow mode)."""
+
+    def __init__(self, sc) -> None:
+        self.inner = make_plant("fluid", sc)
+        self.scenario, self.batch, self.actuator = sc, 1, RecordingActuator("up")
+        self.applied: list[float] = []
+
+    period = property(lambda self: self.inner.period)
+    info = property(lambda self: self.inner.info)
+
+    def reset(self, seed=None):
+        return self.inner.reset(seed)
+
+    def step(self, u):
+        self.actuator.set_rate(float(np.asarray(u).reshape(-1)[0]))
+        return self.inner.step(self.scenario.u_max)  # the network runs unshaped, as in shadow mode
+
+    def flows(self):
+        return self.inner.flows()
+
+    def close(self):
+        self.inner.close()
+
+
+def test_shadow_loop_status_log_and_metrics(tmp_path: Path) -> None:
+    pytest.importorskip("prometheus_client")
+    sc = load_scenario("testbed").replace(period=0.2)
+    with make_plant("fluid", sc) as p:  # compile the kernel before the real-time loop
+        p.reset(0)
+        p.step(50e6)
+    plant = _ShadowFluid(sc)
+    log = tmp_path / "shadow.jsonl"
+    d = ControlDaemon(plant, TrivialPolicy(), 30e6, api=None, log=log, shadow=True, duration=1.2)
+    th = threading.Thread(target=d.run)
+    th.start()
+    deadline = time.monotonic() + 30
+    while d.k < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    st = d.status()
+    metrics = d.metrics_text().decode()
+    th.join(30)
+    assert st["mode"] == "shadow" and st["u"] == pytest.approx(70e6)
+    assert plant.actuator.last == pytest.approx(70e6) and plant.actuator.commands >= 3
+    assert "scidmz_shadow_rate_bits_per_second 7e+07" in metrics
+    assert "scidmz_shadow_mode 1.0" in metrics
+    assert "scidmz_campus_rate_limit_bits_per_second NaN" in metrics  # nothing applied
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert lines[0]["event"] == "start" and lines[0]["mode"] == "shadow"
+    periods = [x for x in lines if "k" in x]
+    assert periods and all(x["mode"] == "shadow" and x["trivial_rate"] == 70e6 and x["u"] == 70e6 for x in periods)
+
+
+def test_live_loop_metrics_say_live() -> None:
+    pytest.importorskip("prometheus_client")
+    from scidmz.daemon.metrics import METRIC_NAMES, DaemonMetrics
+
+    m = DaemonMetrics()
+    m.static(period=1.0, capacity=1e8)
+    m.period(4e7, 4e7, None)
+    text = m.exposition().decode()
+    assert "scidmz_shadow_mode 0.0" in text and "scidmz_shadow_rate_bits_per_second NaN" in text
+    assert "scidmz_campus_rate_limit_bits_per_second 4e+07" in text
+    assert {"scidmz_shadow_rate_bits_per_second", "scidmz_shadow_mode"} <= METRIC_NAMES
