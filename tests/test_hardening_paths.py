@@ -321,3 +321,15 @@ def test_a_tracked_run_logs_the_files_it_wrote_not_the_directory(tmp_path: Path,
     names = {p.name for p in logged}
     assert logged and "stranger.txt" not in names, sorted(names)
     assert not any("mlruns" in p.relative_to(tmp_path / "mlruns").parts for p in logged), logged
+
+
+def test_a_path_set_in_control_run_config_meets_the_same_policy(tmp_path: Path) -> None:
+    """``control run --config FILE`` fills options after the command line was checked; its paths are
+    checked too (a log named there is still never appended to through a link)."""
+    target = tmp_path / "target.txt"
+    target.write_text("keep")
+    (tmp_path / "link.log").symlink_to(target)
+    cfg = tmp_path / "control.toml"
+    cfg.write_text(f'target = "60M"\nlog = "{tmp_path / "link.log"}"\nno-api = true\nduration = "1"\n')
+    _refused(["control", "run", "testbed", "--config", str(cfg)], tmp_path, "--log")
+    assert target.read_text() == "keep"
