@@ -457,7 +457,9 @@ def test_random_output_names(tmp_path, name):
         repo = repo_entries()
         rc, out, err = run_inprocess(argv, cwd)
         assert_refused_cleanly(argv, rc, err, allow_ok=True)
-        if rc == 0 and name:  # an empty --out means "no output"
+        if not name.strip():  # issue 29: an empty --out is refused, it does not mean "no output"
+            assert rc == 2 and "empty path" in err, (name, err)
+        if rc == 0:
             written = Path(cwd, name).resolve()
             assert written.is_relative_to(cwd.resolve()) and written.is_file(), (name, written)
         assert repo_entries() == repo

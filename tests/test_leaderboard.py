@@ -235,7 +235,7 @@ def test_resume_runs_only_what_is_missing_and_equals_an_uninterrupted_run(quick_
     (["--trials", "1"], "--trials must be a whole number in [2, 10000]"),
     (["--trials", "10001"], "--trials must be a whole number in [2, 10000]"),
     (["--fct-trials", "1"], "--fct-trials must be"),
-    (["--seed", "-1"], "--seed must be in"),
+    (["--seed", "-1"], "--seed must be"),
     (["--max-starved", "2"], "--max-starved must be a share"),
     (["--experiments", "mrae,nope"], "unknown experiment 'nope'"),
     (["--set", "plan.nope=1"], "unknown plan key"),

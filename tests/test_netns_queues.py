@@ -29,7 +29,7 @@ def test_jenks_on_br1_separates_the_dtn_and_serves_its_target(telemetry: str) ->
 
     sc = _scenario()
     target = 60e6
-    steps = 30
+    steps = 34
     plant = make_plant("netns", sc, prefix="tjq", telemetry=telemetry)
     try:
         ep = Episode(plant, make_policy("jenks", queues=2))
@@ -40,10 +40,15 @@ def test_jenks_on_br1_separates_the_dtn_and_serves_its_target(telemetry: str) ->
             ep.step(target)
             tables.append(plant.flows()[0])
             cfg = plant.queue_actuator.current()  # read back from the kernel
-            # the DTN's flows alone in a Jenks class queue holding the target, rate = ceil
+            # the DTN's flows alone in a Jenks class queue holding the target, rate = ceil -- *all* of
+            # them: the policy moves each stream once it passes the long-flow mark, and until the
+            # last one has moved, the others still leave through the default queue (ceil B_max)
             qs = {r.queue for r in cfg.rules if r.match.src == dtn_ip}
             others = {r.queue for r in cfg.rules if r.match.src != dtn_ip}
-            ok = len(qs) == 1 and not (qs & others) and min(qs) >= CLASS_QID0
+            ports = {sp for sp, role in zip(tables[-1]["sport"], tables[-1]["role"], strict=True) if role == "dtn"}
+            ruled = {r.match.sport for r in cfg.rules if r.match.src == dtn_ip}
+            every = len(ports) == sc.dtn.streams and (None in ruled or ports <= ruled)
+            ok = every and len(qs) == 1 and not (qs & others) and min(qs) >= CLASS_QID0
             served.append(ok and cfg.queue(min(qs)).rate == pytest.approx(target, rel=0.01)
                           and cfg.queue(min(qs)).ceil == pytest.approx(target, rel=0.01))
         y = np.asarray(ep.history.y)[:, 0, :]
@@ -64,13 +69,17 @@ def test_jenks_on_br1_separates_the_dtn_and_serves_its_target(telemetry: str) ->
     assert min(dmin) > 0.045 and max(cmin) < 0.03
     assert "htb" in tc and "bfifo" in tc and "tbf" not in tc
     # Flows are classified once they pass the data plane's 10 MB long-flow mark (~12 s here; when
-    # depends on how fast the DTN's streams ramp up). From then on the DTN is served.
+    # depends on how fast the DTN's streams ramp up), each stream on its own. From the period in
+    # which the last one moved (k0), the DTN is served.
     why = (f"served {served}; queues {[(q.qid, q.rate, q.ceil) for q in cfg.queues]}; "
-           f"rules {[(r.match.src, r.queue) for r in cfg.rules]}; roles {last['role']} long {last['long_flow']}")
+           f"rules {[(r.match.src, r.match.sport, r.queue) for r in cfg.rules]}; roles {last['role']} "
+           f"long {last['long_flow']}; y_dtn {np.round(y[:, 0] / 1e6, 1).tolist()}")
     assert served[-1], why
     k0 = steps - served[::-1].index(False) if False in served else 0
-    assert k0 <= 22, why
-    # measured on the kernel: the DTN at its target, the campus queue borrowing the rest
+    assert k0 <= 26, why
+    # Measured on the kernel: the DTN at its target, the campus queue borrowing the rest. Period k0
+    # still carries what the default queue held when the last stream left it (its bfifo, up to
+    # ~190 kB: +1.5 to +4 Mbit/s measured), so the window starts a period later, with one to spare.
     after = y[k0 + 2:]
     assert 0.95 * target < after[:, 0].mean() < 1.03 * target, after[:, :2]
     assert (after[:, 0] + after[:, 1]).mean() > 0.95 * sc.capacity

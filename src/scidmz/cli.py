@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-from .cli_guard import OneLineArgumentParser, add_mkdir_flags, check_paths, guarded
+from .cli_guard import OneLineArgumentParser, add_mkdir_flags, check_args, guarded
 from .commands import (
     control,
     evaluate,
@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         print("scidmz: error: a command is required (see scidmz --help)", file=sys.stderr)
         return 2
-    # Paths are checked before any work; every failure is one line (cli_guard).
-    return guarded(lambda: (check_paths(args), args.func(args))[1])
+    # Every declared path and count is checked before any work; every failure is one line (cli_guard).
+    return guarded(lambda: (check_args(args), args.func(args))[1])
 
 
 if __name__ == "__main__":

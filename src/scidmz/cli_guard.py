@@ -1,14 +1,17 @@
-"""The CLI's guard rails (issue 10): one line for every refusal, checked destinations, strict JSON.
+"""The CLI's guard rails (issues 10 and 29): one line for every refusal, checked destinations, strict JSON.
 
 ``cli`` uses these so that whatever an admin (or an attacker) types,
 ``scidmz`` answers with exit code 0, or 1/2 and exactly one line on stderr:
 
 * ``OneLineArgumentParser``: argparse's usage errors in one line (argparse
   prints the usage block first); ``--help`` is where the usage lives.
-* ``check_paths``: before any work, output paths are checked with
-  :mod:`scidmz.fileio` (regular files or new paths only, writable, parents
-  present unless ``--mkdir``) and input paths must be regular files (a FIFO
-  would block, ``/dev/zero`` would never end, a directory is not a file).
+* ``check_args``: before any work, every path option the command declares
+  (``OUTPUTS``, ``INPUTS``; the empty string refused, implied siblings such
+  as ``tune``'s ``X.tune/`` included, two options naming one file refused)
+  is checked with :mod:`scidmz.fileio` (outputs: regular files or new paths
+  only, writable, parents present unless ``--mkdir``; inputs: regular files,
+  as a FIFO would block, ``/dev/zero`` would never end, a directory is not a
+  file), and every count (``COUNTS``) against ``limits.BOUNDS``.
 * ``guarded``: maps exceptions to one line and an exit code -- bad input
   (``ValueError``, missing files, permissions) 2, runtime failures
   (``OSError``, ``RuntimeError``, ``MemoryError``) 1, anything else 1 as an
@@ -25,10 +28,12 @@ import math
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-__all__ = ["OneLineArgumentParser", "add_mkdir_flags", "check_paths", "guarded", "json_line", "finite_or_none"]
+__all__ = ["OneLineArgumentParser", "add_mkdir_flags", "check_args", "guarded", "json_line",
+           "finite_or_none", "OUTPUTS", "INPUTS", "COUNTS", "PlannedOutput", "planned_outputs", "command_of"]
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -39,32 +44,103 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {msg} (see {self.prog} --help)\n")
 
 
-# Destinations per command: attribute -> kind ("file", "dir", "model", "file_or_dir", "log").
+# -- the path policy (issues 10 and 29): every path option of every command, declared here -----------
+#
+# Each command (or "command subcommand") lists the options it writes (OUTPUTS) and reads (INPUTS)
+# by argparse attribute, with a kind. ``check_args`` resolves and checks all of them before the
+# command runs, so a bad path costs milliseconds and nothing is written: the empty string is
+# refused (it is not "no output", and "" as a directory is the working directory), every
+# sibling a kind implies is checked like the option itself (``tune --out X.json`` also writes
+# ``X.tune/``), an append never follows a symlink, and two options naming the same file are
+# refused. A new command (or a new option) adds one line here; ``tests/test_hardening_paths.py``
+# fails for a path-like option that is not declared.
+#
+# Output kinds (``OUTPUT_KINDS``):
+#   file   a result file: replaced atomically; a regular file or a new path (fileio.check_output_file)
+#   plot   a figure: a file whose suffix is a format matplotlib writes (plots.FIGURE_FORMATS; none = PNG)
+#   log    a file appended to: a regular file or a new path, never a symlink (fileio.open_append)
+#   dir    a directory written into: a directory or a new path, never a symlink (fileio.check_output_dir)
+#   model  a model directory replaced as a whole (fileio.check_model_destination)
+#   gains  ``tune --out``: X.json and its sibling directory X.tune/, or a directory (tuning.run.tune_paths)
+#   store  an mlflow tracking store (``--tracking-uri``, else $MLFLOW_TRACKING_URI, else ./mlruns): a
+#          local path or file:/sqlite: URI is written, so it is checked (links to it are followed: a
+#          store is configured, not typed per run); a server URI is not ours to check
+# Input kinds: file (a regular file), dir (a directory), gains (a file, or a directory holding
+# gains.json), model (a model directory, or a models:/NAME/VERSION reference: its syntax is
+# checked), scenario (a built-in name, or a .toml file).
 OUTPUTS: dict[str, dict[str, str]] = {
-    "simulate": {"out": "file", "plot": "file"},
-    "identify": {"out": "file", "plot": "file"},
-    "train": {"out": "model"},
-    "tune": {"out": "file_or_dir"},
-    "evaluate": {"out": "dir"},
-    "leaderboard": {"out": "dir"},
-    "reproduce": {"out": "dir"},
-    "control": {"log": "log", "token_file": "file"},
+    "simulate": {"out": "file", "plot": "plot"},
+    "identify": {"out": "file", "plot": "plot", "tracking_uri": "store"},
+    "train": {"out": "model", "tracking_uri": "store"},
+    "tune": {"out": "gains", "tracking_uri": "store"},
+    "evaluate": {"out": "dir", "tracking_uri": "store"},
+    "leaderboard": {"out": "dir", "tracking_uri": "store"},
+    "reproduce": {"out": "dir", "tracking_uri": "store"},
+    "control run": {"log": "log", "token_file": "file"},
+    "telemetry replay": {"plot": "plot", "samples": "file"},
+    "telemetry capture": {"plot": "plot"},
 }
-# Inputs that must be regular files (or directories where noted).
 INPUTS: dict[str, dict[str, str]] = {
-    "train": {"dataset": "file"},
-    "telemetry": {"pcap": "file", "egress_pcap": "file", "ingress_pcap": "file"},
+    "simulate": {"scenario": "scenario", "model": "model", "gains": "gains"},
+    "scenarios": {"name": "scenario"},
+    "identify": {"scenario": "scenario"},
+    "train": {"dataset": "file", "init": "dir"},
+    "tune": {"scenario": "scenario", "model": "model"},
+    "evaluate": {"scenario": "scenario", "model": "model", "gains": "gains", "pi_gains": "gains"},
     "reproduce": {"notes": "file"},
-    "simulate": {"model": "dir", "gains": "file_or_dir"},
-    "evaluate": {"model": "dir", "gains": "file_or_dir"},
-    "leaderboard": {"mlc_model": "dir", "mlc_gains": "file_or_dir", "pi_gains": "file_or_dir"},
-    "tune": {"model": "dir"},
-    "control": {"model": "dir", "gains": "file_or_dir"},
+    "telemetry replay": {"pcap": "file", "egress_pcap": "file", "ingress_pcap": "file"},
+    "control run": {"scenario": "scenario", "model": "model", "gains": "gains", "config": "file"},
+    "control set-target": {"token_file": "file"},
+    "control status": {"token_file": "file"},
+    "testbed up": {"scenario": "scenario"},
+    "testbed check": {"scenario": "scenario"},
+    "leaderboard": {"scenario": "scenario", "mlc_model": "model", "mlc_gains": "gains", "pi_gains": "gains"},
 }
+#: Options whose help mentions files or paths but which are not paths (the declaration test reads this).
+NOT_PATHS: dict[str, frozenset[str]] = {
+    "control run": frozenset({"ovs_db", "api", "metrics_addr", "telemetry"}),
+    "control set-target": frozenset({"api"}),
+    "control status": frozenset({"api"}),
+    "telemetry replay": frozenset({"start", "end"}),  # times within the capture
+}
+OUTPUT_KINDS = ("file", "plot", "log", "dir", "model", "gains", "store")
+INPUT_KINDS = ("file", "dir", "gains", "model", "scenario")
+
+# -- counts (issue 29): every count option, by command, and the ``limits.BOUNDS`` entry it is checked
+# against before any work ("seed" is checked for every command that has one). ``leaderboard`` checks
+# its own trials (2 to 10,000: a paired test needs two) in its plan, before any work, so is not here.
+COUNTS: dict[str, dict[str, str]] = {
+    "evaluate": {"trials": "trials"},
+    "reproduce": {"trials": "trials", "fct_trials": "fct_trials", "ns_trials": "ns_trials",
+                  "short_trials": "short_trials", "ns_max_flows": "ns_max_flows", "generations": "generations",
+                  "population": "population", "epochs": "epochs", "cv_folds": "folds"},
+    "identify": {"batch": "batch"},
+    "train": {"epochs": "epochs", "folds": "folds"},
+    "tune": {"generations": "generations", "population": "population", "parents": "parents",
+             "episodes": "episodes", "workers": "workers", "refine_episodes": "refine_episodes"},
+}
+_COMMON_COUNTS = {"seed": "seed"}
+
 _INPUT_NAMES = {"dataset": "dataset", "pcap": "capture", "egress_pcap": "capture", "ingress_pcap": "capture",
-                "notes": "notes file", "gains": "gains file", "model": "model directory",
+                "notes": "notes file", "gains": "gains file", "model": "model directory", "init": "model directory",
+                "token_file": "control token file", "scenario": "scenario file", "name": "scenario file",
                 "mlc_model": "mlc model directory", "mlc_gains": "mlc gains file", "pi_gains": "pi gains file"}
 _MKDIR_FOR = ("out", "plot", "log")
+
+
+def command_of(args: argparse.Namespace) -> list[str]:
+    """The keys a parsed command is declared under: ``["control run", "control"]``, ``["tune"]``."""
+    cmd = getattr(args, "command", None) or ""
+    sub = next((getattr(args, k) for k in ("control_command", "telemetry_command", "testbed_cmd")
+                if getattr(args, k, None)), None)
+    return [f"{cmd} {sub}", cmd] if sub else [cmd]
+
+
+def _declared(table: dict[str, dict[str, str]], args: argparse.Namespace) -> dict[str, str]:
+    for key in command_of(args):
+        if key in table:
+            return table[key]
+    return {}
 
 
 def add_mkdir_flags(parser: argparse.ArgumentParser) -> None:
@@ -79,45 +155,188 @@ def add_mkdir_flags(parser: argparse.ArgumentParser) -> None:
                             help="create missing parent directories of the output paths")
 
 
+def _option(attr: str) -> str:
+    return f"--{attr.replace('_', '-')}"
+
+
 def _looks_like_path(s: str) -> bool:
     return os.sep in s or s.endswith(".toml") or os.path.lexists(s)
 
 
-def check_paths(args: argparse.Namespace) -> None:
-    """Refuse bad input and output paths of the parsed command before any work (one line each)."""
+@dataclass(frozen=True)
+class PlannedOutput:
+    """One path a command will write: the option that names it (a sibling: "--out (X.tune/)"), the path
+    and the check it gets (file, plot, log, dir, model, store_dir, store_file)."""
+
+    option: str
+    path: Path
+    check: str
+
+
+def planned_outputs(args: argparse.Namespace) -> list[PlannedOutput]:
+    """Every path the parsed command will write, its siblings included (see OUTPUTS)."""
+    out: list[PlannedOutput] = []
+    for attr, kind in _declared(OUTPUTS, args).items():
+        value = getattr(args, attr, None)
+        if kind == "store":
+            out += _store_outputs(value)
+            continue
+        if value is None or (kind == "log" and value == "-"):
+            continue
+        opt = _option(attr)
+        _not_empty(value, opt)
+        p = Path(value)
+        if kind == "gains":
+            from .tuning.run import tune_paths
+
+            gains_file, tdir = tune_paths(p)
+            if gains_file is not None:
+                out.append(PlannedOutput(opt, gains_file, "file"))
+                out.append(PlannedOutput(f"{opt} (its sibling {tdir.name}/)", tdir, "dir"))
+            else:
+                out.append(PlannedOutput(opt, tdir, "dir"))
+        else:
+            out.append(PlannedOutput(opt, p, kind))
+    return out
+
+
+def _store_outputs(uri: str | None) -> list[PlannedOutput]:
+    from .tracking import local_store
+
+    if uri is not None:
+        _not_empty(uri, "--tracking-uri")  # "" would silently mean $MLFLOW_TRACKING_URI or ./mlruns
+    store = local_store(uri)  # also refuses an unknown scheme, with one line
+    if store is None:
+        return []
+    path, kind = store
+    return [PlannedOutput("--tracking-uri" if uri else "the mlflow store", path, f"store_{kind}")]
+
+
+def _not_empty(value: Any, opt: str) -> None:
+    if not isinstance(value, str):
+        raise ValueError(f"{opt}: expected a path, got {value!r}")
+    if value == "" or not value.strip():
+        raise ValueError(f"{opt} {value!r}: empty path (give a file or directory name)")
+    if "\x00" in value:
+        raise ValueError(f"{opt}: a path cannot contain NUL bytes")
+
+
+def _check_output(o: PlannedOutput) -> None:
+    from . import fileio
+
+    if o.check == "plot":
+        from .plots import check_figure_path
+
+        check_figure_path(o.path, o.option)
+        fileio.check_output_file(o.path, o.option)
+    elif o.check == "file" or o.check == "store_file":
+        fileio.check_output_file(o.path, o.option)
+    elif o.check == "log":
+        if o.path.is_symlink():
+            raise fileio.DestinationError(f"{o.option} {o.path}: is a symlink; a log is appended to and "
+                                          "appends never follow links")
+        fileio.check_output_file(o.path, o.option)
+    elif o.check == "dir":
+        fileio.check_output_dir(o.path, o.option)
+    elif o.check == "store_dir":
+        fileio.check_output_dir(o.path, o.option, follow_links=True)
+    elif o.check == "model":
+        fileio.check_model_destination(o.path, o.option)
+    else:  # pragma: no cover - OUTPUT_KINDS and this function change together
+        raise AssertionError(f"unknown output check {o.check!r}")
+
+
+def _check_input(attr: str, kind: str, value: Any) -> list[tuple[str, Path]]:
+    """Check one input option; returns the (option, file) pairs it reads, for the alias check."""
+    from . import fileio
+
+    opt = _option(attr) if attr not in ("scenario", "name", "dataset", "pcap") else attr.upper()
+    what = _INPUT_NAMES.get(attr, attr)
+    _not_empty(value, opt)
+    if kind == "scenario":
+        if _looks_like_path(value) and os.path.lexists(value):
+            return [(opt, fileio.check_input_file(value, what))]
+        return []
+    if kind == "model":
+        from .tracking import check_model_ref, is_model_uri
+
+        if is_model_uri(value):
+            check_model_ref(value)
+            return []
+        kind = "dir"
+    p = Path(value)
+    if kind == "file" or (kind == "gains" and not p.is_dir()):
+        return [(opt, fileio.check_input_file(p, what))]
+    if kind in ("dir", "gains") and p.exists() and not p.is_dir():
+        raise ValueError(f"{what} {p}: not a directory")
+    return []
+
+
+def _identity(path: Path, follow: bool) -> set[tuple[Any, ...]]:
+    """Keys under which two options name the same file: the resolved parent and name, and the inode."""
+    keys: set[tuple[Any, ...]] = {("path", os.path.realpath(path.parent), path.name)}
+    if follow:
+        keys.add(("path", os.path.realpath(path)))
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+        keys.add(("inode", st.st_dev, st.st_ino))
+    except OSError:
+        pass
+    return keys
+
+
+def _check_aliases(outputs: list[PlannedOutput], inputs: list[tuple[str, Path]]) -> None:
+    """Refuse two options naming the same file (``--out p.png --plot p.png``; ``--out`` = an input)."""
+    seen: dict[tuple[Any, ...], str] = {}
+    for o in outputs:
+        if o.check.startswith("store"):
+            continue
+        keys = _identity(o.path, follow=False)
+        clash = next((seen[k] for k in keys if k in seen), None)
+        if clash is not None:
+            raise ValueError(f"{clash} and {o.option} name the same path {o.path}; give each its own")
+        for k in keys:
+            seen[k] = o.option
+    for opt, p in inputs:
+        keys = _identity(p, follow=True)
+        clash = next((seen[k] for k in keys if k in seen), None)
+        if clash is not None:
+            raise ValueError(f"{clash} {p} is also the input {opt}; write the result elsewhere")
+
+
+def _check_counts(args: argparse.Namespace) -> None:
+    from .limits import check
+
+    for attr, key in {**_COMMON_COUNTS, **_declared(COUNTS, args)}.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            check(key, value, _option(attr))
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Everything the parsed command is declared to read, write and count, checked before any work.
+
+    Order: the command's own defaults (a ``prepare`` hook, e.g. reproduce's default --out), counts
+    (``COUNTS``, ``limits.BOUNDS``), inputs, outputs with their siblings, then aliases. Every
+    refusal is one ``ValueError`` line naming the option.
+    """
     from . import fileio
 
     fileio.set_make_parents(bool(getattr(args, "mkdir", False)))
-    cmd = getattr(args, "command", None) or ""
-    scen = getattr(args, "scenario", None) or (getattr(args, "name", None) if cmd == "scenarios" else None)
-    if isinstance(scen, str) and _looks_like_path(scen) and os.path.lexists(scen):
-        fileio.check_input_file(scen, "scenario file")
-    for attr, kind in INPUTS.get(cmd, {}).items():
+    prepare = getattr(args, "prepare", None)
+    if prepare is not None:
+        prepare(args)
+    _check_counts(args)
+    inputs: list[tuple[str, Path]] = []
+    for attr, kind in _declared(INPUTS, args).items():
         value = getattr(args, attr, None)
-        if not value or not isinstance(value, str):
-            continue
-        p = Path(value)
-        if kind == "file" or (kind == "file_or_dir" and not p.is_dir()):
-            fileio.check_input_file(p, _INPUT_NAMES.get(attr, attr))
-        elif kind == "dir" and p.exists() and not p.is_dir():
-            raise ValueError(f"{_INPUT_NAMES.get(attr, attr)} {p}: not a directory")
-    for attr, kind in OUTPUTS.get(cmd, {}).items():
-        value = getattr(args, attr, None)
-        if not value or not isinstance(value, str):
-            continue
-        what = f"--{attr.replace('_', '-')}"
-        if kind in ("file", "log"):
-            fileio.check_output_file(value, what)
-        elif kind == "dir":
-            fileio.check_output_dir(value, what)
-        elif kind == "model":
-            fileio.check_model_destination(value, what)
-        elif kind == "file_or_dir":
-            p = Path(value)
-            if p.suffix == ".json" or (os.path.lexists(p) and not p.is_dir()):
-                fileio.check_output_file(p, what)
-            else:
-                fileio.check_output_dir(p, what)
+        if value is not None:
+            inputs += _check_input(attr, kind, value)
+    outputs = planned_outputs(args)
+    for o in outputs:
+        _check_output(o)
+    _check_aliases(outputs, inputs)
+
 
 
 def _one_line(exc: BaseException) -> str:

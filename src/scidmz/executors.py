@@ -57,9 +57,11 @@ def parse_executor(text: str | None) -> ExecutorSpec:
         n_text = text.partition(":")[2]
         if not n_text:
             return ExecutorSpec("processes", os.cpu_count() or 1)
-        if not n_text.isdigit() or not 1 <= int(n_text) <= 1024:
-            raise ValueError(f"--executor processes:N needs N in 1..1024, got {n_text!r}")
-        return ExecutorSpec("processes", int(n_text))
+        from .limits import BOUNDS, check
+
+        if not n_text.isdigit() or int(n_text) < 1:
+            raise ValueError(f"--executor processes:N needs N in 1..{BOUNDS['workers'].hi:.0f}, got {n_text!r}")
+        return ExecutorSpec("processes", check("workers", int(n_text), "--executor processes:N"))
     if text.startswith("dask://"):
         parts = urlsplit(text)
         try:

@@ -60,6 +60,11 @@ __all__ = [
     "ensure_dir",
     "load_npz",
     "make_parents",
+    "open_append",
+    "parse_json",
+    "parse_toml",
+    "strict_json",
+    "read_json_input",
     "read_text_input",
     "replace_dir",
     "set_make_parents",
@@ -124,20 +129,67 @@ def _check_parent(dest: Path, parents: bool | None, what: str) -> None:
     _probe(parent, dest, what)
 
 
+_FS_IOC_GETFLAGS = 0x80086601  # _IOR('f', 1, long) on 64-bit Linux
+_FS_IMMUTABLE_FL = 0x10
+_FS_APPEND_FL = 0x20
+
+
+def _attr_flags(d: Path) -> int:
+    """The directory's chattr flags (0 where the file system has none)."""
+    import array
+    import fcntl
+
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return 0
+    try:
+        buf = array.array("l", [0])
+        fcntl.ioctl(fd, _FS_IOC_GETFLAGS, buf)
+        return int(buf[0])
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+
+
 def _probe(d: Path, dest: Path, what: str) -> None:
-    """Create and remove a temporary file in ``d``: the only sure test that the writer's rename will work.
+    """Test that a file can be created in ``d`` and renamed there, leaving nothing behind.
 
     os.access alone misses /proc, /sys and other file systems that refuse new files even to root.
+    An append-only or immutable directory (chattr +a / +i) takes new files but refuses the
+    rename (and the removal of the probe): it is refused by its flags, before anything is made.
+    The probe is an unnamed O_TMPFILE where the file system has them (nothing to remove), else a
+    named temporary file.
     """
     if not os.access(d, os.W_OK | os.X_OK):
         raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why_unwritable(d)})")
+    flags = _attr_flags(d)
+    if flags & (_FS_APPEND_FL | _FS_IMMUTABLE_FL):
+        kind = "append-only" if flags & _FS_APPEND_FL else "immutable"
+        raise DestinationError(f"{what} {dest}: {d} is {kind} (chattr); results cannot be replaced there")
+    try:
+        fd = os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why(exc)})") from None
+    else:
+        os.close(fd)
+        return
     try:
         fd, tmp = tempfile.mkstemp(prefix=".scidmz-probe.", dir=d)
     except OSError as exc:
-        why = "read-only file system" if exc.errno == errno.EROFS else _strerror(exc)
-        raise DestinationError(f"{what} {dest}: cannot write in {d} ({why})") from None
+        raise DestinationError(f"{what} {dest}: cannot write in {d} ({_why(exc)})") from None
     os.close(fd)
-    os.unlink(tmp)
+    try:
+        os.unlink(tmp)
+    except OSError as exc:
+        raise DestinationError(f"{what} {dest}: cannot remove files in {d} ({_why(exc)}); "
+                               f"remove {tmp} by hand") from None
+
+
+def _why(exc: OSError) -> str:
+    return "read-only file system" if exc.errno == errno.EROFS else _strerror(exc)
 
 
 def _why_unwritable(d: Path) -> str:
@@ -185,13 +237,20 @@ def check_output_file(path: str | os.PathLike[str], what: str = "output", parent
 
 
 def check_output_dir(path: str | os.PathLike[str], what: str = "output directory",
-                     parents: bool | None = None) -> Path:
-    """Refuse ``path`` as a directory destination unless it is new or an existing, writable directory."""
+                     parents: bool | None = None, follow_links: bool = False) -> Path:
+    """Refuse ``path`` as a directory destination unless it is new or an existing, writable directory.
+
+    A symlink is refused (our choice, as for files: a link planted in a shared folder must not
+    redirect a tree of writes) unless ``follow_links`` (a configured store, such as mlflow's).
+    """
     dest = Path(path)
     if str(path) == "":
         raise DestinationError(f"{what}: empty path")
     try:
-        st = os.stat(dest)  # follows links: a link to a directory is a directory here
+        if not follow_links and stat.S_ISLNK(os.lstat(dest).st_mode):
+            raise DestinationError(f"{what} {dest}: is a symlink; output directories are never followed "
+                                   "through links (give the real path)")
+        st = os.stat(dest)  # follows links where allowed: a link to a directory is a directory there
     except FileNotFoundError:
         if os.path.lexists(dest):
             raise DestinationError(f"{what} {dest}: is a dangling symlink") from None
@@ -370,8 +429,12 @@ def check_input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
     return p
 
 
-def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int = 64 << 20) -> str:
-    """The UTF-8 text of a regular file; binary, huge or unreadable files get one line naming the file."""
+def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> str:
+    """The UTF-8 text of a regular file; binary, huge (``limits.MAX_TEXT_BYTES`` unless ``max_bytes``)
+    or unreadable files get one line naming the file."""
+    from .limits import MAX_TEXT_BYTES
+
+    max_bytes = MAX_TEXT_BYTES if max_bytes is None else max_bytes
     p = check_input_file(path, what)
     try:
         size = p.stat().st_size
@@ -405,3 +468,82 @@ def load_npz(path: str | os.PathLike[str], what: str = "weights file") -> dict[s
         if "pickled data" in msg or "allow_pickle" in msg:
             msg = "not a NumPy .npz archive"
         raise ValueError(f"{what} {p}: unreadable ({msg})") from None
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """JSON ``text`` (from ``what``, e.g. a file name) with one-line errors: malformed, or nested deeper
+    than ``limits.MAX_DEPTH`` (Python's parser would raise RecursionError, an exit-1 crash that does not
+    name the file)."""
+    import json
+
+    from .limits import check_depth
+
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what}: nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{what}: invalid JSON ({str(exc).splitlines()[0][:120]})") from None
+    return check_depth(doc, what)
+
+
+def read_json_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> Any:
+    """The JSON document in a regular file: size, encoding, syntax and depth checked, one line naming it."""
+    return parse_json(read_text_input(path, what, max_bytes), f"{what} {path}")
+
+
+def parse_toml(text: str, what: str) -> dict[str, Any]:
+    """TOML ``text`` with one-line errors, depth checked as for :func:`parse_json`."""
+    import tomllib
+
+    from .limits import check_depth
+
+    try:
+        doc = tomllib.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what}: nested too deeply") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{what}: invalid TOML ({exc})") from None
+    return check_depth(doc, what)
+
+
+def open_append(path: str | os.PathLike[str], what: str = "log") -> Any:
+    """Open ``path`` for appending text, never through a symlink (``O_NOFOLLOW``) and only if it is
+    (or becomes) a regular file: a link's target is never written, a FIFO never blocks."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DestinationError(f"{what} {p}: is a symlink; appends never follow links") from None
+        raise DestinationError(f"{what} {p}: {_strerror(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DestinationError(f"{what} {p}: is {_kind(st.st_mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "a", buffering=1, encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def strict_json(obj: Any, **kw: Any) -> str:
+    """JSON text with every non-finite float (NaN, inf, also NumPy's) written as null: ``Infinity`` and
+    ``NaN`` are not JSON, and a result file must never hold them (issue 29: a model's meta.json did)."""
+    import json
+    import math
+
+    def clean(o: Any) -> Any:
+        if isinstance(o, float):
+            return o if math.isfinite(o) else None
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, list | tuple):
+            return [clean(v) for v in o]
+        if type(o).__module__ == "numpy" and hasattr(o, "tolist"):
+            return clean(o.tolist())
+        return o
+
+    kw.setdefault("default", str)
+    return json.dumps(clean(obj), allow_nan=False, **kw)

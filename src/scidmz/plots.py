@@ -17,7 +17,22 @@ from typing import Any
 import numpy as np
 
 __all__ = ["pyplot", "plot_trace", "plot_states", "plot_cdfs", "plot_convergence", "plot_training", "plot_sweep",
-           "plot_rate_series", "plot_goodput_pairs", "plot_ranking", "save_figure"]
+           "plot_rate_series", "plot_goodput_pairs", "plot_ranking", "save_figure", "check_figure_path", "FIGURE_FORMATS"]
+
+#: Formats matplotlib writes, by file suffix; a path without a suffix is written as PNG.
+FIGURE_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf", "raw",
+                  "rgba")
+
+
+def check_figure_path(path: str | os.PathLike[str], what: str = "figure") -> Path:
+    """``path`` if its suffix names a format matplotlib writes (or it has none: PNG); one line otherwise,
+    before anything is drawn (issue 29: ``--plot d.xyz`` used to fail after the work)."""
+    p = Path(path)
+    fmt = p.suffix.lstrip(".").lower()
+    if fmt and fmt not in FIGURE_FORMATS:
+        raise ValueError(f"{what} {p}: unknown figure format '.{fmt}' (use .png, .pdf, .svg, .jpg, ...; "
+                         "no suffix means PNG)")
+    return p
 
 
 def pyplot() -> Any:
@@ -42,7 +57,7 @@ def save_figure(fig: Any, path: str | os.PathLike[str]) -> Path:
     """Save atomically (temp + rename) and close the figure."""
     from .fileio import atomic_path
 
-    path = Path(path)
+    path = check_figure_path(path)
     try:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, dpi=110, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-import tomllib
 from collections.abc import Callable
 from dataclasses import field, fields
 from importlib import resources
@@ -30,6 +29,7 @@ import numpy as np
 from pydantic import BeforeValidator, ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass as _pydantic_dataclass
 
+from . import limits as _limits
 from .units import FRAME_BYTES, MTU, parse_rate, parse_size, parse_time
 
 __all__ = [
@@ -279,6 +279,14 @@ class Scenario:
         return max(LINK_MIN_BURST_FRAMES * FRAME_BYTES, self.link.capacity / 8.0 * LINK_BURST_TIME)
 
     @property
+    def flow_count(self) -> int:
+        """Flows one plant instance carries: the DTN's streams, the campus hosts' flows (one per host
+        for Weibull and UDP traffic), the short-flow senders and every ``[[flows]]`` flow."""
+        c = self.campus
+        campus = c.streams if c.traffic == "long" else c.hosts
+        return self.dtn.streams + campus + c.short_flow_senders + sum(g.count for g in self.flows)
+
+    @property
     def u_max(self) -> float:
         return self.shaper.max_rate if self.shaper.max_rate is not None else self.link.capacity
 
@@ -312,6 +320,7 @@ class Scenario:
         """Build from a TOML-like mapping; unknown keys or bad values raise one-line errors."""
         if not isinstance(data, dict):
             raise ValueError(f"{source}: 'scenario' must be a table")
+        _check_raw(data, source)
         try:
             sc = cls(**data)
         except ValidationError as exc:
@@ -423,7 +432,8 @@ LINK_MIN_BURST_FRAMES = 2
 # Ours (issue 9): a buffer beyond 10 BDP of the DTN path is a mistake, not a regime anyone
 # runs -- the deep variants are 1 BDP and the default is 0.05 BDP.
 MAX_BUFFER_BDP = 10.0
-MAX_STEPS = 10_000_000  # periods per episode (duration / period)
+MAX_STEPS = _limits.MAX_STEPS  # periods per episode (duration / period)
+_FLOWS_MAX = int(_limits.BOUNDS["flows"].hi)  # flows in all [[flows]] tables
 
 
 def LIMITS_MAX(s: Scenario) -> list[tuple[str, Any, float]]:  # noqa: N802 - a table, read like a constant
@@ -505,7 +515,7 @@ def _validate(s: Scenario) -> None:
     need(0 < w.size_min <= w.size_max, "campus.weibull.size_min/size_max", "must satisfy 0 < min <= max")
     need(s.duration >= s.period, "duration", "must be at least one period")
     need(s.seed >= 0, "seed", "must be >= 0")
-    need(sum(g.count for g in s.flows) <= 100_000, "flows", "must hold at most 100000 flows in all")
+    need(sum(g.count for g in s.flows) <= _FLOWS_MAX, "flows", f"must hold at most {_FLOWS_MAX} flows in all")
     for i, g in enumerate(s.flows):
         key = f"flows[{i}] ('{g.name}')"
         need(g.count >= 1, key, "count must be >= 1")
@@ -562,8 +572,10 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         if not path.exists():
             raise FileNotFoundError(f"scenario file not found: {path}")
         from .fileio import read_text_input
+        from .limits import MAX_SCENARIO_BYTES
 
-        text, source = read_text_input(path, "scenario file"), str(path)
+        text, source = read_text_input(path, "scenario file", MAX_SCENARIO_BYTES), str(path)
+        _prescan(text, source)
     else:
         res = resources.files("scidmz") / "scenarios" / f"{name_or_path}.toml"
         if not res.is_file():
@@ -571,15 +583,39 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
                 f"unknown scenario '{name_or_path}' (built-ins: {', '.join(builtin_names())}; or give a .toml path)"
             )
         text, source = res.read_text(), f"built-in scenario '{name_or_path}'"
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: invalid TOML ({exc})") from None
+    from .fileio import parse_toml
+
+    data = parse_toml(text, source)
     if not data:
         # An empty file is a mistake, not "all defaults" (issue 10).
         raise ValueError(f"{source}: empty scenario (no keys); start from `scidmz scenarios testbed`")
     data.setdefault("name", path.stem if path.suffix == ".toml" else str(name_or_path))
     return Scenario.from_dict(data, source=source)
+
+
+def _prescan(text: str, source: str) -> None:
+    """Count the ``[[flows]]`` table headers before the TOML parser builds them (issue 29: a 64 MB file
+    of tables ran a minute at gigabytes before its limit was checked)."""
+    from .limits import BOUNDS
+
+    hi = int(BOUNDS["flow_tables"].hi)
+    n = sum(1 for line in text.splitlines() if line.lstrip().startswith("[["))
+    if n > hi:
+        raise ValueError(f"{source}: {n} [[...]] tables; a scenario holds at most {hi} [[flows]] tables")
+
+
+def _check_raw(data: dict[str, Any], source: str) -> None:
+    """Sizes of the raw tables, checked before pydantic builds a section per entry."""
+    from .limits import check, check_depth
+
+    check_depth(data, source)
+    flows = data.get("flows")
+    if isinstance(flows, list | tuple):
+        check("flow_tables", len(flows), f"{source}: [[flows]] tables")
+        for i, g in enumerate(flows):
+            sched = g.get("schedule") if isinstance(g, dict) else None
+            if isinstance(sched, list | tuple):
+                check("schedule", len(sched), f"{source}: flows[{i}].schedule entries")
 
 
 def resolve_scenario(

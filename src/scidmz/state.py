@@ -286,8 +286,15 @@ class Trace:
         except Exception as exc:  # pyarrow raises several types for corrupt files
             raise ValueError(f"{path}: not a readable Parquet trace ({exc})") from None
         raw = (table.schema.metadata or {}).get(b"scidmz", b"{}")
-        meta = json.loads(raw.decode() or "{}")
-        df = table.to_pandas()
+        from .fileio import parse_json
+
+        meta = parse_json(raw or b"{}", f"{path}: trace metadata")  # bounded depth, one line
+        if not isinstance(meta, dict):
+            raise ValueError(f"{path}: trace metadata is not a JSON object")
+        try:
+            df = table.to_pandas()
+        except RecursionError:  # pandas' own metadata in the file, nested beyond Python's stack
+            raise ValueError(f"{path}: not a readable Parquet trace (its pandas metadata is nested too deeply)") from None
         try:
             return cls(df, meta)
         except ValueError as exc:

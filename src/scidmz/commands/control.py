@@ -76,20 +76,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         c.add_argument("--token-file", default=None, help="the daemon's token file (default as for run)")
         add_json_arg(c, "the answer as JSON")
         c.set_defaults(func=cmd_set_target if name == "set-target" else cmd_status)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    p.set_defaults(func=lambda a: p.error("a subcommand is required: run, set-target or status"))
 
 
 def cmd_run(a: argparse.Namespace) -> int:
     import logging
     import signal
 
-    from ..cli_guard import check_paths
+    from ..cli_guard import check_args
     from ..daemon.build import run_daemon
     from ..units import parse_time
     from .build import build_run
 
     apply_config(a, _RUN_OPTIONS, a.config)
-    check_paths(a)  # the file's paths too
+    check_args(a)  # the file's paths and counts too (cli.main checked the command line's)
     if a.target is None:
         raise ValueError("control run needs a target: --target RATE, or target = \"RATE\" in --config")
     logging.basicConfig(level=logging.WARNING, format="scidmz control: %(message)s", stream=sys.stderr)

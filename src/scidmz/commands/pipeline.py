@@ -95,6 +95,10 @@ def cmd_identify(a: argparse.Namespace) -> int:
 def cmd_train(a: argparse.Namespace) -> int:
     from ..models.train import train_model
 
+    if a.register is not None:  # a bad name must not cost a training run (issue 29)
+        from ..tracking import check_model_name
+
+        check_model_name(a.register, "--register")
     result, human = train_model(
         dataset=a.dataset, out=a.out, epochs=a.epochs, folds=a.folds, seed=a.seed,
         tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), init=a.init,
@@ -119,23 +123,25 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
-    from ..tuning.run import tune_from_paths
+    from ..scenario import resolve_scenario
+    from ..tuning.run import TuneSettings, plan_tune, tune_from_paths
 
-    ref = resolve_model_args(a)
     factors = None
     if a.refine_factors is not None:
         try:
             factors = [float(x) for x in a.refine_factors.split(",") if x.strip()]
         except ValueError:
             raise ValueError(f"--refine-factors: expected a comma list of numbers, got {a.refine_factors!r}") from None
-
+    settings = dict(generations=a.generations, population=a.population, parents=a.parents, episode=a.episode,
+                    seed=a.seed, workers=a.workers, executor=a.executor, delta_u=a.delta_u, limiter=a.limiter,
+                    episodes=a.episodes, refine_plant=a.refine_plant, refine_episodes=a.refine_episodes,
+                    refine_factors=factors)
+    # Every setting is checked before the model is fetched or the GA starts (issue 29).
+    plan_tune(resolve_scenario(a.scenario, a.set), TuneSettings(**settings))
+    ref = resolve_model_args(a)
     result, human = tune_from_paths(
-        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, policy=a.policy, generations=a.generations,
-        population=a.population, parents=a.parents, episode=a.episode, seed=a.seed, workers=a.workers,
-        executor=a.executor, delta_u=a.delta_u, limiter=a.limiter, episodes=a.episodes,
-        tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(), refine_plant=a.refine_plant,
-        refine_episodes=a.refine_episodes, refine_factors=factors,
-        log=lambda m: print(m, file=sys.stderr, flush=True),
+        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, policy=a.policy, tracking_uri=a.tracking_uri,
+        progress=sys.stderr.isatty(), log=lambda m: print(m, file=sys.stderr, flush=True), **settings,
     )
     if ref is not None:  # the gains travel with the model version they were tuned for
         from ..tracking import attach_gains

@@ -51,25 +51,73 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true",
                    help="mlc: reuse identification datasets in --out that match this run (after an interruption)")
     add_json_arg(p)
-    p.set_defaults(func=cmd_reproduce)
+    p.set_defaults(func=cmd_reproduce, prepare=prepare)
+
+
+#: The options each paper takes besides --out, --quick, --notes, --render-only and --json; any other
+#: given with a value other than its default is refused (issue 29: ``reproduce abc --plant netns``
+#: was silently accepted and ran on the fluid plant).
+_SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
+          "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
+APPLIES: dict[str, frozenset[str]] = {
+    "mlc": frozenset({"plant", "cca", "seed", "tracking_uri", "resume", *_SIZES}),
+    "jenks": frozenset({"netns", "keep_netns"}),
+    "abc": frozenset({"netns", "keep_netns", "seed"}),
+    "ffs": frozenset({"netns", "keep_netns", "seed"}),
+    "disciplines-dmz": frozenset({"seed", "trials", "tracking_uri"}),
+}
+_DEFAULTS = {"plant": "fluid", "cca": None, "seed": 0, "netns": False, "keep_netns": False, "resume": False,
+             "tracking_uri": None, **{k: None for k in _SIZES}}
+
+
+def _default_out(a: argparse.Namespace) -> str:
+    name = "mlc-netns" if a.paper == "mlc" and a.plant == "netns" else a.paper
+    return f"reports/{name}-quick" if a.quick else f"reports/{name}"
+
+
+def prepare(a: argparse.Namespace) -> None:
+    """Before the path policy checks anything (``cli_guard.check_args``): refuse options this paper does
+    not take, and fill in the default --out, so that the directory actually written is the one checked."""
+    extra = [k for k, default in _DEFAULTS.items() if k not in APPLIES[a.paper] and getattr(a, k) != default]
+    if extra:
+        opts = ", ".join("--" + k.replace("_", "-") for k in extra)
+        raise ValueError(f"reproduce {a.paper} does not take {opts}")
+    if a.keep_netns and (a.netns or a.render_only):
+        raise ValueError("--keep-netns goes without --netns and --render-only")
+    if a.paper == "mlc":
+        _ccas(a)
+    if a.out is None:
+        a.out = _default_out(a)
+
+
+def _ccas(a: argparse.Namespace) -> tuple[str, ...]:
+    """``--cca LIST`` of ``reproduce mlc --plant netns`` (default cubic), each a kernel congestion control."""
+    if a.cca is not None and a.plant != "netns":
+        raise ValueError("--cca goes with reproduce mlc --plant netns")
+    ccas = tuple(c.strip() for c in (a.cca or "cubic").split(",") if c.strip())
+    bad = [c for c in ccas if c not in ("reno", "cubic", "bbr")]
+    if bad or not ccas:
+        raise ValueError(f"--cca: {bad[0] if bad else 'empty'!r} is not a congestion control of this kernel "
+                         "(reno, cubic, bbr)")
+    return ccas
 
 
 def _notes(path: str | None, a: argparse.Namespace) -> str | None:
     """The analysis appended to the report: ``--notes``, else the report folder's own
-    ``analysis.md`` (the committed reports keep theirs there, so a re-render keeps it)."""
+    ``analysis.md`` (the committed reports keep theirs there, so a re-render keeps it).
+    ``a.out`` is set by ``prepare`` (the default --out filled in)."""
     from pathlib import Path
 
+    from ..fileio import read_text_input
+
     if not path:
-        name = "mlc-netns" if a.paper == "mlc" and a.plant == "netns" else a.paper
-        own = Path(a.out or (f"reports/{name}-quick" if a.quick else f"reports/{name}")) / "analysis.md"
+        own = Path(a.out) / "analysis.md"
         if not own.is_file():
             return None
         print(f"scidmz: reproduce: appending {own} as the report's analysis (--notes FILE to choose another)",
               file=sys.stderr)
         path = str(own)
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"notes file not found: {path}")
-    return Path(path).read_text()
+    return read_text_input(path, "notes file")
 
 
 def _command() -> str | None:
@@ -77,14 +125,13 @@ def _command() -> str | None:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
-    if a.keep_netns and (a.netns or a.render_only or a.paper not in ("jenks", "abc", "ffs")):
-        raise ValueError("--keep-netns goes with jenks, abc or ffs, without --netns or --render-only")
+    if a.out is None:  # called without cli.main (prepare not run): the same checks
+        prepare(a)
     notes = _notes(a.notes, a)
     if a.paper == "jenks":
         from ..evaluation.jenks.reproduce import reproduce_jenks
 
-        out = a.out or ("reports/jenks-quick" if a.quick else "reports/jenks")
-        result, human = reproduce_jenks(out, a.quick, command=_command(), netns=a.netns, render_only=a.render_only,
+        result, human = reproduce_jenks(a.out, a.quick, command=_command(), netns=a.netns, render_only=a.render_only,
                                         keep_netns=a.keep_netns, notes=notes)
         emit(result, a.json, human)
         return 0
@@ -98,28 +145,19 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     if a.paper == "disciplines-dmz":
         from ..evaluation.disciplines.dmz import reproduce_dmz
 
-        out = a.out or ("reports/disciplines-dmz-quick" if a.quick else "reports/disciplines-dmz")
-        result, human = reproduce_dmz(out, a.quick, seed=a.seed, trials=a.trials, render_only=a.render_only,
+        result, human = reproduce_dmz(a.out, a.quick, seed=a.seed, trials=a.trials, render_only=a.render_only,
                                       notes=notes, command=_command(), tracking_uri=a.tracking_uri,
                                       progress=sys.stderr.isatty())
         emit(result, a.json, human)
         return 0
     from ..evaluation.mlc.reproduce import reproduce_mlc
 
-    name = "mlc-netns" if a.plant == "netns" else "mlc"
-    out = a.out or (f"reports/{name}-quick" if a.quick else f"reports/{name}")
+    out = a.out
     cmd = _command()
     from ..evaluation.mlc.reproduce import ReproducePlan
 
-    if a.cca is not None and (a.paper != "mlc" or a.plant != "netns"):
-        raise ValueError("--cca goes with reproduce mlc --plant netns")
     if a.plant == "netns":
-        ccas = tuple(c.strip() for c in (a.cca or "cubic").split(",") if c.strip())
-        bad = [c for c in ccas if c not in ("reno", "cubic", "bbr")]
-        if bad or not ccas:
-            raise ValueError(f"--cca: {bad[0] if bad else 'empty'!r} is not a congestion control of this kernel "
-                             "(reno, cubic, bbr)")
-        base = ReproducePlan.netns(a.seed, quick=a.quick, ccas=ccas)
+        base = ReproducePlan.netns(a.seed, quick=a.quick, ccas=_ccas(a))
     else:
         base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)
     plan = base.scaled(

@@ -34,11 +34,13 @@ import threading
 from importlib import resources
 from typing import Any, Protocol
 
-__all__ = ["Servers", "DaemonView", "build_api_app", "build_metrics_app", "MAX_BODY"]
+from ..limits import BOUNDS
+
+__all__ = ["Servers", "DaemonView", "ClientErrorLog", "build_api_app", "build_metrics_app", "MAX_BODY"]
 
 log = logging.getLogger("scidmz.control")
 
-MAX_BODY = 4096
+MAX_BODY = int(BOUNDS["request_bytes"].hi)  # bytes of a POST /target body (limits.BOUNDS)
 HEAD_TIMEOUT = 5.0
 BODY_TIMEOUT = 5.0
 KEEPALIVE_TIMEOUT = 5
@@ -63,6 +65,8 @@ class DaemonView(Protocol):
     def set_target(self, value: str | float, source: str = "api") -> float: ...
 
     def metrics_text(self) -> bytes | None: ...
+
+    def client_error(self, kind: str) -> None: ...
 
 
 def _clean(o: Any) -> Any:
@@ -102,6 +106,7 @@ def build_api_app(daemon: DaemonView) -> Any:
         return got.startswith("Bearer ") and hmac.compare_digest(got[7:].strip().encode(), token)
 
     def refused() -> Any:
+        daemon.client_error("unauthorized")
         return _json(401, {"error": "missing or wrong token (Authorization: Bearer <token from the token file>)"})
 
     async def status(request: Request) -> Any:
@@ -134,20 +139,25 @@ def build_api_app(daemon: DaemonView) -> Any:
         except ValueError:
             n = -1
         if not 0 < n <= MAX_BODY:
+            daemon.client_error("bad_body")
             return _json(400, {"error": f"request body must be 1..{MAX_BODY} bytes of JSON (with Content-Length)"})
         try:
             raw = await asyncio.wait_for(request.body(), BODY_TIMEOUT)
         except TimeoutError:
             # Content-Length promised more than arrived: refuse, never apply a partial body.
+            daemon.client_error("partial_body")
             return _json(408, {"error": f"request body not complete within {BODY_TIMEOUT:g} s"})
         except ClientDisconnect:
+            daemon.client_error("disconnect")
             return Response(status_code=400)
         if len(raw) != n:
+            daemon.client_error("partial_body")
             return _json(400, {"error": "request body shorter than its Content-Length"})
         try:
             body = json.loads(raw.decode("utf-8"))
             value = body["target"]
         except (ValueError, UnicodeDecodeError, KeyError, TypeError, RecursionError):
+            daemon.client_error("bad_body")
             return _json(400, {"error": 'body must be JSON like {"target": "400M"}'})
         try:
             new = daemon.set_target(value)
@@ -190,6 +200,83 @@ def build_metrics_app(daemon: DaemonView) -> Any:
         return Response(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return Starlette(routes=[Route("/metrics", metrics, methods=["GET"])])
+
+
+#: At most one log line per kind of client error in this many seconds (ours); the rest are counted
+#: (``/metrics``: scidmz_http_client_errors_total{kind}) and summarised in the next line.
+LOG_INTERVAL = 10.0
+
+
+class ClientErrorLog(logging.Filter):
+    """uvicorn's and h11's log records about clients, as operators want them (issue 29).
+
+    Attached to the uvicorn loggers: every record is classified (``metrics.CLIENT_ERRORS``) and
+    counted through ``daemon.client_error``; at most one line per kind per ``LOG_INTERVAL`` is
+    let through, rewritten as one line ("HTTP client error (bad_request): ...; 12 more since"),
+    never with a traceback (``SCIDMZ_DEBUG=1`` keeps them). 50 partial bodies cut by SIGTERM
+    printed 2,143 lines of tracebacks before this.
+    """
+
+    def __init__(self, daemon: DaemonView, interval: float = LOG_INTERVAL, clock: Any = None) -> None:
+        super().__init__()
+        import os
+        import time
+
+        self.daemon = daemon
+        self.interval = float(interval)
+        self._clock = clock or time.monotonic
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+        self._debug = bool(os.environ.get("SCIDMZ_DEBUG"))
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def classify(record: logging.LogRecord) -> tuple[str, str]:
+        """(kind, one-line detail) of a uvicorn record."""
+        msg = record.getMessage().strip()
+        exc = record.exc_info[1] if record.exc_info else None
+        if msg.startswith("Invalid HTTP request"):
+            return "bad_request", "malformed HTTP request (refused with 400)"
+        if msg.startswith("Exceeded concurrency limit"):
+            return "overload", f"more than {MAX_CONNECTIONS} connections (refused with 503)"
+        if exc is not None:
+            name = type(exc).__name__
+            if isinstance(exc, asyncio.CancelledError | ConnectionError) or name == "ClientDisconnect":
+                return "disconnect", "a request was cut short (client gone, or the daemon stopping)"
+            if name in ("LocalProtocolError", "RemoteProtocolError"):
+                return "bad_request", f"HTTP protocol error after a malformed request ({name})"
+            text = " ".join(str(exc).split())[:200]
+            return "app_error", f"{msg.splitlines()[0] if msg else 'error'}: {name}: {text}".rstrip(": ")
+        return ("app_error" if record.levelno >= logging.ERROR else "bad_request"), " ".join(msg.split())[:200]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        kind, detail = self.classify(record)
+        try:
+            self.daemon.client_error(kind)
+        except Exception:  # noqa: BLE001 - counting must never break the server's logging
+            pass
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(kind)
+            if last is not None and now - last < self.interval:
+                self._suppressed[kind] = self._suppressed.get(kind, 0) + 1
+                return False
+            self._last[kind] = now
+            more = self._suppressed.pop(kind, 0)
+        tail = f" ({more} more since the last line; all counted in /metrics)" if more else ""
+        record.msg = f"HTTP client error ({kind}): {detail}{tail}"
+        record.args = ()
+        if not self._debug:
+            record.exc_info = None
+            record.exc_text = None
+            record.stack_info = None
+        return True
+
+
+#: uvicorn's loggers the filter sits on (a logger's filters see only its own records).
+_UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.asgi")
 
 
 def _protocol_class() -> type:
@@ -250,6 +337,7 @@ class Servers:
         self._error: BaseException | None = None
         self.api_bound: tuple[str, int] | None = None
         self.metrics_bound: tuple[str, int] | None = None
+        self._log_filter: ClientErrorLog | None = None
 
     def bind(self) -> None:
         d = self.daemon
@@ -281,6 +369,9 @@ class Servers:
                                "pip install 'scidmz[testbed]', or run with --no-api") from None
 
         proto = _protocol_class()
+        self._log_filter = ClientErrorLog(self.daemon)
+        for name in _UVICORN_LOGGERS:
+            logging.getLogger(name).addFilter(self._log_filter)
         for kind, sock in self._socks.items():
             app = build_api_app(self.daemon) if kind == "api" else build_metrics_app(self.daemon)
             cfg = uvicorn.Config(app, http=proto, ws="none", lifespan="off", log_config=None,
@@ -324,3 +415,8 @@ class Servers:
             self._thread.join(1.5)
             self._thread = None
         self.close_sockets()
+        # The filter stays on until the server thread is gone: cancelled requests log as it ends.
+        if self._log_filter is not None:
+            for name in _UVICORN_LOGGERS:
+                logging.getLogger(name).removeFilter(self._log_filter)
+            self._log_filter = None

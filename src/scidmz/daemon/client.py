@@ -7,9 +7,25 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .tokenfile import DEFAULT_API, default_token_file, parse_api_address
+from ..limits import MAX_RESPONSE_BYTES
+from .tokenfile import DEFAULT_API, default_token_file, parse_api_address, read_token_info
 
 __all__ = ["ControlClient"]
+
+
+def _answer(raw: bytes, url: str) -> dict[str, Any]:
+    """One API answer: at most ``limits.MAX_RESPONSE_BYTES``, a JSON object of bounded depth."""
+    from ..fileio import parse_json
+
+    if len(raw) > MAX_RESPONSE_BYTES:
+        raise RuntimeError(f"{url}: answer longer than {MAX_RESPONSE_BYTES} bytes; is that the scidmz daemon?")
+    try:
+        doc = parse_json(raw, f"answer of {url}")
+    except ValueError as exc:  # the server's fault, not the user's input: a runtime failure
+        raise RuntimeError(str(exc)) from None
+    if not isinstance(doc, dict):
+        raise RuntimeError(f"{url}: answer is not a JSON object; is that the scidmz daemon?")
+    return doc
 
 
 class ControlClient:
@@ -18,18 +34,15 @@ class ControlClient:
     def __init__(self, api: str | None = None, token_file: str | os.PathLike[str] | None = None,
                  timeout: float = 5.0) -> None:
         path = Path(token_file) if token_file is not None else default_token_file()
-        try:
-            info = json.loads(path.read_text())
-            self.token = str(info["token"])
-        except FileNotFoundError:
+        if not path.exists():
             raise FileNotFoundError(
-                f"no control token file at {path}: is `scidmz control run` running? (or pass --token-file)"
-            ) from None
-        except IsADirectoryError:
-            raise ValueError(f"control token file {path} is a directory") from None
+                f"no control token file at {path}: is `scidmz control run` running? (or pass --token-file)")
+        try:
+            info = read_token_info(path)  # a regular file, bounded (limits.MAX_TOKEN_BYTES)
+            self.token = str(info["token"])
         except PermissionError:
             raise PermissionError(f"cannot read the control token file {path} (run as its owner)") from None
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        except (KeyError, TypeError):
             raise ValueError(f"{path} is not a control token file") from None
         host, port = parse_api_address(api or info.get("api") or DEFAULT_API)
         self.base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
@@ -45,11 +58,11 @@ class ControlClient:
                                               "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read().decode())
+                return _answer(resp.read(MAX_RESPONSE_BYTES + 1), self.base + path)
         except urllib.error.HTTPError as exc:
             try:
-                msg = json.loads(exc.read().decode()).get("error", exc.reason)
-            except ValueError:
+                msg = _answer(exc.read(MAX_RESPONSE_BYTES + 1), self.base + path).get("error", exc.reason)
+            except (ValueError, RuntimeError, AttributeError):
                 msg = exc.reason
             if exc.code == 400:
                 raise ValueError(msg) from None

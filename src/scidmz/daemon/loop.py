@@ -120,6 +120,10 @@ class ControlLoop:
         if duration is not None and not (duration > 0 and math.isfinite(duration)):
             raise ValueError(f"duration must be a positive number of seconds, got {duration!r}")
         self.duration = duration
+        if seed is not None:
+            from ..limits import check
+
+            check("seed", seed, "seed")  # refused here, before any service starts (issue 29)
         self.seed = seed
         self.shadow = bool(shadow)
         # The first step may include one-off work (JIT compilation of the fluid kernel, traffic
@@ -136,6 +140,7 @@ class ControlLoop:
         self.on_ready: Callable[[dict[str, Any]], None] | None = None
         self._step_thread: threading.Thread | None = None
         self._started = False
+        self._end: float | None = None  # monotonic time --duration ends the loop
         # -- state shown by /status --
         self.k = 0
         self.last: _Sample | None = None
@@ -146,6 +151,7 @@ class ControlLoop:
         self.fallback_cause: str | None = None
         self.fallback_periods = 0
         self.errors: dict[str, int] = {}
+        self.client_errors: dict[str, int] = {}  # HTTP client errors by kind (the API's, not the loop's)
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_PERIODS)
         self._last_sample_wall: float | None = None
         self._t_start = time.monotonic()
@@ -206,6 +212,7 @@ class ControlLoop:
                 "fallback_cause": self.fallback_cause,
                 "fallback_periods": self.fallback_periods,
                 "errors": dict(self.errors),
+                "client_errors": dict(self.client_errors),
                 "last_sample_age": None if self._last_sample_wall is None else now - self._last_sample_wall,
                 "period": self.period,
                 "capacity": self.scenario.capacity,
@@ -225,6 +232,13 @@ class ControlLoop:
         """The periods with ``k > since`` still kept for the dashboard (oldest first)."""
         with self._lock:
             return [p for p in self.history if p["k"] > since]
+
+    def client_error(self, kind: str) -> None:
+        """Count one HTTP client error (``metrics.CLIENT_ERRORS``); the API calls it, from its thread."""
+        with self._lock:
+            self.client_errors[kind] = self.client_errors.get(kind, 0) + 1
+        if self.metrics is not None:
+            self.metrics.client_error(kind)
 
     def metrics_text(self) -> bytes | None:
         """Prometheus exposition; None without prometheus-client."""
@@ -314,11 +328,13 @@ class ControlLoop:
             self.last = _Sample(float(state0.t), np.asarray(state0.y[0], dtype=np.float64))
             self._last_sample_wall = time.monotonic()
         t_loop = time.monotonic()
+        # --duration ends the loop at its time, also inside a period longer than it (issue 29:
+        # `--set period=3600 --duration 2` ran for an hour).
+        self._end = None if self.duration is None else t_loop + self.duration
         failure: tuple[str, str] | None = None  # (reason, cause) why the *next* period uses the trivial rate
         actuator = getattr(self.plant, "actuator", None)
         while not self._stop.is_set():
-            if self.duration is not None and time.monotonic() - t_loop >= self.duration - 1e-9:
-                self.stop("duration reached")
+            if self._past_end():
                 break
             period_start = time.monotonic()
             target = self.target
@@ -347,11 +363,14 @@ class ControlLoop:
             timeout = self.telemetry_timeout if self.k else max(self.telemetry_timeout, self.startup_grace)
             deadline = (self._last_sample_wall or period_start) + timeout
             next_check = deadline
+            cut = self._end is not None and period_start + self.period > self._end
             while True:
                 # Short slices so that a stop request is seen while a step is pending.
                 if done.wait(min(max(next_check - time.monotonic(), 0.0), 0.1)):
                     break
-                if self._stop.is_set():
+                # A period that reaches past --duration is cut at its end; a step that is merely
+                # late (start-up, a slow plant) is waited for as before.
+                if self._stop.is_set() or (cut and self._past_end()):
                     break
                 if time.monotonic() < next_check:
                     continue
@@ -400,11 +419,19 @@ class ControlLoop:
                     else:
                         self._record(y, u, u_policy, reason, cause)
             # Pace to the period grid: real-time plants already took T, the fluid plant took ~0.
-            rest = period_start + self.period - time.monotonic()
+            until = period_start + self.period if self._end is None else min(period_start + self.period, self._end)
+            rest = until - time.monotonic()
             if rest > 0:
                 self._stop.wait(rest)
 
     # -- helpers ---------------------------------------------------------------------------------------------
+    def _past_end(self) -> bool:
+        """True (and the loop asked to stop) once ``duration`` is over."""
+        if self._end is not None and time.monotonic() >= self._end - 1e-9:
+            self.stop("duration reached")
+            return True
+        return False
+
     def _set_fallback(self, reason: str | None, cause: str | None, u: float) -> None:
         with self._lock:
             was = self.fallback
@@ -454,14 +481,18 @@ class ControlLoop:
         if t is None:
             self._log = None
         elif isinstance(t, str | os.PathLike):
+            from ..fileio import make_parents, open_append
+
             path = Path(t)
             if path.is_dir():
                 raise ValueError(f"log {path} is a directory")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._log = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in _close_log
-            except OSError as exc:
-                raise ValueError(f"cannot open the log {path}: {exc.strerror or exc}") from None
+            if make_parents():
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise ValueError(f"cannot open the log {path}: {exc.strerror or exc}") from None
+            # Appends never follow a symlink (O_NOFOLLOW): docs/safety.md, a link's target is never written.
+            self._log = open_append(path, "log")
             self._own_log = True
         else:
             self._log = t

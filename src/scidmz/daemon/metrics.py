@@ -8,7 +8,13 @@ fallback periods by cause, faults by cause, actuator errors and telemetry gaps.
 Fallback causes (the ``cause`` label): ``telemetry_timeout`` (no sample for
 2T), ``telemetry_invalid`` (a non-finite sample), ``actuator``, ``plant``,
 ``policy`` (it raised), ``policy_nonfinite`` (it returned NaN/inf, or the MLC
-replaced its model's non-finite output by the trivial rate).
+replaced its model's non-finite output by the trivial rate). HTTP client errors
+(the ``kind`` label, ``CLIENT_ERRORS``): ``partial_body`` (a body shorter than
+its Content-Length, 408), ``bad_request`` (malformed HTTP, e.g. a bad chunked
+encoding), ``bad_body`` (not the JSON asked for), ``unauthorized`` (missing or
+wrong token), ``disconnect`` (the client left, or the daemon stopped, mid-request),
+``overload`` (over the connection limit), ``app_error`` (our bug: an exception
+in a handler).
 
 ``METRIC_NAMES`` lists every exported family (the Grafana test checks the
 dashboard against it). ``prometheus-client`` is imported here only.
@@ -18,11 +24,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DaemonMetrics", "METRIC_NAMES", "CAUSES", "CLASSES"]
+__all__ = ["DaemonMetrics", "METRIC_NAMES", "CAUSES", "CLASSES", "CLIENT_ERRORS"]
 
 CAUSES: tuple[str, ...] = ("telemetry_timeout", "telemetry_invalid", "actuator", "plant", "policy",
                            "policy_nonfinite")
 CLASSES: tuple[str, ...] = ("dtn", "campus")
+CLIENT_ERRORS: tuple[str, ...] = ("partial_body", "bad_request", "bad_body", "unauthorized", "disconnect",
+                                  "overload", "app_error")
 
 # name -> (kind, help); counters are listed without the _total suffix prometheus-client adds.
 _SPEC: dict[str, tuple[str, str]] = {
@@ -49,6 +57,7 @@ _SPEC: dict[str, tuple[str, str]] = {
     "scidmz_actuator_errors": ("counter", "Failed actuator calls"),
     "scidmz_telemetry_gaps": ("counter", "Telemetry losses (no sample for 2T) and invalid samples"),
     "scidmz_target_changes": ("counter", "Target changes accepted"),
+    "scidmz_http_client_errors": ("counter", "HTTP requests the API refused or lost, by kind"),
 }
 METRIC_NAMES: frozenset[str] = frozenset(
     n + ("_total" if kind == "counter" else "") for n, (kind, _) in _SPEC.items()
@@ -70,6 +79,8 @@ class DaemonMetrics:
                 labels = ["class"]
             elif name in ("scidmz_fallback_periods", "scidmz_faults"):
                 labels = ["cause"]
+            elif name == "scidmz_http_client_errors":
+                labels = ["kind"]
             cls = Counter if kind == "counter" else Gauge
             g[name] = cls(name, help_, labels, registry=r)
         self._m = g
@@ -80,6 +91,8 @@ class DaemonMetrics:
         for c in CAUSES:
             g["scidmz_fallback_periods"].labels(c)
             g["scidmz_faults"].labels(c)
+        for k in CLIENT_ERRORS:
+            g["scidmz_http_client_errors"].labels(k)
         for name in ("scidmz_dtn_rate_bits_per_second", "scidmz_campus_rate_bits_per_second",
                      "scidmz_active_flows", "scidmz_campus_rate_limit_bits_per_second",
                      "scidmz_policy_rate_bits_per_second", "scidmz_last_sample_timestamp_seconds",
@@ -126,6 +139,9 @@ class DaemonMetrics:
             m["scidmz_actuator_errors"].inc()
         elif cause.startswith("telemetry"):
             m["scidmz_telemetry_gaps"].inc()
+
+    def client_error(self, kind: str) -> None:
+        self._m["scidmz_http_client_errors"].labels(kind if kind in CLIENT_ERRORS else "app_error").inc()
 
     def exposition(self) -> bytes:
         from prometheus_client import generate_latest

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from ..fileio import atomic_write_text
 
-__all__ = ["DEFAULT_API", "default_token_file", "parse_api_address", "parse_listen_address", "TokenFile"]
+__all__ = ["DEFAULT_API", "default_token_file", "parse_api_address", "parse_listen_address", "read_token_info",
+           "TokenFile"]
 
 DEFAULT_API = "127.0.0.1:8642"
 
@@ -28,6 +29,18 @@ def default_token_file() -> Path:
     if os.geteuid() == 0 and Path("/run").is_dir():
         return Path("/run/scidmz/control.token")
     return Path.home() / ".scidmz" / "control.token"
+
+
+def read_token_info(path: str | os.PathLike[str]) -> dict:
+    """The token file's JSON object: a regular file of at most ``limits.MAX_TOKEN_BYTES`` (a FIFO or a
+    huge file in its place must not block or exhaust the daemon or its client); one line otherwise."""
+    from ..fileio import read_json_input
+    from ..limits import MAX_TOKEN_BYTES
+
+    info = read_json_input(path, "control token file", MAX_TOKEN_BYTES)
+    if not isinstance(info, dict):
+        raise ValueError(f"{path} is not a control token file")
+    return info
 
 
 def parse_listen_address(text: str, what: str = "API address") -> tuple[str, int]:
@@ -82,7 +95,7 @@ class TokenFile:
     def claim(self) -> None:
         """Refuse to start on a token file whose owner process is still alive."""
         try:
-            info = json.loads(self.path.read_text())
+            info = read_token_info(self.path)
             pid = int(info.get("pid", 0))
         except (OSError, ValueError, TypeError, AttributeError):
             return
@@ -101,7 +114,7 @@ class TokenFile:
 
     def remove(self) -> None:
         try:
-            if json.loads(self.path.read_text()).get("token") == self.token:
+            if read_token_info(self.path).get("token") == self.token:
                 self.path.unlink()
         except (OSError, ValueError, AttributeError):
             pass

@@ -224,10 +224,13 @@ def read_results(path: str | os.PathLike[str], what: str = "results.json") -> di
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"no results file {p}: run `{what}` first")
+    from ..fileio import read_json_input
+
     try:
-        doc = json.loads(p.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{p}: not a readable results file ({exc})") from None
+        doc = read_json_input(p, "results file")  # bounded size and depth, one line naming the file
+    except ValueError as exc:
+        why = str(exc).removeprefix(f"results file {p}: ")
+        raise ValueError(f"{p}: not a readable results file ({why})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{p}: not a results file written by `{what}` (not a JSON object)")
     ver = (doc.get("meta") or {}).get("format_version", FORMAT_VERSION) if isinstance(doc.get("meta"), dict) else 1

@@ -52,6 +52,22 @@ class ExcitationPolicy:
         return self.u[len(history)]
 
 
+def check_identification(scenario: Scenario, duration: float, batch: int, plant: str = "fluid") -> None:
+    """Everything ``identify`` checks before it allocates or builds anything (one-line ``ValueError``):
+    a duration of at least one period and at most ``limits.MAX_STEPS`` periods, a bounded batch, a
+    plant that exists and takes that batch."""
+    from ..limits import check
+    from ..plant.base import check_plant_options
+
+    if not (isinstance(duration, int | float) and math.isfinite(duration)) or duration < scenario.period:
+        raise ValueError(f"identification duration must be at least one period ({scenario.period} s), got {duration!r}")
+    check("steps", math.ceil(duration / scenario.period - 1e-9), "identification periods (duration / period)")
+    if isinstance(batch, bool) or int(batch) != batch:
+        raise ValueError(f"batch must be a whole number >= 1, got {batch!r}")
+    check("batch", int(batch), "--batch")
+    check_plant_options(plant, int(batch))
+
+
 def identify(
     scenario: Scenario,
     duration: float,
@@ -70,10 +86,7 @@ def identify(
     from ..plant.base import make_plant
     from ..runner import run_episode
 
-    if not (isinstance(duration, int | float) and math.isfinite(duration)) or duration < scenario.period:
-        raise ValueError(f"identification duration must be at least one period ({scenario.period} s), got {duration!r}")
-    if int(batch) != batch or batch < 1:
-        raise ValueError(f"batch must be a whole number >= 1, got {batch!r}")
+    check_identification(scenario, duration, batch, plant)
     batch = int(batch)
     total = int(math.ceil(duration / scenario.period - 1e-9))
     batch = min(batch, total)
@@ -102,7 +115,18 @@ def write_dataset(trace: Trace, path: str | os.PathLike[str]) -> Path:
 
 
 def load_dataset(path: str | os.PathLike[str]) -> Trace:
-    """Read an identification dataset; one-line ValueError for missing columns or NaN/inf."""
+    """Read an identification dataset; one-line ValueError for missing columns, NaN/inf or values out of
+    range, and (from the file's footer, before reading it) more rows than ``limits.BOUNDS["dataset_rows"]``."""
+    from ..limits import check
+
+    try:
+        import pyarrow.parquet as pq
+
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except Exception:  # noqa: BLE001 - unreadable: Trace.read_parquet says why, in one line
+        rows = None
+    if rows is not None:
+        check("dataset_rows", rows, f"{path}: rows")
     tr = Trace.read_parquet(path)
     if "episode" not in tr.df.columns:
         # A plain single-episode Trace is a valid dataset too.
@@ -124,6 +148,18 @@ def _check_schema(trace: Trace, where: str) -> None:
         raise ValueError(
             f"{where}: dataset has {int(bad.sum())} NaN/inf value(s) in column(s): {', '.join(names)}"
         )
+    from ..limits import DATASET_RANGES
+
+    # Finite is not enough (issue 29: u = 1e300 trained a model of NaN weights): every column
+    # within the range a scenario can produce (limits.DATASET_RANGES), rates and times >= 0.
+    for j, c in enumerate(cols):
+        hi = DATASET_RANGES.get(c)
+        if hi is None:
+            continue
+        v = vals[:, j]
+        if v.size and (v.min() < 0 or v.max() > hi):
+            worst = v.max() if v.max() > hi else v.min()
+            raise ValueError(f"{where}: column {c} holds {worst:g}, outside [0, {hi:g}]")
     if len(df) < 3:
         raise ValueError(f"{where}: dataset has {len(df)} row(s); regressors need at least 3 periods")
 

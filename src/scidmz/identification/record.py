@@ -29,18 +29,23 @@ def record_dataset(
     Returns (JSON-able result, one-line human summary). ``batch`` None: 32 episodes side by
     side on the fluid plant, one on a real-time plant (netns, hardware), which runs one at a time.
     """
+    from ..fileio import check_output_file
+    from ..plots import check_figure_path
     from ..scenario import resolve_scenario
     from ..tracking import file_sha256, optional_run
     from ..units import parse_time
-    from .excitation import dataset_summary, identify, write_dataset
+    from .excitation import check_identification, dataset_summary, identify, write_dataset
 
     sc = resolve_scenario(scenario, overrides)
     dur = parse_time(duration, what="--duration")
     if batch is None:
         batch = 32 if plant == "fluid" else 1
+    check_identification(sc, dur, batch, plant)
     out_path = Path(out)
     if out_path.exists() and out_path.is_dir():
         raise ValueError(f"--out must be a file path (.parquet), got a directory: {out_path}")
+    if plot:  # the figure is drawn after the work: its path is checked before (issue 29)
+        check_output_file(check_figure_path(plot, "--plot"), "--plot")
     params = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "duration": dur, "seed": seed, "batch": batch, "plant": plant}
 
     def work(run: Any | None) -> dict[str, Any]:

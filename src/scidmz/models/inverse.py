@@ -31,7 +31,6 @@ ensemble's directory, and ``weights.npz`` holds every member (keys
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -323,7 +322,7 @@ class InverseModel(RegressorMixin, BaseEstimator):
         """Write the model directory atomically (built in a temp dir, then renamed into place)."""
         import joblib
 
-        from ..fileio import check_model_destination, replace_dir
+        from ..fileio import check_model_destination, replace_dir, strict_json
 
         self._need()
         directory = check_model_destination(directory)
@@ -335,7 +334,7 @@ class InverseModel(RegressorMixin, BaseEstimator):
             for k, m in enumerate(self.members_, start=1):
                 m.save(tmp / f"member_{k}")
             np.savez(tmp / "weights.npz", **self.numpy_predictor().arrays())
-            (tmp / "meta.json").write_text(json.dumps(self._meta_doc(), indent=2, default=str))
+            (tmp / "meta.json").write_text(strict_json(self._meta_doc(), indent=2))
             replace_dir(tmp, directory)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -362,6 +361,8 @@ class InverseModel(RegressorMixin, BaseEstimator):
         m.meta = {k: v for k, v in meta.items() if k not in known or k in ("n_samples", "train_seconds", "train_relative_error")}
         keras = _keras()
         m.model_ = keras.models.load_model(directory / "model.keras", compile=False)
+        if not all(np.all(np.isfinite(w)) for w in m.model_.get_weights()):
+            raise ValueError(f"model file {directory / 'model.keras'}: non-finite weights; not a usable model")
         sc = joblib.load(directory / "scalers.joblib")
         m.x_scaler_, m.y_scaler_ = sc["x"], sc["y"]
         m.members_ = [cls.load(directory / f"member_{k}") for k in range(1, m.ensemble)]

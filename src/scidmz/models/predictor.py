@@ -8,7 +8,6 @@ matrix products.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -104,10 +103,11 @@ def read_model_meta(directory: str | os.PathLike[str]) -> dict[str, Any]:
     mf = directory / "meta.json"
     if not mf.exists():
         raise ValueError(f"{directory}: not an inverse-model directory (no meta.json)")
-    try:
-        meta = json.loads(mf.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{mf}: invalid JSON ({exc})") from None
+    from ..fileio import read_json_input
+
+    meta = read_json_input(mf, "model metadata")
+    if not isinstance(meta, dict):
+        raise ValueError(f"{mf}: expected a JSON object")
     if "n_features" not in meta:
         raise ValueError(f"{mf}: missing 'n_features'")
     return meta
@@ -123,6 +123,9 @@ def load_predictor(directory: str | os.PathLike[str]) -> NumpyPredictor:
     if not wf.exists():
         raise ValueError(f"{directory}: missing weights.npz")
     arrays = load_npz(wf, "weights file")
+    bad = sorted(k for k, v in arrays.items() if v.dtype.kind in "fc" and not np.all(np.isfinite(v)))
+    if bad:
+        raise ValueError(f"weights file {wf}: non-finite values in {', '.join(bad[:4])}; not a usable model")
     try:
         pred = NumpyPredictor(arrays, per_unit=bool(meta.get("per_unit", False)), meta=meta)
     except (KeyError, IndexError, ValueError) as exc:

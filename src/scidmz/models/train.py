@@ -13,7 +13,7 @@ from typing import Any
 
 from ..regime import fingerprint
 
-__all__ = ["train_model"]
+__all__ = ["train_model", "check_training"]
 
 
 def train_model(
@@ -44,9 +44,9 @@ def train_model(
     from .inverse import InverseModel
     from .predictor import relative_error
 
-    if folds != 0 and folds < 2:
-        raise ValueError(f"--folds must be 0 (skip cross-validation) or >= 2, got {folds}")
+    check_training(epochs, folds)
     trace = load_dataset(dataset)
+    check_training(epochs, folds, rows=len(trace.df), where=str(dataset))
     sha = file_sha256(dataset)
     scen = trace.meta.get("scenario") or {}
     capacity = float((scen.get("link") or {}).get("capacity", 0.0)) or None
@@ -88,6 +88,7 @@ def train_model(
             "scenario_fingerprint": fingerprint(scen) if scen else None,
         })
         model.fit(X, y)
+        _check_fitted(model, dataset)  # never write a model of NaN/inf weights
         path = model.save(out)
         # The loss curve and predicted vs actual u, next to the model (training data; the CV
         # error above is the held-out figure).
@@ -126,6 +127,39 @@ def train_model(
         f"{100 * res['train_relative_error']:.2f}%{cv_txt}, {res['seconds']:.1f} s -> {res['model']}"
     )
     return res, human
+
+
+def check_training(epochs: int, folds: int, rows: int | None = None, where: str = "dataset") -> None:
+    """The training settings (and, given ``rows``, the dataset's size), checked before any work:
+    epochs and folds within ``limits.BOUNDS``, at least ``limits.MIN_DATASET_ROWS`` rows and at
+    least one row per fold."""
+    from ..limits import MIN_DATASET_ROWS, check
+
+    check("epochs", epochs, "--epochs")
+    if folds != 0 and isinstance(folds, int) and folds < 2:
+        raise ValueError(f"--folds must be 0 (skip cross-validation) or >= 2, got {folds}")
+    check("folds", folds, "--folds")
+    if rows is None:
+        return
+    if rows < MIN_DATASET_ROWS:
+        raise ValueError(f"{where}: {rows} rows; training needs at least {MIN_DATASET_ROWS} periods")
+    check("train_rows", rows, f"{where}: rows")
+    if folds > rows:
+        raise ValueError(f"--folds {folds}: more folds than the {rows} rows of {where}")
+
+
+def _check_fitted(model: Any, dataset: str) -> None:
+    """A fitted network whose weights or training error are not finite is refused before it is saved."""
+    import math
+
+    import numpy as np
+
+    arrays = model.numpy_predictor().arrays()
+    bad = sorted(k for k, v in arrays.items() if not np.all(np.isfinite(v)))
+    err = model.meta.get("train_relative_error")
+    if bad or (err is not None and not math.isfinite(err)):
+        raise ValueError(f"{dataset}: training on it gave non-finite {'weights' if bad else 'errors'}; "
+                         "no model written (are its values in a useful range?)")
 
 
 def _load_init(init: str, per_unit: bool) -> dict[str, Any]:

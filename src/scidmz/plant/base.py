@@ -216,8 +216,21 @@ def make_plant(kind: str, scenario: Scenario, batch: int = 1, **kwargs: Any) -> 
     kwargs = _with_choice(kind, kwargs)
     backend = check_plant_options(kind, batch, kwargs)
     if backend.max_batch is None:
+        check_batch_flows(scenario, batch)
         return backend.cls(scenario, batch=batch, **kwargs)
     return backend.cls(scenario, **kwargs)
+
+
+def check_batch_flows(scenario: Scenario, batch: int) -> None:
+    """Refuse a batched plant larger than ``limits.MAX_BATCH_FLOWS`` flow-instances, before it allocates
+    (issue 29: ``--trials 1000000000`` reached 15 GB in 30 s)."""
+    from ..limits import MAX_BATCH_FLOWS
+
+    n = int(batch) * max(1, scenario.flow_count)
+    if n > MAX_BATCH_FLOWS:
+        raise ValueError(f"{batch} plant instances x {scenario.flow_count} flows of scenario '{scenario.name}' = "
+                         f"{n:,} flows in one batched plant; at most {MAX_BATCH_FLOWS:,} (fewer trials, population "
+                         "or episodes)")
 
 
 def check_plant_options(kind: str, batch: int = 1, options: Mapping[str, Any] | None = None) -> _Backend:

@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,12 +92,16 @@ class TuneResult:
             "info": self.info,
         }
 
+    #: What ``save`` writes into its directory (and all that a tracked run logs of it).
+    FILES: ClassVar[tuple[str, ...]] = ("gains.json", "convergence.csv", "convergence.png", "result.json")
+
     def save(self, directory: str | os.PathLike[str]) -> Path:
         """Write gains.json, convergence.csv, convergence.png (Fig. 9) and result.json into a directory."""
+        from ..fileio import ensure_dir
         from ..plots import plot_convergence, save_figure
 
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
+        # Checked as the CLI checks it (a symlink, a file in the way: one line), then made.
+        d = ensure_dir(directory, "tune output directory", parents=True)
         self.gains.save(d / "gains.json", extra={"best_iae": self.best_iae, **self.info})
         rows = [
             {
@@ -303,6 +307,7 @@ def tune(
         random_seed=int(seed),
         on_generation=on_generation,
         suppress_warnings=True,
+        logger=_quiet_logger(),
     )
     try:
         ga.run()
@@ -343,13 +348,27 @@ def tune(
     return TuneResult(gains=best, best_iae=float(-fit), curve=curve, history=history, info=info)
 
 
+def _quiet_logger() -> Any:
+    """A logger for PyGAD that prints nothing: PyGAD logs any exception of a run with its traceback
+    before re-raising it, and the CLI reports that exception itself, in one line (issue 29)."""
+    import logging
+
+    lg = logging.getLogger("scidmz.tuning.pygad")
+    lg.propagate = False
+    lg.setLevel(logging.CRITICAL + 1)
+    if not lg.handlers:
+        lg.addHandler(logging.NullHandler())
+    return lg
+
+
 def _check_ga_args(
     generations: int, population: int, parents: int, crossover: float, mutation: float, gene_space: Sequence[dict[str, float]]
 ) -> None:
-    if generations < 1:
-        raise ValueError(f"generations must be >= 1, got {generations}")
-    if population < 2:
-        raise ValueError(f"population must be >= 2, got {population}")
+    from ..limits import check
+
+    check("generations", generations)
+    check("population", population)
+    check("parents", parents)
     if not 1 <= parents <= population:
         raise ValueError(f"parents mating must be in [1, population={population}], got {parents}")
     for name, p in (("crossover", crossover), ("mutation", mutation)):

@@ -10,6 +10,7 @@ optional mlflow run.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Any
 
 from ..scenario import Scenario
 
-__all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "write_tune", "tune_from_paths", "TUNABLE"]
+__all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "tune_paths", "write_tune", "tune_from_paths",
+           "TUNABLE"]
 
 #: The policies ``scidmz tune`` tunes: both are the anti-windup PI of Fig. 5 (``policies.rate.antiwindup``).
 TUNABLE = ("mlc", "pi")
@@ -65,15 +67,24 @@ class TunePlan:
 def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
     """Check ``settings`` (one-line ``ValueError`` each) before any work."""
     from ..executors import ExecutorSpec, parse_executor
+    from ..limits import check
     from ..policies.rate.antiwindup import DEFAULT_DELTA_U, LIMITERS
     from ..units import parse_time
+    from .ga import _check_ga_args
 
     s = settings
+    for key, value in (("generations", s.generations), ("population", s.population), ("parents", s.parents),
+                       ("episodes", s.episodes), ("workers", s.workers), ("seed", s.seed)):
+        check(key, value, f"--{key}")
+    _check_ga_args(s.generations, s.population, s.parents, 0.9, 0.1, ({"low": 0, "high": 1},) * 3)
     ep = parse_time(s.episode, what="--episode")
     try:  # the scenario's limits (finite, duration/period) apply to the fitness episode
         scenario.replace(duration=ep)
     except ValueError as exc:
         raise ValueError(f"--episode {s.episode}: {exc}") from None
+    if round(ep / scenario.period) < 3:
+        raise ValueError(f"--episode {s.episode}: a fitness episode must last at least 3 periods "
+                         f"({3 * scenario.period:g} s on scenario '{scenario.name}')")
     du = DEFAULT_DELTA_U if s.delta_u is None else float(s.delta_u)
     if not 0 < du <= 1:
         raise ValueError(f"--delta-u must be a fraction of B_max in (0, 1], got {s.delta_u}")
@@ -88,8 +99,11 @@ def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
 
         if s.refine_plant not in PLANT_KINDS:
             raise ValueError(f"--refine-plant: unknown plant '{s.refine_plant}' (choose from {', '.join(PLANT_KINDS)})")
-        if s.refine_episodes < 1:
-            raise ValueError(f"--refine-episodes must be >= 1, got {s.refine_episodes}")
+        check("refine_episodes", s.refine_episodes, "--refine-episodes")
+        if s.refine_factors is not None:
+            _check_factors(s.refine_factors)
+    elif s.refine_factors is not None:
+        raise ValueError("--refine-factors goes with --refine-plant")
     return TunePlan(scenario, s, ep, du, spec)
 
 
@@ -106,6 +120,15 @@ def tune_params(plan: TunePlan, model: str | None, predictor: Any) -> dict[str, 
         "delta_u": plan.delta_u, "limiter": s.limiter, "episodes_per_individual": s.episodes,
         **({"refine_plant": s.refine_plant, "refine_episodes": s.refine_episodes} if s.refine_plant else {}),
     }
+
+
+def _check_factors(factors: Sequence[float]) -> None:
+    """The refinement's scale factors, checked before the GA (they were checked only after it)."""
+    from ..limits import check
+
+    check("refine_factors", len(factors), "--refine-factors (how many)")
+    if any(not (isinstance(f, int | float) and math.isfinite(f) and f >= 0) for f in factors):
+        raise ValueError(f"--refine-factors must be finite numbers >= 0, got {list(factors)}")
 
 
 def run_tune(plan: TunePlan, predictor: Any, progress: bool = False,
@@ -133,20 +156,32 @@ def run_tune(plan: TunePlan, predictor: Any, progress: bool = False,
     return res
 
 
+def tune_paths(out: str | Path) -> tuple[Path | None, Path]:
+    """What ``write_tune`` writes for ``out``: (gains file or None, directory of the convergence files).
+
+    ``X.json`` -> (``X.json``, its sibling ``X.tune/``); anything else -> (None, ``out`` as a
+    directory holding gains.json). The CLI's path policy (``cli_guard.OUTPUTS``, kind ``gains``)
+    checks both before the GA starts.
+    """
+    out_path = Path(out)
+    if out_path.suffix == ".json":
+        return out_path, out_path.with_name(out_path.stem + ".tune")
+    return None, out_path
+
+
 def write_tune(res: Any, out: str | Path) -> tuple[Path, Path]:
     """Write the result; returns (gains file, directory of the convergence files).
 
     ``out`` ending in ``.json`` -> just the gains file, the convergence files next to
     it in ``<stem>.tune/``; otherwise a directory with gains.json, convergence.csv,
-    convergence.png and result.json.
+    convergence.png and result.json (``tune_paths``).
     """
-    out_path = Path(out)
-    if out_path.suffix == ".json":
-        tdir = out_path.with_name(out_path.stem + ".tune")
+    gains_file, tdir = tune_paths(out)
+    if gains_file is not None:
         res.save(tdir)
-        res.gains.save(out_path, extra={"best_iae": res.best_iae, **res.info})
-        return out_path, tdir
-    tdir = res.save(out_path)
+        res.gains.save(gains_file, extra={"best_iae": res.best_iae, **res.info})
+        return gains_file, tdir
+    tdir = res.save(tdir)
     return tdir / "gains.json", tdir
 
 
@@ -197,7 +232,10 @@ def tune_from_paths(
             run.log_metrics({"best_iae": res.best_iae, "kp": res.gains.kp, "ki": res.gains.ki,
                              "kw": res.gains.kw, "seconds": res.info["seconds"]})
             run.log_metric_series("best_iae_per_generation", res.curve)
-            run.log_artifact(tdir, artifact_path="tune")
+            # The files the GA wrote, not the directory: tune --out DIR may name a directory holding
+            # other things (the working directory, mlruns itself), never copied into the run (issue 29).
+            for name in res.FILES:
+                run.log_artifact(tdir / name, artifact_path="tune")
             doc["mlflow_run_id"] = run.run_id
     return doc, _human(plan, doc)
 

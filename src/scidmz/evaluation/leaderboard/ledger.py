@@ -170,7 +170,9 @@ class Ledger:
 
         line = (json.dumps(clean(dict(record)), separators=(",", ":"), allow_nan=False) + "\n").encode()
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            # Appends never follow a symlink (docs/safety.md, issue 29): a link planted as the ledger
+            # is refused (ELOOP), its target never written.
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         # One write of the whole line, then fsync: the line is on disk before the next trial starts.
         n = os.write(self._fd, line)
         if n != len(line):

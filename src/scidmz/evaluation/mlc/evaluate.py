@@ -17,7 +17,7 @@ from ...policies.base import Policy
 from ...scenario import Scenario
 from ..results import clean, provenance
 from ..stats import BASELINE
-from .experiments import ExperimentPlan, parse_experiments, run_experiments
+from .experiments import ExperimentPlan, parse_experiments, run_experiments, write_results
 from .tracking import EVALUATE_EXPERIMENT, log_results, tracked
 
 __all__ = ["EVALUABLE", "evaluate", "check_request", "policy_list", "make_policies"]
@@ -41,9 +41,9 @@ def check_request(trials: int, experiments: str | Sequence[str] | None, policies
                   executor: str | None = None, plant: str = "fluid") -> tuple[list[str], tuple[str, ...]]:
     """Everything cheap to check before a policy is built: (policy names, experiments); one line each."""
     from ...executors import parse_executor
+    from ...limits import check
 
-    if int(trials) < 1:
-        raise ValueError(f"--trials must be >= 1, got {trials}")
+    check("trials", trials, "--trials")  # limits.BOUNDS, before anything is allocated
     spec = parse_executor(executor)  # a bad spec is one line before any work
     if spec.kind != "local" and plant != "fluid":
         raise ValueError(f"--executor {executor} runs fluid-plant trials only; the {plant} plant runs in real "
@@ -109,6 +109,7 @@ def evaluate(
     model, gains = mlc.get("model"), mlc.get("gains")
     pi = {"pi_gains": str(((files or {}).get("pi") or {}).get("gains"))} if "pi" in policies else {}
     plan = _plan(trials, seed, quick)
+    plan.check_for(scenario, plant)  # the largest batch, before a plant is allocated
     spec = parse_executor(executor)
     params = {"scenario": scenario.name, "model": str(model), "gains": str(gains), "plant": plant,
               "executor": spec.kind, "policies": ",".join(policies), "experiments": ",".join(exps), **plan.to_dict(),
@@ -121,9 +122,12 @@ def evaluate(
     with (provenance(cmd),
           tracked(EVALUATE_EXPERIMENT, f"{scenario.name}-evaluate", params, tracking_uri, track) as run,
           open_executor(spec) as ex):
-        results = run_experiments(scenario, policies, plan, exps, out_dir=out,
-                                  plant=plant, progress=progress and ex is None, executor=ex)
-        log_results(run, clean({k: v.summary for k, v in results.items()}), [out] if out else [],
+        results = run_experiments(scenario, policies, plan, exps, plant=plant, progress=progress and ex is None,
+                                  executor=ex)
+        # The files written, not the directory: --out may be a directory holding other things (the
+        # working directory, mlruns itself), which must not be copied into the run (issue 29).
+        written = write_results(results, out, scenario, plan) if out else {}
+        log_results(run, clean({k: v.summary for k, v in results.items()}), written.values(),
                     {"gains_sha256": file_sha256(gp)} if gp is not None else None)
     out_json: dict[str, Any] = {
         "scenario": scenario.name, "model": str(model), "gains": str(gains), "trials": int(trials),

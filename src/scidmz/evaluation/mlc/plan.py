@@ -36,6 +36,15 @@ class ExperimentPlan:
             if not cond:
                 raise ValueError(f"experiment plan: {what}")
 
+        from ...limits import check
+
+        # Upper bounds first (limits.BOUNDS): a count is refused before anything is allocated.
+        for key in ("trials", "ns_trials", "short_trials", "ns_max_flows"):
+            check(key, getattr(self, key), f"experiment plan: {key}")
+        if self.fct_trials is not None:
+            check("fct_trials", self.fct_trials, "experiment plan: fct_trials")
+        for n in self.ns_values:
+            check("ns_value", n, "experiment plan: N_s")
         need(self.trials >= 1, f"trials must be >= 1, got {self.trials}")
         need(self.duration > 0, f"duration must be > 0, got {self.duration}")
         need(0 < self.target_low <= self.target_high <= 1, "need 0 < target_low <= target_high <= 1")
@@ -56,6 +65,15 @@ class ExperimentPlan:
             trials=4, duration=30.0, target_hold=15.0, transfer=150e6, fct_max_time=120.0,
             ns_values=(1, 10, 100), ns_trials=2, short_duration=30.0, short_trials=2, seed=seed,
         )
+
+    def check_for(self, scenario: Scenario, plant: str = "fluid") -> None:
+        """What this plan asks of ``plant`` on ``scenario``, checked before any trial runs: the plant
+        exists, and a batched one stays within ``limits.MAX_BATCH_FLOWS`` (trials x flows)."""
+        from ...plant.base import check_batch_flows, check_plant_options
+
+        backend = check_plant_options(plant, 1)
+        if backend.max_batch is None:
+            check_batch_flows(scenario, max(self.trials, self.fct_trials or 0, self.short_trials))
 
     def fct_bound(self, scenario: Scenario) -> float:
         """Seconds an FCT trial may run before its transfer counts as unfinished."""

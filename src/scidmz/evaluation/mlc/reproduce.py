@@ -144,7 +144,7 @@ class ReproducePlan:
                 try:
                     exp["ns_values"] = tuple(int(v) for v in vals)
                 except ValueError:
-                    raise ValueError(f"N_s values must be whole numbers, got {val!r}") from None
+                    raise ValueError(f"--ns: N_s values must be whole numbers, got {val!r}") from None
             elif key in ("trials", "fct_trials", "ns_trials", "ns_max_flows", "short_trials"):
                 exp[key] = int(val)
             elif key == "short_duration":
@@ -160,6 +160,36 @@ class ReproducePlan:
         if top:
             top["mode"] = self.mode if self.mode.endswith("(custom)") else f"{self.mode} (custom)"
         return replace(self, **top)
+
+    def check(self) -> dict[str, Scenario]:
+        """Every stage's settings, checked before the first stage runs (issue 29: a bad late-stage
+        option used to cost minutes of earlier stages); returns the scenarios by CCA.
+
+        Each stage is checked by its own command's checker, so the chain and a user's own
+        ``identify``/``train``/``tune``/``evaluate`` refuse the same things: the identification
+        (``check_identification``), training (``check_training``), the GA (``plan_tune``), the
+        experiments (``ExperimentPlan``, checked when built, and ``check_for`` the evaluation plant)
+        and, on a real plant, the refinement.
+        """
+        from ...identification.excitation import check_identification
+        from ...models.train import check_training
+        from ...tuning.run import TuneSettings, plan_tune
+
+        scenarios = {cca: _with_dtn_cca(load_scenario(name), cca) for cca, name in self.scenarios.items()}
+        refine = self.eval_plant != "fluid"
+        for sc in scenarios.values():
+            check_identification(sc, self.identify_duration, self.identify_batch, "fluid")
+            rows = int(self.identify_duration / sc.period)
+            check_training(self.train_kwargs.get("epochs", 30), self.cv_folds, rows)
+            plan_tune(sc, TuneSettings(generations=self.generations, population=self.population,
+                                       parents=self.parents, episode=self.episode, seed=self.seed,
+                                       delta_u=self.delta_u, refine_plant=self.eval_plant if
+                                       self.refine_episodes and refine else None,
+                                       refine_episodes=max(1, self.refine_episodes)))
+            self.experiments.check_for(sc, self.eval_plant)
+            if self.refine_identify_s and refine:
+                check_identification(sc, self.refine_identify_s, 1, self.eval_plant)
+        return scenarios
 
     def deviations(self) -> list[str]:
         """Where these sizes differ from the paper's (the defaults), in words for the report."""
@@ -446,9 +476,9 @@ def reproduce_mlc(
     from .report import write_report
 
     p = plan or (ReproducePlan.quick(seed) if quick else ReproducePlan(seed=seed))
+    scenarios = p.check()  # every stage's options, before the first stage or file
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    scenarios = {cca: _with_dtn_cca(load_scenario(name), cca) for cca, name in p.scenarios.items()}
 
     def say(msg: str) -> None:
         # Stage lines always go to stderr (a few per stage, useful in logs); bars only on a terminal.

@@ -28,7 +28,6 @@ once per policy.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
@@ -39,7 +38,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ...fileio import atomic_write_text
+from ...fileio import atomic_write_text, strict_json
 from ...scenario import Scenario
 from ...state import STATE_FIELDS, History
 
@@ -89,7 +88,7 @@ class Gains:
     def save(self, path: str | os.PathLike[str], extra: dict[str, Any] | None = None) -> Path:
         """JSON, written atomically; ``extra`` (provenance) is stored alongside and ignored on load."""
         doc = {**self.to_dict(), **({"info": extra} if extra else {})}
-        return atomic_write_text(path, json.dumps(doc, indent=2, default=str))
+        return atomic_write_text(path, strict_json(doc, indent=2))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Gains:
@@ -99,12 +98,9 @@ class Gains:
             path = path / "gains.json"
         if not path.exists():
             raise FileNotFoundError(f"gains file not found: {path}")
-        from ...fileio import read_text_input
+        from ...fileio import read_json_input
 
-        try:
-            doc = json.loads(read_text_input(path, "gains file"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: invalid JSON ({exc})") from None
+        doc = read_json_input(path, "gains file")  # size and nesting bounded (limits), one line naming the file
         if not isinstance(doc, dict):
             raise ValueError(f"{path}: expected a JSON object with kp, ki, kw")
         missing = [k for k in ("kp", "ki", "kw") if k not in doc]
