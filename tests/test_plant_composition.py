@@ -59,6 +59,25 @@ def test_make_plant_hardware_builds_from_options_with_one_line_errors():
         make_plant("hardware", sc, bogus=1)
 
 
+def test_p4_view_gets_plant_opt_prefixes_as_a_list(monkeypatch):
+    """``--plant-opt dtn_prefixes=A,B`` arrives as one string; the P4 view must get the prefixes."""
+    from scidmz.plant import hardware
+
+    got = {}
+
+    def connect(address, dtn, remote, install, p4info, options):
+        got.update(dtn=dtn, remote=remote)
+        return SoftwareDataPlane()
+
+    monkeypatch.setattr(hardware.HardwarePlant, "connect", staticmethod(connect))
+    monkeypatch.setattr(hardware, "_actuator", lambda *a, **k: RecordingActuator())
+    sc = load_scenario("testbed")
+    plant = make_plant("hardware", sc, dev="eth0", telemetry="127.0.0.1:9559",
+                       dtn_prefixes="198.51.100.7/32, 2001:db8::/64", remote_prefixes="203.0.113.0/24")
+    plant.close()
+    assert got == {"dtn": ["198.51.100.7/32", "2001:db8::/64"], "remote": ["203.0.113.0/24"]}
+
+
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
 def test_netns_plant_takes_telemetry_and_actuator_factories():

@@ -239,8 +239,8 @@ def build_hardware_plant(
             ebpf.open()  # build, load, claim, attach: one line if any of it fails, nothing left
             return HardwarePlant(scenario, act, ebpf.view, resources=(ebpf,))
         if isinstance(telemetry, str):
-            view = HardwarePlant.connect(telemetry, dtn_prefixes, remote_prefixes, install, p4info,
-                                         view_options or {})
+            view = HardwarePlant.connect(telemetry, _prefixes(dtn_prefixes), _prefixes(remote_prefixes), install,
+                                         p4info, view_options or {})
             return HardwarePlant(scenario, act, view, owns_view=True)
         return HardwarePlant(scenario, act, telemetry)
     except BaseException:
@@ -250,6 +250,14 @@ def build_hardware_plant(
         if ebpf is not None:
             ebpf.close()
         raise
+
+
+def _prefixes(value: Any) -> list[str] | None:
+    """A prefix list as the P4 views take it: ``--plant-opt dtn_prefixes=A,B`` arrives as one string
+    (iterated as is, it would be its characters)."""
+    if isinstance(value, str):
+        return [p.strip() for p in value.split(",") if p.strip()]
+    return value
 
 
 def _actuator(scenario: Scenario, dev: str | None, ovs_port: str | None, netns: str | None, ovs_db: str | None,
