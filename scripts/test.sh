@@ -43,4 +43,4 @@ ruff check src tests benchmarks
 lint-imports
 python3 scripts/check_cycles.py
 vulture
-exec python3 -m pytest -q --nbmake tests notebooks "$@"
+exec python3 -m pytest -q --durations=20 --nbmake tests notebooks "$@"
