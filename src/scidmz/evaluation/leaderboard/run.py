@@ -171,19 +171,19 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
         # Ours: an interrupted run (Ctrl-C, SIGINT) still says what
         # its finished trials show, marked incomplete, before the interruption goes on (exit 130).
         if prep.ledger.header is not None and prep.ledger.done:
-            _write(prep, command, max_starved, load0, todo)
+            _write(prep, command, max_starved, load0)
         raise
     finally:
         if bar is not None:
             bar.close()
-    doc, res, files = _write(prep, command, max_starved, load0, todo)
+    doc, res, files = _write(prep, command, max_starved, load0)
     return {"out": str(prep.out), "results": str(res), **files, "units_run": todo,
             "units": len(prep.ledger.done), "cut_bytes": prep.ledger.cut, "wall_s": time.perf_counter() - t0,
             "rows": doc["rows"]}
 
 
-def _write(prep: Prepared, command: str, max_starved: float, load0: list[float] | None,
-           todo: int) -> tuple[dict[str, Any], Path, dict[str, str]]:
+def _write(prep: Prepared, command: str, max_starved: float,
+           load0: list[float] | None) -> tuple[dict[str, Any], Path, dict[str, str]]:
     """results.json, report.md and ranking.png from the ledger as it stands; ``complete`` says
     whether every unit of the plan is in it (an interrupted run's results are only so far)."""
     names = list(prep.policies)
