@@ -28,6 +28,7 @@ once per policy.
 
 from __future__ import annotations
 
+import abc
 import math
 import os
 import warnings
@@ -190,7 +191,7 @@ def _gain_list(gains: Gains | Sequence[Gains]) -> list[Gains]:
     return glist
 
 
-class AntiWindupRatePolicy:
+class AntiWindupRatePolicy(abc.ABC):
     """The Fig. 5 loop as a rate policy; subclasses make u_hat (``u_hat``). See the module docstring.
 
     ``gains``: one ``Gains`` or one per batch instance (a GA generation);
@@ -225,9 +226,10 @@ class AntiWindupRatePolicy:
             batch=batch,
         )
 
+    @abc.abstractmethod
     def u_hat(self, history: History, target: np.ndarray) -> np.ndarray:
-        """The feed-forward campus rate u_hat (B,) bit/s for the next period."""
-        raise NotImplementedError
+        """The feed-forward campus rate u_hat (B,) bit/s for the next period: the inverse ANN's
+        (``MLCPolicy``) or the trivial rate B_max - R* (``PIPolicy``)."""
 
     def decide(self, history: History, target: np.ndarray) -> np.ndarray:
         s = self._need()
