@@ -311,6 +311,42 @@ def test_ovs_policing_only_where_the_kernel_can_police(ovs_pair: OvsPair) -> Non
 
 
 @pytest.mark.root
+def test_ovs_htb_reclaims_a_killed_runs_qos_only(ovs_pair: OvsPair) -> None:
+    """A QoS left by a scidmz killed with SIGKILL is removed at the next start; a live scidmz's QoS
+    and a QoS scidmz did not make are refused with one line each."""
+    import signal
+    import sys
+
+    ovs = ovs_pair.ovs
+    assert ovs is not None
+    code = ("import sys, time; from scidmz.actuators.ovs import OvsQosActuator; "
+            f"a = OvsQosActuator({ovs.db_remote!r}, 'sb', mode='htb'); a.set_rate(20e6); "
+            "print('ready', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with pytest.raises(ValueError, match=f"made by scidmz process {proc.pid} on"):
+            OvsQosActuator(ovs.db_remote, "sb", mode="htb")  # that run is alive
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    qos = ovs.vsctl("get", "Port", "sb", "qos").strip()
+    assert qos != "[]"  # SIGKILL left its QoS behind
+    with OvsQosActuator(ovs.db_remote, "sb", mode="htb") as act:
+        act.set_rate(30e6)
+        assert act.current_rate() == 30e6
+        assert ovs.vsctl("get", "Port", "sb", "qos").strip() != qos  # the leftover went, ours replaced it
+    assert ovs.vsctl("get", "Port", "sb", "qos").strip() == "[]"
+    assert ovs.vsctl("list", "QoS").strip() == "" and ovs.vsctl("list", "Queue").strip() == ""
+
+    ovs.vsctl("set", "Port", "sb", "qos=@q", "--", "--id=@q", "create", "QoS", "type=linux-htb",
+              "other-config:max-rate=10000000")
+    with pytest.raises(ValueError, match="already has a QoS; refusing to replace it"):
+        OvsQosActuator(ovs.db_remote, "sb", mode="htb")  # someone else's
+    assert ovs.vsctl("get", "Port", "sb", "qos").strip() != "[]"
+
+
+@pytest.mark.root
 def test_ovs_readback_close_restores_and_bad_rates(ovs_pair: OvsPair) -> None:
     ovs = ovs_pair.ovs
     assert ovs is not None

@@ -29,6 +29,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import subprocess
 import threading
 from typing import Any
@@ -39,6 +40,9 @@ __all__ = ["OvsQosActuator", "OVS_MODES", "EXT_ID", "which"]
 
 OVS_MODES = ("htb", "policing", "meter")
 EXT_ID = "scidmz-owner"  # external_ids key marking rows this module created
+# Which process on which host made the rows, so a restart can tell a crashed run's leftover
+# (reclaimed) from a live run's QoS (refused).
+EXT_PID, EXT_HOST = "scidmz-pid", "scidmz-host"
 
 
 def which(name: str) -> str:
@@ -94,7 +98,7 @@ class _Ovsdb:
         return None if qos in ([], None) else _uuid(qos)
 
     def create_htb(self, port: str, rate: int) -> None:
-        ext = {EXT_ID: "scidmz"}
+        ext = {EXT_ID: "scidmz", EXT_PID: str(os.getpid()), EXT_HOST: socket.gethostname()}
         with self.api.transaction(check_error=True) as txn:
             q = txn.add(self.api.db_create("Queue", other_config={"max-rate": str(rate)}, external_ids=ext))
             qos = txn.add(self.api.db_create("QoS", type="linux-htb", other_config={"max-rate": str(rate)},
@@ -117,12 +121,16 @@ class _Ovsdb:
             return None
         return int(self.api.db_get("QoS", qos, "other_config").execute(check_error=True)["max-rate"])
 
+    def htb_owner(self, port: str) -> dict[str, str]:
+        """The external_ids of the port's QoS row ({} when it has none)."""
+        qos = self._qos_uuid(port)
+        return {} if qos is None else dict(self.api.db_get("QoS", qos, "external_ids").execute(check_error=True))
+
     def clear_htb(self, port: str) -> None:
         qos = self._qos_uuid(port)
         if qos is None:
             return
-        ext = self.api.db_get("QoS", qos, "external_ids").execute(check_error=True)
-        if ext.get(EXT_ID) != "scidmz":
+        if self.htb_owner(port).get(EXT_ID) != "scidmz":
             return  # someone else's QoS: not ours to delete
         queues = self.api.db_get("QoS", qos, "queues").execute(check_error=True)
         with self.api.transaction(check_error=True) as txn:
@@ -141,6 +149,17 @@ class _Ovsdb:
 def _uuid(ref: Any) -> Any:
     """The IDL returns referenced rows as Row objects; commands want their UUIDs."""
     return getattr(ref, "uuid", ref)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this host (owned by anyone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def kernel_has_police() -> bool:
@@ -162,6 +181,9 @@ class OvsQosActuator:
     max-rate in bit/s; rates are rounded to those units and a command of 0
     applies ``MIN_RATE``. ``close`` restores what was there: the previous
     policing values, or removes the QoS/Queue rows or meter/flows it created.
+    In ``htb`` mode a QoS left on the port by a scidmz process of this host that
+    has since died (killed before ``close``) is removed at start; any other QoS
+    on the port is refused.
     """
 
     def __init__(
@@ -202,7 +224,7 @@ class OvsQosActuator:
                     "(CONFIG_NET_ACT_POLICE), which this kernel lacks; use mode 'htb' or 'meter'"
                 )
             if mode == "htb" and self._be.get_htb(port) is not None:
-                raise ValueError(f"OVS port '{port}' already has a QoS; refusing to replace it")
+                self._reclaim_leftover(port)
             self._ofport: int | None = None
             if mode == "meter":
                 self._ofport = self._be.get_interface(port, "ofport")
@@ -211,6 +233,19 @@ class OvsQosActuator:
         except BaseException:
             self._be.close()
             raise
+
+    def _reclaim_leftover(self, port: str) -> None:
+        """Remove a QoS that a scidmz process on this host left behind when it died (SIGKILL, power
+        loss); refuse any other QoS: a live scidmz's, another host's, or one scidmz did not make."""
+        ext = self._be.htb_owner(port)
+        pid, host = ext.get(EXT_PID, ""), ext.get(EXT_HOST)
+        if ext.get(EXT_ID) != "scidmz":
+            raise ValueError(f"OVS port '{port}' already has a QoS; refusing to replace it")
+        if host != socket.gethostname() or not pid.isdigit() or _alive(int(pid)):
+            who = f"scidmz process {pid} on {host}" if pid.isdigit() else "an older scidmz"
+            raise ValueError(f"OVS port '{port}' already has a QoS made by {who}; refusing to replace it "
+                             f"(remove it with: ovs-vsctl clear Port {port} qos, once that run is gone)")
+        self._be.clear_htb(port)
 
     # -- OpenFlow (meter mode) -------------------------------------------------------------------
     def _ofctl(self, *args: str) -> str:
