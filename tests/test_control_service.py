@@ -238,3 +238,64 @@ def test_live_loop_metrics_say_live() -> None:
     assert "scidmz_shadow_mode 0.0" in text and "scidmz_shadow_rate_bits_per_second NaN" in text
     assert "scidmz_campus_rate_limit_bits_per_second 4e+07" in text
     assert {"scidmz_shadow_rate_bits_per_second", "scidmz_shadow_mode"} <= METRIC_NAMES
+
+
+def test_status_text_says_shadow_mode_and_what_it_would_apply() -> None:
+    from scidmz.commands.control import status_text
+
+    st = {"policy": "mlc", "plant": "HardwarePlant", "scenario": "testbed", "period": 1.0, "k": 12,
+          "target": 40e6, "u": 55e6, "trivial_rate": 60e6, "fallback": False, "fallback_reason": None,
+          "mode": "shadow", "y": {"rate_dtn": 39e6, "rtt_dtn": 0.1, "rate_campus": 50e6, "rtt_campus": 0.01,
+                                  "active_flows": 3.0}}
+    text = status_text(st).splitlines()
+    assert text[0].endswith("12 periods, SHADOW mode: nothing is applied")
+    assert "would be applied" in text[2] and "trivial rate set by hand" in text[2] and len(text) == 5
+    live = status_text({**st, "mode": "live", "fallback": True, "fallback_reason": "telemetry gap"}).splitlines()
+    assert "SHADOW" not in live[0] and "would be applied" not in live[2] and live[2].endswith(
+        "FALLBACK: telemetry gap")
+
+
+class _TunnelledFluid(_ShadowFluid):
+    """A plant whose telemetry counts unmeasured packets (as the eBPF plants' ``unmeasured()``):
+    100 tunnelled packets more every period, and one read that fails."""
+
+    def __init__(self, sc) -> None:
+        super().__init__(sc)
+        self.reads = 0
+
+    def unmeasured(self) -> dict[str, int]:
+        self.reads += 1
+        if self.reads == 2:
+            raise RuntimeError("map read failed")
+        return {"tunnel": 100 * self.reads, "too_deep": 3}
+
+
+def test_unmeasured_packets_reach_status_and_metrics() -> None:
+    pytest.importorskip("prometheus_client")
+    from scidmz.daemon.metrics import METRIC_NAMES, DaemonMetrics
+    from scidmz.plant.base import UnmeasuredPlant, capability_methods
+    from scidmz.plant.hardware import HardwarePlant
+
+    sc = load_scenario("testbed").replace(period=0.2)
+    with make_plant("fluid", sc) as p:  # compile the kernel before the real-time loop
+        p.reset(0)
+        p.step(50e6)
+    plant = _TunnelledFluid(sc)
+    assert capability_methods(UnmeasuredPlant) == ("unmeasured",) and callable(HardwarePlant.unmeasured)
+    assert not hasattr(plant.inner, "unmeasured")  # the fluid plant measures every packet
+    d = ControlDaemon(plant, TrivialPolicy(), 30e6, api=None, log=None, duration=1.5)
+    th = threading.Thread(target=d.run)
+    th.start()
+    th.join(60)
+    st = d.status()
+    n = plant.reads
+    assert n >= 4 and st["telemetry_unmeasured"] == {"tunnel": 100 * n, "too_deep": 3}
+    text = d.metrics_text().decode()
+    # The counter holds the source's total: the failed read skipped a period, lost nothing.
+    assert f'scidmz_telemetry_unmeasured_packets_total{{reason="tunnel"}} {100.0 * n}' in text
+    assert 'scidmz_telemetry_unmeasured_packets_total{reason="too_deep"} 3.0' in text
+    assert "scidmz_telemetry_unmeasured_packets_total" in METRIC_NAMES
+    m = DaemonMetrics()
+    m.unmeasured({"tunnel": 50})
+    m.unmeasured({"tunnel": 20})  # the programs were re-attached: the count starts over
+    assert 'scidmz_telemetry_unmeasured_packets_total{reason="tunnel"} 70.0' in m.exposition().decode()

@@ -73,7 +73,7 @@ def test_every_query_names_an_exported_metric_with_its_labels() -> None:
     for name in ("scidmz_target_bits_per_second", "scidmz_dtn_rate_bits_per_second",
                  "scidmz_campus_rate_bits_per_second", "scidmz_campus_rate_limit_bits_per_second",
                  "scidmz_rtt_seconds", "scidmz_queue_delay_seconds", "scidmz_active_flows",
-                 "scidmz_fallback_active", "scidmz_fallback_periods_total"):
+                 "scidmz_fallback_active", "scidmz_fallback_periods_total", "scidmz_shadow_rate_bits_per_second"):
         assert name in used, name
     # The template variable's query too.
     var = next(v for v in dash["templating"]["list"] if v["name"] == "instance")

@@ -219,6 +219,15 @@ while True:
     time.sleep(max(0.0, t0 + n * 1400 * 8 / rates[0][1] - time.time()))
 """
 
+# GRE carrying IPv4 (a tunnel the programs count as "tunnel" and do not measure), a to b's campus address.
+SEND_GRE = """
+import socket, struct
+inner = bytes.fromhex('4500001c00000000401100000a0900020a010002') + bytes(8)
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 47)
+for _ in range(50):
+    s.sendto(struct.pack('!HH', 0, 0x0800) + inner, ('10.1.0.2', 0))
+"""
+
 
 @pytest.fixture
 def router(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
@@ -258,6 +267,10 @@ def test_control_run_hardware_on_ebpf(router: dict[str, str], tmp_path: Path, sh
     try:
         wait_until(lambda: len(_periods(log)) >= 3 or p.poll() is not None, 60, "three periods")
         assert p.poll() is None, p.communicate()[1][-2000:]
+        sh("ip", "netns", "exec", NS_A, sys.executable, "-c", SEND_GRE)
+        wait_until(lambda: _status(tok)["telemetry_unmeasured"].get("tunnel", 0) >= 50, 30,
+                   "the 50 GRE packets counted as unmeasured tunnels")
+        metrics = _metrics(tok)
         qdiscs = sh("tc", "-n", NS_R, "qdisc", "show", "dev", "wan0").stdout
         filters = sh("tc", "-n", NS_R, "filter", "show", "dev", "lan0", "ingress").stdout
         st = _status(tok)
@@ -265,6 +278,7 @@ def test_control_run_hardware_on_ebpf(router: dict[str, str], tmp_path: Path, sh
         _finish(p)
     assert "scidmz_lan_in" in filters
     assert st["mode"] == ("shadow" if shadow else "live") and st["plant"] == "HardwarePlant"
+    assert 'scidmz_telemetry_unmeasured_packets_total{reason="tunnel"}' in metrics
     if shadow:
         assert "tbf" not in qdiscs, qdiscs
     else:

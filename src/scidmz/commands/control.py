@@ -148,20 +148,29 @@ def cmd_set_target(a: argparse.Namespace) -> int:
 
 def cmd_status(a: argparse.Namespace) -> int:
     from ..daemon.client import ControlClient
-    from ..units import format_rate, format_time
 
     st = ControlClient(api=a.api, token_file=a.token_file).status()
+    emit(st, a.json, status_text(st))
+    return 0
+
+
+def status_text(st: dict[str, Any]) -> str:
+    """``control status``'s lines for a person, from the daemon's ``/status`` document."""
+    from ..units import format_rate, format_time
+
     y = st.get("y") or {}
+    shadow = st.get("mode") == "shadow"
+    u = format_rate(st["u"]) if st["u"] is not None else "-"
     lines = [
         f"policy {st['policy']} on {st['plant']} ({st['scenario']}), period {format_time(st['period'])}, "
-        f"{st['k']} periods",
+        f"{st['k']} periods" + (", SHADOW mode: nothing is applied" if shadow else ""),
         f"target   {format_rate(st['target'])}",
-        f"u        {format_rate(st['u']) if st['u'] is not None else '-'}"
+        (f"u        {u} would be applied (the trivial rate set by hand: {format_rate(st['trivial_rate'])})"
+         if shadow and st.get("trivial_rate") is not None else f"u        {u}")
         + (f"   FALLBACK: {st['fallback_reason']}" if st["fallback"] else ""),
     ]
     if y:
         lines.append(f"DTN      {format_rate(y['rate_dtn'])}, RTT {format_time(y['rtt_dtn'])}")
         lines.append(f"campus   {format_rate(y['rate_campus'])}, RTT {format_time(y['rtt_campus'])}, "
                      f"{y['active_flows']:.0f} active flows")
-    emit(st, a.json, "\n".join(lines))
-    return 0
+    return "\n".join(lines)

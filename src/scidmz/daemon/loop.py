@@ -152,6 +152,10 @@ class ControlLoop:
         self.fallback_periods = 0
         self.errors: dict[str, int] = {}
         self.client_errors: dict[str, int] = {}  # HTTP client errors by kind (the API's, not the loop's)
+        # Packets the plant's telemetry passed on unmeasured, by reason (UnmeasuredPlant; eBPF only).
+        self.unmeasured: dict[str, int] = {}
+        fn = getattr(plant, "unmeasured", None)
+        self._read_unmeasured: Callable[[], dict[str, int]] | None = fn if callable(fn) else None
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_PERIODS)
         self._last_sample_wall: float | None = None
         self._t_start = time.monotonic()
@@ -213,6 +217,7 @@ class ControlLoop:
                 "fallback_periods": self.fallback_periods,
                 "errors": dict(self.errors),
                 "client_errors": dict(self.client_errors),
+                "telemetry_unmeasured": dict(self.unmeasured),
                 "last_sample_age": None if self._last_sample_wall is None else now - self._last_sample_wall,
                 "period": self.period,
                 "capacity": self.scenario.capacity,
@@ -408,6 +413,7 @@ class ControlLoop:
                     self._set_fallback(*failure, u)
                     self._record(None, u, u_policy, *failure)
                 else:
+                    self._note_unmeasured()
                     episode.observe(np.array([u]), st, np.array([target]))
                     with self._lock:
                         self.last = _Sample(float(st.t), y)
@@ -468,6 +474,20 @@ class ControlLoop:
             if yd is not None:
                 self.metrics.sample(yd, wall)
             self.metrics.period(u, u_policy if u_policy is None or math.isfinite(u_policy) else None, cause)
+
+    def _note_unmeasured(self) -> None:
+        """Refresh the plant's unmeasured-packet counts (a failing read only skips this period's)."""
+        if self._read_unmeasured is None:
+            return
+        try:
+            counts = {str(k): int(v) for k, v in self._read_unmeasured().items()}
+        except Exception as exc:  # a telemetry hiccup must not stop the loop; the sample itself was fine
+            log.debug("unmeasured counts not read: %s", _one_line(exc))
+            return
+        with self._lock:
+            self.unmeasured = counts
+        if self.metrics is not None:
+            self.metrics.unmeasured(counts)
 
     def _count(self, kind: str) -> None:
         with self._lock:

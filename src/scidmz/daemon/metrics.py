@@ -4,7 +4,8 @@ Names follow the Prometheus conventions (base units, ``_total`` for
 counters): the seven NetworkState variables of the last sample, the applied
 campus rate limit u (in shadow mode the rate it would apply instead, as
 ``scidmz_shadow_rate_bits_per_second``), the policy's own u, the target, and counters of periods,
-fallback periods by cause, faults by cause, actuator errors and telemetry gaps.
+fallback periods by cause, faults by cause, actuator errors, telemetry gaps, and the packets the
+telemetry passed on unmeasured by reason (``reason`` label; plants with ``unmeasured()``, the eBPF ones).
 Fallback causes (the ``cause`` label): ``telemetry_timeout`` (no sample for
 2T), ``telemetry_invalid`` (a non-finite sample), ``actuator``, ``plant``,
 ``policy`` (it raised), ``policy_nonfinite`` (it returned NaN/inf, or the MLC
@@ -58,6 +59,9 @@ _SPEC: dict[str, tuple[str, str]] = {
     "scidmz_telemetry_gaps": ("counter", "Telemetry losses (no sample for 2T) and invalid samples"),
     "scidmz_target_changes": ("counter", "Target changes accepted"),
     "scidmz_http_client_errors": ("counter", "HTTP requests the API refused or lost, by kind"),
+    "scidmz_telemetry_unmeasured_packets": ("counter", "Packets the telemetry passed on without measuring "
+                                                       "them, by reason (eBPF: tunnel, too_deep, parse failures, "
+                                                       "flow_events_lost)"),
 }
 METRIC_NAMES: frozenset[str] = frozenset(
     n + ("_total" if kind == "counter" else "") for n, (kind, _) in _SPEC.items()
@@ -81,6 +85,8 @@ class DaemonMetrics:
                 labels = ["cause"]
             elif name == "scidmz_http_client_errors":
                 labels = ["kind"]
+            elif name == "scidmz_telemetry_unmeasured_packets":
+                labels = ["reason"]
             cls = Counter if kind == "counter" else Gauge
             g[name] = cls(name, help_, labels, registry=r)
         self._m = g
@@ -99,6 +105,7 @@ class DaemonMetrics:
                      "scidmz_shadow_rate_bits_per_second"):
             g[name].set(float("nan"))
         self._shadow = False
+        self._unmeasured: dict[str, int] = {}
 
     def static(self, *, period: float, capacity: float, shadow: bool = False) -> None:
         self._m["scidmz_period_seconds"].set(period)
@@ -139,6 +146,14 @@ class DaemonMetrics:
             m["scidmz_actuator_errors"].inc()
         elif cause.startswith("telemetry"):
             m["scidmz_telemetry_gaps"].inc()
+
+    def unmeasured(self, counts: dict[str, int]) -> None:
+        """The telemetry's cumulative unmeasured-packet counts by reason; the counters advance by what
+        each grew (a count that went down, e.g. programs re-attached, starts that reason over)."""
+        for reason, n in counts.items():
+            prev = self._unmeasured.get(reason, 0)
+            self._m["scidmz_telemetry_unmeasured_packets"].labels(reason).inc(n - prev if n >= prev else n)
+            self._unmeasured[reason] = n
 
     def client_error(self, kind: str) -> None:
         self._m["scidmz_http_client_errors"].labels(kind if kind in CLIENT_ERRORS else "app_error").inc()

@@ -30,7 +30,7 @@ import numpy as np
 from ..scenario import Scenario
 from ..state import N_STATE, STATE_FIELDS, NetworkState
 
-__all__ = ["StateBatch", "Plant", "QueuePlant", "DisciplinePlant", "HostPlant", "plant_capabilities",
+__all__ = ["StateBatch", "Plant", "QueuePlant", "DisciplinePlant", "HostPlant", "UnmeasuredPlant", "plant_capabilities",
            "CAPABILITIES", "capability_methods", "FLOW_COLUMNS", "FlowTable", "make_plant", "register_plant", "check_plant_options", "PLANT_KINDS",
            "PlantChoice"]
 
@@ -134,6 +134,16 @@ class HostPlant(Plant, Protocol):
 
     def set_pacing(self, rates: np.ndarray) -> None:
         """The DTN's aggregate pacing rate per instance, (B,) bit/s, from the next step on."""
+        ...
+
+
+@runtime_checkable
+class UnmeasuredPlant(Plant, Protocol):
+    """A plant whose telemetry passes some packets on without measuring them (the eBPF programs:
+    tunnels, too-deep header stacks, parse failures) and counts them."""
+
+    def unmeasured(self) -> dict[str, int]:
+        """Packets passed on unmeasured since the plant was built, by reason (cumulative; {}: none)."""
         ...
 
 

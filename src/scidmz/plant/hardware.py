@@ -158,6 +158,17 @@ class HardwarePlant:
         df = self.collector.flows()
         return [{c: df[c].tolist() for c in df.columns}]
 
+    def unmeasured(self) -> dict[str, int]:
+        """Packets the telemetry passed on unmeasured, by reason (``UnmeasuredPlant``): the ``drops``
+        of the view and of the resources that count them (the eBPF telemetry's ``tunnel``,
+        ``too_deep``, parse failures and lost flow digests); {} when none counts."""
+        out: dict[str, int] = {}
+        for obj in {id(o): o for o in (self._view, *self._resources)}.values():  # each source once
+            drops = getattr(obj, "drops", None)
+            for reason, n in ((drops() if callable(drops) else drops) or {}).items():
+                out[reason] = out.get(reason, 0) + int(n)
+        return out
+
     def close(self) -> None:
         """Remove the shaper (restoring the interface/port) and disconnect from the switch."""
         if self._closed:
