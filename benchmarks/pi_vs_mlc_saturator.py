@@ -13,12 +13,13 @@ R* = 0.5 B_max with its utilisation (section 4.3). It reports every
 configuration, the best of each policy (lowest mean MRAE) with its FCT and
 utilisation (the trade-off), and ``mlc`` vs ``pi`` paired at each policy's best.
 
-The inverse models come from a finished reproduction (``scidmz reproduce mlc --out
-DIR``: ``DIR/cubic/model``, ``DIR/bbr2/model``). Deterministic (seeded GA, seeded
+The inverse models are the paper-scale ones shipped in ``scidmz/data/models`` (made by a
+full ``scidmz reproduce mlc``), or those of a finished reproduction given with ``--from DIR``
+(``DIR/cubic/model``, ``DIR/bbr2/model``). Deterministic (seeded GA, seeded
 trials): re-running it with the same models gives the same numbers. Prints one
 JSON object (and writes it to --out).
 
-    python benchmarks/pi_vs_mlc_saturator.py --from DIR [--cca cubic,bbr2] [--trials 50] --out F.json
+    python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] --out F.json
 """
 
 from __future__ import annotations
@@ -190,9 +191,21 @@ def _floats(text: str, what: str) -> list[float]:
     return vals
 
 
+def _model(src: str | None, cca: str) -> Path:
+    """The inverse model for ``cca``: ``src/cca/model``, else the one shipped for its paper scenario."""
+    if src is not None:
+        return Path(src) / cca / "model"
+    from scidmz.data import shipped_model
+    from scidmz.scenario import load_scenario
+
+    found = shipped_model(load_scenario(SCENARIOS[cca]))
+    return found[0] if found else Path(f"<no model shipped for {SCENARIOS[cca]}>")
+
+
 def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, float]], list[str]]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--from", dest="src", required=True, help="a `scidmz reproduce mlc --out DIR` directory")
+    ap.add_argument("--from", dest="src", default=None,
+                    help="a `scidmz reproduce mlc --out DIR` directory (default: the shipped paper-scale models)")
     ap.add_argument("--cca", default="cubic,bbr2", help="comma list of cubic, bbr2 (default both)")
     ap.add_argument("--bands", default="0.02,0.05,0.1,0.2", help="Delta_u of the band reading (fractions of B_max)")
     ap.add_argument("--rate-bands", default="0.02,0.05,0.1", help="Delta_u of the slew-rate reading ('' for none)")
@@ -210,8 +223,8 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     if bad or not ccas:
         raise ValueError(f"--cca must be among {', '.join(SCENARIOS)}, got {a.cca!r}")
     for c in ccas:
-        if not (Path(a.src) / c / "model" / "meta.json").is_file():
-            raise ValueError(f"no inverse model at {Path(a.src) / c / 'model'} (make it: scidmz reproduce mlc --out DIR)")
+        if not (_model(a.src, c) / "meta.json").is_file():
+            raise ValueError(f"no inverse model at {_model(a.src, c)} (make it: scidmz reproduce mlc --out DIR)")
     if a.trials < 2 or (a.fct_trials is not None and a.fct_trials < 2):
         raise ValueError("--trials and --fct-trials must be >= 2 (paired tests)")
     if a.generations < 1 or a.population < 2:
@@ -232,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     doc: dict[str, Any] = {"benchmark": "pi_vs_mlc_saturator", "format_version": 1,
                            "command": "python benchmarks/pi_vs_mlc_saturator.py " + " ".join(argv or sys.argv[1:]),
-                           **_provenance(), "from": a.src,
+                           **_provenance(), "from": a.src or "shipped",
                            "plan": {"trials": a.trials, "fct_trials": a.fct_trials or a.trials, "ga": [a.generations,
                                     a.population, max(1, a.population // 2)], "ga_episode_s": _ga_episode(a),
                                     "quick": bool(a.quick), "seed": a.seed,
@@ -240,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                            "results": {}}
     with tempfile.TemporaryDirectory(prefix="scidmz-saturator-") as tmp:
         for cca in ccas:
-            doc["results"][cca] = one_cca(cca, Path(a.src) / cca / "model", configs, a, Path(tmp))
+            doc["results"][cca] = one_cca(cca, _model(a.src, cca), configs, a, Path(tmp))
     doc["load_end"] = list(os.getloadavg())
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
     text = json.dumps(doc, default=str)

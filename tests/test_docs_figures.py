@@ -141,6 +141,21 @@ def test_leaderboard_region_renders_from_rows_and_is_skipped_without_them(tmp_pa
         render_figure("leaderboard", tmp_path)
 
 
+def test_verdict_names_the_runs_still_going(tmp_path: Path) -> None:
+    """An incomplete run the merge left out is named beside the verdict, never ranked in it."""
+    (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
+    doc = {"rows": ROWS, "incomplete_runs": [{"run": "netns-testbed-cubic", "scenario": "testbed", "plant": "netns",
+                                              "cca": "cubic", "units_left": 93}]}
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(doc))
+    assert leaderboard_context(doc)["pending"][0]["units_left"] == 93
+    readme = render_figure("leaderboard-verdict", tmp_path)
+    assert ("Not in this verdict yet, unfinished (it resumes from its ledger): netns, DTN cubic, on `testbed` (93 trial units left, "
+            "[netns-testbed-cubic](reports/leaderboard/netns-testbed-cubic/report.md)") in readme
+    assert "(../reports/leaderboard/netns-testbed-cubic/report.md)" in render_figure("leaderboard", tmp_path)
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps({"rows": ROWS}))
+    assert "Not in this verdict yet" not in render_figure("leaderboard-verdict", tmp_path)
+
+
 def test_every_figure_has_a_template() -> None:
     for name in FIGURES:
         assert (ROOT / "src" / "scidmz" / "evaluation" / "templates" / "docs" / f"{name}.md.j2").is_file()

@@ -339,6 +339,21 @@ def test_merge_combines_the_runs_of_a_folder(quick_run, tmp_path, capsys) -> Non
     assert "[fluid-small-cubic](fluid-small-cubic/report.md)" in text and "**best**" in text
     code, _, err = _lb(capsys, "--merge", "--out", str(tmp_path / "empty"))
     assert code == 2 and "no leaderboard runs to merge" in err
+    # An interrupted run is listed, never merged into the rows (nor the verdict rendered from them).
+    part = json.loads((out / "results.json").read_text())
+    part.update(complete=False, units_left=7)
+    (top / "netns-part").mkdir()
+    (top / "netns-part" / "results.json").write_text(json.dumps(part))
+    code, _, _ = _lb(capsys, "--merge", "--out", str(top), "--json")
+    merged = json.loads((top / "results.json").read_text())
+    assert code == 0 and len(merged["rows"]) == 2 * len(doc["rows"])
+    assert [r["run"] for r in merged["incomplete_runs"]] == ["netns-part"] and "netns-part" not in {
+        r["run"] for r in merged["rows"]}
+    assert "[netns-part](netns-part/report.md): fluid, small-cubic, 7 trial units left" in (top / "report.md").read_text()
+    for name in ("fluid-small-cubic", "fluid-small-cubic-again"):
+        shutil.rmtree(top / name)
+    code, _, err = _lb(capsys, "--merge", "--out", str(top))
+    assert code == 2 and "every run is incomplete" in err
 
 
 # -- fewer trials for some policies ------------------------------------------------------------
@@ -414,3 +429,29 @@ def test_an_interrupted_run_writes_its_results_so_far_marked_incomplete(tmp_path
     doc = json.loads((out / "results.json").read_text())
     assert doc["complete"] is True and doc["units_left"] == 0
     assert "**Incomplete" not in (out / "report.md").read_text()
+
+
+def test_speed_benchmark_reads_a_real_runs_overhead_off_its_ledger(tmp_path) -> None:
+    """benchmarks/leaderboard_speed.py --ledger: wall time beyond periods x T per unit; a unit that
+    began well after the previous one ended opened a (resumed) run and is reported apart."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    units = [("mrae", "trivial", 127.5, 120, "2026-11-26T10:02:07Z"),  # opened the run: built the testbed
+             ("mrae", "pi", 123.0, 120, "2026-11-26T10:04:10Z"),
+             ("fct", "pi", 63.0, 55, "2026-11-26T10:05:13Z"),  # 8 s over 55 s: 14.5 %
+             ("mrae", "mlc", 150.0, 120, "2026-11-26T12:00:00Z")]  # a resume hours later
+    lines = [json.dumps({"kind": "header"})] + [json.dumps(
+        {"kind": "unit", "unit": e, "policy": p, "trial": 0, "seed": 0, "wall_s": w, "periods": n,
+         "finished_at": t, "metrics": {}, "starved_periods": 0}) for e, p, w, n, t in units]
+    (tmp_path / "ledger.jsonl").write_text("\n".join(lines) + "\n")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "leaderboard_speed.py"
+    r = subprocess.run([sys.executable, str(script), "--ledger", str(tmp_path / "ledger.jsonl")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)["ledger"]
+    assert res["units"] == 2 and res["run_openings"] == {"units": 2, "overhead_s": [7.5, 30.0]}
+    assert res["max_trial_overhead_share"] == pytest.approx(8 / 55, abs=1e-4) and res["meets_goal"] is False
+    assert res["median_later_trial_overhead_s"] == 8.0  # the upper median of 3 s and 8 s
+    assert res["per_group"]["mrae/pi"] == {"units": 1, "max_share": 0.025, "median_s": 3.0}

@@ -9,6 +9,7 @@ shipped gains are found like the MLC's model, and bad input is one line.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -210,6 +211,14 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     for c in res["configs"]:
         assert c["mlc"]["gains"] and c["pi"]["mrae"] > 0 and c["mlc_vs_pi"]["mrae"]["n"] == 2
     assert {"mlc", "pi", "mlc_vs_pi", "trade_off"} <= set(res["best"])
+    # Without --from, the paper-scale models shipped for paper-cubic and paper-bbr2.
+    spec = importlib.util.spec_from_file_location("pi_vs_mlc_saturator", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a, _, ccas = mod._args([])
+    assert ccas == ["cubic", "bbr2"] and a.src is None
+    for cca, name in (("cubic", "paper-cubic"), ("bbr2", "paper-bbr2")):
+        assert mod._model(None, cca) == shipped_model(load_scenario(name))[0]
     for args, msg in ((["--from", str(tmp_path)], "no inverse model at"),
                       (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--bands", "2"], "(0, 1]"),
                       (["--from", str(tmp_path / "repro"), "--cca", "reno"], "--cca must be among"),

@@ -110,7 +110,8 @@ def _check(rows: Any) -> list[Mapping[str, Any]]:
 
 
 def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The template's context: ``regimes`` = [{plant, cca, experiments: [{name, ranked, apart}], verdict}]."""
+    """The template's context: ``regimes`` = [{plant, cca, experiments: [{name, ranked, apart}], verdict}],
+    and ``pending`` = the merged file's ``incomplete_runs`` (not in any verdict yet)."""
     rows = _check(doc.get("rows"))
     regimes: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
     for r in rows:
@@ -122,4 +123,8 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
         out.append({"plant": plant, "cca": cca, "verdict": verdict_lines(ranked),
                     "experiments": [{"name": e, "ranked": ranked[e], "higher": any(_higher(r) for r in exps[e]),
                                      "apart": [r for r in exps[e] if not r.get("comparable")]} for e in order]})
-    return {"regimes": out}
+    # Runs the merge left out because they are not finished: named, so no reader takes their
+    # absence for a verdict.
+    pending = [{"plant": r.get("plant"), "cca": r.get("cca"), "scenario": r.get("scenario"), "run": r.get("run"),
+                "units_left": r.get("units_left")} for r in doc.get("incomplete_runs") or []]
+    return {"regimes": out, "pending": pending}

@@ -176,8 +176,9 @@ def write_results(doc: Mapping[str, Any], out_dir: str | os.PathLike[str]) -> Pa
 
 
 def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
-    """The combined results of every run under ``top`` (``top/*/results.json``, one folder per run):
-    their rows, each with its ``run`` (folder name) and ``scenario``, and what made each run."""
+    """The combined results of every finished run under ``top`` (``top/*/results.json``, one folder per
+    run): their rows, each with its ``run`` (folder name) and ``scenario``, and what made each run.
+    An interrupted run (``complete: false``) is listed in ``incomplete_runs`` and its rows are left out."""
     import time
 
     from ..._version import __version__
@@ -190,16 +191,24 @@ def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
             docs.append((p.parent.name, doc))
     if not docs:
         raise ValueError(f"{root}: no leaderboard runs to merge (no {root}/*/results.json with \"rows\")")
-    runs, rows = [], []
+    runs, rows, incomplete = [], [], []
     for name, doc in docs:
         sc = (doc.get("scenario") or {}).get("name")
+        if doc.get("complete") is False:
+            # An interrupted run's trials so far are not the planned evidence: listed, never merged.
+            cca = (doc.get("fingerprint") or {}).get("dtn_cca")
+            incomplete.append({"run": name, "scenario": sc, "plant": doc.get("plant"), "cca": cca,
+                               "units_left": doc.get("units_left"), "command": doc.get("command")})
+            continue
         runs.append({"run": name, "scenario": sc, "plant": doc.get("plant"), "command": doc.get("command"),
                      "git_commit": doc.get("git_commit"), "generated": doc.get("generated"),
                      "plant_model": doc.get("plant_model"), "plan": doc.get("plan"), "load": doc.get("load")})
         rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
+    if not runs:
+        raise ValueError(f"{root}: no finished leaderboard run to merge (every run is incomplete)")
     return {"format_version": RESULTS_FORMAT, "scidmz_version": __version__,
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "merged": True, "runs": runs,
-            "rows": rows}
+            "incomplete_runs": incomplete, "rows": rows}
 
 
 def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
