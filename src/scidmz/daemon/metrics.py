@@ -30,6 +30,9 @@ __all__ = ["DaemonMetrics", "METRIC_NAMES", "CAUSES", "CLASSES", "CLIENT_ERRORS"
 CAUSES: tuple[str, ...] = ("telemetry_timeout", "telemetry_invalid", "actuator", "plant", "policy",
                            "policy_nonfinite")
 CLASSES: tuple[str, ...] = ("dtn", "campus")
+# The eBPF programs' reasons for passing a packet on unmeasured that the twin would measure
+# (telemetry/ebpf/layout.py EBPF_REASONS); exported at 0 from the start, other reasons as they come.
+UNMEASURED: tuple[str, ...] = ("tunnel", "too_deep")
 CLIENT_ERRORS: tuple[str, ...] = ("partial_body", "bad_request", "bad_body", "unauthorized", "disconnect",
                                   "overload", "app_error")
 
@@ -99,6 +102,8 @@ class DaemonMetrics:
             g["scidmz_faults"].labels(c)
         for k in CLIENT_ERRORS:
             g["scidmz_http_client_errors"].labels(k)
+        for reason in UNMEASURED:
+            g["scidmz_telemetry_unmeasured_packets"].labels(reason)
         for name in ("scidmz_dtn_rate_bits_per_second", "scidmz_campus_rate_bits_per_second",
                      "scidmz_active_flows", "scidmz_campus_rate_limit_bits_per_second",
                      "scidmz_policy_rate_bits_per_second", "scidmz_last_sample_timestamp_seconds",
