@@ -199,12 +199,17 @@ class _ShadowFluid:
         self.inner.close()
 
 
+def _compile_fluid(sc) -> None:
+    """Compile the fluid kernel before a real-time loop, so its first period is not late."""
+    with make_plant("fluid", sc) as p:
+        p.reset(0)
+        p.step(50e6)
+
+
 def test_shadow_loop_status_log_and_metrics(tmp_path: Path) -> None:
     pytest.importorskip("prometheus_client")
     sc = load_scenario("testbed").replace(period=0.2)
-    with make_plant("fluid", sc) as p:  # compile the kernel before the real-time loop
-        p.reset(0)
-        p.step(50e6)
+    _compile_fluid(sc)
     plant = _ShadowFluid(sc)
     log = tmp_path / "shadow.jsonl"
     d = ControlDaemon(plant, TrivialPolicy(), 30e6, api=None, log=log, shadow=True, duration=1.2)
@@ -277,9 +282,7 @@ def test_unmeasured_packets_reach_status_and_metrics() -> None:
     from scidmz.plant.hardware import HardwarePlant
 
     sc = load_scenario("testbed").replace(period=0.2)
-    with make_plant("fluid", sc) as p:  # compile the kernel before the real-time loop
-        p.reset(0)
-        p.step(50e6)
+    _compile_fluid(sc)
     plant = _TunnelledFluid(sc)
     assert capability_methods(UnmeasuredPlant) == ("unmeasured",) and callable(HardwarePlant.unmeasured)
     assert not hasattr(plant.inner, "unmeasured")  # the fluid plant measures every packet

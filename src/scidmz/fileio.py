@@ -547,3 +547,15 @@ def strict_json(obj: Any, **kw: Any) -> str:
 
     kw.setdefault("default", str)
     return json.dumps(clean(obj), allow_nan=False, **kw)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` (as recorded in a token file or an OVSDB row) still exists on this
+    host, whoever owns it: a record whose maker is gone may be cleaned up, any other is kept."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -34,6 +34,7 @@ import subprocess
 import threading
 from typing import Any
 
+from ..fileio import pid_alive
 from .base import ActuatorError, check_rate
 
 __all__ = ["OvsQosActuator", "OVS_MODES", "EXT_ID", "which"]
@@ -151,17 +152,6 @@ def _uuid(ref: Any) -> Any:
     return getattr(ref, "uuid", ref)
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (owned by anyone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def kernel_has_police() -> bool:
     """Whether the kernel has the tc ``police`` action that OVS ingress policing on Linux netdevs uses."""
     from .tbf import kernel_config
@@ -241,7 +231,7 @@ class OvsQosActuator:
         pid, host = ext.get(EXT_PID, ""), ext.get(EXT_HOST)
         if ext.get(EXT_ID) != "scidmz":
             raise ValueError(f"OVS port '{port}' already has a QoS; refusing to replace it")
-        if host != socket.gethostname() or not pid.isdigit() or _alive(int(pid)):
+        if host != socket.gethostname() or not pid.isdigit() or pid_alive(int(pid)):
             who = f"scidmz process {pid} on {host}" if pid.isdigit() else "an older scidmz"
             raise ValueError(f"OVS port '{port}' already has a QoS made by {who}; refusing to replace it "
                              f"(remove it with: ovs-vsctl clear Port {port} qos, once that run is gone)")

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from ..fileio import atomic_write_text
+from ..fileio import atomic_write_text, pid_alive
 
 __all__ = ["DEFAULT_API", "default_token_file", "parse_api_address", "parse_listen_address", "read_token_info",
            "TokenFile"]
@@ -99,7 +99,7 @@ class TokenFile:
             pid = int(info.get("pid", 0))
         except (OSError, ValueError, TypeError, AttributeError):
             return
-        if pid and pid != os.getpid() and _pid_alive(pid):
+        if pid and pid != os.getpid() and pid_alive(pid):
             raise RuntimeError(f"another control daemon (pid {pid}) owns {self.path}; stop it or pass --token-file")
 
     def write(self, api: tuple[str, int] | None) -> None:
@@ -118,13 +118,3 @@ class TokenFile:
                 self.path.unlink()
         except (OSError, ValueError, AttributeError):
             pass
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
