@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -344,6 +345,46 @@ def test_ovs_htb_reclaims_a_killed_runs_qos_only(ovs_pair: OvsPair) -> None:
     with pytest.raises(ValueError, match="already has a QoS; refusing to replace it"):
         OvsQosActuator(ovs.db_remote, "sb", mode="htb")  # someone else's
     assert ovs.vsctl("get", "Port", "sb", "qos").strip() != "[]"
+
+
+@pytest.mark.root
+def test_ovs_meter_reclaims_a_killed_runs_meter_only(ovs_pair: OvsPair) -> None:
+    """Meter mode: a meter left by a scidmz killed with SIGKILL is removed at the next start (its
+    flow too); a live scidmz's meter and a meter with our id that scidmz did not record are refused."""
+    import signal
+    import sys
+
+    ovs = ovs_pair.ovs
+    assert ovs is not None
+    target = ovs.mgmt("br0")
+    args = f"{ovs.db_remote!r}, 'sa', mode='meter', bridge='br0', ofctl_target={target!r}"
+    code = ("import time; from scidmz.actuators.ovs import OvsQosActuator; "
+            f"a = OvsQosActuator({args}); a.set_rate(20e6); print('ready', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+    def ofctl(command: str, *args: str) -> str:
+        return ovs.ofctl(command, "br0", *args)
+
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        with pytest.raises(ValueError, match=f"meter made by scidmz process {proc.pid} on"):
+            OvsQosActuator(ovs.db_remote, "sa", mode="meter", bridge="br0", ofctl_target=target)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert "rate=20000" in ofctl("dump-meters") and "meter:" in ofctl("dump-flows")  # left behind
+    with OvsQosActuator(ovs.db_remote, "sa", mode="meter", bridge="br0", ofctl_target=target) as act:
+        act.set_rate(30e6)
+        assert act.current_rate() == 30e6
+        assert ofctl("dump-flows").count("meter:") == 1  # the leftover's flow went
+        assert re.search(rf'scidmz-meter-pid="?{os.getpid()}\b', ovs.vsctl("get", "Bridge", "br0", "external_ids"))
+    assert "rate=" not in ofctl("dump-meters") and "meter:" not in ofctl("dump-flows")
+    assert "scidmz-meter" not in ovs.vsctl("get", "Bridge", "br0", "external_ids")
+
+    ofctl("add-meter", "meter=23581,kbps,band=type=drop,rate=5000")  # our id, not made by scidmz
+    with pytest.raises(ValueError, match="scidmz did not record making it; refusing"):
+        OvsQosActuator(ovs.db_remote, "sa", mode="meter", bridge="br0", ofctl_target=target)
+    assert "rate=5000" in ofctl("dump-meters")
 
 
 @pytest.mark.root

@@ -44,6 +44,9 @@ EXT_ID = "scidmz-owner"  # external_ids key marking rows this module created
 # Which process on which host made the rows, so a restart can tell a crashed run's leftover
 # (reclaimed) from a live run's QoS (refused).
 EXT_PID, EXT_HOST = "scidmz-pid", "scidmz-host"
+# The same for meter mode, on the Bridge row: an OpenFlow meter has no external_ids of its own
+# (ours: the bridge that holds the meter is the one OVSDB row that outlives the process).
+METER_PID, METER_HOST = "scidmz-meter-pid", "scidmz-meter-host"
 
 
 def which(name: str) -> str:
@@ -127,6 +130,19 @@ class _Ovsdb:
         qos = self._qos_uuid(port)
         return {} if qos is None else dict(self.api.db_get("QoS", qos, "external_ids").execute(check_error=True))
 
+    def meter_owner(self, bridge: str) -> tuple[str, str | None]:
+        """(pid, host) recorded on the bridge for its scidmz meter; ("", None) when none is."""
+        ext = self.api.db_get("Bridge", bridge, "external_ids").execute(check_error=True)
+        return ext.get(METER_PID, ""), ext.get(METER_HOST)
+
+    def set_meter_owner(self, bridge: str) -> None:
+        owner = {METER_PID: str(os.getpid()), METER_HOST: socket.gethostname()}
+        self.api.db_set("Bridge", bridge, ("external_ids", owner)).execute(check_error=True)
+
+    def clear_meter_owner(self, bridge: str) -> None:
+        self.api.db_remove("Bridge", bridge, "external_ids", METER_PID, METER_HOST,
+                           if_exists=True).execute(check_error=True)
+
     def clear_htb(self, port: str) -> None:
         qos = self._qos_uuid(port)
         if qos is None:
@@ -171,9 +187,10 @@ class OvsQosActuator:
     max-rate in bit/s; rates are rounded to those units and a command of 0
     applies ``MIN_RATE``. ``close`` restores what was there: the previous
     policing values, or removes the QoS/Queue rows or meter/flows it created.
-    In ``htb`` mode a QoS left on the port by a scidmz process of this host that
-    has since died (killed before ``close``) is removed at start; any other QoS
-    on the port is refused.
+    A QoS (``htb``) or meter (``meter``) left by a scidmz process of this host
+    that has since died (killed before ``close``) is removed at start; any other
+    QoS on the port, or a meter with scidmz's id that a live or foreign process
+    holds, is refused.
     """
 
     def __init__(
@@ -220,6 +237,8 @@ class OvsQosActuator:
                 self._ofport = self._be.get_interface(port, "ofport")
                 if self._ofport < 0:
                     raise ValueError(f"OVS port '{port}' has no OpenFlow port number (ofport {self._ofport})")
+                if self._meter_rate() is not None:
+                    self._reclaim_meter()
         except BaseException:
             self._be.close()
             raise
@@ -228,14 +247,26 @@ class OvsQosActuator:
         """Remove a QoS that a scidmz process on this host left behind when it died (SIGKILL, power
         loss); refuse any other QoS: a live scidmz's, another host's, or one scidmz did not make."""
         ext = self._be.htb_owner(port)
-        pid, host = ext.get(EXT_PID, ""), ext.get(EXT_HOST)
         if ext.get(EXT_ID) != "scidmz":
             raise ValueError(f"OVS port '{port}' already has a QoS; refusing to replace it")
-        if host != socket.gethostname() or not pid.isdigit() or pid_alive(int(pid)):
-            who = f"scidmz process {pid} on {host}" if pid.isdigit() else "an older scidmz"
+        who = _live_owner(ext.get(EXT_PID, ""), ext.get(EXT_HOST))
+        if who:
             raise ValueError(f"OVS port '{port}' already has a QoS made by {who}; refusing to replace it "
                              f"(remove it with: ovs-vsctl clear Port {port} qos, once that run is gone)")
         self._be.clear_htb(port)
+
+    def _reclaim_meter(self) -> None:
+        """The meter-mode twin of ``_reclaim_leftover``: the bridge already has a meter with our id."""
+        pid, host = self._be.meter_owner(str(self.bridge))
+        if not pid:
+            raise ValueError(f"OVS bridge '{self.bridge}' already has meter {_METER_ID} and scidmz did not "
+                             "record making it; refusing to replace it")
+        who = _live_owner(pid, host)
+        if who:
+            raise ValueError(f"OVS bridge '{self.bridge}' already has a meter made by {who}; refusing to replace "
+                             f"it (remove it with: ovs-ofctl del-meter {self.ofctl_target} meter={_METER_ID}, "
+                             "once that run is gone)")
+        self._remove_meter()
 
     # -- OpenFlow (meter mode) -------------------------------------------------------------------
     def _ofctl(self, *args: str) -> str:
@@ -244,6 +275,16 @@ class OvsQosActuator:
         if r.returncode != 0:
             raise ActuatorError(f"ovs-ofctl {args[0]} failed: {r.stderr.strip()[-300:]}")
         return r.stdout
+
+    def _meter_rate(self) -> int | None:
+        """Our meter's rate in kbit/s, None when the bridge has no meter with our id."""
+        m = re.search(r"rate=(\d+)", self._ofctl("dump-meters", f"meter={_METER_ID}"))
+        return None if m is None else int(m.group(1))
+
+    def _remove_meter(self) -> None:
+        self._ofctl("del-flows", f"cookie={_COOKIE:#x}/-1")
+        self._ofctl("del-meter", f"meter={_METER_ID}")
+        self._be.clear_meter_owner(str(self.bridge))
 
     def _meter_spec(self, kbps: int) -> str:
         burst = self._burst_kbit(kbps)
@@ -288,6 +329,9 @@ class OvsQosActuator:
             if self._installed:
                 self._ofctl("mod-meter", self._meter_spec(kbps))
             else:
+                # The owner first: a kill between the two leaves a record without a meter
+                # (harmless), never a meter nobody can tell is ours.
+                self._be.set_meter_owner(str(self.bridge))
                 self._ofctl("add-meter", self._meter_spec(kbps))
                 self._ofctl("add-flow", f"cookie={_COOKIE:#x},priority=100,in_port={self._ofport},"
                                 f"actions=meter:{_METER_ID},NORMAL")
@@ -307,11 +351,10 @@ class OvsQosActuator:
                 if rate is None:
                     raise RuntimeError(f"no QoS is set on OVS port '{self.port}'")
                 return float(rate)
-            out = self._ofctl("dump-meters", f"meter={_METER_ID}")
-            m = re.search(r"rate=(\d+)", out)
-            if m is None:
+            kbps = self._meter_rate()
+            if kbps is None:
                 raise RuntimeError(f"no scidmz meter on bridge '{self.bridge}'")
-            return int(m.group(1)) * 1000.0
+            return kbps * 1000.0
 
     def close(self) -> None:
         """Restore the port: previous policing values, or remove our QoS/Queue rows or meter and flow."""
@@ -328,8 +371,7 @@ class OvsQosActuator:
                     elif self.mode == "htb":
                         self._be.clear_htb(self.port)
                     else:
-                        self._ofctl("del-flows", f"cookie={_COOKIE:#x}/-1")
-                        self._ofctl("del-meter", f"meter={_METER_ID}")
+                        self._remove_meter()
             finally:
                 self._be.close()
 
@@ -345,6 +387,13 @@ class OvsQosActuator:
 
 _METER_ID = 0x5C1D
 _COOKIE = 0x5C1D
+
+
+def _live_owner(pid: str, host: str | None) -> str:
+    """Who holds a scidmz row or meter, or "" when it is a leftover of a dead scidmz of this host."""
+    if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+        return ""
+    return f"scidmz process {pid} on {host}" if pid.isdigit() else "an older scidmz"
 
 
 def _check_rate(bps: float) -> float:
