@@ -19,7 +19,14 @@ full ``scidmz reproduce mlc``), or those of a finished reproduction given with `
 trials): re-running it with the same models gives the same numbers. Prints one
 JSON object (and writes it to --out).
 
-    python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] --out F.json
+The full study is hours of CPU (28 GA runs at paper scale), so ``--work DIR`` keeps each
+finished configuration (its tuned gains and its paired trial tables) in DIR, written
+atomically as it finishes; a re-run with the same DIR reuses them and runs only the
+rest. DIR records what it was made with (the plan, the package's sources, the models'
+files) and a re-run that differs in any of them is refused with one line (ours: mixing
+configurations from two versions of the fluid plant would not be a paired study).
+
+    python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] [--work W] --out F.json
 """
 
 from __future__ import annotations
@@ -88,6 +95,24 @@ def _trials(sc: Any, policies: dict[str, Any], a: argparse.Namespace) -> tuple[A
     return m.table, f.table
 
 
+def _cached(work: Path, name: str, compute: Any) -> Any:
+    """``compute()``'s (payload, mrae table, fct table), kept in ``work/name.json`` once it finished (the
+    resume of ``--work``); the tables round-trip as records."""
+    import pandas as pd
+
+    from scidmz.fileio import atomic_write_text
+
+    path = work / f"{name}.json"
+    if path.is_file():
+        doc = json.loads(path.read_text())
+        print(f"{name}: reused from {path}", file=sys.stderr, flush=True)
+        return doc["payload"], pd.DataFrame.from_records(doc["mrae"]), pd.DataFrame.from_records(doc["fct"])
+    payload, m, f = compute()
+    doc = {"payload": payload, "mrae": m.to_dict(orient="records"), "fct": f.to_dict(orient="records")}
+    atomic_write_text(path, json.dumps(doc, default=str) + "\n")
+    return payload, m, f
+
+
 def one_cca(cca: str, model: Path, configs: list[tuple[str, float]], a: argparse.Namespace,
             work: Path) -> dict[str, Any]:
     import pandas as pd
@@ -101,16 +126,21 @@ def one_cca(cca: str, model: Path, configs: list[tuple[str, float]], a: argparse
     sc = load_scenario(SCENARIOS[cca])
     predictor = load_predictor(model)
     t0 = time.perf_counter()
-    m_triv, f_triv = _trials(sc, {"trivial": TrivialPolicy()}, a)
+    _, m_triv, f_triv = _cached(work, f"{cca}-trivial",
+                                lambda: (None, *_trials(sc, {"trivial": TrivialPolicy()}, a)))
     rows: list[dict[str, Any]] = []
     tables: dict[tuple[str, float], tuple[Any, Any]] = {}
     for limiter, du in configs:
-        row: dict[str, Any] = {"limiter": limiter, "delta_u": du}
-        pols = {}
-        for name in POLICIES:
-            g, row[name] = _tune(cca, name, model, limiter, du, a, work)
-            pols[name] = MLCPolicy(predictor, g) if name == "mlc" else PIPolicy(g)
-        m, f = _trials(sc, pols, a)
+        def tuned_trials(limiter: str = limiter, du: float = du) -> tuple[dict[str, Any], Any, Any]:
+            tuned: dict[str, Any] = {}
+            pols = {}
+            for name in POLICIES:
+                g, tuned[name] = _tune(cca, name, model, limiter, du, a, work)
+                pols[name] = MLCPolicy(predictor, g) if name == "mlc" else PIPolicy(g)
+            return (tuned, *_trials(sc, pols, a))
+
+        tuned, m, f = _cached(work, f"{cca}-{limiter}-{du:g}", tuned_trials)
+        row: dict[str, Any] = {"limiter": limiter, "delta_u": du, **tuned}
         m, f = pd.concat([m, m_triv]), pd.concat([f, f_triv])
         tables[(limiter, du)] = (m, f)
         mm, fm, um = _means(m, "mrae"), _means(f, "fct"), _means(f, "utilization")
@@ -217,6 +247,8 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     ap.add_argument("--quick", action="store_true",
                     help="smoke-test sizes: 30 s trials and GA episodes, a 150 MB transfer (not for conclusions)")
     ap.add_argument("--out", default=None, help="also write the JSON here")
+    ap.add_argument("--work", default=None, metavar="DIR",
+                    help="keep finished configurations in DIR and reuse them on a re-run (resume); default: none kept")
     a = ap.parse_args(argv)
     ccas = [c.strip() for c in a.cca.split(",") if c.strip()]
     bad = [c for c in ccas if c not in SCENARIOS]
@@ -236,6 +268,29 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     return a, configs, ccas
 
 
+def _identity(doc: dict[str, Any], a: argparse.Namespace, ccas: list[str]) -> dict[str, Any]:
+    """What a ``--work`` directory's results depend on: the plan, the package's sources, the models."""
+    from scidmz.evaluation.leaderboard.ledger import code_identity, files_sha256
+
+    return {"plan": doc["plan"], "code": code_identity()["sha256"],
+            "models": {c: files_sha256(_model(a.src, c)) for c in ccas}}
+
+
+def _open_work(work: Path, ident: dict[str, Any]) -> None:
+    """Record ``ident`` in a new ``work``, or check an existing one holds the same (ValueError: one line)."""
+    from scidmz.fileio import atomic_write_text
+
+    path = work / "identity.json"
+    if path.is_file():
+        have = json.loads(path.read_text())
+        diff = next((k for k in ident if have.get(k) != ident[k]), None)
+        if diff is not None:
+            raise ValueError(f"--work {work} holds a run with another {diff}; use a new directory")
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(ident, indent=2, default=str) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         a, configs, ccas = _args(argv)
@@ -252,8 +307,15 @@ def main(argv: list[str] | None = None) -> int:
                                     "configs": [list(c) for c in configs], "plant": "fluid"},
                            "results": {}}
     with tempfile.TemporaryDirectory(prefix="scidmz-saturator-") as tmp:
+        work = Path(a.work) if a.work else Path(tmp)
+        if a.work:
+            try:
+                _open_work(work, _identity(doc, a, ccas))
+            except (ValueError, OSError) as exc:
+                print(f"pi_vs_mlc_saturator: {exc}", file=sys.stderr)
+                return 2
         for cca in ccas:
-            doc["results"][cca] = one_cca(cca, _model(a.src, cca), configs, a, Path(tmp))
+            doc["results"][cca] = one_cca(cca, _model(a.src, cca), configs, a, work)
     doc["load_end"] = list(os.getloadavg())
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
     text = json.dumps(doc, default=str)

@@ -188,6 +188,15 @@ def test_simulate_and_evaluate_run_pi(tmp_path) -> None:
     assert r.returncode == 2 and "no pi gains ship for 'small-cubic'" in r.stderr
 
 
+def _untimed(obj: object) -> object:
+    """``obj`` without its wall-clock fields (``*_s``, ``*seconds``), which differ between runs."""
+    if isinstance(obj, dict):
+        return {k: _untimed(v) for k, v in obj.items() if not (k.endswith("seconds") or k == "wall_s")}
+    if isinstance(obj, list):
+        return [_untimed(v) for v in obj]
+    return obj
+
+
 def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     """benchmarks/pi_vs_mlc_saturator.py at smoke sizes (the shipped testbed model standing in for a
     paper-scale one), and its one-line refusals."""
@@ -200,12 +209,24 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     (tmp_path / "repro" / "cubic").mkdir(parents=True)
     (tmp_path / "repro" / "cubic" / "model").symlink_to(shipped_model(load_scenario("testbed"))[0])
     out = tmp_path / "sat.json"
-    r = subprocess.run([sys.executable, str(script), "--from", str(tmp_path / "repro"), "--cca", "cubic", "--quick",
-                        "--trials", "2", "--generations", "1", "--population", "2", "--bands", "0.05",
-                        "--rate-bands", "0.1", "--out", str(out)], capture_output=True, text=True, timeout=900)
+    small = ["--from", str(tmp_path / "repro"), "--cca", "cubic", "--quick", "--generations", "1", "--population",
+             "2", "--bands", "0.05", "--rate-bands", "0.1", "--work", str(tmp_path / "work")]
+    r = subprocess.run([sys.executable, str(script), *small, "--trials", "2", "--out", str(out)], capture_output=True,
+                       text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert doc == json.loads(out.read_text())
+    # --work: a re-run reuses every finished configuration and gives the same results; another plan is refused.
+    (tmp_path / "work" / "cubic-rate-0.1.json").unlink()  # as if interrupted during the last configuration
+    r = subprocess.run([sys.executable, str(script), *small, "--trials", "2"], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert "cubic-trivial: reused" in r.stderr and "cubic-band-0.05: reused" in r.stderr
+    assert "cubic-rate-0.1: reused" not in r.stderr
+    assert _untimed(json.loads(r.stdout.strip().splitlines()[-1])["results"]) == _untimed(doc["results"])
+    r = subprocess.run([sys.executable, str(script), *small, "--trials", "3"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "holds a run with another plan" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     res = doc["results"]["cubic"]
     assert [(c["limiter"], c["delta_u"]) for c in res["configs"]] == [("band", 0.05), ("rate", 0.1)]
     for c in res["configs"]:
