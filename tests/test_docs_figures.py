@@ -170,3 +170,30 @@ def test_verdict_says_whether_the_ann_pays_for_itself() -> None:
     rows[1] = {**rows[1], "vs_pi_pct": 9.0, "vs_pi_p": 0.001}
     (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
     assert "(mlc vs pi, +9.0 %, p = 0.001) pays for itself." in line
+
+
+def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
+    """Issue 25, item 6: per place (policy kind) its best on MRAE, with MRAE and FCT vs trivial;
+    kinds kept out of the ranking are named as not comparable, never as a place's best."""
+    def kind(row: dict, k: str) -> dict:
+        return {**row, "kind": k}
+
+    rows = [kind(_row("netns", "cubic", "trivial", "mrae", 0.065, None, 0.0), "rate"),
+            kind(_row("netns", "cubic", "pi", "mrae", 0.052, 0.09, 19.5), "rate"),
+            kind(_row("netns", "cubic", "mlc", "mrae", 0.051, 0.01, 14.4), "rate"),
+            kind(_row("netns", "cubic", "pacing", "mrae", 0.034, 0.001, 47.9), "host"),
+            kind(_row("netns", "cubic", "jenks", "mrae", 0.16, 0.002, -148.9), "queue"),
+            kind(_row("netns", "cubic", "abc", "mrae", 0.35, 0.001, -430.2, comparable=False), "discipline"),
+            kind(_row("netns", "cubic", "trivial", "fct", 58.6, None, 0.0), "rate"),
+            kind(_row("netns", "cubic", "pacing", "fct", 53.9, 0.19, 7.9), "host"),
+            kind(_row("netns", "cubic", "mlc", "fct", 55.8, 0.03, 4.8), "rate")]
+    (g,) = leaderboard_context({"rows": rows})["regimes"]
+    # mlc ranks above pi on MRAE (0.051 < 0.052), so it is the uplink's best; jenks has no FCT row.
+    assert g["by_place"] == ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, "
+                             "* p < 0.05): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
+                             "rate: mlc (MRAE +14.4 %*, FCT +4.8 %*); the border router's queues: jenks "
+                             "(MRAE -148.9 %*); not comparable on this plant: abc.")
+    rows[0] = {**rows[0], "mean": 0.04}  # the trivial TBF now beats every other rate policy
+    (g,) = leaderboard_context({"rows": rows})["regimes"]
+    assert "the campus uplink rate: the trivial TBF itself (no policy of this kind beats it);" in g["by_place"]
+    assert leaderboard_context({"rows": ROWS})["regimes"][0]["by_place"] == ""  # rows without kinds: no sentence

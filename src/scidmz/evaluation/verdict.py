@@ -20,11 +20,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ALPHA", "leaderboard_context", "rank", "verdict_lines"]
+__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "rank", "verdict_lines"]
 
 ALPHA = 0.05
 _FIRST = ("mrae", "fct")
 _HIGHER = ("utilization", "utilisation")
+#: Where an admin can act (the policy kinds, ARCHITECTURE.md), in the order the sentence names them.
+PLACES = (("host", "the DTN host"), ("rate", "the campus uplink rate"), ("queue", "the border router's queues"),
+          ("discipline", "the bottleneck discipline"))
 _REQUIRED = ("plant", "cca", "policy", "experiment", "trials", "mean", "ci95", "vs_trivial_pct", "p_vs_trivial",
              "comparable")
 
@@ -99,6 +102,38 @@ def verdict_lines(by_exp: Mapping[str, list[dict[str, Any]]]) -> list[str]:
     return [_sentence(e, by_exp[e]) + _ann(by_exp[e]) + _pacing(by_exp[e]) for e in order]
 
 
+def _vs_trivial(exp: str, row: Mapping[str, Any] | None) -> str:
+    if row is None or not _finite(row.get("vs_trivial_pct")):
+        return ""
+    mark = "*" if _significant(row) else ""
+    return f"{exp.upper()} {row['vs_trivial_pct']:+.1f} %{mark}"
+
+
+def by_place(ranked: Mapping[str, list[dict[str, Any]]], rows: Mapping[str, list[Mapping[str, Any]]]) -> str:
+    """Item 6's question in one sentence: for each place an admin can act (a policy kind), the best
+    policy there on the MRAE ranking, with its MRAE and FCT vs the trivial TBF (* p < ALPHA). Kinds
+    whose rows were all kept out of the ranking are named as not comparable. Our choice: the MRAE
+    (the MLC paper's tracking metric) picks each place's best; "" without MRAE rows or kinds."""
+    mrae = ranked.get("mrae") or []
+    fct = {r["policy"]: r for r in ranked.get("fct") or []}
+    parts = []
+    for kind, where in PLACES:
+        best = next((r for r in mrae if r.get("kind") == kind), None)  # ranked: the first is the best
+        if best is not None and best["policy"] == "trivial":
+            parts.append(f"{where}: the trivial TBF itself (no policy of this kind beats it)")
+        elif best is not None:
+            figures = ", ".join(x for x in (_vs_trivial("mrae", best), _vs_trivial("fct", fct.get(best["policy"])))
+                                if x)
+            parts.append(f"{where}: {best['policy']}" + (f" ({figures})" if figures else ""))
+    if not parts:
+        return ""
+    ranked_names = {r["policy"] for r in mrae}
+    apart = [r["policy"] for r in rows.get("mrae") or [] if r["policy"] not in ranked_names]
+    tail = f"; not comparable on this plant: {', '.join(apart)}" if apart else ""
+    return ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, * p < "
+            f"{ALPHA:g}): " + "; ".join(parts) + tail + ".")
+
+
 def _check(rows: Any) -> list[Mapping[str, Any]]:
     if not isinstance(rows, list) or not rows:
         raise ValueError("leaderboard results: no \"rows\" list")
@@ -110,7 +145,8 @@ def _check(rows: Any) -> list[Mapping[str, Any]]:
 
 
 def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The template's context: ``regimes`` = [{plant, cca, experiments: [{name, ranked, apart}], verdict}],
+    """The template's context: ``regimes`` = [{plant, cca, experiments: [{name, ranked, apart}], verdict,
+    by_place}],
     and ``pending`` = the merged file's ``incomplete_runs`` (not in any verdict yet)."""
     rows = _check(doc.get("rows"))
     regimes: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
@@ -120,7 +156,7 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     for (plant, cca), exps in regimes.items():
         ranked = {e: rank(rs) for e, rs in exps.items()}
         order = [e for e in _FIRST if e in exps] + [e for e in exps if e not in _FIRST]
-        out.append({"plant": plant, "cca": cca, "verdict": verdict_lines(ranked),
+        out.append({"plant": plant, "cca": cca, "verdict": verdict_lines(ranked), "by_place": by_place(ranked, exps),
                     "experiments": [{"name": e, "ranked": ranked[e], "higher": any(_higher(r) for r in exps[e]),
                                      "apart": [r for r in exps[e] if not r.get("comparable")]} for e in order]})
     # Runs the merge left out because they are not finished: named, so no reader takes their
