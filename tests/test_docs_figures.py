@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from scidmz.evaluation.docfigures import FIGURES, check, regions, render_figure, write
-from scidmz.evaluation.verdict import leaderboard_context, rank
+from scidmz.evaluation.verdict import PLACES, leaderboard_context, rank
+from scidmz.kinds import POLICY_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "render_results.py"
@@ -197,3 +198,4 @@ def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
     (g,) = leaderboard_context({"rows": rows})["regimes"]
     assert "the campus uplink rate: the trivial TBF itself (no policy of this kind beats it);" in g["by_place"]
     assert leaderboard_context({"rows": ROWS})["regimes"][0]["by_place"] == ""  # rows without kinds: no sentence
+    assert sorted(k for k, _ in PLACES) == sorted(POLICY_KINDS)  # a new kind must get its place in the sentence
