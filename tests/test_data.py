@@ -43,12 +43,16 @@ def test_shipped_mlc_is_offered_only_where_made_and_runs_without_tensorflow(tmp_
     assert Gains.load(gains_file).delta_u == 0.05
     assert mlc_files(sc, None, None) == (str(model_dir), str(gains_file))
     # Not offered where it was not made: another scenario, another DTN CCA, another regime.
-    for other in (load_scenario("small-cubic"), sc.replace(dtn={"cca": "bbr"}), sc.replace(link={"buffer_bdp": 1.0})):
+    for other in (load_scenario("small-cubic"), sc.replace(dtn={"cca": "reno"}), sc.replace(link={"buffer_bdp": 1.0})):
         assert shipped_model(other) is None
         with pytest.raises(ValueError, match="needs --model DIR and --gains FILE .*shipped: .*testbed-cubic"):
             mlc_files(other, None, None)
     with pytest.raises(ValueError, match="needs both"):
         mlc_files(sc, "m", None)
+    # The kernel BBR v1 DTN's own model (reports/mlc-netns-bbr), offered for testbed with dtn.cca = bbr only.
+    bm, bg = shipped_model(sc.replace(dtn={"cca": "bbr"}))
+    assert bm.name == "testbed-bbr" and json.loads((bm / "meta.json").read_text())["dtn_cca"] == "bbr"
+    assert Gains.load(bg).delta_u == 0.05
     # The paper scenarios' models (reports/mlc) ship for their own scenario and DTN CCA only.
     for name, cca in (("paper-cubic", "cubic"), ("paper-bbr2", "bbr2")):
         psc = load_scenario(name)

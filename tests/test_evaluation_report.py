@@ -119,3 +119,14 @@ def test_meets_target_needs_a_significance_test() -> None:
     assert v["utilisation rho (mean)"]["meets"] == "yes"  # an equivalence band, judged on the means
     text = render_report({"cubic": {"summaries": s}}, {})
     assert "| untested (no significance test) |" in text and "not tested for significance" in text
+
+
+def test_kernel_bbr_rows_are_labelled_bbr_v1_beside_the_papers_bbrv2_figures() -> None:
+    """The netns kernel has BBR v1 only: its report sections compare with the paper's BBRv2 column but must not
+    call the DTN BBRv2."""
+    from scidmz.evaluation.mlc.report import PAPER
+
+    assert PAPER["bbr"]["label"].startswith("BBR v1") and "BBRv2" in PAPER["bbr"]["label"]
+    assert PAPER["bbr2"]["label"] == "BBRv2"
+    assert {k: v for k, v in PAPER["bbr"].items() if k != "label"} == \
+        {k: v for k, v in PAPER["bbr2"].items() if k != "label"}

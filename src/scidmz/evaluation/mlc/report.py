@@ -52,7 +52,8 @@ PAPER: dict[str, dict[str, Any]] = {
                    1000: (140.58, 150.62, 6.66), 10000: (140.67, 151.78, 7.32)},
     },
 }
-PAPER["bbr"] = PAPER["bbr2"]  # the kernel here has BBRv1 only; compare it with the BBR2 column
+# The kernel here has BBR v1 only: its rows sit beside the paper's BBRv2 figures, and say so in their label.
+PAPER["bbr"] = {**PAPER["bbr2"], "label": "BBR v1 (kernel; paper column: BBRv2)"}
 
 SIGNIFICANCE = 0.05  # a gain "meets the target" only with a paired two-sided p below this
 
