@@ -26,7 +26,12 @@ rest. DIR records what it was made with (the plan, the package's sources, the mo
 files) and a re-run that differs in any of them is refused with one line (ours: mixing
 configurations from two versions of the fluid plant would not be a paired study).
 
+With ``--out DIR/results.json`` it also writes ``DIR/report.md``, rendered from that file
+(``evaluation/templates/saturator_report.md.j2``); ``--render-only DIR/results.json``
+rewrites the report alone, without rerunning (Flent's model: plotting is a separate pass).
+
     python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] [--work W] --out F.json
+    python benchmarks/pi_vs_mlc_saturator.py --render-only F.json
 """
 
 from __future__ import annotations
@@ -187,6 +192,31 @@ def _best(rows: list[dict[str, Any]], tables: dict[tuple[str, float], tuple[Any,
     return out
 
 
+def verdict(best: dict[str, Any], alpha: float = 0.05) -> str:
+    """One sentence on the inverse ANN at each policy's best saturator: its MRAE paired against ``pi``'s."""
+    m = best["mlc_vs_pi"]["mrae"]
+    counts = f"mlc lower in {m['mlc_lower']}/{m['n']} paired trials, p = {m['wilcoxon_p']:.3g}"
+    if not m["wilcoxon_p"] < alpha:
+        return f"At each policy's best saturator the inverse ANN makes no significant difference to the MRAE ({counts})."
+    if m["mean_diff"] < 0:
+        return (f"At each policy's best saturator the inverse ANN pays for itself: mlc's MRAE is lower than pi's "
+                f"by {-m['mean_diff']:.4f} ({counts}).")
+    return (f"At each policy's best saturator the inverse ANN does not pay for itself: pi's MRAE is lower than "
+            f"mlc's by {m['mean_diff']:.4f} ({counts}).")
+
+
+def render_report(results: Path) -> Path:
+    """``report.md`` beside ``results`` (this benchmark's JSON), rendered from it alone."""
+    from scidmz.evaluation.render import render, write_report
+
+    doc = json.loads(results.read_text())
+    if doc.get("benchmark") != "pi_vs_mlc_saturator":
+        raise ValueError(f"{results} is not a pi_vs_mlc_saturator results file")
+    verdicts = {cca: verdict(res["best"]) for cca, res in doc["results"].items()}
+    return write_report(render("saturator_report.md.j2", results.parent, doc=doc, verdicts=verdicts),
+                        results.parent)
+
+
 def _model_meta(model: Path) -> dict[str, Any]:
     from scidmz.tracking import file_sha256
 
@@ -249,7 +279,11 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     ap.add_argument("--out", default=None, help="also write the JSON here")
     ap.add_argument("--work", default=None, metavar="DIR",
                     help="keep finished configurations in DIR and reuse them on a re-run (resume); default: none kept")
+    ap.add_argument("--render-only", default=None, metavar="F.json",
+                    help="rewrite report.md beside F.json from it alone, no run")
     a = ap.parse_args(argv)
+    if a.render_only:
+        return a, [], []
     ccas = [c.strip() for c in a.cca.split(",") if c.strip()]
     bad = [c for c in ccas if c not in SCENARIOS]
     if bad or not ccas:
@@ -297,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"pi_vs_mlc_saturator: {exc}", file=sys.stderr)
         return 2
+    if a.render_only:
+        return _render_only(Path(a.render_only))
     t0 = time.perf_counter()
     doc: dict[str, Any] = {"benchmark": "pi_vs_mlc_saturator", "format_version": 1,
                            "command": "python benchmarks/pi_vs_mlc_saturator.py " + " ".join(argv or sys.argv[1:]),
@@ -323,7 +359,18 @@ def main(argv: list[str] | None = None) -> int:
         from scidmz.fileio import atomic_write_text
 
         atomic_write_text(a.out, json.dumps(doc, indent=2, default=str) + "\n")
+        print(f"report: {render_report(Path(a.out))}", file=sys.stderr)
     print(text)
+    return 0
+
+
+def _render_only(results: Path) -> int:
+    try:
+        print(f"report: {render_report(results)}", file=sys.stderr)
+    except (OSError, ValueError, KeyError) as exc:
+        what = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        print(f"pi_vs_mlc_saturator: --render-only {results}: {what}", file=sys.stderr)
+        return 2
     return 0
 
 

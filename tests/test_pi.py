@@ -95,7 +95,7 @@ def test_shipped_pi_gains_are_found_and_offered_only_where_made(tmp_path, monkey
 
     monkeypatch.chdir(tmp_path)
     names = shipped_pi_gains_names()
-    assert {"paper-cubic-cubic", "paper-bbr2-bbr2", "testbed-cubic"} <= set(names)
+    assert {"paper-cubic-cubic", "paper-bbr2-bbr2", "testbed-cubic", "testbed-bbr"} <= set(names)
     for name in ("paper-cubic", "paper-bbr2", "testbed"):
         sc = load_scenario(name)
         f = shipped_pi_gains(sc)
@@ -107,7 +107,10 @@ def test_shipped_pi_gains_are_found_and_offered_only_where_made(tmp_path, monkey
     assert Gains.load(shipped_pi_gains(tb)).delta_u == 0.05  # as the shipped testbed MLC
     assert json.loads(shipped_pi_gains(tb).read_text())["info"]["refine"]["plant"] == "netns"
     # Not offered for another scenario, DTN CCA or buffer regime: one line naming what ships.
-    for other in (SC, tb.replace(dtn={"cca": "bbr"}), tb.replace(link={"buffer_bdp": 1.0})):
+    bbr = shipped_pi_gains(tb.replace(dtn={"cca": "bbr"}))  # the kernel BBR v1 DTN's, tuned and refined the same way
+    assert bbr.parent.name == "testbed-bbr" and json.loads(bbr.read_text())["info"]["refine"]["plant"] == "netns"
+    assert Gains.load(bbr).delta_u == 0.05
+    for other in (SC, tb.replace(dtn={"cca": "reno"}), tb.replace(link={"buffer_bdp": 1.0})):
         assert shipped_pi_gains(other) is None
         with pytest.raises(ValueError, match=r"^policy pi needs a gains file .*shipped: .*testbed-cubic[^\n]*$"):
             pi_gains_file(other, None)
@@ -227,6 +230,18 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     r = subprocess.run([sys.executable, str(script), *small, "--trials", "3"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and "holds a run with another plan" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    # report.md beside --out, rendered from it alone; --render-only rewrites the same text.
+    report = (tmp_path / "report.md").read_text()
+    assert "Smoke-test sizes" in report and "| band | 0.05 |" in report and "| rate | 0.1 |" in report
+    assert "At each policy's best saturator the inverse ANN" in report
+    (tmp_path / "report.md").unlink()
+    r = subprocess.run([sys.executable, str(script), "--render-only", str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and (tmp_path / "report.md").read_text() == report, r.stderr
+    r = subprocess.run([sys.executable, str(script), "--render-only", str(tmp_path / "work" / "identity.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "not a pi_vs_mlc_saturator results file" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
     res = doc["results"]["cubic"]
     assert [(c["limiter"], c["delta_u"]) for c in res["configs"]] == [("band", 0.05), ("rate", 0.1)]
     for c in res["configs"]:
@@ -246,3 +261,21 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
                       (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "1"], ">= 2")):
         r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_saturator_verdict_names_which_policy_wins_only_when_significant() -> None:
+    """The report's sentence on the ANN: no difference unless p < 0.05, then the side with the lower MRAE."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pi_vs_mlc_saturator.py"
+    spec = importlib.util.spec_from_file_location("pi_vs_mlc_saturator", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def best(diff: float, p: float) -> dict:
+        return {"mlc_vs_pi": {"mrae": {"n": 50, "mean_diff": diff, "mlc_lower": 30, "pi_lower": 20, "wilcoxon_p": p}}}
+
+    assert "no significant difference" in mod.verdict(best(-0.01, 0.2))
+    assert "pays for itself" in mod.verdict(best(-0.01, 0.01)) and "by 0.0100" in mod.verdict(best(-0.01, 0.01))
+    assert "does not pay for itself" in mod.verdict(best(0.002, 0.01))
+    assert "no significant difference" in mod.verdict(best(0.002, float("nan")))
