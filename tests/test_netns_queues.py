@@ -96,3 +96,29 @@ def test_netns_queues_bad_input() -> None:
             plant.apply_queues([None, None])
     finally:
         plant.close()
+
+
+def test_delay_calibration_never_takes_a_busy_machine_for_the_path(monkeypatch) -> None:
+    """Probes slowed by a busy machine (12 ms on a 50 ms path) are repeated, the lowest kept, and the offset taken
+    off the holds is capped at MAX_PATH_OFFSET: a late probe cannot shorten a path's RTT."""
+    from types import SimpleNamespace
+
+    from scidmz.plant.netns import probe
+    from scidmz.plant.netns.testbed import MAX_PATH_OFFSET, Testbed
+
+    tb = object.__new__(Testbed)
+    dtn = SimpleNamespace(name="dtn", rtt=0.05, shaped=False)
+    campus = SimpleNamespace(name="c1", rtt=0.01, shaped=True)
+    tb.spec, tb.path_offset = SimpleNamespace(senders=[campus, dtn], dtn=dtn), {"campus": 0.0, "dtn": 0.0}
+    rounds = {"dtn": [0.062, 0.0615, 0.0618], "c1": [0.013, 0.0104]}
+    calls: list[str] = []
+
+    def fake(_tb, name, probes, gap):
+        calls.append(name)
+        return {"min": rounds[name].pop(0)}
+
+    monkeypatch.setattr(probe, "measure_rtt", fake)
+    monkeypatch.setattr(Testbed, "_restart_delay_stage", lambda self: None)
+    off = tb.calibrate_delay()
+    assert calls == ["c1", "c1", "dtn", "dtn", "dtn"]  # campus settled on its 2nd round; the DTN never did
+    assert off["campus"] == pytest.approx(0.0004) and off["dtn"] == MAX_PATH_OFFSET

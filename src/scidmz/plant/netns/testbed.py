@@ -40,6 +40,12 @@ log = logging.getLogger("scidmz.testbed")
 
 _AUTO = itertools.count()
 
+#: The most of a configured RTT that delay calibration may take off the stage's holds, s (ours). The
+#: path's own hops add ~0.4 ms here (veth, OVS userspace, the stage's wake-up; `scidmz testbed check`:
+#: 0.41 ms campus, 0.46 ms DTN). A larger minimum over the probes means they met a busy machine, not
+#: the path: taking it cut a 50 ms DTN path to a 38 ms kernel min RTT in one CI run (cap was 0.5 RTT).
+MAX_PATH_OFFSET = 0.002
+
 
 class _Progress:
     """A build progress bar on stderr (``testbed up``/``check``), or nothing."""
@@ -275,7 +281,10 @@ class Testbed:
         own wake-up add a few hundred microseconds to every round trip. The
         minimum over a few idle SYN/RST probes (robust to a busy machine) minus
         the configured RTT is that offset; the stage is restarted with holds
-        reduced by it, so measured idle RTTs match the configuration.
+        reduced by it, so measured idle RTTs match the configuration. An offset
+        above ``MAX_PATH_OFFSET`` is a busy machine, not the path: the probes are
+        repeated (three rounds at most, the lowest minimum kept) and the offset
+        capped there, so a busy build can never cut a path's RTT by more.
         """
         from .probe import measure_rtt
 
@@ -283,8 +292,12 @@ class Testbed:
         for c, h in reps.items():
             if h is None:
                 continue
-            r = measure_rtt(self, h.name, probes=probes, gap=0.005)
-            self.path_offset[c] = min(max(r["min"] - h.rtt + self.path_offset[c], 0.0), 0.5 * h.rtt)
+            low = float("inf")
+            for _ in range(3):  # a round on a busy machine is retried, the lowest minimum kept
+                low = min(low, measure_rtt(self, h.name, probes=probes, gap=0.005)["min"])
+                if low - h.rtt + self.path_offset[c] <= MAX_PATH_OFFSET:
+                    break
+            self.path_offset[c] = min(max(low - h.rtt + self.path_offset[c], 0.0), MAX_PATH_OFFSET, 0.5 * h.rtt)
         self._restart_delay_stage()
         return dict(self.path_offset)
 
