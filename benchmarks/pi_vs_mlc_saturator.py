@@ -192,8 +192,12 @@ def _best(rows: list[dict[str, Any]], tables: dict[tuple[str, float], tuple[Any,
     return out
 
 
-def verdict(best: dict[str, Any], alpha: float = 0.05) -> str:
-    """One sentence on the inverse ANN at each policy's best saturator: its MRAE paired against ``pi``'s."""
+def verdict(best: dict[str, Any], alpha: float | None = None) -> str:
+    """One sentence on the inverse ANN at each policy's best saturator: its MRAE paired against ``pi``'s
+    (significant below the leaderboard verdict's ``ALPHA`` unless ``alpha`` is given)."""
+    from scidmz.evaluation.verdict import ALPHA
+
+    alpha = ALPHA if alpha is None else alpha
     m = best["mlc_vs_pi"]["mrae"]
     counts = f"mlc lower in {m['mlc_lower']}/{m['n']} paired trials, p = {m['wilcoxon_p']:.3g}"
     if not m["wilcoxon_p"] < alpha:

@@ -248,9 +248,7 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
         assert c["mlc"]["gains"] and c["pi"]["mrae"] > 0 and c["mlc_vs_pi"]["mrae"]["n"] == 2
     assert {"mlc", "pi", "mlc_vs_pi", "trade_off"} <= set(res["best"])
     # Without --from, the paper-scale models shipped for paper-cubic and paper-bbr2.
-    spec = importlib.util.spec_from_file_location("pi_vs_mlc_saturator", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _saturator_module()
     a, _, ccas = mod._args([])
     assert ccas == ["cubic", "bbr2"] and a.src is None
     for cca, name in (("cubic", "paper-cubic"), ("bbr2", "paper-bbr2")):
@@ -265,12 +263,7 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
 
 def test_saturator_verdict_names_which_policy_wins_only_when_significant() -> None:
     """The report's sentence on the ANN: no difference unless p < 0.05, then the side with the lower MRAE."""
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pi_vs_mlc_saturator.py"
-    spec = importlib.util.spec_from_file_location("pi_vs_mlc_saturator", script)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _saturator_module()
 
     def best(diff: float, p: float) -> dict:
         return {"mlc_vs_pi": {"mrae": {"n": 50, "mean_diff": diff, "mlc_lower": 30, "pi_lower": 20, "wilcoxon_p": p}}}
@@ -279,3 +272,14 @@ def test_saturator_verdict_names_which_policy_wins_only_when_significant() -> No
     assert "pays for itself" in mod.verdict(best(-0.01, 0.01)) and "by 0.0100" in mod.verdict(best(-0.01, 0.01))
     assert "does not pay for itself" in mod.verdict(best(0.002, 0.01))
     assert "no significant difference" in mod.verdict(best(0.002, float("nan")))
+
+
+def _saturator_module():
+    """benchmarks/pi_vs_mlc_saturator.py imported as a module (it is a script, not in the package)."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pi_vs_mlc_saturator.py"
+    spec = importlib.util.spec_from_file_location("pi_vs_mlc_saturator", script)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
