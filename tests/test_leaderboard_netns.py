@@ -68,6 +68,10 @@ def test_sigint_mid_trial_leaves_no_line_and_no_testbed_then_resume_finishes(tmp
     units = _units(out)
     assert sorted((u["policy"], u["trial"]) for u in units) == [("none", 0), ("none", 1), ("trivial", 0),
                                                                 ("trivial", 1)]
+    # each starved period carries at least one symptom, and a clean trial none
+    for u in units:
+        assert isinstance(u["starved_by"], dict) and (sum(u["starved_by"].values()) >= u["starved_periods"])
+        assert bool(u["starved_by"]) == (u["starved_periods"] > 0), u
     # trial-major, the policy order rotated by the trial: trivial,none then none,trivial
     assert [(u["policy"], u["trial"]) for u in units][0] == ("trivial", 0)
     rows = json.loads((out / "results.json").read_text())["rows"]

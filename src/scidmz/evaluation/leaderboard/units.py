@@ -56,8 +56,20 @@ def _starved(df: Any) -> int:
     return int(np.nansum(df["starved"].to_numpy(dtype=np.float64))) if "starved" in df.columns else 0
 
 
+def _starved_by(df: Any) -> dict[str, int]:
+    """Starved periods per symptom (netns ``info["starved_by"]``, a bit per
+    ``manage.starvation.SYMPTOMS``), so a ledger says why its trials were dropped; {} where not reported."""
+    if "starved_by" not in df.columns:
+        return {}
+    from ...plant.netns.manage.starvation import SYMPTOMS
+
+    mask = np.nan_to_num(df["starved_by"].to_numpy(dtype=np.float64)).astype(np.int64)
+    counts = {name: int(((mask >> bit) & 1).sum()) for bit, name in enumerate(SYMPTOMS)}
+    return {name: n for name, n in counts.items() if n}
+
+
 def unit_metrics(unit: str, trace: Trace, sc: Scenario, plan: LeaderboardPlan, short: Any = None) -> dict[str, Any]:
-    """One finished trial's ledger fields (``metrics``, ``starved_periods``, ``periods``).
+    """One finished trial's ledger fields (``metrics``, ``starved_periods``, ``starved_by``, ``periods``).
 
     mrae: MRAE of R_DTN vs R*_DTN over the trial (eq. (3)), and its mean utilisation.
     fct: the DTN transfer's FCT (None if unfinished within the bound), rho while it ran;
@@ -84,7 +96,7 @@ def unit_metrics(unit: str, trace: Trace, sc: Scenario, plan: LeaderboardPlan, s
         v = np.asarray(short if short is not None else [], dtype=np.float64)
         v = v[np.isfinite(v)]
         m = {"short_fct_median": float(np.median(v)) if v.size else math.nan, "short_flows": int(v.size)}
-    return {"metrics": m, "starved_periods": _starved(run), "periods": len(run)}
+    return {"metrics": m, "starved_periods": _starved(run), "starved_by": _starved_by(run), "periods": len(run)}
 
 
 def _short_fcts(records: Any, instance: int) -> np.ndarray:

@@ -407,6 +407,8 @@ class NetnsPlant:
                      starvation: tuple[bool, dict[str, Any]]) -> dict[str, Any]:
         """Ground truth every period has: bytes per class, drops, the stages' health, the starvation
         verdict, u read back."""
+        from .manage.starvation import symptom_mask
+
         ds = self._tb.delay_stats()
         shorts = self._traffic.short_flows() if self._traffic.short_logs else []
         return {
@@ -423,6 +425,7 @@ class NetnsPlant:
             # an array like the columns above, so the runner keeps it as a trace column and
             # the experiments count starved periods per trial
             "starved": np.array([bool(starvation[0])]),
+            "starved_by": np.array([symptom_mask(starvation[1].get("symptoms", ()))]),
             "starvation": starvation[1],
             "starved_periods": self._monitor.starved_periods,
             "telemetry": getattr(self._tel, "name", "kernel"),

@@ -15,7 +15,16 @@ because the stage is beyond BR1, as the WAN delay is in the MLC testbed
 Timing: a frame's hold starts when the *kernel* received it (SO_TIMESTAMPNS
 on the receive socket), not when this process got round to reading it, so
 a stage that was descheduled for less than a hold still releases every
-frame on time; the time frames waited in the socket (``rx_wait_*``) and
+frame on time. The kernel's stamp is not always the arrival: a frame that
+already carries a time (skb->tstamp, e.g. the delivery time the receiver's
+TCP gave its ACK, which can be that socket's clock from hundreds of ms
+earlier) keeps it across the veths. Measured: stamps 300 ms old on a quiet
+machine with this stage at SCHED_FIFO, so some ACKs were held 300 ms too
+little, which cut the DTN's kernel min RTT from 50 to 42 ms (a CI failure)
+and read as a 20-34 ms late stage (starved periods). So a stamp counts no
+earlier than the last time this stage found the socket empty
+(``arrival``): nothing it reads now can have arrived before that. The time
+frames waited in the socket (``rx_wait_*``) and
 the lateness of releases past their deadline (``late_*``) are counted, and
 the plant's starvation check (``manage/starvation.py``) reads them.
 
@@ -53,6 +62,15 @@ SO_TIMESTAMPNS = 35  # == SCM_TIMESTAMPNS; Python's socket module does not expor
 _TS = struct.Struct("qq")
 
 _IPV4 = b"\x08\x00"
+
+
+def arrival(stamp: float | None, drained: float, now: float) -> float:
+    """When a frame reached the stage's socket, on the monotonic clock: the kernel's ``stamp``,
+    but no earlier than ``drained`` (the stage last found the socket empty, so the frame came
+    after) and no later than ``now`` (module docstring); ``now`` without a stamp."""
+    if stamp is None:
+        return now
+    return min(max(stamp, drained), now)
 
 
 def _open(ifname: str, rx: bool) -> socket.socket:
@@ -154,6 +172,7 @@ class DelayStage:
         mono = time.monotonic
         next_stats = mono() + stats_every
         timeout = stats_every
+        drained = mono()  # the socket was last seen empty then (``arrival``)
         while not self._stop:
             try:
                 r, _, _ = select.select([rx], [], [], timeout)
@@ -167,12 +186,14 @@ class DelayStage:
                     try:
                         frame, anc, _, _ = rx.recvmsg(65536, 64)
                     except (BlockingIOError, InterruptedError):
+                        drained = mono()
                         break
-                    arrived = now
+                    stamp = None
                     for level, typ, data in anc:
                         if level == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS and len(data) >= 16:
                             sec, nsec = _TS.unpack_from(data)
-                            arrived = min(sec + nsec * 1e-9 - off, now)
+                            stamp = sec + nsec * 1e-9 - off
+                    arrived = arrival(stamp, drained, now)
                     wait = now - arrived
                     st["rx_wait_sum_s"] += wait
                     if wait > st["rx_wait_max_s"]:
