@@ -192,31 +192,15 @@ def _best(rows: list[dict[str, Any]], tables: dict[tuple[str, float], tuple[Any,
     return out
 
 
-def verdict(best: dict[str, Any], alpha: float | None = None) -> str:
-    """One sentence on the inverse ANN at each policy's best saturator: its MRAE paired against ``pi``'s
-    (significant below the leaderboard verdict's ``ALPHA`` unless ``alpha`` is given)."""
-    from scidmz.evaluation.verdict import ALPHA
-
-    alpha = ALPHA if alpha is None else alpha
-    m = best["mlc_vs_pi"]["mrae"]
-    counts = f"mlc lower in {m['mlc_lower']}/{m['n']} paired trials, p = {m['wilcoxon_p']:.3g}"
-    if not m["wilcoxon_p"] < alpha:
-        return f"At each policy's best saturator the inverse ANN makes no significant difference to the MRAE ({counts})."
-    if m["mean_diff"] < 0:
-        return (f"At each policy's best saturator the inverse ANN pays for itself: mlc's MRAE is lower than pi's "
-                f"by {-m['mean_diff']:.4f} ({counts}).")
-    return (f"At each policy's best saturator the inverse ANN does not pay for itself: pi's MRAE is lower than "
-            f"mlc's by {m['mean_diff']:.4f} ({counts}).")
-
-
 def render_report(results: Path) -> Path:
     """``report.md`` beside ``results`` (this benchmark's JSON), rendered from it alone."""
     from scidmz.evaluation.render import render, write_report
+    from scidmz.evaluation.verdict import saturator_verdict
 
     doc = json.loads(results.read_text())
     if doc.get("benchmark") != "pi_vs_mlc_saturator":
         raise ValueError(f"{results} is not a pi_vs_mlc_saturator results file")
-    verdicts = {cca: verdict(res["best"]) for cca, res in doc["results"].items()}
+    verdicts = {cca: saturator_verdict(res["best"]) for cca, res in doc["results"].items()}
     return write_report(render("saturator_report.md.j2", results.parent, doc=doc, verdicts=verdicts),
                         results.parent)
 

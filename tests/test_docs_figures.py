@@ -13,10 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from scidmz.evaluation.docfigures import FIGURES, check, regions, render_figure, write
-from scidmz.evaluation.verdict import PLACES, leaderboard_context, rank
+from scidmz.evaluation.verdict import ALPHA, PLACES, leaderboard_context, p_floor, rank
 from scidmz.kinds import POLICY_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +118,7 @@ def test_verdict_in_plain_words() -> None:
     fluid, netns = ctx["regimes"]
     assert (fluid["plant"], fluid["cca"], netns["plant"], netns["cca"]) == ("fluid", "cubic", "netns", "bbr")
     assert fluid["verdict"][0].startswith("mrae: best is mlc (+13.6 % vs trivial, p = 0.0004), significantly better")
-    assert "not distinguishable from it: pi" in fluid["verdict"][0]
+    assert "not distinguishable from the best: pi" in fluid["verdict"][0]
     assert "abc" not in " ".join(fluid["verdict"])
     assert "**not** significantly better" in fluid["verdict"][1]  # fct, p = 0.30
     assert netns["verdict"] == ["mrae: no policy beats the trivial TBF (it ranks first of 2). A paced DTN ranks 2 "
@@ -191,7 +192,7 @@ def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
     (g,) = leaderboard_context({"rows": rows})["regimes"]
     # mlc ranks above pi on MRAE (0.051 < 0.052), so it is the uplink's best; jenks has no FCT row.
     assert g["by_place"] == ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, "
-                             "* p < 0.05): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
+                             "* p < 0.05, ° too few pairs for any test to reach it): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
                              "rate: mlc (MRAE +14.4 %*, FCT +4.8 %*); the border router's queues: jenks "
                              "(MRAE -148.9 %*); not comparable on this plant: abc.")
     rows[0] = {**rows[0], "mean": 0.04}  # the trivial TBF now beats every other rate policy
@@ -199,3 +200,81 @@ def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
     assert "the campus uplink rate: the trivial TBF itself (no policy of this kind beats it);" in g["by_place"]
     assert leaderboard_context({"rows": ROWS})["regimes"][0]["by_place"] == ""  # rows without kinds: no sentence
     assert sorted(k for k, _ in PLACES) == sorted(POLICY_KINDS)  # a new kind must get its place in the sentence
+
+
+def test_p_floor_is_scipys_smallest_wilcoxon_p() -> None:
+    """Every difference of one sign is the most extreme a signed-rank test sees: scipy's p there."""
+    from scipy.stats import wilcoxon
+
+    for n in range(2, 13):
+        assert p_floor(n) == pytest.approx(wilcoxon(np.arange(1.0, n + 1)).pvalue, rel=1e-12)
+    assert p_floor(5) >= ALPHA > p_floor(6) and p_floor(0) == 1.0
+
+
+def test_verdict_says_when_a_test_had_too_few_pairs_to_decide() -> None:
+    """Five FCT pairs cannot give p < 0.05 however far apart: such a policy is named untestable,
+    never "not distinguishable" from the best nor "not significantly better" than trivial."""
+    def n(row: dict, trials: int) -> dict:
+        return {**row, "trials": trials, "paired_n": trials, "kind": "rate"}
+
+    rows = [n(_row("netns", "cubic", "trivial", "fct", 58.3, None, 0.0, p_best=0.02), 10),
+            n(_row("netns", "cubic", "pacing", "fct", 53.9, 0.023, 7.3), 9),
+            n(_row("netns", "cubic", "pi", "fct", 55.5, 0.2, 4.9, p_best=0.3), 9),
+            n(_row("netns", "cubic", "ffs", "fct", 150.5, 0.25, -156.0, p_best=0.25), 5)]
+    (g,) = leaderboard_context({"rows": rows})["regimes"]
+    (line,) = g["verdict"]
+    assert "not distinguishable from the best: pi;" in line
+    assert ("too few paired trials to test against the best (fewer than 6 cannot give p < 0.05): ffs (150, n = 5)"
+            in line)
+    assert "ffs" not in line.split("too few")[0]
+    rows = [n(_row("netns", "cubic", "trivial", "fct", 58.3, None, 0.0), 4),
+            n(_row("netns", "cubic", "pacing", "fct", 50.0, 0.5, 14.2, p_best=None), 4)]
+    (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
+    assert "untestable against the trivial TBF: too few paired trials (n = 4; the smallest p" in line
+    assert "**not** significantly" not in line
+    rows[1]["paired_n"] = 8  # the same p on 8 pairs is a real "not significant"
+    (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
+    assert "**not** significantly better than the trivial TBF" in line
+
+
+def test_saturator_figure_gives_each_policys_best_and_the_verdict_on_the_ann(tmp_path: Path) -> None:
+    """docs/results.md's saturator region: rendered from the study's results.json (skipped without it)."""
+    def best(limiter: str, du: float, mrae: float) -> dict:
+        return {"limiter": limiter, "delta_u": du, "mrae": mrae, "fct_s": 190.0, "utilization": 0.95}
+
+    vs = {"mrae": {"n": 50, "mean_diff": -0.004, "mlc_lower": 36, "pi_lower": 14, "wilcoxon_p": 0.003}}
+    doc = {"benchmark": "pi_vs_mlc_saturator", "plan": {"quick": False},
+           "results": {"cubic": {"trivial": {"mrae": 0.063, "fct_s": 195.0, "utilization": 0.94},
+                                 "best": {"mlc": best("rate", 0.05, 0.048), "pi": best("band", 0.02, 0.052),
+                                          "mlc_vs_pi": vs}}}}
+    with pytest.raises(Exception, match="reports/saturator/results.json not found"):
+        render_figure("saturator", tmp_path)
+    (tmp_path / "reports" / "saturator").mkdir(parents=True)
+    (tmp_path / "reports" / "saturator" / "results.json").write_text(json.dumps(doc))
+    text = render_figure("saturator", tmp_path)
+    assert "| cubic | mlc | rate 0.05 | 0.0480 |" in text and "| cubic | pi | band 0.02 | 0.0520 |" in text
+    assert "DTN cubic: At each policy's best saturator the inverse ANN pays for itself" in text
+    assert "Smoke-test" not in text
+
+
+def test_verdict_names_dtns_that_finished_faster_than_their_target_allows() -> None:
+    """A kernel BBR v1 DTN overshoots its target: its lower FCT is campus traffic's loss, and the
+    FCT sentence says so for every policy under the ideal at the target (from the run's plan)."""
+    rows = [{**_row("netns", "bbr", "trivial", "fct", 36.3, None, 0.0), "run": "r"},
+            {**_row("netns", "bbr", "pacing", "fct", 51.8, 0.001, -42.7), "run": "r"}]
+    doc = {"rows": rows, "runs": [{"run": "r", "fct_ideal_s": 48.0}]}
+    (line,) = leaderboard_context(doc)["regimes"][0]["verdict"]
+    assert line.endswith("At exactly its target the DTN would take 48.0 s; faster, it ran above its target at "
+                         "campus traffic's expense, so for trivial (36.3 s) read the MRAE, not this FCT.")
+    doc["runs"][0]["fct_ideal_s"] = 30.0
+    assert "At exactly its target" not in leaderboard_context(doc)["regimes"][0]["verdict"][0]
+    assert "At exactly its target" not in leaderboard_context({"rows": rows})["regimes"][0]["verdict"][0]
+
+
+def test_merged_runs_carry_their_ideal_fct() -> None:
+    from scidmz.evaluation.leaderboard.plan import ideal_fct
+    from scidmz.evaluation.leaderboard.results import _fct_ideal
+
+    doc = {"plan": {"transfer": 300e6, "fct_target": 0.5}, "fingerprint": {"capacity": 100e6}}
+    assert _fct_ideal(doc) == pytest.approx(48.0) == ideal_fct(300e6, 0.5, 100e6)
+    assert _fct_ideal({"plan": {"transfer": 300e6}}) is None

@@ -263,15 +263,15 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
 
 def test_saturator_verdict_names_which_policy_wins_only_when_significant() -> None:
     """The report's sentence on the ANN: no difference unless p < 0.05, then the side with the lower MRAE."""
-    mod = _saturator_module()
+    from scidmz.evaluation.verdict import saturator_verdict
 
     def best(diff: float, p: float) -> dict:
         return {"mlc_vs_pi": {"mrae": {"n": 50, "mean_diff": diff, "mlc_lower": 30, "pi_lower": 20, "wilcoxon_p": p}}}
 
-    assert "no significant difference" in mod.verdict(best(-0.01, 0.2))
-    assert "pays for itself" in mod.verdict(best(-0.01, 0.01)) and "by 0.0100" in mod.verdict(best(-0.01, 0.01))
-    assert "does not pay for itself" in mod.verdict(best(0.002, 0.01))
-    assert "no significant difference" in mod.verdict(best(0.002, float("nan")))
+    assert "no significant difference" in saturator_verdict(best(-0.01, 0.2))
+    assert "pays for itself" in saturator_verdict(best(-0.01, 0.01)) and "by 0.0100" in saturator_verdict(best(-0.01, 0.01))
+    assert "does not pay for itself" in saturator_verdict(best(0.002, 0.01))
+    assert "no significant difference" in saturator_verdict(best(0.002, float("nan")))
 
 
 def _saturator_module():

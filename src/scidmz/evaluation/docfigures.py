@@ -265,6 +265,18 @@ def _leaderboard(root: Path) -> dict[str, Any]:
     return {"src": rel, **leaderboard_context(_load(root, rel))}
 
 
+def _saturator(root: Path) -> dict[str, Any]:
+    """Does the inverse ANN pay for itself once its saturator gives it authority (issue 25, item 1)?"""
+    from .verdict import saturator_verdict
+
+    rel = "reports/saturator/results.json"
+    doc = _load(root, rel)
+    return {"src": rel, "quick": bool((doc.get("plan") or {}).get("quick")),
+            "ccas": [{"cca": cca, "trivial": res["trivial"], "mlc": res["best"]["mlc"], "pi": res["best"]["pi"],
+                      "verdict": saturator_verdict(res["best"])}
+                     for cca, res in doc["results"].items()]}
+
+
 FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "readme-mlc-netns": _readme,
     "mlc-fluid": _mlc("reports/mlc/results.json"),
@@ -281,4 +293,5 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "ebpf-cost": _ebpf,
     "leaderboard": _leaderboard,
     "leaderboard-verdict": _leaderboard,
+    "saturator": _saturator,
 }

@@ -11,7 +11,9 @@ and whether it beats the trivial TBF significantly.
 Our choices, where the spec is silent: significance at p < 0.05 on the (Holm-corrected)
 ``p_vs_trivial``; when ``better`` is absent, utilisation is higher-is-better and every other
 experiment lower-is-better; the verdict names the experiments MRAE and DTN FCT first
-(the two the MLC paper and the issue rank by), then the others.
+(the two the MLC paper and the issue rank by), then the others. A test with too few pairs to
+ever reach p < ALPHA (``p_floor``) is said to be untestable, never "not significant" or "not
+distinguishable": five pairs cannot separate even a policy that is slower in every pair.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "rank", "verdict_lines"]
+__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "p_floor", "rank", "saturator_verdict",
+           "verdict_lines"]
 
 ALPHA = 0.05
 _FIRST = ("mrae", "fct")
@@ -52,6 +55,39 @@ def _significant(row: Mapping[str, Any]) -> bool:
     return _finite(p) and p < ALPHA
 
 
+def p_floor(pairs: int) -> float:
+    """The smallest p a two-sided paired Wilcoxon signed-rank test can give on ``pairs`` pairs:
+    every difference of one sign, 2 / 2**pairs under the exact null distribution (scipy's
+    ``wilcoxon`` uses it up to 50 pairs without ties; 1.0 below one pair). Holm's correction
+    can only raise a p, so ``p_floor(n) >= ALPHA`` means no result on n pairs can be significant."""
+    return 1.0 if pairs < 1 else min(1.0, 2.0 ** (1 - pairs))
+
+
+def _untestable(pairs: Any) -> bool:
+    return isinstance(pairs, int) and p_floor(pairs) >= ALPHA
+
+
+def _pairs_vs_trivial(row: Mapping[str, Any]) -> Any:
+    return row.get("paired_n", row.get("trials"))
+
+
+def _pairs_with(row: Mapping[str, Any], other: Mapping[str, Any]) -> Any:
+    """At most the smaller trial count: trial i of every policy is paired, so a policy pairs with
+    another only on trials both kept (rows do not store that count, so this is an upper bound,
+    which keeps the untestable claim safe)."""
+    a, b = row.get("trials"), other.get("trials")
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else None
+
+
+def _min_pairs() -> int:
+    """The fewest pairs on which a test can reach p < ALPHA (6 at ALPHA = 0.05)."""
+    return next(n for n in range(1, 64) if p_floor(n) < ALPHA)
+
+
+def _too_few(pairs: int) -> str:
+    return f"too few paired trials (n = {pairs}; the smallest p a two-sided Wilcoxon test can give is {p_floor(pairs):.3g})"
+
+
 def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
     if not ranked:
         return f"{exp}: no comparable policy."
@@ -62,14 +98,27 @@ def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
     p = best.get("p_vs_trivial")
     how = f"{gain:+.1f} % vs trivial" if _finite(gain) else "vs trivial: n/a"
     head = f"{exp}: best is {best['policy']} ({how}, p = {p:.2g}" if _finite(p) else f"{exp}: best is {best['policy']} ({how}, no test"
+    pairs = _pairs_vs_trivial(best)
     if _significant(best):
         tail = "), significantly better than the trivial TBF"
+    elif _untestable(pairs):
+        tail = f"), untestable against the trivial TBF: {_too_few(pairs)}"
     else:
         tail = f"), **not** significantly better than the trivial TBF (p >= {ALPHA})"
-    tied = [r["policy"] for r in ranked[1:] if _finite(r.get("p_vs_best")) and r["p_vs_best"] >= ALPHA]
-    if tied:
-        tail += f"; not distinguishable from it: {', '.join(tied)}"
-    return head + tail + "."
+    return head + tail + _others(best, ranked[1:]) + "."
+
+
+def _others(best: Mapping[str, Any], rest: list[dict[str, Any]]) -> str:
+    """The policies the tests could not separate from the best, apart from those they never could."""
+    same = [r for r in rest if _finite(r.get("p_vs_best")) and r["p_vs_best"] >= ALPHA]
+    blind = [r for r in same if _untestable(_pairs_with(r, best))]
+    tied = [r["policy"] for r in same if r not in blind]
+    out = f"; not distinguishable from the best: {', '.join(tied)}" if tied else ""
+    if blind:
+        out += (f"; too few paired trials to test against the best (fewer than {_min_pairs()} cannot give p < "
+                f"{ALPHA:g}): " + ", ".join(f"{r['policy']} ({r['mean']:.3g}, n = {_pairs_with(r, best)})"
+                                             for r in blind))
+    return out
 
 
 def _ann(ranked: list[dict[str, Any]]) -> str:
@@ -79,8 +128,11 @@ def _ann(ranked: list[dict[str, Any]]) -> str:
         return ""
     p, gain = mlc["vs_pi_p"], mlc.get("vs_pi_pct")
     how = f"{gain:+.1f} %" if _finite(gain) else "n/a"
+    pi = next((r for r in ranked if r["policy"] == "pi"), None)
+    pairs = _pairs_with(mlc, pi) if pi is not None else None
     word = "pays for itself" if p < ALPHA and _finite(gain) and gain > 0 else (
-        "does worse" if p < ALPHA else "makes no significant difference")
+        "does worse" if p < ALPHA else f"cannot be judged: {_too_few(pairs)}" if _untestable(pairs)
+        else "makes no significant difference")
     return f" The inverse ANN (mlc vs pi, {how}, p = {p:.2g}) {word}."
 
 
@@ -90,22 +142,38 @@ def _pacing(ranked: list[dict[str, Any]]) -> str:
     if pace is None or pace["rank"] == 1:
         return ""
     p = pace.get("p_vs_best")
-    beaten = _finite(p) and p < ALPHA
-    return (f" A paced DTN ranks {pace['rank']} of {len(ranked)}"
-            + (f", significantly behind the best (p = {p:.2g})." if beaten else ", not distinguishable from the best."))
+    head = f" A paced DTN ranks {pace['rank']} of {len(ranked)}"
+    if _finite(p) and p < ALPHA:
+        return head + f", significantly behind the best (p = {p:.2g})."
+    pairs = _pairs_with(pace, ranked[0])
+    if _untestable(pairs):
+        return head + f"; {_too_few(pairs)} to test it against the best."
+    return head + ", not distinguishable from the best."
 
 
-def verdict_lines(by_exp: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+def _above_target(ranked: list[dict[str, Any]], ideal: float | None) -> str:
+    """The policies whose DTN finished faster than at exactly its target: a lower FCT there is
+    overshoot taken from campus traffic, not better service (ours: named, the ranking unchanged)."""
+    fast = [r for r in ranked if _finite(ideal) and _finite(r.get("mean")) and r["mean"] < ideal]
+    if not fast:
+        return ""
+    names = ", ".join(f"{r['policy']} ({r['mean']:.1f} s)" for r in fast)
+    return (f" At exactly its target the DTN would take {ideal:.1f} s; faster, it ran above its target at campus "
+            f"traffic's expense, so for {names} read the MRAE, not this FCT.")
+
+
+def verdict_lines(by_exp: Mapping[str, list[dict[str, Any]]], fct_ideal: float | None = None) -> list[str]:
     """One sentence per experiment of a regime, MRAE and FCT first, with the planned mlc-vs-pi
-    test and where a paced DTN stands."""
+    test, where a paced DTN stands and (FCT, given ``fct_ideal`` in s) which DTNs overshot."""
     order = [e for e in _FIRST if e in by_exp] + [e for e in by_exp if e not in _FIRST]
-    return [_sentence(e, by_exp[e]) + _ann(by_exp[e]) + _pacing(by_exp[e]) for e in order]
+    return [_sentence(e, by_exp[e]) + _ann(by_exp[e]) + _pacing(by_exp[e])
+            + (_above_target(by_exp[e], fct_ideal) if e == "fct" else "") for e in order]
 
 
 def _vs_trivial(exp: str, row: Mapping[str, Any] | None) -> str:
     if row is None or not _finite(row.get("vs_trivial_pct")):
         return ""
-    mark = "*" if _significant(row) else ""
+    mark = "*" if _significant(row) else "°" if _untestable(_pairs_vs_trivial(row)) else ""
     return f"{exp.upper()} {row['vs_trivial_pct']:+.1f} %{mark}"
 
 
@@ -131,7 +199,7 @@ def by_place(ranked: Mapping[str, list[dict[str, Any]]], rows: Mapping[str, list
     apart = [r["policy"] for r in rows.get("mrae") or [] if r["policy"] not in ranked_names]
     tail = f"; not comparable on this plant: {', '.join(apart)}" if apart else ""
     return ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, * p < "
-            f"{ALPHA:g}): " + "; ".join(parts) + tail + ".")
+            f"{ALPHA:g}, ° too few pairs for any test to reach it): " + "; ".join(parts) + tail + ".")
 
 
 def _check(rows: Any) -> list[Mapping[str, Any]]:
@@ -149,6 +217,7 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     by_place}],
     and ``pending`` = the merged file's ``incomplete_runs`` (not in any verdict yet)."""
     rows = _check(doc.get("rows"))
+    ideal = {r.get("run"): r.get("fct_ideal_s") for r in doc.get("runs") or []}
     regimes: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
     for r in rows:
         regimes.setdefault((r["plant"], r["cca"]), {}).setdefault(r["experiment"], []).append(r)
@@ -156,7 +225,9 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     for (plant, cca), exps in regimes.items():
         ranked = {e: rank(rs) for e, rs in exps.items()}
         order = [e for e in _FIRST if e in exps] + [e for e in exps if e not in _FIRST]
-        out.append({"plant": plant, "cca": cca, "verdict": verdict_lines(ranked), "by_place": by_place(ranked, exps),
+        fct_ideal = next((ideal[r.get("run")] for r in exps.get("fct", []) if ideal.get(r.get("run"))), None)
+        out.append({"plant": plant, "cca": cca, "verdict": verdict_lines(ranked, fct_ideal),
+                    "by_place": by_place(ranked, exps),
                     "experiments": [{"name": e, "ranked": ranked[e], "higher": any(_higher(r) for r in exps[e]),
                                      "apart": [r for r in exps[e] if not r.get("comparable")]} for e in order]})
     # Runs the merge left out because they are not finished: named, so no reader takes their
@@ -164,3 +235,20 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     pending = [{"plant": r.get("plant"), "cca": r.get("cca"), "scenario": r.get("scenario"), "run": r.get("run"),
                 "units_left": r.get("units_left")} for r in doc.get("incomplete_runs") or []]
     return {"regimes": out, "pending": pending}
+
+
+def saturator_verdict(best: Mapping[str, Any], alpha: float | None = None) -> str:
+    """The saturator study's sentence on the inverse ANN (``benchmarks/pi_vs_mlc_saturator.py``): at
+    each policy's best saturator, mlc's MRAE paired against pi's (``best["mlc_vs_pi"]["mrae"]``:
+    ``n, mean_diff`` = mlc - pi, ``mlc_lower, wilcoxon_p``), significant below ``ALPHA`` unless
+    ``alpha`` is given; a winner is named only then."""
+    alpha = ALPHA if alpha is None else alpha
+    m = best["mlc_vs_pi"]["mrae"]
+    counts = f"mlc lower in {m['mlc_lower']}/{m['n']} paired trials, p = {m['wilcoxon_p']:.3g}"
+    if not m["wilcoxon_p"] < alpha:
+        return f"At each policy's best saturator the inverse ANN makes no significant difference to the MRAE ({counts})."
+    if m["mean_diff"] < 0:
+        return (f"At each policy's best saturator the inverse ANN pays for itself: mlc's MRAE is lower than pi's "
+                f"by {-m['mean_diff']:.4f} ({counts}).")
+    return (f"At each policy's best saturator the inverse ANN does not pay for itself: pi's MRAE is lower than "
+            f"mlc's by {m['mean_diff']:.4f} ({counts}).")

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...scenario import Scenario
 
-__all__ = ["LeaderboardPlan", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
+__all__ = ["LeaderboardPlan", "ideal_fct", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
            "MAX_SECONDS", "MAX_TRANSFER", "PLAN_KEYS", "make_plan", "parse_experiments", "unit_of",
            "split_plan_overrides", "parse_policy_trials"]
 
@@ -43,6 +43,13 @@ MAX_TRANSFER = 1e13  # bytes (10 TB)
 PLAN_KEYS: dict[str, str] = {"duration": "time", "target_low": "share", "target_high": "share",
                              "target_hold": "time", "fct_target": "share", "transfer": "size",
                              "fct_max_time": "time", "short_duration": "time"}
+
+
+def ideal_fct(transfer: float, share: float, capacity: float) -> float:
+    """Seconds the FCT trial's transfer (bytes) takes at exactly its target, ``share`` x ``capacity``
+    (bit/s): the DTN FCT an exact tracker would give, slow start aside. Faster means the DTN ran
+    above its target, taking the difference from campus traffic."""
+    return 8.0 * transfer / (share * capacity)
 
 
 def unit_of(experiment: str) -> str:
@@ -137,7 +144,7 @@ class LeaderboardPlan:
         """Seconds an FCT trial may run before its transfer counts as unfinished."""
         if self.fct_max_time is not None:
             return self.fct_max_time
-        return 4.0 * 8.0 * self.transfer / (self.fct_target * scenario.capacity) + 60.0
+        return 4.0 * ideal_fct(self.transfer, self.fct_target, scenario.capacity) + 60.0
 
     def variant(self, scenario: Scenario, unit: str) -> Scenario:
         """The scenario one kind of trial runs: unlimited DTN (MRAE), the transfer (FCT), one
