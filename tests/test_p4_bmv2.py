@@ -25,6 +25,9 @@ from pathlib import Path
 import pytest
 
 from scidmz import p4tc
+from scidmz.telemetry.constants import T_TH_US
+
+T_TH_S = T_TH_US / 1e6
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "telemetry_p4"))
@@ -43,8 +46,15 @@ def result(tmp_path_factory):
         pytest.skip(reason)
     if os.geteuid() != 0:
         pytest.skip("needs root (network namespaces)")
-    return run_bmv2.run(periods=4, speed=1.0, prefix=f"p4t{os.getpid() % 10000}",
-                        workdir=tmp_path_factory.mktemp("bmv2"))
+    # A replay that paused longer than T_TH between periods (BMv2's drain on a loaded machine)
+    # let the flows idle out: the truth no longer holds, whatever the program does. Such a run
+    # is repeated, at most twice, and a third is a failure (test_no_flow_idled_out).
+    for _attempt in range(3):
+        res = run_bmv2.run(periods=4, speed=1.0, prefix=f"p4t{os.getpid() % 10000}",
+                           workdir=tmp_path_factory.mktemp("bmv2"))
+        if res["max_flow_silence_s"] < T_TH_S:
+            break
+    return res
 
 
 def _close(a: float, b: float, rel: float, abs_: float) -> bool:
@@ -60,6 +70,12 @@ def test_bmv2_matches_the_twin_per_period(result):
             assert _close(bm[f], tw[f], 0.01, 0.0), (k, f, bm[f], tw[f])
         for f in ("rtt_dtn", "rtt_campus", "qdelay_dtn", "qdelay_campus"):
             assert _close(bm[f], tw[f], 0.02, 0.002), (k, f, bm[f], tw[f], result)
+
+
+def test_no_flow_idled_out_in_the_replay(result):
+    """The harness's own condition for the truth below; 0.2-0.3 s is the replay's nominal
+    silence across a period edge, the rest is the drain between periods."""
+    assert 0.1 < result["max_flow_silence_s"] < T_TH_S, result["max_flow_silence_s"]
 
 
 def test_bmv2_and_twin_match_the_known_truth(result):
