@@ -144,6 +144,45 @@ def test_ledger_refusals(tmp_path) -> None:
         Ledger.open(tmp_path, _header(), resume=True)
 
 
+def _netns_header(kernel: str = "k1", code: str = "c", testbed: str = "t") -> dict:
+    h = _header()
+    h.update(plant="netns", plant_model={"kernel": kernel, "testbed": testbed}, code={"tree": code, "sha256": code})
+    return h
+
+
+def test_allow_drift_crosses_a_code_or_kernel_change_only_and_records_it(tmp_path) -> None:
+    from scidmz.evaluation.leaderboard.ledger import Ledger
+
+    with Ledger.open(tmp_path, _netns_header(), resume=False) as led:
+        led.append("mrae", "trivial", 0, {})
+    moved = _netns_header(kernel="k2", code="d")
+    with pytest.raises(ValueError, match=r"code.tree: \"c\" in the ledger, \"d\" now\); use another --out, or --allow-drift"):
+        Ledger.open(tmp_path, moved, resume=True)
+    # never the testbed's description, the plan or the scenario, even with allow_drift
+    with pytest.raises(ValueError, match=r"plant_model.testbed.*use another --out$"):
+        Ledger.open(tmp_path, _netns_header(kernel="k2", testbed="u"), resume=True, allow_drift=True)
+    h = _netns_header(kernel="k2")
+    h["plan"]["seed"] = 3
+    with pytest.raises(ValueError, match="plan.seed"):
+        Ledger.open(tmp_path, h, resume=True, allow_drift=True)
+    # a resume that fails before its first unit leaves no drift line
+    Ledger.open(tmp_path, moved, resume=True, allow_drift=True).close()
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 2
+    with Ledger.open(tmp_path, moved, resume=True, allow_drift=True) as led:
+        led.append("mrae", "trivial", 1, {})
+        led.append("fct", "trivial", 0, {})
+    lines = [json.loads(x) for x in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [x["kind"] for x in lines] == ["header", "unit", "drift", "unit", "unit"]
+    d = lines[2]
+    assert (d["units_before"], d["kernel"], d["code"]["sha256"]) == (1, "k2", "d")
+    assert (d["was"]["kernel"], d["was"]["code"]["sha256"]) == ("k1", "c") and d["at"] == lines[3]["finished_at"]
+    # the ledger now runs on the new identity: resuming on it needs no flag, the old one does
+    led = Ledger.open(tmp_path, moved, resume=True)
+    assert len(led.done) == 3 and [x["kernel"] for x in led.drifts] == ["k2"]
+    with pytest.raises(ValueError, match=r"kernel: \"k2\" in the ledger, \"k1\" now"):
+        Ledger.open(tmp_path, _netns_header(code="d"), resume=True)
+
+
 # -- the command ------------------------------------------------------------------------------
 
 _QUICK = ["--quick", "--trials", "3", "--policies", "trivial,none,abc"]
@@ -206,6 +245,41 @@ def test_render_only_rewrites_the_report_from_results_json(quick_run, capsys) ->
     assert strip == [ln for ln in before.splitlines() if not ln.startswith("Command:")]
 
 
+def test_the_report_says_why_periods_were_starved(quick_run, tmp_path, capsys) -> None:
+    import shutil
+
+    src, doc = quick_run
+    out = tmp_path / "why"
+    shutil.copytree(src, out)
+    rows = [dict(r) for r in doc["rows"]]
+    assert all(r["starved_by"] == {} for r in rows)  # the fluid plant never starves
+    first = next(r for r in rows if r["experiment"] == "mrae")
+    first["starved_by"] = {"stage_late": 3, "senders": 1}
+    (out / "results.json").write_text(json.dumps({**doc, "rows": rows}))
+    code, _, _ = _lb(capsys, "--render-only", "--out", str(out), "--json")
+    report = (out / "report.md").read_text()
+    assert code == 0 and report.count("Starved periods by symptom") == 1
+    assert f"{first['policy']}: stage_late 3, senders 1." in report
+
+
+def test_the_report_names_each_drift_a_resume_crossed(quick_run, tmp_path, capsys) -> None:
+    import shutil
+
+    src, doc = quick_run
+    assert doc["drift"] == []  # a run that never crossed one
+    out = tmp_path / "drift"
+    shutil.copytree(src, out)
+    was = {"code": {"tree": "aaaaaaaaaa11", "sha256": "bbbbbbbbbbbb22"}, "kernel": "6.18.44-v669"}
+    drift = [{"units_before": 128, "at": "2026-11-29T06:10:00Z", "kernel": "6.18.44-v657",
+              "code": {"tree": "cccccccccc33", "sha256": "dddddddddddd44"}, "was": was}]
+    (out / "results.json").write_text(json.dumps({**doc, "drift": drift}))
+    code, _, _ = _lb(capsys, "--render-only", "--out", str(out), "--json")
+    report = (out / "report.md").read_text()
+    assert code == 0 and ("Resumed across a change (`--allow-drift`) after 128 trial units, 2026-11-29T06:10:00Z: "
+                          "code bbbbbbbbbbbb → dddddddddddd (src tree aaaaaaaaaa → cccccccccc), "
+                          "kernel 6.18.44-v669 → 6.18.44-v657;") in report
+
+
 def test_resume_runs_only_what_is_missing_and_equals_an_uninterrupted_run(quick_run, tmp_path, capsys) -> None:
     out, doc = quick_run
     lines = (out / "ledger.jsonl").read_text().splitlines()
@@ -243,6 +317,7 @@ def test_resume_runs_only_what_is_missing_and_equals_an_uninterrupted_run(quick_
     (["--set", "plan.duration=-5"], "plan.duration: must not be negative"),
     (["--policies", "trivial,mlc"], "--mlc-model DIR and --mlc-gains FILE"),
     (["--plant", "hardware", "--policies", "trivial,jenks"], "policy jenks (queue policy) cannot run on the hardware"),
+    (["--allow-drift"], "--allow-drift goes with --resume"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, msg) -> None:
     out = tmp_path / "out"
@@ -294,14 +369,18 @@ def test_starved_trials_are_counted_and_excluded() -> None:
               "scenario": {"fingerprint": {"dtn_cca": "bbr"}},
               "policies": {"trivial": {"kind": "rate"}, "pi": {"kind": "rate"}}}
 
-    def unit(p: str, i: int, v: float, starved: int) -> dict:
+    def unit(p: str, i: int, v: float, starved: int, by: dict | None = None) -> dict:
         return {"unit": "mrae", "policy": p, "trial": i, "metrics": {"mrae": v}, "periods": 100,
-                "starved_periods": starved}
+                "starved_periods": starved, **({"starved_by": by} if by is not None else {})}
 
     units = [unit("trivial", i, 0.06 + 0.001 * i, 0) for i in range(5)]
-    units += [unit("pi", 0, 0.05, 3), unit("pi", 1, 0.9, 20)] + [unit("pi", i, 0.05, 0) for i in range(2, 5)]
+    units += [unit("pi", 0, 0.05, 3, {"senders": 1, "stage_late": 2}),
+              unit("pi", 1, 0.9, 20, {"stage_late": 19, "rwnd": 1})] + [unit("pi", i, 0.05, 0) for i in range(2, 5)]
     rows = {r["policy"]: r for r in build_rows(header, units, {"trivial": True, "pi": True}, max_starved=0.05)}
     assert rows["pi"]["starved_trials"] == 2 and rows["pi"]["excluded_trials"] == 1
+    # why, over all trials (the excluded one too), most frequent first; a ledger that does not say: {}
+    assert list(rows["pi"]["starved_by"].items()) == [("stage_late", 21), ("rwnd", 1), ("senders", 1)]
+    assert rows["trivial"]["starved_by"] == {}
     assert rows["pi"]["trials"] == 4 and rows["pi"]["mean"] == pytest.approx(0.05)
     assert rows["pi"]["paired_n"] == 4 and rows["pi"]["cca"] == "bbr" and rows["pi"]["best"]
 

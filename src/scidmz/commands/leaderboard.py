@@ -43,6 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="the run's directory: ledger.jsonl, results.json, report.md, "
                                                "ranking.png, command.txt (required)")
     p.add_argument("--resume", action="store_true", help="continue the run whose ledger is in --out")
+    p.add_argument("--allow-drift", action="store_true",
+                   help="with --resume: continue although our code or the kernel build changed since the ledger's "
+                        "last trials (recorded in the ledger and results.json; nothing else may differ)")
     p.add_argument("--quick", action="store_true", help="small sizes: 30 s trials, 150 MB transfer, 4 trials")
     p.add_argument("--render-only", action="store_true",
                    help="re-render report.md and ranking.png from --out/results.json; run nothing")
@@ -137,6 +140,8 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     from ..scenario import resolve_scenario
     from .build import build_policies
 
+    if a.allow_drift and not a.resume:
+        raise ValueError("--allow-drift goes with --resume: it lets a resumed run cross a code or kernel change")
     if a.scenario is None:
         raise ValueError("a SCENARIO is required (a built-in name or a .toml file), except with --render-only")
     ms = DEFAULT_MAX_STARVED if a.max_starved is None else float(a.max_starved)
@@ -162,7 +167,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
                                                            "pi": {"gains": a.pi_gains}}, tracking_uri=a.tracking_uri)
     except ValueError as exc:
         raise ValueError(_our_options(str(exc))) from None
-    prep = prepare(sc, policies, files, a.plant, plan, a.out, resume=a.resume)
+    prep = prepare(sc, policies, files, a.plant, plan, a.out, resume=a.resume, allow_drift=a.allow_drift)
     res = run_leaderboard(prep, command, ms, a.executor)
     best = {r["experiment"]: r["policy"] for r in res["rows"] if r.get("best")}
     human = (f"{res['units_run']} trials run, {res['units']} in the ledger; best: "

@@ -15,7 +15,18 @@ model, code, plan or policies differ, naming the first difference::
 Then one line per finished unit (trial kind, policy, trial)::
 
     {"kind": "unit", "unit": "mrae"|"fct"|"short", "policy", "trial", "seed", "metrics": {...},
-     "starved_periods", "periods", "wall_s", "finished_at"}
+     "starved_periods", "starved_by": {symptom: periods}, "periods", "wall_s", "finished_at"}
+
+A resume onto a ledger whose code or kernel build differs is refused like any other
+difference, unless ``allow_drift`` (``--allow-drift``, ours): a run of many hours spans
+sessions, and the machine's kernel build or our code may change between them. Then a drift
+line records what the later trials ran on, before the first of them::
+
+    {"kind": "drift", "code": {...}, "kernel": release, "was": {"code", "kernel"},
+     "units_before": n, "at": time}
+
+Nothing else may drift (scenario, plan, policies, the testbed's description), and
+``results.json`` lists every drift, so a reader sees that the trials span them.
 
 The header is written with the first finished unit. Each line is written with ONE ``os.write`` on an ``O_APPEND`` descriptor followed by
 ``os.fsync``: a crash leaves at most one partial last line, which a resume cuts off
@@ -41,6 +52,8 @@ LEDGER_NAME = "ledger.jsonl"
 LEDGER_FORMAT = 1
 #: Header keys compared on --resume, in the order a difference is named.
 _COMPARED = ("format_version", "scenario", "plant", "plant_model", "code", "plan", "policies")
+#: What ``allow_drift`` lets a resume cross (module docstring): the code and the kernel build.
+_DRIFTS = ("code", "kernel")
 #: The package's source files that make up "the code" (compiled caches are not code).
 _CODE_SUFFIXES = (".py", ".toml", ".j2", ".p4", ".c", ".h")
 
@@ -105,6 +118,35 @@ def _jsonable(header: Mapping[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(clean(dict(header))))
 
 
+def _split(header: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A header's parts a drift may change (code, kernel build) and the rest of what it compares."""
+    rest = {k: header.get(k) for k in _COMPARED if k != "code"}
+    model = dict(rest.get("plant_model") or {})
+    drift = {"code": header.get("code"), "kernel": model.pop("kernel", None)}
+    rest["plant_model"] = model
+    return drift, rest
+
+
+def _drift_check(old: Mapping[str, Any], drifts: list[dict[str, Any]], head: Mapping[str, Any], path: Path,
+                 allow_drift: bool) -> dict[str, Any] | None:
+    """None if ``head`` is the ledger's run as it last ran; the drift line to record if only the
+    code or kernel differ and ``allow_drift``; else a one-line ValueError naming the difference."""
+    was, rest_old = _split(old)
+    if drifts:
+        was = {k: drifts[-1].get(k) for k in _DRIFTS}
+    now, rest_new = _split(head)
+    diff = first_difference(rest_old, rest_new)
+    if diff is not None:
+        raise ValueError(f"--resume: {path} is from another run ({diff}); use another --out")
+    diff = first_difference(was, now)
+    if diff is None:
+        return None
+    if not allow_drift:
+        raise ValueError(f"--resume: {path} is from another run ({diff}); use another --out, or --allow-drift "
+                         "to resume across a code or kernel change (recorded in the ledger and results)")
+    return {"kind": "drift", **now, "was": was}
+
+
 class Ledger:
     """An open ``ledger.jsonl``: its header, the finished units, and ``append`` for new ones.
 
@@ -113,17 +155,24 @@ class Ledger:
     """
 
     def __init__(self, path: Path, header: dict[str, Any], done: dict[tuple[str, str, int], dict[str, Any]],
-                 cut: int) -> None:
+                 cut: int, drifts: list[dict[str, Any]] | None = None, pending: dict[str, Any] | None = None) -> None:
         self.path = path
         self.header = header
         self.done = done
         #: bytes of a partial last line (a crash mid-write) cut off when resuming; 0 if none
         self.cut = cut
+        #: the drift lines in the ledger (module docstring), oldest first
+        self.drifts = list(drifts or [])
+        # a drift this resume crosses, written before its first unit (a run that fails before
+        # any trial leaves the ledger as it was)
+        self._pending = pending
         self._fd: int | None = None
 
     @classmethod
-    def open(cls, out_dir: str | os.PathLike[str], header: Mapping[str, Any], resume: bool) -> Ledger:
-        """Start or resume the ledger in ``out_dir`` (module docstring); one-line ValueError otherwise."""
+    def open(cls, out_dir: str | os.PathLike[str], header: Mapping[str, Any], resume: bool,
+             allow_drift: bool = False) -> Ledger:
+        """Start or resume the ledger in ``out_dir`` (module docstring); one-line ValueError otherwise.
+        ``allow_drift``: a resume may cross a change of code or kernel build, recorded as a drift line."""
         path = Path(out_dir) / LEDGER_NAME
         head = _jsonable({"kind": "header", "format_version": LEDGER_FORMAT, **header})
         if not resume:
@@ -132,15 +181,15 @@ class Ledger:
             return cls(path, head, {}, 0)
         if not path.is_file():
             raise ValueError(f"--resume: no ledger in {Path(out_dir)} (no {LEDGER_NAME}); run without --resume first")
-        old, done, cut = cls._read(path)
-        for key in _COMPARED:
-            diff = first_difference(old.get(key), head.get(key), key)
-            if diff is not None:
-                raise ValueError(f"--resume: {path} is from another run ({diff}); use another --out")
-        return cls(path, old, done, cut)
+        old, done, cut, drifts = cls._read(path)
+        pending = _drift_check(old, drifts, head, path, allow_drift)
+        if pending is not None:
+            pending["units_before"] = len(done)
+        return cls(path, old, done, cut, drifts, pending)
 
     @staticmethod
-    def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, str, int], dict[str, Any]], int]:
+    def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, str, int], dict[str, Any]], int,
+                                   list[dict[str, Any]]]:
         data = path.read_bytes()
         end = data.rfind(b"\n") + 1
         cut = len(data) - end
@@ -159,11 +208,15 @@ class Ledger:
         if not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
             raise ValueError(f"--resume: {path} does not start with a leaderboard header line")
         done: dict[tuple[str, str, int], dict[str, Any]] = {}
+        drifts: list[dict[str, Any]] = []
         for i, r in enumerate(recs[1:], start=2):
+            if isinstance(r, dict) and r.get("kind") == "drift" and set(_DRIFTS) <= set(r):
+                drifts.append(r)
+                continue
             if not isinstance(r, dict) or r.get("kind") != "unit" or not {"unit", "policy", "trial"} <= set(r):
                 raise ValueError(f"--resume: {path} line {i} is not a unit line")
             done[(str(r["unit"]), str(r["policy"]), int(r["trial"]))] = r
-        return recs[0], done, cut
+        return recs[0], done, cut, drifts
 
     def _write_line(self, record: Mapping[str, Any]) -> str:
         from ..results import clean
@@ -188,6 +241,11 @@ class Ledger:
             # A new ledger's header goes with its first trial: a run that fails before any
             # trial finished (no root, a testbed that does not build) leaves no ledger to refuse.
             self._write_line(self.header)
+        if self._pending is not None:
+            drift = {**self._pending, "at": rec["finished_at"]}
+            self._write_line(drift)
+            self.drifts.append(drift)
+            self._pending = None
         line = self._write_line(rec)
         self.done[(unit, policy, int(trial))] = json.loads(line)
         return self.done[(unit, policy, int(trial))]

@@ -6,14 +6,17 @@ Top level (``RESULTS_FORMAT`` = 1)::
     to_dict()), fingerprint (regime.fingerprint), plant, plant_model, code, machine (cpus,
     arch, kernel, python), load (1/5/15 min load averages at start and end of this
     invocation), plan, policies (kind, files' sha256), max_starved, ledger (units, lines
-    cut on resume), rows
+    cut on resume), drift (each ``--allow-drift`` resume: units_before, at, code, kernel and
+    what they were; ``ledger``), rows
 
 ``rows``: one per (plant, cca, policy, experiment), in experiment then rank order::
 
     plant, cca, policy, kind, experiment, metric, better ("lower" | "higher"), trials (the
     trials in the statistics), mean, std, ci95 [lo, hi], vs_trivial_pct, vs_trivial_ci95,
     paired_n, p_vs_trivial (Holm), p_vs_trivial_raw, p_vs_best (Holm), p_vs_best_raw, rank,
-    best, comparable, starved_trials, excluded_trials, unfinished_trials (FCT); and on the
+    best, comparable, starved_trials, excluded_trials, starved_by (starved periods per
+    symptom over all its trials, ``plant.netns.manage.starvation.SYMPTOMS``; {} where the
+    ledger does not say), unfinished_trials (FCT); and on the
     rows of a planned comparison (``PLANNED``: mlc against pi) vs_pi_pct, vs_pi_ci95, vs_pi_p
 
 (``evaluation.leaderboard.stats`` defines the statistics.) ``comparable`` is false
@@ -32,6 +35,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +43,7 @@ from typing import Any
 from ..render import render, write_report
 from ..results import read_results, write_json
 from . import stats
-from .plan import EXPERIMENTS, METRICS, unit_of
+from .plan import EXPERIMENTS, METRICS, ideal_fct, unit_of
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
            "write_results", "merge_runs", "write_merged", "machine", "load_avg"]
@@ -82,6 +86,14 @@ def _starved(rec: Mapping[str, Any], max_starved: float) -> tuple[bool, bool]:
     return n > 0, periods > 0 and n / periods > max_starved
 
 
+def _symptoms(recs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Starved periods per symptom over unit lines (``starved_by``; older netns ledgers lack it)."""
+    out: Counter[str] = Counter()
+    for r in recs:
+        out.update(r.get("starved_by") or {})
+    return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 #: Planned comparisons besides the family's (ours, issue 25 item 6): policy -> the policy it is
 #: tested against, on the same paired trials. ``mlc`` against ``pi`` asks whether the inverse
 #: ANN pays for itself: the two differ only by it. Row fields ``vs_pi_pct``, ``vs_pi_ci95``, ``vs_pi_p``.
@@ -109,6 +121,7 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
             values[name] = {i: _value(exp, r) for i, r in recs.items() if not flags[i][1]}
             counts[name] = {"starved_trials": sum(f[0] for f in flags.values()),
                             "excluded_trials": sum(f[1] for f in flags.values()),
+                            "starved_by": _symptoms(recs.values()),
                             "unfinished_trials": sum(1 for r in recs.values()
                                                      if (r.get("metrics") or {}).get("finished") is False)}
         fam = stats.family(values, better, ranked=[n for n in pols if comparable.get(n, True)],
@@ -130,8 +143,9 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
 
 def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool], *,
                 command: str, max_starved: float, load_start: list[float] | None, cut: int = 0,
-                scenario: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The whole ``results.json`` (module docstring)."""
+                scenario: Mapping[str, Any] | None = None,
+                drift: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The whole ``results.json`` (module docstring); ``drift``: the ledger's drift lines."""
     import time
 
     from ..._version import __version__
@@ -146,6 +160,7 @@ def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], c
         "plant_model": header["plant_model"], "code": header["code"], "machine": machine(),
         "load": {"start": load_start, "end": load_avg()}, "plan": header["plan"], "policies": header["policies"],
         "max_starved": max_starved, "ledger": {"units": len(units), "cut_bytes": cut},
+        "drift": [{k: d.get(k) for k in ("units_before", "at", "code", "kernel", "was")} for d in drift],
         "rows": build_rows(header, units, comparable, max_starved),
     }
 
@@ -175,6 +190,15 @@ def write_results(doc: Mapping[str, Any], out_dir: str | os.PathLike[str]) -> Pa
     return write_json(dict(doc), Path(out_dir) / "results.json")
 
 
+def _fct_ideal(doc: Mapping[str, Any]) -> float | None:
+    """The run's DTN FCT at exactly its target (``plan.ideal_fct``), None if the file lacks a part."""
+    plan, cap = doc.get("plan") or {}, (doc.get("fingerprint") or {}).get("capacity")
+    try:
+        return ideal_fct(float(plan["transfer"]), float(plan["fct_target"]), float(cap))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
 def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
     """The combined results of every finished run under ``top`` (``top/*/results.json``, one folder per
     run): their rows, each with its ``run`` (folder name) and ``scenario``, and what made each run.
@@ -202,7 +226,8 @@ def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
             continue
         runs.append({"run": name, "scenario": sc, "plant": doc.get("plant"), "command": doc.get("command"),
                      "git_commit": doc.get("git_commit"), "generated": doc.get("generated"),
-                     "plant_model": doc.get("plant_model"), "plan": doc.get("plan"), "load": doc.get("load")})
+                     "plant_model": doc.get("plant_model"), "plan": doc.get("plan"), "load": doc.get("load"),
+                     "fct_ideal_s": _fct_ideal(doc)})
         rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
     if not runs:
         raise ValueError(f"{root}: no finished leaderboard run to merge (every run is incomplete)")

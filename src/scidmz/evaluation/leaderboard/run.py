@@ -96,8 +96,10 @@ class Prepared:
 
 
 def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[str, Mapping[str, str]],
-            plant: str, plan: LeaderboardPlan, out: str | os.PathLike[str], resume: bool = False) -> Prepared:
-    """Check the run and open its ledger (module docstring); one-line ValueError for bad input."""
+            plant: str, plan: LeaderboardPlan, out: str | os.PathLike[str], resume: bool = False,
+            allow_drift: bool = False) -> Prepared:
+    """Check the run and open its ledger (module docstring); one-line ValueError for bad input.
+    ``allow_drift``: a resume may cross a change of code or kernel build (``ledger``)."""
     from ...fileio import ensure_dir
     from ...plant.base import check_plant_options
 
@@ -114,7 +116,7 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
                      for n, p in policies.items()},
     }
     out_dir = ensure_dir(out, "--out")
-    ledger = Ledger.open(out_dir, header, resume)
+    ledger = Ledger.open(out_dir, header, resume, allow_drift)
     return Prepared(scenario, dict(policies), plant, plan, out_dir, ledger,
                     comparable_policies(plant, scenario, policies))
 
@@ -189,7 +191,7 @@ def _write(prep: Prepared, command: str, max_starved: float,
     names = list(prep.policies)
     doc = results_doc(prep.ledger.header, prep.ledger.done.values(), prep.comparable, command=command,
                       max_starved=max_starved, load_start=load0, cut=prep.ledger.cut,
-                      scenario=prep.scenario.to_dict())
+                      scenario=prep.scenario.to_dict(), drift=prep.ledger.drifts)
     left = todo_count(prep.plan, names, prep.ledger)
     doc["complete"] = left == 0
     doc["units_left"] = left
