@@ -5,6 +5,13 @@ trivial policy (u = C - R*_DTN, clipped to [u_min, u_max]) for a fixed target
 of 600 Mbit/s. Hashed: y (7 Table 3 variables per period, incl. the reset
 state) and u, each printed with 7 significant digits (``%.6e``): a refactor
 that only reorders float operations passes, one that moves a number fails.
+
+A trace whose hash differs is then compared number by number with its copy in
+``tests/data/fluid_traces.json`` to a relative 1e-7. Ours, why: at the very commit it was
+pinned on, the abc trace hashed differently on a 2026-12 CI machine; its numbers lie within
+1.5e-10 relative of a 7-digit rounding boundary, so a few ULPs (numpy's CPU-dispatched SIMD
+exp/log, or a newer numpy; which one was not established) flip the hash, while a model
+change moves numbers by far more than 1e-7.
 """
 
 from __future__ import annotations
