@@ -49,14 +49,21 @@ def test_policies_of_every_kind_alternate_on_one_testbed() -> None:
         seen = []
         for name in ("jenks", "trivial", "abc", "trivial", "ffs", "jenks", "abc", "trivial"):
             kwargs = {"queues": 2} if name == "jenks" else {}
-            trs = run_episode(plant, make_policy(name, **kwargs), tg, seed=1)
+            # Jenks episodes run longer. Until its flows are classified, every flow shares the
+            # default queue, whose Stanford buffer is sized for the flows already in the table:
+            # ~11 packets for the campus's two 10-ms flows, which keep it full. The DTN's SYNs die
+            # there and back off 1 s, then 2 s (our reading). Measured with the flow table each epoch, the DTN
+            # was missing from it for 1-3 periods in 5 of 5 jenks episodes (0.0-0.7 Mb/s in the
+            # first period, against 2-6 under ffs), and one CI run saw no DTN byte in periods 2-4.
+            # Eight periods leave room for a third retry (at 7 s).
+            tg_ep = np.full(8, 10e6) if name == "jenks" else tg
+            trs = run_episode(plant, make_policy(name, **kwargs), tg_ep, seed=1)
             stage = plant._stage
             seen.append((name, _root_qdisc(plant), _nfqueue_rules(plant), stage is not None))
-            assert len(trs[0].df) == len(tg)
+            assert len(trs[0].df) == len(tg_ep)
             # Traffic ran in every episode: the link carried it and the DTN delivered. Not a rate
             # floor for the DTN: its fresh connections start into a queue the campus already fills,
-            # and a lost SYN or first flight can wait out the 1-s initial RTO (our reading, not
-            # captured), a quarter of this episode (CI: 0.04-0.24 Mb/s per period for 3 s of one).
+            # and a lost SYN or first flight waits out the 1-s initial RTO (see above).
             df = trs[0].df.iloc[1:]
             assert df["utilization"].mean() > 0.5 and (df["rate_dtn"] > 0).any(), (len(seen), name, df.to_dict("list"))
         for name, root, rules, staged in seen:
