@@ -273,8 +273,8 @@ def test_verdict_names_dtns_that_finished_faster_than_their_target_allows() -> N
 
 def test_merged_runs_carry_their_ideal_fct() -> None:
     from scidmz.evaluation.leaderboard.plan import ideal_fct
-    from scidmz.evaluation.leaderboard.results import _fct_ideal
+    from scidmz.evaluation.leaderboard.results import fct_ideal_of
 
     doc = {"plan": {"transfer": 300e6, "fct_target": 0.5}, "fingerprint": {"capacity": 100e6}}
-    assert _fct_ideal(doc) == pytest.approx(48.0) == ideal_fct(300e6, 0.5, 100e6)
-    assert _fct_ideal({"plan": {"transfer": 300e6}}) is None
+    assert fct_ideal_of(doc) == pytest.approx(48.0) == ideal_fct(300e6, 0.5, 100e6)
+    assert fct_ideal_of({"plan": {"transfer": 300e6}}) is None

@@ -277,6 +277,20 @@ def _saturator(root: Path) -> dict[str, Any]:
                      for cca, res in doc["results"].items()]}
 
 
+#: The kernel CUBIC run and its re-check with the fixed delay stage (README's caveat).
+RECHECK = ("reports/leaderboard/netns-testbed-cubic", "reports/leaderboard-recheck/netns-testbed-cubic")
+
+
+def _recheck(root: Path) -> dict[str, Any]:
+    from .leaderboard.recheck import recheck_context
+
+    first, again = RECHECK
+    if not (root / again / "results.json").is_file():
+        raise Missing(f"{again}/results.json not found")
+    src = [f"{again}/results.json", f"{again}/ledger.jsonl", f"{first}/ledger.jsonl"]
+    return {"src": src, **recheck_context(root / first, root / again)}
+
+
 FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "readme-mlc-netns": _readme,
     "mlc-fluid": _mlc("reports/mlc/results.json"),
@@ -294,4 +308,5 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "leaderboard": _leaderboard,
     "leaderboard-verdict": _leaderboard,
     "saturator": _saturator,
+    "leaderboard-recheck": _recheck,
 }

@@ -9,5 +9,6 @@
   the best policy, Holm-corrected per family (pure; tested against scipy/statsmodels);
 - ``results``: the rows of ``results.json`` from the ledger, and the report
   (``templates/leaderboard_report.md.j2``) and ranking plot rendered from it;
+- ``recheck``: a second run of the same trials (after a testbed fix) against the first, trial by trial;
 - ``run``: the whole command (``commands/leaderboard.py`` parses, this runs).
 """

@@ -46,7 +46,7 @@ from . import stats
 from .plan import EXPERIMENTS, METRICS, ideal_fct, unit_of
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
-           "write_results", "merge_runs", "write_merged", "machine", "load_avg"]
+           "write_results", "merge_runs", "write_merged", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of"]
 
 RESULTS_FORMAT = 1
 #: Trials whose starved share exceeds this are left out of the statistics (``--max-starved``).
@@ -71,7 +71,8 @@ def load_avg() -> list[float] | None:
         return None
 
 
-def _value(experiment: str, rec: Mapping[str, Any]) -> float:
+def unit_value(experiment: str, rec: Mapping[str, Any]) -> float:
+    """One unit line's value for ``experiment`` (NaN where it has none)."""
     m = rec.get("metrics") or {}
     key = METRICS[experiment][0]
     v = m.get(key)
@@ -80,7 +81,7 @@ def _value(experiment: str, rec: Mapping[str, Any]) -> float:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else math.nan
 
 
-def _starved(rec: Mapping[str, Any], max_starved: float) -> tuple[bool, bool]:
+def starved_flags(rec: Mapping[str, Any], max_starved: float) -> tuple[bool, bool]:
     """(any starved period, excluded) of one unit line."""
     n, periods = int(rec.get("starved_periods") or 0), int(rec.get("periods") or 0)
     return n > 0, periods > 0 and n / periods > max_starved
@@ -117,8 +118,8 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
         counts: dict[str, dict[str, int]] = {}
         for name in pols:
             recs = by_unit.get((unit_of(exp), name), {})
-            flags = {i: _starved(r, max_starved) for i, r in recs.items()}
-            values[name] = {i: _value(exp, r) for i, r in recs.items() if not flags[i][1]}
+            flags = {i: starved_flags(r, max_starved) for i, r in recs.items()}
+            values[name] = {i: unit_value(exp, r) for i, r in recs.items() if not flags[i][1]}
             counts[name] = {"starved_trials": sum(f[0] for f in flags.values()),
                             "excluded_trials": sum(f[1] for f in flags.values()),
                             "starved_by": _symptoms(recs.values()),
@@ -190,7 +191,7 @@ def write_results(doc: Mapping[str, Any], out_dir: str | os.PathLike[str]) -> Pa
     return write_json(dict(doc), Path(out_dir) / "results.json")
 
 
-def _fct_ideal(doc: Mapping[str, Any]) -> float | None:
+def fct_ideal_of(doc: Mapping[str, Any]) -> float | None:
     """The run's DTN FCT at exactly its target (``plan.ideal_fct``), None if the file lacks a part."""
     plan, cap = doc.get("plan") or {}, (doc.get("fingerprint") or {}).get("capacity")
     try:
@@ -227,7 +228,7 @@ def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
         runs.append({"run": name, "scenario": sc, "plant": doc.get("plant"), "command": doc.get("command"),
                      "git_commit": doc.get("git_commit"), "generated": doc.get("generated"),
                      "plant_model": doc.get("plant_model"), "plan": doc.get("plan"), "load": doc.get("load"),
-                     "fct_ideal_s": _fct_ideal(doc)})
+                     "fct_ideal_s": fct_ideal_of(doc)})
         rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
     if not runs:
         raise ValueError(f"{root}: no finished leaderboard run to merge (every run is incomplete)")

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["BASELINE", "BOOTSTRAP_RESAMPLES", "bootstrap_ci", "paired_ci", "wilcoxon_p", "holm",
-           "improvement_pct", "family", "stable_seed"]
+           "improvement_pct", "family", "stable_seed", "paired_values", "planned_pair"]
 
 #: The paired baseline (the MLC paper's trivial TBF, section 3.7).
 BASELINE = "trivial"
@@ -131,7 +131,7 @@ def holm(pvalues: Iterable[float]) -> list[float]:
     return [float(v) for v in out]
 
 
-def _pairs(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:
+def paired_values(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:
     """The values of the trials both have (finite in both), in trial order."""
     keys = sorted(k for k in a if k in b and math.isfinite(a[k]) and math.isfinite(b[k]))
     return np.array([a[k] for k in keys], dtype=np.float64), np.array([b[k] for k in keys], dtype=np.float64)
@@ -141,7 +141,7 @@ def planned_pair(ref: Mapping[int, float], other: Mapping[int, float], better: s
     """One planned paired comparison, ``other`` against ``ref`` on the trials both have: its
     improvement in % of ``ref``'s mean (+ = ``other`` better), the bootstrap 95 % interval of it and
     the raw two-sided Wilcoxon p (one planned test, so no family correction)."""
-    a, b = _pairs(ref, other)
+    a, b = paired_values(ref, other)
     return {"n": int(a.size), "pct": improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
             "ci95": list(paired_ci(a, b, better, seed)), "p": wilcoxon_p(a, b)}
 
@@ -177,7 +177,7 @@ def family(values: Mapping[str, Mapping[int, float]], better: str, ranked: Itera
                     s.update(vs_trivial_pct=0.0 if name == ref else math.nan,
                              vs_trivial_ci95=[math.nan, math.nan], paired_n=s["n"] if name == ref else 0)
                 continue
-            a, b = _pairs(values[ref], values[name])
+            a, b = paired_values(values[ref], values[name])
             s[f"p_{key}_raw"] = wilcoxon_p(a, b)
             if key == "vs_trivial":
                 s["paired_n"] = int(a.size)

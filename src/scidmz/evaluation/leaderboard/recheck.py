@@ -1,0 +1,127 @@
+"""A re-check of a finished run: the same trials run again after a fix, trial by trial against the first.
+
+A leaderboard run's trial i has the seed and target signal of trial i of every other run of
+the same plan, so a second run on the same scenario (after a testbed fix, say) pairs with
+the first trial by trial: per policy and experiment, the paired change from the first run
+to the re-check, its bootstrap 95 % interval and a raw Wilcoxon p (one planned test per
+row, uncorrected; it asks "did this policy's numbers move?", not which policy is best).
+
+Ours: the kernel CUBIC run of the leaderboard ran on a delay stage that held some ACKs too
+little (docs/testbed.md); re-running all of it is a whole day of testbed time, so the
+re-check runs the policies whose verdict matters most on fewer trials, and this comparison
+says whether their numbers and the verdict among them held. Trials left out of the
+statistics (starved share over ``max_starved``) are left out here too, on either side.
+
+Only the two ledgers are read (never written: a partial last line is skipped, not cut).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import stats
+from .plan import EXPERIMENTS, METRICS, unit_of
+from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, starved_flags, unit_value
+
+__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context"]
+
+
+def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(header, unit lines) of a ``ledger.jsonl``, read only; one-line ``ValueError`` if it is not one."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: no such ledger")
+    data = p.read_bytes()
+    lines = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()
+    try:
+        recs = [json.loads(s) for s in lines]
+    except json.JSONDecodeError:
+        raise ValueError(f"{p}: a line is not JSON; the ledger is damaged") from None
+    if not recs or not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
+        raise ValueError(f"{p}: does not start with a leaderboard header line")
+    return recs[0], [r for r in recs[1:] if isinstance(r, dict) and r.get("kind") == "unit"]
+
+
+def check_same_plan(first: Mapping[str, Any], again: Mapping[str, Any]) -> None:
+    """A re-check pairs with its first run only on the same scenario, plant and trial plan (seed,
+    durations, targets, transfer), and a policy both ran with the same trained files (its model and
+    gains); the trial counts and the set of policies may differ. ``ValueError`` otherwise."""
+    keys = ("seed", "duration", "target_low", "target_high", "target_hold", "fct_target", "transfer")
+    a, b = first.get("plan") or {}, again.get("plan") or {}
+    diff = [k for k in keys if a.get(k) != b.get(k)]
+    pa, pb = first.get("policies") or {}, again.get("policies") or {}
+    diff += [f"{n}'s files" for n in pb if n in pa and (pa[n] or {}).get("files") != (pb[n] or {}).get("files")]
+    if first.get("plant") != again.get("plant"):
+        diff.insert(0, "plant")
+    if (first.get("scenario") or {}).get("sha256") != (again.get("scenario") or {}).get("sha256"):
+        diff.insert(0, "scenario")
+    if diff:
+        raise ValueError(f"the re-check's trials do not pair with the first run's: {', '.join(diff)} differ")
+
+
+def _values(units: Sequence[Mapping[str, Any]], exp: str, policy: str, max_starved: float) -> dict[int, float]:
+    return {int(r["trial"]): unit_value(exp, r) for r in units
+            if r.get("unit") == unit_of(exp) and r.get("policy") == policy and not starved_flags(r, max_starved)[1]}
+
+
+def recheck_rows(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]], policies: Sequence[str],
+                 experiments: Sequence[str] = ("mrae", "fct"), max_starved: float = DEFAULT_MAX_STARVED,
+                 seed: int = 0) -> list[dict[str, Any]]:
+    """One row per (experiment, policy) the re-check ran: ``n`` trials both runs kept, the first run's
+    and the re-check's means over them, ``pct`` = the re-check's change (+ = better), its ``ci95``
+    and Wilcoxon ``p`` (``stats.planned_pair``)."""
+    rows = []
+    for exp in (e for e in EXPERIMENTS if e in experiments):
+        metric, better = METRICS[exp]
+        for name in policies:
+            a, b = _values(first, exp, name, max_starved), _values(again, exp, name, max_starved)
+            x, y = stats.paired_values(a, b)
+            pair = stats.planned_pair(a, b, better, stats.stable_seed(seed, "recheck", exp, name))
+            rows.append({"experiment": exp, "metric": metric, "better": better, "policy": name,
+                         "first_mean": float(x.mean()) if x.size else None,
+                         "again_mean": float(y.mean()) if y.size else None, **pair})
+    return rows
+
+
+def _verdict(header: Mapping[str, Any], units: Sequence[Mapping[str, Any]], policies: Sequence[str],
+             trials: Mapping[str, set[int]], max_starved: float, fct_ideal: float | None) -> list[str]:
+    """The MRAE and FCT verdict sentences of ``units`` among ``policies``, on the trials in ``trials`` per unit."""
+    from ..verdict import leaderboard_context
+
+    head = {**header, "policies": {n: header["policies"][n] for n in policies}}
+    kept = [u for u in units if u.get("policy") in policies and int(u["trial"]) in trials.get(str(u["unit"]), set())]
+    rows = [{"run": "r", **r} for r in build_rows(head, kept, {}, max_starved)]
+    regimes = leaderboard_context({"rows": rows, "runs": [{"run": "r", "fct_ideal_s": fct_ideal}]})["regimes"]
+    return regimes[0]["verdict"][:2] if regimes else []
+
+
+def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the README says of a re-check (``docs/leaderboard-recheck.md.j2``): whether it finished, the
+    per-policy rows (``recheck_rows``), and the verdict among its policies from the first run and from
+    the re-check, both on the trials the re-check ran."""
+    from ..results import read_results
+
+    doc = read_results(Path(again_dir) / "results.json", "scidmz leaderboard")
+    h1, u1 = read_ledger(Path(first_dir) / "ledger.jsonl")
+    h2, u2 = read_ledger(Path(again_dir) / "ledger.jsonl")
+    check_same_plan(h1, h2)
+    policies = [n for n in h2["policies"] if n in h1["policies"]]
+    if stats.BASELINE not in policies:
+        raise ValueError(f"{again_dir}: a re-check needs the {stats.BASELINE} policy in both runs (the verdict's baseline)")
+    if doc.get("complete") is False:
+        # An unfinished re-check says so and nothing else: its trials so far are not the plan.
+        return {"complete": False, "units_left": doc.get("units_left"), "policies": policies}
+    max_starved = float(doc.get("max_starved", DEFAULT_MAX_STARVED))
+    exps = [e for e in h2["plan"]["experiments"] if e in ("mrae", "fct")]
+    trials = {}
+    for u in u2:
+        trials.setdefault(str(u["unit"]), set()).add(int(u["trial"]))
+    ideal = fct_ideal_of(doc)
+    return {"complete": True, "units_left": 0, "policies": policies, "trials": {e: len(trials.get(unit_of(e), ())) for e in exps},
+            "rows": recheck_rows(u1, u2, policies, exps, max_starved, int(h2["plan"].get("seed", 0))),
+            "first": _verdict(h1, u1, policies, trials, max_starved, ideal),
+            "again": _verdict(h2, u2, policies, trials, max_starved, ideal)}

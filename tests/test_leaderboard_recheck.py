@@ -1,0 +1,118 @@
+"""A re-check run paired trial by trial with the run it re-checks (evaluation.leaderboard.recheck),
+and the README region rendered from it (docfigures ``leaderboard-recheck``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scidmz.evaluation.leaderboard.recheck import (
+    check_same_plan,
+    read_ledger,
+    recheck_context,
+    recheck_rows,
+)
+
+PLAN = {"trials": 8, "fct_trials": 8, "experiments": ["mrae", "fct"], "duration": 120.0, "target_low": 0.3,
+        "target_high": 0.7, "target_hold": 30.0, "fct_target": 0.5, "transfer": 3e8, "seed": 0}
+SC = {"name": "testbed", "sha256": "abc", "fingerprint": {"dtn_cca": "cubic", "capacity": 1e8}}
+
+
+def _header(policies: dict[str, str], **plan: Any) -> dict[str, Any]:
+    return {"kind": "header", "format_version": 1, "scenario": SC, "plant": "netns", "plan": {**PLAN, **plan},
+            "policies": {n: {"kind": k, "files": {}} for n, k in policies.items()}}
+
+
+def _unit(unit: str, policy: str, trial: int, value: float, starved: int = 0) -> dict[str, Any]:
+    metrics = {"mrae": value} if unit == "mrae" else {"fct": value, "finished": True}
+    return {"kind": "unit", "unit": unit, "policy": policy, "trial": trial, "seed": trial, "metrics": metrics,
+            "starved_periods": starved, "periods": 100}
+
+
+def _write(d: Path, header: dict[str, Any], units: list[dict[str, Any]], partial: bool = False) -> None:
+    d.mkdir(parents=True)
+    text = "".join(json.dumps(r) + "\n" for r in [header, *units])
+    (d / "ledger.jsonl").write_text(text + ('{"kind": "unit", "pol' if partial else ""))
+
+
+def _runs(tmp: Path, again_complete: bool = True) -> tuple[Path, Path]:
+    rng = np.random.default_rng(1)
+    base = {"trivial": 0.10, "pi": 0.09, "pacing": 0.05}
+    first, again = [], []
+    for i in range(8):
+        noise = rng.normal(0, 0.004, 3)
+        for j, (name, m) in enumerate(base.items()):
+            first += [_unit("mrae", name, i, m + noise[j]), _unit("fct", name, i, 50 + 10 * m + noise[j])]
+        # The re-check: trivial as before (its own noise), pacing halved in every trial, no pi.
+        again += [_unit("mrae", "trivial", i, 0.10 + rng.normal(0, 0.004)), _unit("mrae", "pacing", i, 0.025),
+                  _unit("fct", "trivial", i, 51.0 + rng.normal(0, 0.04)), _unit("fct", "pacing", i, 50.5)]
+    first.append(_unit("mrae", "pacing", 9, 0.05))  # beyond the re-check's trials: never paired
+    again[0]["starved_periods"] = 50  # trivial MRAE trial 0 of the re-check: excluded on both sides
+    a, b = tmp / "first", tmp / "again"
+    _write(a, _header({"trivial": "rate", "pi": "rate", "pacing": "host"}), first)
+    _write(b, _header({"trivial": "rate", "pacing": "host"}), again, partial=True)
+    (b / "results.json").write_text(json.dumps({"complete": again_complete, "units_left": 0 if again_complete else 7,
+                                                "max_starved": 0.05, "plan": PLAN, "fingerprint": SC["fingerprint"]}))
+    return a, b
+
+
+def test_rows_pair_trial_by_trial_and_leave_out_excluded_trials(tmp_path: Path) -> None:
+    a, b = _runs(tmp_path)
+    h, u1 = read_ledger(a / "ledger.jsonl")
+    _, u2 = read_ledger(b / "ledger.jsonl")  # the partial last line is skipped, the file left as it is
+    assert h["plant"] == "netns" and (b / "ledger.jsonl").read_text().endswith('"pol')
+    rows = {(r["experiment"], r["policy"]): r for r in recheck_rows(u1, u2, ["trivial", "pacing"])}
+    pac = rows[("mrae", "pacing")]
+    assert pac["n"] == 8 and pac["again_mean"] == pytest.approx(0.025)  # trial 9 of the first run is unpaired
+    assert pac["pct"] == pytest.approx(100 * (pac["first_mean"] - 0.025) / pac["first_mean"])
+    assert pac["p"] < 0.01  # better in all 8 pairs: exact two-sided p = 2 / 2^8
+    assert rows[("mrae", "trivial")]["n"] == 7  # trial 0 starved in the re-check: out on both sides
+    assert rows[("mrae", "trivial")]["p"] > 0.05
+    assert abs(rows[("fct", "pacing")]["pct"]) < 0.1 and rows[("fct", "pacing")]["first_mean"] == pytest.approx(50.5, abs=0.02)
+
+
+def test_context_gives_both_verdicts_on_the_rechecked_trials(tmp_path: Path) -> None:
+    a, b = _runs(tmp_path)
+    ctx = recheck_context(a, b)
+    assert ctx["complete"] and ctx["policies"] == ["trivial", "pacing"] and ctx["trials"] == {"mrae": 8, "fct": 8}
+    assert ctx["first"][0].startswith("mrae: best is pacing") and ctx["again"][0].startswith("mrae: best is pacing")
+    assert "pi" not in " ".join(ctx["first"])  # the first run's verdict among the re-check's policies only
+    assert len(ctx["rows"]) == 4
+
+
+def test_unfinished_recheck_and_unpaired_plans(tmp_path: Path) -> None:
+    a, b = _runs(tmp_path, again_complete=False)
+    ctx = recheck_context(a, b)
+    assert ctx == {"complete": False, "units_left": 7, "policies": ["trivial", "pacing"]}
+    with pytest.raises(ValueError, match="seed, transfer differ"):
+        check_same_plan(_header({}), _header({}, seed=3, transfer=1e8))
+    other = _header({"mlc": "rate"})
+    other["policies"]["mlc"]["files"] = {"model": "0" * 64}
+    with pytest.raises(ValueError, match="mlc's files differ"):
+        check_same_plan(_header({"mlc": "rate"}), other)
+    with pytest.raises(ValueError, match="no such ledger"):
+        read_ledger(tmp_path / "none.jsonl")
+    h = _header({"pacing": "host"})
+    (b / "ledger.jsonl").write_text(json.dumps(h) + "\n")
+    with pytest.raises(ValueError, match="needs the trivial policy"):
+        recheck_context(a, b)
+
+
+def test_readme_region_renders_from_the_recheck(tmp_path: Path) -> None:
+    from scidmz.evaluation.docfigures import RECHECK, Missing, render_figure
+
+    root = tmp_path / "repo"
+    with pytest.raises(Missing):
+        render_figure("leaderboard-recheck", root)
+    a, b = _runs(tmp_path / "runs")
+    for src, rel in zip((a, b), RECHECK, strict=True):
+        shutil.copytree(src, root / rel)
+    text = render_figure("leaderboard-recheck", root)
+    assert "Re-checked with the fix" in text and "| mrae | pacing |" in text and "8 MRAE, 8 FCT trials" in text
+    (root / RECHECK[1] / "results.json").write_text(json.dumps({"complete": False, "units_left": 3}))
+    assert "3 trial units left" in render_figure("leaderboard-recheck", root)
