@@ -77,7 +77,7 @@ def _tune(cca: str, policy: str, model: Path, limiter: str, du: float, a: argpar
     doc, _ = tune_from_paths(SCENARIOS[cca], str(model) if policy == "mlc" else None, str(out), policy=policy,
                              generations=a.generations, population=a.population, episode=_ga_episode(a),
                              parents=max(1, a.population // 2), seed=a.seed, delta_u=du, limiter=limiter,
-                             track=False)
+                             workers=a.workers, track=False)
     g = Gains.load(out)
     return g, {"gains": {"kp": g.kp, "ki": g.ki, "kw": g.kw}, "best_iae": doc["best_iae"],
                "ga_seconds": round(time.perf_counter() - t0, 2)}
@@ -262,6 +262,8 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     ap.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
     ap.add_argument("--population", type=int, default=30, help="GA population (default 30)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=0,
+                    help="GA fitness over N processes (the same gains as one; not part of the plan)")
     ap.add_argument("--quick", action="store_true",
                     help="smoke-test sizes: 30 s trials and GA episodes, a 150 MB transfer (not for conclusions)")
     ap.add_argument("--out", default=None, help="also write the JSON here")
@@ -281,6 +283,8 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
             raise ValueError(f"no inverse model at {_model(a.src, c)} (make it: scidmz reproduce mlc --out DIR)")
     if a.trials < 2 or (a.fct_trials is not None and a.fct_trials < 2):
         raise ValueError("--trials and --fct-trials must be >= 2 (paired tests)")
+    if a.workers < 0:
+        raise ValueError("--workers must be >= 0")
     if a.generations < 1 or a.population < 2:
         raise ValueError("the GA needs --generations >= 1 and --population >= 2")
     configs = [("band", v) for v in _floats(a.bands, "--bands")]
@@ -305,9 +309,15 @@ def _open_work(work: Path, ident: dict[str, Any]) -> None:
     path = work / "identity.json"
     if path.is_file():
         have = json.loads(path.read_text())
-        diff = next((k for k in ident if have.get(k) != ident[k]), None)
+        diff = next((k for k in ("plan", "code") if have.get(k) != ident[k]), None)
+        models = have.get("models", {})
+        diff = diff or next((f"model for {c}" for c in ident["models"] if c in models
+                             and models[c] != ident["models"][c]), None)
         if diff is not None:
             raise ValueError(f"--work {work} holds a run with another {diff}; use a new directory")
+        if set(ident["models"]) - set(models):  # a CCA run later (--cca) joins the same study
+            atomic_write_text(path, json.dumps({**have, "models": {**models, **ident["models"]}}, indent=2,
+                                               default=str) + "\n")
         return
     work.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(ident, indent=2, default=str) + "\n")

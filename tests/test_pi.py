@@ -192,9 +192,11 @@ def test_simulate_and_evaluate_run_pi(tmp_path) -> None:
 
 
 def _untimed(obj: object) -> object:
-    """``obj`` without its wall-clock fields (``*_s``, ``*seconds``), which differ between runs."""
+    """``obj`` without its wall-clock fields (``*_s``, ``*seconds``), which differ between runs, and with the
+    GA's best fitness to 12 digits (summed in another order over worker processes)."""
     if isinstance(obj, dict):
-        return {k: _untimed(v) for k, v in obj.items() if not (k.endswith("seconds") or k == "wall_s")}
+        return {k: float(f"{v:.12g}") if k == "best_iae" else _untimed(v) for k, v in obj.items()
+                if not (k.endswith("seconds") or k == "wall_s")}
     if isinstance(obj, list):
         return [_untimed(v) for v in obj]
     return obj
@@ -221,8 +223,8 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     assert doc == json.loads(out.read_text())
     # --work: a re-run reuses every finished configuration and gives the same results; another plan is refused.
     (tmp_path / "work" / "cubic-rate-0.1.json").unlink()  # as if interrupted during the last configuration
-    r = subprocess.run([sys.executable, str(script), *small, "--trials", "2"], capture_output=True, text=True,
-                       timeout=900)
+    r = subprocess.run([sys.executable, str(script), *small, "--trials", "2", "--workers", "2"], capture_output=True,
+                       text=True, timeout=900)  # the GA over two processes gives the same gains
     assert r.returncode == 0, r.stderr
     assert "cubic-trivial: reused" in r.stderr and "cubic-band-0.05: reused" in r.stderr
     assert "cubic-rate-0.1: reused" not in r.stderr
@@ -259,6 +261,20 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
                       (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "1"], ">= 2")):
         r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_saturator_work_dir_takes_a_later_cca_and_refuses_another_model(tmp_path) -> None:
+    """A study run one CCA at a time (--cca cubic, later --cca bbr2) shares one --work directory."""
+    mod = _saturator_module()
+    ident = {"plan": {"trials": 50}, "code": "c0", "models": {"cubic": {"weights": "a"}}}
+    mod._open_work(tmp_path, ident)
+    mod._open_work(tmp_path, {**ident, "models": {"bbr2": {"weights": "b"}}})
+    assert json.loads((tmp_path / "identity.json").read_text())["models"] == {"cubic": {"weights": "a"},
+                                                                            "bbr2": {"weights": "b"}}
+    for other, what in (({**ident, "models": {"cubic": {"weights": "x"}}}, "another model for cubic"),
+                        ({**ident, "code": "c1"}, "another code"), ({**ident, "plan": {"trials": 9}}, "another plan")):
+        with pytest.raises(ValueError, match=what):
+            mod._open_work(tmp_path, other)
 
 
 def test_saturator_verdict_names_which_policy_wins_only_when_significant() -> None:
