@@ -135,3 +135,30 @@ def test_evaluate_bad_or_unusable_executor_is_one_line(tmp_path):
         lines = err.getvalue().strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], lines
     assert not (tmp_path / "o").exists()
+
+
+def test_process_pool_works_after_openmp_started_in_the_parent(tmp_path) -> None:
+    """The fluid plant's evaluation starts GNU OpenMP; a forked pool after it died ("fork() called from a
+    process already using GNU OpenMP"), breaking a GA run after evaluation trials in one process."""
+    import subprocess
+    import sys
+
+    code = (
+        "from dataclasses import replace\n"
+        "from scidmz.evaluation.mlc.experiments import ExperimentPlan, mrae_experiment\n"
+        "from scidmz.executors import open_executor\n"
+        "from scidmz.policies import TrivialPolicy\n"
+        "from scidmz.scenario import load_scenario\n"
+        "mrae_experiment(load_scenario('small-cubic'), {'trivial': TrivialPolicy()},"
+        " replace(ExperimentPlan.quick(0), trials=2))\n"
+        "assert any('libgomp' in line for line in open('/proc/self/maps'))\n"
+        "if __name__ == '__main__':\n"
+        "    with open_executor('processes:2') as ex:\n"
+        "        m = ex.submit(mrae_experiment, load_scenario('small-cubic'), {'trivial': TrivialPolicy()},\n"
+        "                      replace(ExperimentPlan.quick(0), trials=2)).result()\n"
+        "    print(len(m.table))\n"
+    )
+    script = tmp_path / "pool_after_openmp.py"
+    script.write_text(code)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and int(r.stdout.strip().splitlines()[-1]) > 0, r.stderr[-2000:]

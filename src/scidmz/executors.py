@@ -19,6 +19,7 @@ optional extra (``pip install 'scidmz[distributed]'``), imported only here.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -83,7 +84,10 @@ def open_executor(spec: ExecutorSpec | str | None) -> Iterator[Executor | None]:
         yield None
         return
     if spec.kind == "processes":
-        pool = ProcessPoolExecutor(max_workers=spec.arg)
+        # forkserver, not fork: a fork from a process whose OpenMP runtime already started (the fluid
+        # plant's numerics, TensorFlow) kills the child ("fork() called from a process already using GNU
+        # OpenMP"), which broke the pool of a GA run after evaluation trials in the same process.
+        pool = ProcessPoolExecutor(max_workers=spec.arg, mp_context=multiprocessing.get_context("forkserver"))
         try:
             yield pool
         finally:
