@@ -238,7 +238,11 @@ class _Schedule:
 def test_netns_dtn_follows_the_pacing_up_and_down_and_reset_lifts_it() -> None:
     sc = load_scenario("testbed").with_overrides(["campus.hosts=2", "link.capacity=40M", "dtn.streams=4"])
     hold = 8
-    rates = np.repeat([8e6, 24e6, 4e6], hold)  # up, then down, mid-episode
+    # Up, then down, mid-episode. The first hold is longer: the start-up loses DTN packets at the bottleneck
+    # (26 drops in the first period, measured) and CUBIC's recovery at a 100 ms RTT takes 3-4 s on a quiet
+    # machine, 7 s in a CI run on two busy cores; that start-up is not what this test checks.
+    starts = np.array([0, 12, 20, 28])
+    rates = np.repeat([8e6, 24e6, 4e6], np.diff(starts))
     prefix = f"pc{os.getpid() % 10000}"
     with make_plant("netns", sc, prefix=prefix, telemetry="kernel") as pl:
         tr = run_episode(pl, _Schedule(rates), rates, seed=1)[0]
@@ -246,8 +250,8 @@ def test_netns_dtn_follows_the_pacing_up_and_down_and_reset_lifts_it() -> None:
         np.testing.assert_array_equal(tr.column("pacing"), rates)
         assert tr.column("dtn_paced_sockets")[-1] == 5  # 4 streams + iperf3's control connection
         for k in range(3):
-            tail = rd[hold * k + 4: hold * (k + 1)]
-            assert abs(tail.mean() / rates[hold * k] - 1) < 0.15, (k, tail, rates[hold * k])
+            tail = rd[starts[k + 1] - hold // 2: starts[k + 1]]
+            assert abs(tail.mean() / rates[starts[k]] - 1) < 0.15, (k, tail, rates[starts[k]])
         old = pl.pacing_readback()
         assert old and all(v == payload_bytes_per_s(4e6 / 4) for v in old)
         # The next episode starts unpaced: a fresh sender, no cap on its sockets.
