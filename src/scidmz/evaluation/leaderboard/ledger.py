@@ -46,7 +46,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256", "first_difference"]
+__all__ = ["Ledger", "parse_ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256", "first_difference"]
 
 LEDGER_NAME = "ledger.jsonl"
 LEDGER_FORMAT = 1
@@ -147,6 +147,35 @@ def _drift_check(old: Mapping[str, Any], drifts: list[dict[str, Any]], head: Map
     return {"kind": "drift", **now, "was": was}
 
 
+
+def parse_ledger(data: bytes, where: str) -> tuple[dict[str, Any], dict[tuple[str, str, int], dict[str, Any]],
+                                                  list[dict[str, Any]]]:
+    """(header, finished units by (unit, policy, trial), drift lines) of a ledger's bytes; a partial last
+    line (a crash mid-write) is not a finished unit and is skipped. One-line ``ValueError`` starting
+    with ``where`` when the bytes are not a ledger."""
+    lines = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()
+    if not lines:
+        raise ValueError(f"{where} holds no header line; remove it and start again")
+    recs = []
+    for i, s in enumerate(lines, start=1):
+        try:
+            recs.append(json.loads(s))
+        except json.JSONDecodeError:
+            raise ValueError(f"{where} line {i} is not JSON; the ledger is damaged") from None
+    if not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
+        raise ValueError(f"{where} does not start with a leaderboard header line")
+    done: dict[tuple[str, str, int], dict[str, Any]] = {}
+    drifts: list[dict[str, Any]] = []
+    for i, r in enumerate(recs[1:], start=2):
+        if isinstance(r, dict) and r.get("kind") == "drift" and set(_DRIFTS) <= set(r):
+            drifts.append(r)
+            continue
+        if not isinstance(r, dict) or r.get("kind") != "unit" or not {"unit", "policy", "trial"} <= set(r):
+            raise ValueError(f"{where} line {i} is not a unit line")
+        done[(str(r["unit"]), str(r["policy"]), int(r["trial"]))] = r
+    return recs[0], done, drifts
+
+
 class Ledger:
     """An open ``ledger.jsonl``: its header, the finished units, and ``append`` for new ones.
 
@@ -196,27 +225,8 @@ class Ledger:
         if cut:
             # A crash mid-write left a partial last line: it is not a finished unit.
             os.truncate(path, end)
-        lines = data[:end].decode("utf-8", errors="replace").splitlines()
-        if not lines:
-            raise ValueError(f"--resume: {path} holds no header line; remove it and start again")
-        recs = []
-        for i, s in enumerate(lines, start=1):
-            try:
-                recs.append(json.loads(s))
-            except json.JSONDecodeError:
-                raise ValueError(f"--resume: {path} line {i} is not JSON; the ledger is damaged") from None
-        if not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
-            raise ValueError(f"--resume: {path} does not start with a leaderboard header line")
-        done: dict[tuple[str, str, int], dict[str, Any]] = {}
-        drifts: list[dict[str, Any]] = []
-        for i, r in enumerate(recs[1:], start=2):
-            if isinstance(r, dict) and r.get("kind") == "drift" and set(_DRIFTS) <= set(r):
-                drifts.append(r)
-                continue
-            if not isinstance(r, dict) or r.get("kind") != "unit" or not {"unit", "policy", "trial"} <= set(r):
-                raise ValueError(f"--resume: {path} line {i} is not a unit line")
-            done[(str(r["unit"]), str(r["policy"]), int(r["trial"]))] = r
-        return recs[0], done, cut, drifts
+        head, done, drifts = parse_ledger(data, f"--resume: {path}")
+        return head, done, cut, drifts
 
     def _write_line(self, record: Mapping[str, Any]) -> str:
         from ..results import clean

@@ -17,13 +17,13 @@ Only the two ledgers are read (never written: a partial last line is skipped, no
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import stats
+from .ledger import parse_ledger
 from .plan import EXPERIMENTS, METRICS, unit_of
 from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, starved_flags, unit_value
 
@@ -35,16 +35,8 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"{p}: no such ledger")
-    data = p.read_bytes()
-    lines = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()
-    try:
-        recs = [json.loads(s) for s in lines]
-    except json.JSONDecodeError:
-        raise ValueError(f"{p}: a line is not JSON; the ledger is damaged") from None
-    if not recs or not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
-        raise ValueError(f"{p}: does not start with a leaderboard header line")
-    return recs[0], [r for r in recs[1:] if isinstance(r, dict) and r.get("kind") == "unit"]
-
+    head, done, _ = parse_ledger(p.read_bytes(), str(p))  # read only: a partial last line stays in the file
+    return head, list(done.values())
 
 def check_same_plan(first: Mapping[str, Any], again: Mapping[str, Any]) -> None:
     """A re-check pairs with its first run only on the same scenario, plant and trial plan (seed,
