@@ -308,5 +308,6 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "leaderboard": _leaderboard,
     "leaderboard-verdict": _leaderboard,
     "saturator": _saturator,
+    "readme-saturator": _saturator,
     "leaderboard-recheck": _recheck,
 }
