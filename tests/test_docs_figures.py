@@ -246,7 +246,13 @@ def test_saturator_figure_gives_each_policys_best_and_the_verdict_on_the_ann(tmp
     doc = {"benchmark": "pi_vs_mlc_saturator", "plan": {"quick": False},
            "results": {"cubic": {"trivial": {"mrae": 0.063, "fct_s": 195.0, "utilization": 0.94},
                                  "best": {"mlc": best("rate", 0.05, 0.048), "pi": best("band", 0.02, 0.052),
-                                          "mlc_vs_pi": vs}}}}
+                                          "mlc_vs_pi": vs},
+                                 "configs": [{"limiter": "band", "delta_u": 0.02, "mlc": {"mrae": 0.05},
+                                              "pi": {"mrae": 0.052}},
+                                             {"limiter": "band", "delta_u": 0.2, "mlc": {"mrae": 0.07},
+                                              "pi": {"mrae": 0.071}},
+                                             {"limiter": "rate", "delta_u": 0.05, "mlc": {"mrae": 0.048},
+                                              "pi": {"mrae": 0.09}}]}}}
     with pytest.raises(Exception, match="reports/saturator/results.json not found"):
         render_figure("saturator", tmp_path)
     (tmp_path / "reports" / "saturator").mkdir(parents=True)
@@ -258,6 +264,8 @@ def test_saturator_figure_gives_each_policys_best_and_the_verdict_on_the_ann(tmp
     readme = render_figure("readme-saturator", tmp_path)  # the README's answer, from the same file
     assert "- DTN cubic (best saturators: mlc rate 0.05, pi band 0.02 B_max): At each policy's best" in readme
     assert "(mlc lower in 36/50 paired trials, p = 0.003)" in readme and "Smoke-test" not in readme
+    assert ("each reading: band mlc 0.0500, pi 0.0520; rate mlc 0.0480, pi 0.0900 (trivial TBF 0.0630)."
+            in readme)
 
 
 def test_verdict_names_dtns_that_finished_faster_than_their_target_allows() -> None:

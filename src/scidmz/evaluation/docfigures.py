@@ -273,8 +273,18 @@ def _saturator(root: Path) -> dict[str, Any]:
     doc = _load(root, rel)
     return {"src": rel, "quick": bool((doc.get("plan") or {}).get("quick")),
             "ccas": [{"cca": cca, "trivial": res["trivial"], "mlc": res["best"]["mlc"], "pi": res["best"]["pi"],
-                      "verdict": saturator_verdict(res["best"])}
+                      "verdict": saturator_verdict(res["best"]), "by_limiter": _best_by_limiter(res["configs"])}
                      for cca, res in doc["results"].items()]}
+
+
+def _best_by_limiter(configs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """The lowest mean MRAE of each policy under each saturator reading (``band``, ``rate``)."""
+    out: dict[str, dict[str, float]] = {}
+    for c in configs:
+        best = out.setdefault(c["limiter"], {})
+        for name in ("mlc", "pi"):
+            best[name] = min(best.get(name, float("inf")), c[name]["mrae"])
+    return out
 
 
 #: The kernel CUBIC run and its re-check with the fixed delay stage (README's caveat).
