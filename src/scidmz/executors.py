@@ -85,7 +85,7 @@ def open_executor(spec: ExecutorSpec | str | None) -> Iterator[Executor | None]:
         return
     if spec.kind == "processes":
         # forkserver, not fork: a fork from a process whose OpenMP runtime already started (the fluid
-        # plant's numerics, TensorFlow) kills the child ("fork() called from a process already using GNU
+        # plant's numba cores) kills the child ("fork() called from a process already using GNU
         # OpenMP"), which broke the pool of a GA run after evaluation trials in the same process.
         pool = ProcessPoolExecutor(max_workers=spec.arg, mp_context=multiprocessing.get_context("forkserver"))
         try:

@@ -46,7 +46,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "parse_ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256", "first_difference"]
+__all__ = ["Ledger", "parse_ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256",
+           "first_difference"]
 
 LEDGER_NAME = "ledger.jsonl"
 LEDGER_FORMAT = 1
@@ -145,7 +146,6 @@ def _drift_check(old: Mapping[str, Any], drifts: list[dict[str, Any]], head: Map
         raise ValueError(f"--resume: {path} is from another run ({diff}); use another --out, or --allow-drift "
                          "to resume across a code or kernel change (recorded in the ledger and results)")
     return {"kind": "drift", **now, "was": was}
-
 
 
 def parse_ledger(data: bytes, where: str) -> tuple[dict[str, Any], dict[tuple[str, str, int], dict[str, Any]],

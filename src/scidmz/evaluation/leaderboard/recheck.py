@@ -38,6 +38,7 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
     head, done, _ = parse_ledger(p.read_bytes(), str(p))  # read only: a partial last line stays in the file
     return head, list(done.values())
 
+
 def check_same_plan(first: Mapping[str, Any], again: Mapping[str, Any]) -> None:
     """A re-check pairs with its first run only on the same scenario, plant and trial plan (seed,
     durations, targets, transfer), and a policy both ran with the same trained files (its model and
