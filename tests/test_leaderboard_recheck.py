@@ -16,6 +16,7 @@ from scidmz.evaluation.leaderboard.recheck import (
     read_ledger,
     recheck_context,
     recheck_rows,
+    standing,
 )
 
 PLAN = {"trials": 8, "fct_trials": 8, "experiments": ["mrae", "fct"], "duration": 120.0, "target_low": 0.3,
@@ -83,6 +84,26 @@ def test_context_gives_both_verdicts_on_the_rechecked_trials(tmp_path: Path) -> 
     assert ctx["first"][0].startswith("mrae: best is pacing") and ctx["again"][0].startswith("mrae: best is pacing")
     assert "pi" not in " ".join(ctx["first"])  # the first run's verdict among the re-check's policies only
     assert len(ctx["rows"]) == 4
+    assert ctx["standing"] == {"held": ["pacing's MRAE (significantly better than the trivial TBF)",
+                                        "pacing's FCT (significantly better than the trivial TBF)"], "moved": []}
+
+
+def _row(exp: str, policy: str, p: float | None, pct: float | None) -> dict[str, Any]:
+    return {"experiment": exp, "policy": policy, "p_vs_trivial": p, "vs_trivial_pct": pct}
+
+
+def test_standing_names_a_lead_over_trivial_that_vanished_or_appeared() -> None:
+    first = [_row("mrae", "trivial", None, 0.0), _row("mrae", "pi", 0.012, 20.0), _row("mrae", "mlc", 0.3, 5.0),
+             _row("fct", "pi", 0.01, -8.0), _row("utilization", "pi", 0.01, 3.0)]
+    again = [_row("mrae", "trivial", None, 0.0), _row("mrae", "pi", 0.32, 12.0), _row("mrae", "mlc", 0.02, 9.0),
+             _row("fct", "pi", 0.2, -1.0), _row("utilization", "pi", 0.5, 0.0), _row("mrae", "pacing", 0.01, 50.0)]
+    out = standing(first, again)
+    # Significantly worse (p small, pct < 0) is no lead, so pi's FCT held; utilisation is not read;
+    # pacing is not in the first run, so it has no standing to keep.
+    assert out["held"] == ["pi's FCT (not distinguishable from or worse than the trivial TBF)"]
+    assert out["moved"] == [
+        "pi's MRAE: p vs trivial 0.012 in the first run, 0.32 in the re-check (now not distinguishable from or worse than it)",
+        "mlc's MRAE: p vs trivial 0.3 in the first run, 0.02 in the re-check (now significantly better than it)"]
 
 
 def test_unfinished_recheck_and_unpaired_plans(tmp_path: Path) -> None:
@@ -114,5 +135,6 @@ def test_readme_region_renders_from_the_recheck(tmp_path: Path) -> None:
         shutil.copytree(src, root / rel)
     text = render_figure("leaderboard-recheck", root)
     assert "Re-checked with the fix" in text and "| mrae | pacing |" in text and "8 MRAE, 8 FCT trials" in text
+    assert "against the trivial TBF, held: pacing's MRAE" in text and "against the trivial TBF, moved: none." in text
     (root / RECHECK[1] / "results.json").write_text(json.dumps({"complete": False, "units_left": 3}))
     assert "3 trial units left" in render_figure("leaderboard-recheck", root)

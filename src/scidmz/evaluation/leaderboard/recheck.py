@@ -27,7 +27,7 @@ from .ledger import parse_ledger
 from .plan import EXPERIMENTS, METRICS, unit_of
 from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, starved_flags, unit_value
 
-__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context"]
+__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context", "standing"]
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -80,16 +80,49 @@ def recheck_rows(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str
     return rows
 
 
-def _verdict(header: Mapping[str, Any], units: Sequence[Mapping[str, Any]], policies: Sequence[str],
-             trials: Mapping[str, set[int]], max_starved: float, fct_ideal: float | None) -> list[str]:
-    """The MRAE and FCT verdict sentences of ``units`` among ``policies``, on the trials in ``trials`` per unit."""
-    from ..verdict import leaderboard_context
-
+def _run_rows(header: Mapping[str, Any], units: Sequence[Mapping[str, Any]], policies: Sequence[str],
+              trials: Mapping[str, set[int]], max_starved: float) -> list[dict[str, Any]]:
+    """The leaderboard rows of one run among ``policies``, on the trials in ``trials`` per unit."""
     head = {**header, "policies": {n: header["policies"][n] for n in policies}}
     kept = [u for u in units if u.get("policy") in policies and int(u["trial"]) in trials.get(str(u["unit"]), set())]
-    rows = [{"run": "r", **r} for r in build_rows(head, kept, {}, max_starved)]
-    regimes = leaderboard_context({"rows": rows, "runs": [{"run": "r", "fct_ideal_s": fct_ideal}]})["regimes"]
+    return [{"run": "r", **r} for r in build_rows(head, kept, {}, max_starved)]
+
+
+def _verdict(rows: Sequence[Mapping[str, Any]], fct_ideal: float | None) -> list[str]:
+    """The MRAE and FCT verdict sentences of one run's rows (``verdict.leaderboard_context``)."""
+    from ..verdict import leaderboard_context
+
+    regimes = leaderboard_context({"rows": list(rows), "runs": [{"run": "r", "fct_ideal_s": fct_ideal}]})["regimes"]
     return regimes[0]["verdict"][:2] if regimes else []
+
+
+def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Which policies kept their standing against the trivial TBF from the first run to the re-check:
+    ``held`` and ``moved``, one phrase per (policy, experiment), "significantly better" read as the
+    verdict reads it (Holm-corrected p vs trivial < ``verdict.ALPHA`` and a better mean). Ours: the
+    verdict's best-policy sentences can agree while a policy's lead over the baseline vanishes, and
+    that lead is what an admin choosing a policy over the trivial TBF needs to know held."""
+    from ..verdict import ALPHA
+
+    def better(r: Mapping[str, Any]) -> bool:
+        p, pct = r.get("p_vs_trivial"), r.get("vs_trivial_pct")
+        return isinstance(p, float) and p < ALPHA and isinstance(pct, float) and pct > 0
+
+    a = {(r["experiment"], r["policy"]): r for r in first if r["experiment"] in ("mrae", "fct")}
+    out: dict[str, list[str]] = {"held": [], "moved": []}
+    for r in again:
+        key = (r["experiment"], r["policy"])
+        if r["policy"] == stats.BASELINE or key not in a:
+            continue
+        was, now = better(a[key]), better(r)
+        word = "significantly better than" if now else "not distinguishable from or worse than"
+        if was == now:
+            out["held"].append(f"{r['policy']}'s {r['experiment'].upper()} ({word} the trivial TBF)")
+        else:
+            out["moved"].append(f"{r['policy']}'s {r['experiment'].upper()}: "
+                                f"p vs trivial {a[key]['p_vs_trivial']:.2g} in the first run, "
+                                f"{r['p_vs_trivial']:.2g} in the re-check (now {word} it)")
+    return out
 
 
 def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -114,7 +147,7 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     for u in u2:
         trials.setdefault(str(u["unit"]), set()).add(int(u["trial"]))
     ideal = fct_ideal_of(doc)
+    rows1, rows2 = (_run_rows(h, u, policies, trials, max_starved) for h, u in ((h1, u1), (h2, u2)))
     return {"complete": True, "units_left": 0, "policies": policies, "trials": {e: len(trials.get(unit_of(e), ())) for e in exps},
             "rows": recheck_rows(u1, u2, policies, exps, max_starved, int(h2["plan"].get("seed", 0))),
-            "first": _verdict(h1, u1, policies, trials, max_starved, ideal),
-            "again": _verdict(h2, u2, policies, trials, max_starved, ideal)}
+            "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2)}
