@@ -138,3 +138,35 @@ def test_readme_region_renders_from_the_recheck(tmp_path: Path) -> None:
     assert "against the trivial TBF, held: pacing's MRAE" in text and "against the trivial TBF, moved: none." in text
     (root / RECHECK[1] / "results.json").write_text(json.dumps({"complete": False, "units_left": 3}))
     assert "3 trial units left" in render_figure("leaderboard-recheck", root)
+
+
+def _mlc_repo(tmp: Path, mlc_mrae: float | None) -> Path:
+    """A repo with reports/mlc-netns and, unless ``mlc_mrae`` is None, a finished re-check in which
+    mlc's MRAE is ``mlc_mrae`` (+ 0.001 per trial) in each of 8 trials."""
+    from scidmz.evaluation.docfigures import RECHECK
+
+    root = tmp / "repo"
+    (root / "reports/mlc-netns").mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "reports/mlc-netns/results.json", root / "reports/mlc-netns")
+    if mlc_mrae is None:
+        return root
+    a, b = _runs(tmp / "runs")
+    for d, rel in zip((a, b), RECHECK, strict=True):
+        lines = [json.loads(x) for x in (d / "ledger.jsonl").read_text().splitlines() if x.endswith("}")]
+        lines[0]["policies"]["mlc"] = {"kind": "rate", "files": {}}
+        if d == b:
+            lines += [_unit("mrae", "mlc", i, mlc_mrae + 0.001 * i) for i in range(8)]
+        shutil.copytree(d, root / rel)
+        (root / rel / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return root
+
+
+def test_readme_mlc_sentence_gains_the_rechecks_standing_once_it_finishes(tmp_path: Path) -> None:
+    from scidmz.evaluation.docfigures import render_figure
+
+    assert "delay-stage fix" not in render_figure("readme-mlc-netns", _mlc_repo(tmp_path / "none", None))
+    # trivial's MRAE is about 0.10: mlc at 0.060-0.067 is lower in every pair, at 0.099-0.106 it is not.
+    lead = render_figure("readme-mlc-netns", _mlc_repo(tmp_path / "lead", 0.06))
+    tie = render_figure("readme-mlc-netns", _mlc_repo(tmp_path / "tie", 0.099))
+    assert "delay-stage fix" in lead and "over 8 paired trials" in lead and "(Holm-corrected): a significant lead." in lead
+    assert "(Holm-corrected): not a significant lead" in tie

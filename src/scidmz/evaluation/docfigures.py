@@ -178,7 +178,14 @@ def _by(rows: list[dict[str, Any]], cca: str, exp: str) -> dict[str, Any]:
 
 def _readme(root: Path) -> dict[str, Any]:
     rows = _mlc_rows(_load(root, "reports/mlc-netns/results.json")["sections"])
-    return {"mrae": _by(rows, "CUBIC", "mrae"), "fct": _by(rows, "CUBIC", "fct"), "util": _by(rows, "CUBIC", "utilization")}
+    ctx = {"mrae": _by(rows, "CUBIC", "mrae"), "fct": _by(rows, "CUBIC", "fct"), "util": _by(rows, "CUBIC", "utilization")}
+    # That run predates the delay-stage fix (docs/testbed.md): the README sets the re-check on the
+    # fixed stage beside it once the re-check has finished.
+    try:
+        again = _recheck(root)
+    except Missing:
+        return ctx
+    return {**ctx, "recheck": (again.get("again_vs_trivial") or {}).get("mrae/mlc") if again.get("complete") else None}
 
 
 def _band(root: Path) -> dict[str, Any]:

@@ -125,10 +125,15 @@ def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, An
     return out
 
 
+#: What ``recheck_context`` keeps of each re-check row for other figures (the README's MLC sentence).
+_VS_TRIVIAL = ("trials", "mean", "vs_trivial_pct", "vs_trivial_ci95", "p_vs_trivial")
+
+
 def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """What the README says of a re-check (``docs/leaderboard-recheck.md.j2``): whether it finished, the
     per-policy rows (``recheck_rows``), and the verdict among its policies from the first run and from
-    the re-check, both on the trials the re-check ran."""
+    the re-check, both on the trials the re-check ran; ``standing`` (``standing``) and the re-check's own
+    rows against the trivial TBF (``again_vs_trivial``, keyed "experiment/policy")."""
     from ..results import read_results
 
     doc = read_results(Path(again_dir) / "results.json", "scidmz leaderboard")
@@ -150,4 +155,5 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     rows1, rows2 = (_run_rows(h, u, policies, trials, max_starved) for h, u in ((h1, u1), (h2, u2)))
     return {"complete": True, "units_left": 0, "policies": policies, "trials": {e: len(trials.get(unit_of(e), ())) for e in exps},
             "rows": recheck_rows(u1, u2, policies, exps, max_starved, int(h2["plan"].get("seed", 0))),
-            "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2)}
+            "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2),
+            "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {k: r.get(k) for k in _VS_TRIVIAL} for r in rows2}}
