@@ -27,7 +27,7 @@ from .ledger import parse_ledger
 from .plan import EXPERIMENTS, METRICS, unit_of
 from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, starved_flags, unit_value
 
-__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context", "standing"]
+__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context", "standing", "leads_trivial"]
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -96,25 +96,28 @@ def _verdict(rows: Sequence[Mapping[str, Any]], fct_ideal: float | None) -> list
     return regimes[0]["verdict"][:2] if regimes else []
 
 
-def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """Which policies kept their standing against the trivial TBF from the first run to the re-check:
-    ``held`` and ``moved``, one phrase per (policy, experiment), "significantly better" read as the
-    verdict reads it (Holm-corrected p vs trivial < ``verdict.ALPHA`` and a better mean). Ours: the
-    verdict's best-policy sentences can agree while a policy's lead over the baseline vanishes, and
-    that lead is what an admin choosing a policy over the trivial TBF needs to know held."""
+def leads_trivial(row: Mapping[str, Any]) -> bool:
+    """Whether a leaderboard row is significantly better than the trivial TBF, as the verdict reads it:
+    Holm-corrected p vs trivial < ``verdict.ALPHA`` and a better mean."""
     from ..verdict import ALPHA
 
-    def better(r: Mapping[str, Any]) -> bool:
-        p, pct = r.get("p_vs_trivial"), r.get("vs_trivial_pct")
-        return isinstance(p, float) and p < ALPHA and isinstance(pct, float) and pct > 0
+    p, pct = row.get("p_vs_trivial"), row.get("vs_trivial_pct")
+    return isinstance(p, float) and p < ALPHA and isinstance(pct, float) and pct > 0
 
+
+def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Which policies kept their standing against the trivial TBF from the first run to the re-check:
+    ``held`` and ``moved``, one phrase per (policy, experiment), "significantly better" read as
+    ``leads_trivial`` reads it. Ours: the verdict's best-policy sentences can agree while a policy's
+    lead over the baseline vanishes, and that lead is what an admin choosing a policy over the
+    trivial TBF needs to know held."""
     a = {(r["experiment"], r["policy"]): r for r in first if r["experiment"] in ("mrae", "fct")}
     out: dict[str, list[str]] = {"held": [], "moved": []}
     for r in again:
         key = (r["experiment"], r["policy"])
         if r["policy"] == stats.BASELINE or key not in a:
             continue
-        was, now = better(a[key]), better(r)
+        was, now = leads_trivial(a[key]), leads_trivial(r)
         word = "significantly better than" if now else "not distinguishable from or worse than"
         if was == now:
             out["held"].append(f"{r['policy']}'s {r['experiment'].upper()} ({word} the trivial TBF)")
@@ -156,4 +159,5 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     return {"complete": True, "units_left": 0, "policies": policies, "trials": {e: len(trials.get(unit_of(e), ())) for e in exps},
             "rows": recheck_rows(u1, u2, policies, exps, max_starved, int(h2["plan"].get("seed", 0))),
             "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2),
-            "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {k: r.get(k) for k in _VS_TRIVIAL} for r in rows2}}
+            "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {**{k: r.get(k) for k in _VS_TRIVIAL},
+                                                                     "lead": leads_trivial(r)} for r in rows2}}
