@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "p_floor", "rank", "saturator_verdict",
+__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "leads_trivial", "p_floor", "rank", "saturator_verdict",
            "verdict_lines"]
 
 ALPHA = 0.05
@@ -53,6 +53,12 @@ def rank(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def _significant(row: Mapping[str, Any]) -> bool:
     p = row.get("p_vs_trivial")
     return _finite(p) and p < ALPHA
+
+
+def leads_trivial(row: Mapping[str, Any]) -> bool:
+    """Whether a row is significantly better than the trivial TBF: Holm-corrected p vs trivial <
+    ``ALPHA`` and a better mean (``vs_trivial_pct`` > 0)."""
+    return _significant(row) and _finite(row.get("vs_trivial_pct")) and row["vs_trivial_pct"] > 0
 
 
 def p_floor(pairs: int) -> float:

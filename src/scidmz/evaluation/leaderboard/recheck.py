@@ -27,7 +27,7 @@ from .ledger import parse_ledger
 from .plan import EXPERIMENTS, METRICS, unit_of
 from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, starved_flags, unit_value
 
-__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context", "standing", "leads_trivial"]
+__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context", "standing"]
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -96,21 +96,14 @@ def _verdict(rows: Sequence[Mapping[str, Any]], fct_ideal: float | None) -> list
     return regimes[0]["verdict"][:2] if regimes else []
 
 
-def leads_trivial(row: Mapping[str, Any]) -> bool:
-    """Whether a leaderboard row is significantly better than the trivial TBF, as the verdict reads it:
-    Holm-corrected p vs trivial < ``verdict.ALPHA`` and a better mean."""
-    from ..verdict import ALPHA
-
-    p, pct = row.get("p_vs_trivial"), row.get("vs_trivial_pct")
-    return isinstance(p, float) and p < ALPHA and isinstance(pct, float) and pct > 0
-
-
 def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
     """Which policies kept their standing against the trivial TBF from the first run to the re-check:
     ``held`` and ``moved``, one phrase per (policy, experiment), "significantly better" read as
-    ``leads_trivial`` reads it. Ours: the verdict's best-policy sentences can agree while a policy's
+    ``verdict.leads_trivial`` reads it. Ours: the verdict's best-policy sentences can agree while a policy's
     lead over the baseline vanishes, and that lead is what an admin choosing a policy over the
     trivial TBF needs to know held."""
+    from ..verdict import leads_trivial
+
     a = {(r["experiment"], r["policy"]): r for r in first if r["experiment"] in ("mrae", "fct")}
     out: dict[str, list[str]] = {"held": [], "moved": []}
     for r in again:
@@ -154,6 +147,8 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     trials = {}
     for u in u2:
         trials.setdefault(str(u["unit"]), set()).add(int(u["trial"]))
+    from ..verdict import leads_trivial
+
     ideal = fct_ideal_of(doc)
     rows1, rows2 = (_run_rows(h, u, policies, trials, max_starved) for h, u in ((h1, u1), (h2, u2)))
     return {"complete": True, "units_left": 0, "policies": policies, "trials": {e: len(trials.get(unit_of(e), ())) for e in exps},
