@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_daemon import SC, Running, wait_until
+from test_controller import SC, Running, wait_until
 
-from scidmz.daemon.serve import ControlDaemon
+from scidmz.controller.serve import ControlDaemon
 from scidmz.plant import make_plant
 from scidmz.policies import TrivialPolicy
 

@@ -140,7 +140,7 @@ def test_simulate_netns_runs_on_ebpf(monkeypatch: pytest.MonkeyPatch, capsys: py
 
 
 def _status(token_file: Path) -> dict[str, Any]:
-    from scidmz.daemon.client import ControlClient
+    from scidmz.controller.client import ControlClient
 
     return ControlClient(token_file=str(token_file)).status()
 

@@ -1,6 +1,6 @@
 """``scidmz control run|set-target|status``: the live daemon as an administrator drives it.
 
-``run`` builds the daemon (``scidmz.daemon.build``), installs SIGTERM/SIGINT/SIGHUP
+``run`` builds the daemon (``scidmz.controller.build``), installs SIGTERM/SIGINT/SIGHUP
 handlers that ask it to stop, and prints a summary; ``set-target`` and ``status`` talk
 to the running daemon through ``ControlClient`` (token and address from the token file).
 """
@@ -84,7 +84,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     import signal
 
     from ..cli_guard import check_args
-    from ..daemon.build import run_daemon
+    from ..controller.build import run_daemon
     from ..units import parse_time
     from .build import build_run
 
@@ -138,7 +138,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_set_target(a: argparse.Namespace) -> int:
-    from ..daemon.client import ControlClient
+    from ..controller.client import ControlClient
     from ..units import format_rate
 
     new = ControlClient(api=a.api, token_file=a.token_file).set_target(a.target)
@@ -147,7 +147,7 @@ def cmd_set_target(a: argparse.Namespace) -> int:
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    from ..daemon.client import ControlClient
+    from ..controller.client import ControlClient
 
     st = ControlClient(api=a.api, token_file=a.token_file).status()
     emit(st, a.json, status_text(st))

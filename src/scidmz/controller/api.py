@@ -50,7 +50,7 @@ _STATIC = "static"
 
 
 class DaemonView(Protocol):
-    """What the HTTP side needs of the daemon (``daemon.serve.ControlDaemon`` provides it)."""
+    """What the HTTP side needs of the daemon (``controller.serve.ControlDaemon`` provides it)."""
 
     token: str
     k: int
@@ -98,7 +98,7 @@ def build_api_app(daemon: DaemonView) -> Any:
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
-    static_dir = resources.files("scidmz.daemon") / _STATIC
+    static_dir = resources.files("scidmz.controller") / _STATIC
     token = daemon.token.encode()
 
     def authorised(request: Request) -> bool:
@@ -211,7 +211,7 @@ class ClientErrorLog(logging.Filter):
     """uvicorn's and h11's log records about clients, as operators want them (issue 29).
 
     Attached to the uvicorn loggers: every record is classified (``metrics.CLIENT_ERRORS``) and
-    counted through ``daemon.client_error``; at most one line per kind per ``LOG_INTERVAL`` is
+    counted through ``controller.client_error``; at most one line per kind per ``LOG_INTERVAL`` is
     let through, rewritten as one line ("HTTP client error (bad_request): ...; 12 more since"),
     never with a traceback (``SCIDMZ_DEBUG=1`` keeps them). 50 partial bodies cut by SIGTERM
     printed 2,143 lines of tracebacks before this.

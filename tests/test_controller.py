@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 from scidmz.actuators.base import ActuatorError
-from scidmz.daemon.client import ControlClient
-from scidmz.daemon.serve import ControlDaemon
-from scidmz.daemon.tokenfile import parse_api_address
+from scidmz.controller.client import ControlClient
+from scidmz.controller.serve import ControlDaemon
+from scidmz.controller.tokenfile import parse_api_address
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
 from scidmz.scenario import load_scenario

@@ -1,13 +1,13 @@
 """The daemon's closed loop: one period at a time, in real time, never stopping on a fault.
 
-``ControlLoop`` is the loop alone: no HTTP, no token file. ``daemon.serve``
+``ControlLoop`` is the loop alone: no HTTP, no token file. ``controller.serve``
 composes it with the HTTP API, the metrics listener and the token file into
 the ``ControlDaemon`` that ``scidmz control run`` runs.
 
 Every period T the daemon reads y from the plant, asks the policy for u and
 applies it (``Plant.step(u)`` applies u and returns y measured at the end of
 the period; ARCHITECTURE.md alignment). The target can be changed while it
-runs (``set_target``, which the HTTP API of ``scidmz.daemon.api`` calls).
+runs (``set_target``, which the HTTP API of ``scidmz.controller.api`` calls).
 
 Safety (issue 5, item 8; issue 10): the daemon falls back to the trivial rate
 ``B_max - target`` (MLC paper section 3.7, ``Scenario.trivial_rate``) and
@@ -86,9 +86,9 @@ class ControlLoop:
     after this many seconds of loop time (None: run until ``stop()``/SIGTERM).
     ``telemetry_timeout`` defaults to 2T; the very first step gets
     ``max(telemetry_timeout, startup_grace)``. ``metrics``: an observer fed
-    every period (``daemon.metrics.DaemonMetrics``), or None.
+    every period (``controller.metrics.DaemonMetrics``), or None.
 
-    Subclasses add services around the loop (``daemon.serve.ControlDaemon``: the
+    Subclasses add services around the loop (``controller.serve.ControlDaemon``: the
     HTTP API) through ``_start_services`` / ``_stop_services``, called once
     before the first period and once at shutdown, after the plant is closed.
     """
@@ -300,7 +300,7 @@ class ControlLoop:
         return summary
 
     def _start_services(self) -> None:
-        """Start what runs beside the loop (``daemon.serve``: the HTTP API); nothing here."""
+        """Start what runs beside the loop (``controller.serve``: the HTTP API); nothing here."""
 
     def _stop_services(self) -> None:
         """Stop what ``_start_services`` started; called once at shutdown, after the plant is closed."""

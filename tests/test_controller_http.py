@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_daemon import SC, FaultyPlant, Running, T, wait_until
+from test_controller import SC, FaultyPlant, Running, T, wait_until
 
-from scidmz.daemon.metrics import CAUSES, METRIC_NAMES
-from scidmz.daemon.serve import ControlDaemon
+from scidmz.controller.metrics import CAUSES, METRIC_NAMES
+from scidmz.controller.serve import ControlDaemon
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy
 
@@ -197,7 +197,7 @@ def test_every_fallback_cause_is_in_status_and_metrics(start: Callable[..., Runn
 
 
 def test_half_open_connections_do_not_wedge_the_api(start: Callable[..., Running]) -> None:
-    from scidmz.daemon.api import HEAD_TIMEOUT
+    from scidmz.controller.api import HEAD_TIMEOUT
 
     r = start()
     host, port = r.d.api_address  # type: ignore[misc]
@@ -240,7 +240,7 @@ def test_200_parallel_requests_are_all_answered(start: Callable[..., Running]) -
 
 
 def test_short_body_is_refused_not_applied(start: Callable[..., Running]) -> None:
-    from scidmz.daemon.api import BODY_TIMEOUT
+    from scidmz.controller.api import BODY_TIMEOUT
 
     r = start(target=60e6)
     body = b'{"target": "10M"}'
@@ -284,7 +284,7 @@ def test_hostile_targets_get_400_and_the_loop_survives(start: Callable[..., Runn
 
 
 def test_status_is_valid_json_with_a_nan_policy(start: Callable[..., Running]) -> None:
-    from test_daemon import FlakyPolicy
+    from test_controller import FlakyPolicy
 
     pol = FlakyPolicy()
     pol.nan = True

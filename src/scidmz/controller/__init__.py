@@ -1,4 +1,5 @@
-"""The live controller daemon (``scidmz control run``), split by concern (issue 8):
+"""The live closed-loop controller (``scidmz control run``; the design card's ``controller/``),
+split by concern:
 
 * ``loop``: ``ControlLoop``, the real-time closed loop with its fallback rules (no HTTP);
 * ``api``: the HTTP side (uvicorn + Starlette): token-protected JSON API, dashboard, metrics listener;

@@ -143,7 +143,7 @@ def _record(msg: str, exc: BaseException | None = None, level: int = logging.ERR
 def test_client_error_log_counts_everything_and_rate_limits_the_lines() -> None:
     import asyncio
 
-    from scidmz.daemon.api import ClientErrorLog
+    from scidmz.controller.api import ClientErrorLog
 
     now = [0.0]
     view = _View()
