@@ -48,7 +48,7 @@ def _available() -> tuple[list[str], list[str]]:
 
 def _files(policies: list[str], scenario: str) -> list[str]:
     """mlc's and pi's files: those shipped for ``scenario``, else those shipped for testbed (speed only)."""
-    from scidmz.data import shipped_model, shipped_pi_gains
+    from scidmz.datasets import shipped_model, shipped_pi_gains
     from scidmz.scenario import load_scenario
 
     sc = load_scenario(scenario)

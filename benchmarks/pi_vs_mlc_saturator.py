@@ -13,7 +13,7 @@ R* = 0.5 B_max with its utilisation (section 4.3). It reports every
 configuration, the best of each policy (lowest mean MRAE) with its FCT and
 utilisation (the trade-off), and ``mlc`` vs ``pi`` paired at each policy's best.
 
-The inverse models are the paper-scale ones shipped in ``scidmz/data/models`` (made by a
+The inverse models are the paper-scale ones shipped in ``scidmz/datasets/models`` (made by a
 full ``scidmz reproduce mlc``), or those of a finished reproduction given with ``--from DIR``
 (``DIR/cubic/model``, ``DIR/bbr2/model``). Deterministic (seeded GA, seeded
 trials): re-running it with the same models gives the same numbers. Prints one
@@ -243,7 +243,7 @@ def _model(src: str | None, cca: str) -> Path:
     """The inverse model for ``cca``: ``src/cca/model``, else the one shipped for its paper scenario."""
     if src is not None:
         return Path(src) / cca / "model"
-    from scidmz.data import shipped_model
+    from scidmz.datasets import shipped_model
     from scidmz.scenario import load_scenario
 
     found = shipped_model(load_scenario(SCENARIOS[cca]))

@@ -42,9 +42,9 @@ print(scenario.name, "| B_max =", scenario.capacity / 1e6, "Mbit/s | T =", scena
 A dataset is a `Trace` saved as Parquet: one row per control period T with the seven
 network variables of Table 3 (`rate_dtn`, `rate_campus`, `rtt_dtn`, `rtt_campus`,
 `qdelay_dtn`, `qdelay_campus`, `active_flows`), the campus rate `u` and the `episode`
-it belongs to. scidmz ships a small one inside the package (`scidmz.data`); if it is missing
+it belongs to. scidmz ships a small one inside the package (`scidmz.datasets`); if it is missing
 we record a short one on the fluid plant (`scidmz identify` does the same from a shell)."""),
-    ("code", """from scidmz.data import dataset_names, dataset_path
+    ("code", """from scidmz.datasets import dataset_names, dataset_path
 from scidmz.identification.excitation import identify, load_dataset
 
 if "small-cubic-400s" in dataset_names():

@@ -67,7 +67,7 @@ def test_netns_plant_conforms():
 
 
 def _built_in(name: str):
-    from scidmz.data import shipped_model, shipped_pi_gains
+    from scidmz.datasets import shipped_model, shipped_pi_gains
 
     if name == "pi":
         return make_policy("pi", gains=str(shipped_pi_gains(load_scenario("testbed")))), "testbed"

@@ -2,7 +2,7 @@
 
 No --model or --gains: the daemon runs the model and gains that ship with scidmz for the
 `testbed` scenario, the ones `scidmz reproduce mlc --plant netns` produced (issue 9, items 5
-and 6; src/scidmz/data/README.md). The test checks the live path: the daemon builds the
+and 6; src/scidmz/datasets/README.md). The test checks the live path: the daemon builds the
 testbed, the MLC decides u every period from data-plane telemetry within its saturator band,
 no fallback once running, real DTN traffic, and everything is torn down.
 """
@@ -22,7 +22,7 @@ def test_control_run_netns_mlc_uses_the_shipped_model_decides_every_period_and_t
     from pyroute2 import netns
 
     from scidmz.cli import main
-    from scidmz.data import shipped_model
+    from scidmz.datasets import shipped_model
     from scidmz.policies.rate.mlc import Gains
     from scidmz.scenario import load_scenario
 

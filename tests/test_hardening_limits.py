@@ -199,7 +199,7 @@ def test_deep_documents_through_the_cli(tmp_path: Path, where: str) -> None:
     if where == "gains":
         g = tmp_path / "g.json"
         g.write_text(deep)
-        argv = ["simulate", "small-cubic", "--policy", "mlc", "--model", str(ROOT / "src/scidmz/data/models/testbed-cubic"),
+        argv = ["simulate", "small-cubic", "--policy", "mlc", "--model", str(ROOT / "src/scidmz/datasets/models/testbed-cubic"),
                 "--gains", str(g), "--duration", "2"]
     elif where == "results":
         d = tmp_path / "rep"
@@ -210,7 +210,7 @@ def test_deep_documents_through_the_cli(tmp_path: Path, where: str) -> None:
         import shutil
 
         m = tmp_path / "m"
-        shutil.copytree(ROOT / "src/scidmz/data/models/testbed-cubic", m)
+        shutil.copytree(ROOT / "src/scidmz/datasets/models/testbed-cubic", m)
         (m / "meta.json").write_text(deep)
         argv = ["simulate", "small-cubic", "--policy", "mlc", "--model", str(m), "--gains", str(m / "gains.json"),
                 "--duration", "2"]
@@ -218,7 +218,7 @@ def test_deep_documents_through_the_cli(tmp_path: Path, where: str) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        t = pq.read_table(ROOT / "src/scidmz/data/small-cubic-400s.parquet")
+        t = pq.read_table(ROOT / "src/scidmz/datasets/small-cubic-400s.parquet")
         for key in (b"scidmz", b"pandas"):
             bad = t.replace_schema_metadata({**t.schema.metadata, key: deep.encode()})
             pq.write_table(bad, tmp_path / f"{key.decode()}.parquet")

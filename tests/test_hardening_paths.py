@@ -29,7 +29,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[1] / "src" / "scidmz" / "data"
+DATA = Path(__file__).resolve().parents[1] / "src" / "scidmz" / "datasets"
 MODEL = DATA / "models" / "testbed-cubic"
 GAINS = MODEL / "gains.json"
 DATASET = DATA / "small-cubic-400s.parquet"

@@ -144,7 +144,7 @@ def test_scikit_learn_estimator_contract(data) -> None:
 
 def test_fine_tuning_starts_from_the_saved_model_keeps_its_scalers_and_fits_the_new_data(data, tmp_path) -> None:
     """`scidmz train NEW --init OLD`: warm start (scikit-learn's meaning) from a saved model."""
-    from scidmz.data import dataset_path
+    from scidmz.datasets import dataset_path
     from scidmz.identification.excitation import load_dataset
     from scidmz.identification.regressors import build_regressors
     from scidmz.models.predictor import relative_error

@@ -153,7 +153,7 @@ def test_refinement_scores_the_detuned_gains_on_the_plant_and_keeps_the_best() -
 
 
 def test_tune_with_refinement_writes_the_refined_gains_and_keeps_the_gas(tmp_path) -> None:
-    from scidmz.data import dataset_path
+    from scidmz.datasets import dataset_path
     from scidmz.models.train import train_model
     from scidmz.tuning.run import tune_from_paths
 

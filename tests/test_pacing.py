@@ -266,7 +266,7 @@ def test_netns_dtn_follows_the_pacing_up_and_down_and_reset_lifts_it() -> None:
 @pytest.mark.root
 @root
 def test_netns_runs_pi_and_pacing_policies() -> None:
-    from scidmz.data import shipped_pi_gains
+    from scidmz.datasets import shipped_pi_gains
     from scidmz.policies.registry import make_policy
 
     sc = load_scenario("testbed").with_overrides(["campus.hosts=2", "link.capacity=40M", "dtn.streams=2"])

@@ -91,7 +91,7 @@ def test_pi_is_registered_and_built_from_a_gains_file(tmp_path) -> None:
 
 
 def test_shipped_pi_gains_are_found_and_offered_only_where_made(tmp_path, monkeypatch) -> None:
-    from scidmz.data import shipped_pi_gains, shipped_pi_gains_names
+    from scidmz.datasets import shipped_pi_gains, shipped_pi_gains_names
 
     monkeypatch.chdir(tmp_path)
     names = shipped_pi_gains_names()
@@ -208,7 +208,7 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     pytest.importorskip("pygad")
     from pathlib import Path
 
-    from scidmz.data import shipped_model
+    from scidmz.datasets import shipped_model
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "pi_vs_mlc_saturator.py"
     (tmp_path / "repro" / "cubic").mkdir(parents=True)

@@ -11,7 +11,7 @@ pytest.importorskip("mlflow")
 pytest.importorskip("keras")
 
 from scidmz.cli import main  # noqa: E402
-from scidmz.data import dataset_path  # noqa: E402
+from scidmz.datasets import dataset_path  # noqa: E402
 
 
 def _last_json(capsys) -> dict:

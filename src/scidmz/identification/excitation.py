@@ -9,7 +9,7 @@ run. ``batch > 1`` splits the duration into B shorter episodes run in one
 batched plant call and concatenated (``Trace.concat`` adds ``episode``);
 regressors never cross an episode boundary.
 
-Dataset schema (src/scidmz/data/README.md): the Trace columns ``t``, the seven
+Dataset schema (src/scidmz/datasets/README.md): the Trace columns ``t``, the seven
 Table 3 state columns, ``u``, ``target`` (0 during identification: there is
 no DTN set-point), ``episode``, plus the plant's ground-truth columns.
 """

@@ -164,13 +164,13 @@ class MLCPolicy(AntiWindupRatePolicy):
 def mlc_files(scenario: Scenario, model: str | None, gains: str | None) -> tuple[str, str]:
     """The model directory and gains file the MLC runs with on ``scenario``.
 
-    Given ones win. With neither, the model shipped for this scenario (``scidmz.data``,
+    Given ones win. With neither, the model shipped for this scenario (``scidmz.datasets``,
     made by ``scidmz reproduce mlc``) is used and named on stderr; otherwise one-line error.
     """
     if model and gains:
         return str(model), str(gains)
     if not model and not gains:
-        from ...data import shipped_model, shipped_model_names
+        from ...datasets import shipped_model, shipped_model_names
 
         found = shipped_model(scenario)
         if found is not None:

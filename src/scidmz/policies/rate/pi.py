@@ -11,7 +11,7 @@ SCENARIO --policy pi``) and refined on the testbed the same way
 (``--refine-plant netns``). Ours, not in the paper.
 
 Shipped gains: ``pi_gains.json`` beside the MLC model of a scenario
-(``scidmz.data.shipped_pi_gains``); ``pi_gains_file`` picks given gains or those.
+(``scidmz.datasets.shipped_pi_gains``); ``pi_gains_file`` picks given gains or those.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ class PIPolicy(AntiWindupRatePolicy):
 def pi_gains_file(scenario: Any, gains: str | os.PathLike[str] | None) -> str:
     """The gains file ``pi`` runs with on ``scenario``: ``gains`` if given, else the one shipped.
 
-    The shipped one (``scidmz.data.shipped_pi_gains``) is named on stderr; with none,
+    The shipped one (``scidmz.datasets.shipped_pi_gains``) is named on stderr; with none,
     a one-line ``ValueError`` listing what ships.
     """
     if gains:
         return str(gains)
-    from ...data import shipped_pi_gains, shipped_pi_gains_names
+    from ...datasets import shipped_pi_gains, shipped_pi_gains_names
 
     found = shipped_pi_gains(scenario)
     if found is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scidmz.data import dataset_names, dataset_path
+from scidmz.datasets import dataset_names, dataset_path
 from scidmz.identification.excitation import load_dataset
 from scidmz.scenario import load_scenario
 
@@ -28,7 +28,7 @@ def test_shipped_mlc_is_offered_only_where_made_and_runs_without_tensorflow(tmp_
 
     import numpy as np
 
-    from scidmz.data import shipped_model
+    from scidmz.datasets import shipped_model
     from scidmz.models.predictor import load_predictor
     from scidmz.plant.base import make_plant
     from scidmz.policies.rate.mlc import Gains, MLCPolicy, mlc_files
