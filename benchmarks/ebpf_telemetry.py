@@ -63,7 +63,7 @@ CHUNK = 4000  # live: packets per hook per burst
 
 
 def _frames(n: int, seed: int):
-    from scidmz.telemetry.synth import frame
+    from scidmz.telemetry.sources.synth import frame
 
     rng = np.random.default_rng(seed)
     flows = []
@@ -105,7 +105,7 @@ def _populate(rp, flows, data, ack, t0: int) -> tuple[list[int], int]:
 def _timer_ns(sweep: int) -> float:
     """ns per BPF_PROG_TEST_RUN of an empty tc program, repeat=1 (the kernel's timer and loop)."""
     from scidmz.telemetry.ebpf.libbpf import TestRunOpts, get_libbpf
-    from scidmz.telemetry.synth import frame
+    from scidmz.telemetry.sources.synth import frame
 
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "empty.bpf.c"

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from scidmz import p4tc
+from scidmz.telemetry.p4 import toolchain as p4tc
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "telemetry_p4"))

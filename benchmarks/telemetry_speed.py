@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 
 
 def synth_capture(path: Path, n_packets: int, n_flows: int, seed: int, duration: float = 10.0) -> dict[str, float]:
-    from scidmz.telemetry.synth import bulk_pcap, ip2int
+    from scidmz.telemetry.sources.synth import bulk_pcap, ip2int
 
     rng = np.random.default_rng(seed)
     n_data = n_packets // 2
@@ -81,8 +81,8 @@ def synth_capture(path: Path, n_packets: int, n_flows: int, seed: int, duration:
 def af_slots(n_flows: int) -> int:
     """Distinct active-flow-table slots the benchmark's flows hash to (constants.py layout)."""
     from scidmz.telemetry import constants as C
-    from scidmz.telemetry.dataplane import crc32_fields
-    from scidmz.telemetry.synth import ip2int
+    from scidmz.telemetry.twin.dataplane import crc32_fields
+    from scidmz.telemetry.sources.synth import ip2int
 
     idx = set()
     for f in range(n_flows):
@@ -95,9 +95,9 @@ def af_slots(n_flows: int) -> int:
 
 
 def offline(n_packets: int, n_flows: int, seed: int) -> dict[str, object]:
-    from scidmz.telemetry.dataplane import SoftwareDataPlane
-    from scidmz.telemetry.pcap import read_capture
-    from scidmz.telemetry.source import TelemetrySource
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.sources.pcap import read_capture
+    from scidmz.telemetry.twin.source import TelemetrySource
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "bench.pcap"

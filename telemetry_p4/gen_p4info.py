@@ -77,9 +77,9 @@ def _gen_const(name: str) -> int:
 
 
 def render() -> str:
-    """The P4Info text p4c writes for the v1model program (needs the toolchain, scidmz.p4tc)."""
+    """The P4Info text p4c writes for the v1model program (needs the toolchain, scidmz.telemetry.p4.toolchain)."""
     sys.path.insert(0, str(HERE.parent / "src"))
-    from scidmz import p4tc
+    from scidmz.telemetry.p4 import toolchain as p4tc
 
     with tempfile.TemporaryDirectory(prefix="scidmz-p4info-") as tmp:
         return p4tc.compile_bmv2(SRC, tmp).p4info.read_text(encoding="utf-8")

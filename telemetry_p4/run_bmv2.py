@@ -6,7 +6,7 @@
    comes with them).
 2. Compile the program (p4c), start ``simple_switch_grpc`` in a namespace of
    its own with the ingress tap on port 1 and the egress tap on port 2
-   (``scidmz.p4tc.Bmv2Switch``), push the pipeline and the table entries
+   (``scidmz.telemetry.p4.toolchain.Bmv2Switch``), push the pipeline and the table entries
    through scidmz's P4Runtime adapter (``P4RuntimeView``; registers over
    BMv2's Thrift service, as BMv2's P4Runtime server has no register reads).
 3. Replay the pcaps into the two ports period by period, in real time
@@ -62,7 +62,7 @@ PAYLOAD = 1000
 
 def deliver(fr: bytes, how: str | None, vlans: tuple[int, ...] = ()) -> bytes:
     """``fr`` as the tap delivers it (``FLOWS``' last column); ``vlans`` re-tags a plain frame."""
-    from scidmz.telemetry.synth import encapsulate
+    from scidmz.telemetry.sources.synth import encapsulate
 
     if how is None:
         return fr if not vlans else fr[:12] + b"".join(b"\x81\x00" + v.to_bytes(2, "big") for v in vlans) + fr[12:]
@@ -80,7 +80,7 @@ def probes(k: int) -> list[bytes]:
     """One UDP frame to the remote network per encapsulation and parser path the switch reads,
     sent every period on the egress tap: BMv2's class counters must count each exactly as the
     twin (bytes and packets; ``class_counters`` in the result)."""
-    from scidmz.telemetry.synth import ENCAPSULATIONS, encapsulate, frame
+    from scidmz.telemetry.sources.synth import ENCAPSULATIONS, encapsulate, frame
 
     out = []
     port = 20000 + 64 * k  # a flow of its own per probe: never C_TH packets, never an active flow
@@ -112,7 +112,7 @@ def traffic(directory: Path, periods: int = 4, gap_s: float = 0.060) -> tuple[Pa
     """
     sys.path.insert(0, str(HERE.parent / "src"))
     from scidmz.telemetry import constants as C
-    from scidmz.telemetry.synth import Taps, frame
+    from scidmz.telemetry.sources.synth import Taps, frame
 
     taps = Taps()
     truth = []
@@ -180,7 +180,7 @@ def _measured_len(fr: bytes) -> int:
     """The frame length the telemetry counts for ``fr`` (inside a tunnel: the inner frame)."""
     import numpy as np
 
-    from scidmz.telemetry.parse import parse_frames
+    from scidmz.telemetry.twin.parse import parse_frames
 
     one = np.array([len(fr)], np.int64)
     pk = parse_frames(np.frombuffer(fr, np.uint8), np.zeros(1, np.int64), one, one, 1, np.zeros(1, np.int64))
@@ -194,8 +194,8 @@ def _twin_states(sent: list[list[tuple[int, int, bytes]]], samples_ns: list[int]
 
     from scidmz.telemetry import constants as C
     from scidmz.telemetry.collector import Collector
-    from scidmz.telemetry.dataplane import SoftwareDataPlane, merge_taps
-    from scidmz.telemetry.pcap import read_capture, write_pcap
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
+    from scidmz.telemetry.sources.pcap import read_capture, write_pcap
 
     rows = [r for period in sent for r in period]
     caps = []
@@ -228,8 +228,8 @@ def _warm_jit(ing: Path, eg: Path, fence: bytes) -> None:
     so period 0's flows idled out and came back as new ones (12 active, not 6)."""
     from scidmz.telemetry import constants as C
     from scidmz.telemetry.collector import Collector
-    from scidmz.telemetry.dataplane import SoftwareDataPlane, merge_taps
-    from scidmz.telemetry.pcap import read_capture
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
+    from scidmz.telemetry.sources.pcap import read_capture
 
     pk = merge_taps(read_capture(ing, tap=C.TAP_INGRESS).packets, read_capture(eg, tap=C.TAP_EGRESS).packets)
     half = len(pk) // 2
@@ -242,7 +242,7 @@ def _warm_jit(ing: Path, eg: Path, fence: bytes) -> None:
     col.sample()
     # one frame of each kind a period carries (every flow's encapsulation, the probes, the fence):
     # the parser dispatches on the frame's kind, so each kind compiles its own kernels
-    from scidmz.telemetry.synth import frame
+    from scidmz.telemetry.sources.synth import frame
 
     kinds = [deliver(frame(src, dst, sport, 5201, seq=1, ack=1, flags="PA", payload=PAYLOAD), how)
              for src, dst, sport, _rtt, _q, _fin, how in FLOWS]
@@ -253,14 +253,14 @@ def run(periods: int = 4, speed: float = 1.0, gap_s: float = 0.060, prefix: str 
         workdir: str | os.PathLike[str] | None = None, compiled=None) -> dict:
     """Steps 1-4 of the module docstring; returns states, truth and timings as a JSON-able dict."""
     sys.path.insert(0, str(HERE.parent / "src"))
-    from scidmz import p4tc
+    from scidmz.telemetry.p4 import toolchain as p4tc
     from scidmz.telemetry import constants as C
     from scidmz.telemetry.collector import Collector
-    from scidmz.telemetry.p4runtime import P4RuntimeView
+    from scidmz.telemetry.p4.p4runtime import P4RuntimeView
 
     prefix = prefix or f"p4e{os.getpid() % 100000}"
     from scidmz.telemetry.collector import DEFAULT_ALPHA
-    from scidmz.telemetry.synth import frame
+    from scidmz.telemetry.sources.synth import frame
 
     # the period's last egress-tap frame: classified (DTN), so once the switch has
     # counted it, it has processed every earlier frame of that port (ports are FIFO);
@@ -371,8 +371,8 @@ def _outgoing(got: list[tuple[int, int, bytes]]) -> int:
     import numpy as np
 
     from scidmz.telemetry import constants as C
-    from scidmz.telemetry.dataplane import SoftwareDataPlane
-    from scidmz.telemetry.parse import parse_frames
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.twin.parse import parse_frames
 
     frames = [r[2] for r in got if r[1] == PORT_EGRESS]
     if not frames:

@@ -47,7 +47,7 @@ class _RecordingActuator:
 
 def test_hardware_plant_conforms():
     from scidmz.plant.hardware import HardwarePlant
-    from scidmz.telemetry.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
 
     sc = load_scenario("testbed").replace(period=0.02)
     passed = check_plant(lambda s, b: HardwarePlant(s, _RecordingActuator(), SoftwareDataPlane()), sc,

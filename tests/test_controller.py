@@ -447,10 +447,10 @@ def wire(tmp_path: Path) -> Iterator[dict[str, Any]]:
     from pyroute2 import IPRoute, netns
 
     from scidmz.telemetry import constants as C
-    from scidmz.telemetry.capture import RingCapture
-    from scidmz.telemetry.dataplane import SoftwareDataPlane
-    from scidmz.telemetry.p4info import P4InfoIndex
-    from scidmz.telemetry.p4runtime import DEFAULT_P4INFO
+    from scidmz.telemetry.sources.capture import RingCapture
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.p4.p4info import P4InfoIndex
+    from scidmz.telemetry.p4.p4runtime import DEFAULT_P4INFO
 
     adapters = pytest.importorskip("test_telemetry_adapters")
     a, b = f"sdzhw{os.getpid() % 100000}a", f"sdzhw{os.getpid() % 100000}b"
@@ -471,7 +471,7 @@ def wire(tmp_path: Path) -> Iterator[dict[str, Any]]:
                 i = ip.link_lookup(ifname=dev)[0]
                 ip.addr("add", index=i, address=addr, prefixlen=8)
                 ip.link("set", index=i, state="up")
-        from scidmz.telemetry.source import _warm_kernels
+        from scidmz.telemetry.twin.source import _warm_kernels
 
         _warm_kernels()  # compile the twin's numba kernels before packets queue up in the ring
         twin = SoftwareDataPlane()

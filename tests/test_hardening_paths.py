@@ -39,7 +39,7 @@ FAST = 20.0  # s: a refusal happens before any work (generous for a loaded 2-cor
 def _pcap(d: Path) -> Path:
     import numpy as np
 
-    from scidmz.telemetry import synth
+    from scidmz.telemetry.sources import synth
 
     n = 50
     ts = (np.arange(n) * 2_000_000).astype(np.int64)

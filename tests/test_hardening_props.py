@@ -491,7 +491,7 @@ def _pcap(records: list[tuple[int, int, bytes, int]], nano: bool) -> bytes:
 
 @st.composite
 def captures(draw: Any) -> bytes:
-    from scidmz.telemetry.synth import frame
+    from scidmz.telemetry.sources.synth import frame
 
     n = draw(st.integers(min_value=0, max_value=12))
     base = draw(st.sampled_from([0, 1, 1_700_000_000, 2**31, 2**32 - 2]))

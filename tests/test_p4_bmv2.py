@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from scidmz import p4tc
+from scidmz.telemetry.p4 import toolchain as p4tc
 from scidmz.telemetry.constants import T_TH_US
 
 T_TH_S = T_TH_US / 1e6

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from scidmz import p4tc
+from scidmz.telemetry.p4 import toolchain as p4tc
 from scidmz.telemetry import constants as C
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_v1model_compiles_and_p4info_is_the_committed_one(compiled):
 
 
 def test_compiled_p4info_agrees_with_the_twin(compiled):
-    from scidmz.telemetry.p4info import P4InfoIndex
+    from scidmz.telemetry.p4.p4info import P4InfoIndex
 
     idx = P4InfoIndex.from_file(compiled.p4info)
     want_regs = {n: (size, bw) for n, size, bw in gen_p4info.registers(C)}

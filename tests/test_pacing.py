@@ -190,7 +190,7 @@ def test_fluid_pacing_episode_follows_the_target_and_is_recorded() -> None:
 
 def test_hardware_plant_refuses_pacing_in_one_line() -> None:
     from scidmz.plant.hardware import HardwarePlant
-    from scidmz.telemetry.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
 
     class _Act:
         def set_rate(self, bps: float) -> None: ...

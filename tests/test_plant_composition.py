@@ -10,7 +10,7 @@ import pytest
 from scidmz.plant.base import make_plant
 from scidmz.plant.hardware import HardwarePlant
 from scidmz.scenario import load_scenario
-from scidmz.telemetry.dataplane import SoftwareDataPlane
+from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
 
 
 class RecordingActuator:
@@ -84,7 +84,7 @@ def test_netns_plant_takes_telemetry_and_actuator_factories():
     from scidmz.actuators.tbf import TbfActuator
     from scidmz.plant.netns.plant import NetnsPlant
     from scidmz.plant.netns.sources import kernel_points
-    from scidmz.telemetry.kernel import KernelCounterTelemetry
+    from scidmz.telemetry.sources.counters import KernelCounterTelemetry
 
     made = []
 

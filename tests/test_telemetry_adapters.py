@@ -23,10 +23,10 @@ import pytest
 
 from scidmz.telemetry import constants as C
 from scidmz.telemetry.collector import Collector
-from scidmz.telemetry.dataplane import SoftwareDataPlane, merge_taps
-from scidmz.telemetry.p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
-from scidmz.telemetry.p4runtime import DEFAULT_P4INFO, P4RuntimeView, SwitchSource
-from scidmz.telemetry.synth import Taps, frame
+from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
+from scidmz.telemetry.p4.p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
+from scidmz.telemetry.p4.p4runtime import DEFAULT_P4INFO, P4RuntimeView, SwitchSource
+from scidmz.telemetry.sources.synth import Taps, frame
 
 grpc = pytest.importorskip("grpc")
 
@@ -296,7 +296,7 @@ class FakeBMv2Thrift:
 # ---------------------------------------------------------------------------------------
 def _traffic(tmp_path) -> tuple[np.ndarray, list[int]]:
     """Four seconds of tap traffic: DTN and campus TCP flows, IPv4 and IPv6, with known RTT and queue delay."""
-    from scidmz.telemetry.pcap import read_capture
+    from scidmz.telemetry.sources.pcap import read_capture
 
     taps = Taps()
     flows = [  # (src, dst, sport, rtt ms, queue ms, packets per ms, close at ms)
@@ -534,7 +534,7 @@ def test_bad_prefix_and_tap_are_value_errors(served):
 def test_bfrt_without_sde_fails_clearly():
     import importlib.util
 
-    from scidmz.telemetry import bfrt
+    from scidmz.telemetry.p4 import bfrt
 
     if importlib.util.find_spec("bfrt_grpc") is not None:
         pytest.skip("a Tofino SDE is installed here; the no-SDE error path cannot be shown")
@@ -545,7 +545,7 @@ def test_bfrt_without_sde_fails_clearly():
 
 
 def test_bfrt_widens_32_bit_counters():
-    from scidmz.telemetry.bfrt import Widener
+    from scidmz.telemetry.p4.bfrt import Widener
 
     w = Widener(32)
     seq = [0, 10, 4_000_000_000, 5, 100]  # wraps once between 4e9 and 5
@@ -692,7 +692,7 @@ def test_bfrt_view_logic_against_an_sde_stand_in(tmp_path, monkeypatch):
     The SDE client is a stand-in: this checks our code, not Intel's."""
     import types
 
-    from scidmz.telemetry import bfrt
+    from scidmz.telemetry.p4 import bfrt
 
     tick = C.TS_TICK_NS_TNA
     twin_sw, twin_direct = _twin(tick_ns=tick), _twin(tick_ns=tick)

@@ -11,8 +11,8 @@ import pytest
 
 from scidmz.cli import main
 from scidmz.telemetry import constants as C
-from scidmz.telemetry.source import TelemetrySource
-from scidmz.telemetry.synth import Taps, frame
+from scidmz.telemetry.twin.source import TelemetrySource
+from scidmz.telemetry.sources.synth import Taps, frame
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -74,7 +74,7 @@ def test_rates_within_half_percent_of_bytes_written(tmp_path):
 
 
 def test_rates_with_other_period_and_snaplen_cut_frames(tmp_path):
-    from scidmz.telemetry.pcap import write_pcap
+    from scidmz.telemetry.sources.pcap import write_pcap
 
     frames, ts, orig = [], [], []
     for k in range(4000):
@@ -127,7 +127,7 @@ def test_remote_fin_removes_flow(tmp_path):
 
 
 def test_long_flow_flag_from_count_min(tmp_path):
-    from scidmz.telemetry.pcap import write_pcap
+    from scidmz.telemetry.sources.pcap import write_pcap
 
     frames, ts, orig = [], [], []
     big = 1500 - 14 - 40
@@ -211,7 +211,7 @@ def test_cli_replay_json(tmp_path, capsys):
 def test_campus_rtt_smoothing_and_dtn_rtt_mean(tmp_path):
     """Algorithm 4: RTT_campus <- alpha RTT_campus + (1 - alpha) mean(flow RTTs); RTT_DTN = digest mean."""
     from scidmz.telemetry.collector import DEFAULT_ALPHA
-    from scidmz.telemetry.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
     from scidmz.telemetry.view import DataPlaneView
 
     assert isinstance(SoftwareDataPlane(), DataPlaneView)

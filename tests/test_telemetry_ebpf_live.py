@@ -83,7 +83,7 @@ def _raw_socket(ns: str, dev: str) -> socket.socket:
 # -- replay through the veths against the twin ---------------------------------------------------
 
 def _replay_events(seed: int) -> list[tuple[str, bytes]]:
-    from scidmz.telemetry.synth import frame
+    from scidmz.telemetry.sources.synth import frame
 
     rng = np.random.default_rng(seed)
     ev: list[tuple[str, bytes]] = []
@@ -120,11 +120,11 @@ def _replay_events(seed: int) -> list[tuple[str, bytes]]:
 
 @pytest.mark.parametrize("egress_hook", ["xmit", "tc"])
 def test_veth_replay_equals_twin(router, egress_hook):
-    from scidmz.telemetry.dataplane import SoftwareDataPlane
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
     from scidmz.telemetry.ebpf.layout import COUNTER_INDEX, PARSE_REASONS
     from scidmz.telemetry.ebpf.replay import twin_packets
     from scidmz.telemetry.ebpf.source import EbpfTelemetry
-    from scidmz.telemetry.layout import STAT_NAMES
+    from scidmz.telemetry.twin.layout import STAT_NAMES
 
     ev = _replay_events(1)
     socks = {"lan_in": _raw_socket(NS_A, "a0"), "wan_out": _raw_socket(NS_R, "wan0"),
@@ -155,7 +155,7 @@ def test_veth_replay_equals_twin(router, egress_hook):
         for tap in (0, 1):
             np.testing.assert_array_equal(view.class_counters(tap), tw.cls_ctr[tap])
         assert {s: int(ctr[COUNTER_INDEX["stat_" + s]]) for s in STAT_NAMES} == tw.stats_dict()
-        from scidmz.telemetry.parse import reason_counts
+        from scidmz.telemetry.twin.parse import reason_counts
 
         hook_level = twin_packets([("lan_in", 0, fr) for _, fr in ev])
         want = {k: v for k, v in reason_counts(hook_level["reason"]).items() if k in PARSE_REASONS}

@@ -12,7 +12,7 @@ import pytest
 
 from scidmz.cli import main
 from scidmz.telemetry import constants as C
-from scidmz.telemetry.parse import (
+from scidmz.telemetry.twin.parse import (
     KIND_DROP,
     KIND_TCP,
     KIND_UDP,
@@ -22,8 +22,8 @@ from scidmz.telemetry.parse import (
     min_snaplen,
     parse_frames,
 )
-from scidmz.telemetry.pcap import write_pcap
-from scidmz.telemetry.synth import ENCAPSULATIONS, LINK_HEADERS, Taps, encapsulate, frame, relink
+from scidmz.telemetry.sources.pcap import write_pcap
+from scidmz.telemetry.sources.synth import ENCAPSULATIONS, LINK_HEADERS, Taps, encapsulate, frame, relink
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -205,9 +205,9 @@ def test_replay_equals_the_collector_sampling_the_twin_each_period(tmp_path):
     """The replay closes periods inside the packet loop; the generic path (Collector.sample()
     through the DataPlaneView, as on a switch) must give the same states, bit for bit."""
     from scidmz.telemetry.collector import Collector
-    from scidmz.telemetry.dataplane import SoftwareDataPlane, merge_taps
-    from scidmz.telemetry.pcap import read_capture
-    from scidmz.telemetry.source import TelemetrySource
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
+    from scidmz.telemetry.sources.pcap import read_capture
+    from scidmz.telemetry.twin.source import TelemetrySource
 
     rng = np.random.default_rng(1)
     taps = Taps()
@@ -339,7 +339,7 @@ def test_rtt_timeout_is_an_option(tmp_path, capsys):
 
 
 def test_activations_are_not_new_flows(tmp_path):
-    from scidmz.telemetry.source import TelemetrySource
+    from scidmz.telemetry.twin.source import TelemetrySource
 
     taps = Taps()
     for burst in range(3):  # one flow, three bursts of 20 packets 2 s apart: one flow, three activations

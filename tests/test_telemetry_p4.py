@@ -225,7 +225,7 @@ def test_tna_register_actions_and_digests():
 
 # -- P4Info ---------------------------------------------------------------------------------------
 def test_p4info_is_current_and_matches_program():
-    from scidmz.telemetry.p4info import P4InfoIndex
+    from scidmz.telemetry.p4.p4info import P4InfoIndex
 
     idx = P4InfoIndex.from_file(P4INFO)
     text = _program(V1)
@@ -252,7 +252,7 @@ def test_p4info_is_current_and_matches_program():
 
 
 def test_p4info_index_resolves_short_and_full_names():
-    from scidmz.telemetry.p4info import P4InfoIndex
+    from scidmz.telemetry.p4.p4info import P4InfoIndex
 
     idx = P4InfoIndex.from_file(P4INFO)
     assert idx.table("class_lpm") is idx.table("ScidmzIngress.class_lpm")
@@ -271,7 +271,7 @@ def test_p4runtime_protobufs_load_under_both_protobuf_backends(backend):
     import os
 
     code = (
-        "from scidmz.telemetry.p4info import protos, P4InfoIndex\n"
+        "from scidmz.telemetry.p4.p4info import protos, P4InfoIndex\n"
         f"i = P4InfoIndex.from_file({str(P4INFO)!r})\n"
         "assert i.digest('scidmz_flow_digest_t').members[0] == ('kind', 8)\n"
         "p = protos(); w = p.WriteRequest(device_id=3); w.updates.add().type = 1\n"

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scidmz.telemetry import constants as C
-from scidmz.telemetry.dataplane import SoftwareDataPlane, crc32_fields
-from scidmz.telemetry.parse import KIND_DROP, KIND_L3, KIND_TCP, KIND_UDP, REASONS, parse_frames
-from scidmz.telemetry.pcap import read_capture, write_pcap
-from scidmz.telemetry.synth import frame
+from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, crc32_fields
+from scidmz.telemetry.twin.parse import KIND_DROP, KIND_L3, KIND_TCP, KIND_UDP, REASONS, parse_frames
+from scidmz.telemetry.sources.pcap import read_capture, write_pcap
+from scidmz.telemetry.sources.synth import frame
 
 T0 = 1_700_000_000 * 1_000_000_000
 
@@ -258,8 +258,8 @@ def test_fuzz_capture_files(tail, pcapng):
 
 def test_crc_layouts_match_zlib():
     """The data plane's CRC-32 over each constants.py layout equals zlib.crc32 of the big-endian fields."""
-    from scidmz.telemetry import algorithms as A
-    from scidmz.telemetry import layout as LY
+    from scidmz.telemetry.twin import algorithms as A
+    from scidmz.telemetry.twin import layout as LY
 
     rng = np.random.default_rng(3)
     for _ in range(50):

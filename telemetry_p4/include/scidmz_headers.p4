@@ -2,7 +2,7 @@
 // measured IP header, shared by the v1model and TNA programs. Include after
 // core.p4, the architecture file and scidmz_constants.p4.
 //
-// What is parsed mirrors src/scidmz/telemetry/parse.py where a switch port
+// What is parsed mirrors src/scidmz/telemetry/twin/parse.py where a switch port
 // sees it (a tap delivers Ethernet; SLL, raw IP and loopback exist only in
 // capture files): Ethernet; up to SCIDMZ_P4_VLAN_TAGS VLAN tags
 // (0x8100 / 0x88A8 / 0x9100); up to SCIDMZ_P4_MPLS_LABELS MPLS labels, then

@@ -1,7 +1,7 @@
 /* scidmz passive telemetry for Tofino (TNA), the papers' Edgecore Wedge100BF-32X.
  *
  * Same algorithms, tables, hashes and widths as ../v1model/scidmz_telemetry.p4
- * and the software twin (src/scidmz/telemetry/dataplane.py); every number
+ * and the software twin (src/scidmz/telemetry/twin/dataplane.py); every number
  * comes from ../include/scidmz_constants.p4. Differences forced by the target
  * are listed in ../README.md ("TNA deviations") and marked TNA: below.
  *

@@ -3,7 +3,7 @@
  * A measurement sink fed by two passive taps of the bottleneck router
  * (constants.py "Tap points and direction"): nothing is forwarded, every
  * packet is consumed after updating the telemetry state. The software twin
- * (src/scidmz/telemetry/dataplane.py) implements the same algorithms with the
+ * (src/scidmz/telemetry/twin/dataplane.py) implements the same algorithms with the
  * same tables, hashes and widths; every number comes from the generated
  * ../include/scidmz_constants.p4.
  *

@@ -4,8 +4,8 @@ This is the deployment of the MLC paper's Fig. 2 on real equipment: the
 campus egress rate u is applied to a host interface (``TbfActuator`` on
 ``dev``, the paper's S1-eth1) or to an Open vSwitch port
 (``OvsQosActuator``), and y comes from the telemetry program on a P4 switch
-(``telemetry.p4runtime.P4RuntimeView`` at ``telemetry="HOST:PORT"``, or any
-``DataPlaneView`` object, e.g. ``telemetry.bfrt.BfrtView`` on a Tofino) or
+(``telemetry.p4.p4runtime.P4RuntimeView`` at ``telemetry="HOST:PORT"``, or any
+``DataPlaneView`` object, e.g. ``telemetry.p4.bfrt.BfrtView`` on a Tofino) or
 from the same algorithms as eBPF programs on this Linux router's own
 interfaces (``telemetry="ebpf:LAN_IF[,LAN_IF...],WAN_IF"``,
 ``telemetry.ebpf``: a campus without a P4 switch, issue 27), read by the
@@ -79,7 +79,7 @@ class HardwarePlant:
                  p4info: str | None, options: dict[str, Any]) -> Any:
         try:
             from ..telemetry import constants as C
-            from ..telemetry.p4runtime import P4RuntimeView
+            from ..telemetry.p4.p4runtime import P4RuntimeView
         except ImportError as exc:
             raise RuntimeError(f"the P4Runtime telemetry adapter is not available: {exc}") from None
         kw = dict(options)

@@ -44,7 +44,7 @@ import numpy as np
 
 from ..state import RTT_CAMPUS_ALPHA, STATE_FIELDS, NetworkState
 from . import constants as C
-from .layout import A_BYTES, A_RTT, A_TS, AF_COLS, DF_KIND, DF_SLOT, DIGEST_FLOW_COLS
+from .twin.layout import A_BYTES, A_RTT, A_TS, AF_COLS, DF_KIND, DF_SLOT, DIGEST_FLOW_COLS
 from .view import DataPlaneView
 
 __all__ = ["Collector", "FLOW_COLUMNS", "DEFAULT_ALPHA", "state_of_row"]
@@ -74,7 +74,7 @@ class Collector:
     def __init__(self, view: DataPlaneView, alpha: float = DEFAULT_ALPHA, t0: float | None = None) -> None:
         if not 0.0 <= alpha < 1.0:
             raise ValueError(f"alpha must be in [0, 1), got {alpha}")
-        from .control import new_state
+        from .controlplane import new_state
 
         self.view = view
         self.alpha = float(alpha)
@@ -99,7 +99,7 @@ class Collector:
     # -- one period -------------------------------------------------------------
     def sample(self) -> NetworkState:
         """One period: read the data plane through the view, then ``control``'s arithmetic."""
-        from .control import apply_flow_digests, close_period
+        from .controlplane import apply_flow_digests, close_period
 
         v = self.view
         fs, ff, alist, ci, cf = self.state
@@ -152,8 +152,8 @@ class Collector:
     # -- per-flow records ------------------------------------------------------------
     def flow_records(self) -> list[dict[str, Any]]:
         """Per-flow records of the active flows (``FLOW_COLUMNS``), without pandas."""
-        from .control import F_CLS, F_SRC_HI, F_TOTAL, FF_RATE, FF_RTT
-        from .parse import addr_text
+        from .controlplane import F_CLS, F_SRC_HI, F_TOTAL, FF_RATE, FF_RTT
+        from .twin.parse import addr_text
 
         fs, ff, _, _, _ = self.state
         slots = self.flow_vector

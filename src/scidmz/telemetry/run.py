@@ -81,7 +81,7 @@ _WHY = {
 
 def _drop_line(reason: str, count: int, nbytes: int, records: int, total_bytes: int,
                linktypes: dict[int, int]) -> str:
-    from .parse import LINKTYPES
+    from .twin.parse import LINKTYPES
 
     if reason == "unknown_linktype":
         odd = sorted(((c, lt) for lt, c in linktypes.items() if lt not in LINKTYPES), reverse=True)
@@ -177,8 +177,8 @@ class _Rtt:
         self.samples: list[np.ndarray] = []
 
     def add(self, batch: Any) -> np.ndarray:
-        from .control import QUANTILES, rtt_percentiles
-        from .layout import DR_CLS, DR_RTT
+        from .controlplane import QUANTILES, rtt_percentiles
+        from .twin.layout import DR_CLS, DR_RTT
 
         r = batch.rtt
         cls = np.ascontiguousarray(r[:, DR_CLS])
@@ -205,8 +205,8 @@ def write_samples(path: str, rows: list[np.ndarray], t0: float, tick_s: float) -
     import pandas as pd
 
     from ..fileio import atomic_path
-    from .layout import DR_CLS, DR_DPORT, DR_PROTO, DR_RTT, DR_SPORT, DR_SRC_HI, DR_TS_NS
-    from .parse import addr_text
+    from .twin.layout import DR_CLS, DR_DPORT, DR_PROTO, DR_RTT, DR_SPORT, DR_SRC_HI, DR_TS_NS
+    from .twin.parse import addr_text
 
     r = np.concatenate(rows) if rows else np.zeros((0, 11), np.int64)
     words = r[:, DR_SRC_HI:DR_SRC_HI + 4].view(np.uint64)
@@ -242,8 +242,8 @@ def replay(egress: str, ingress: str | None = None, *, period: float = 1.0,
     import time
 
     from .collector import state_of_row
-    from .control import QUANTILES
-    from .source import TelemetrySource
+    from .controlplane import QUANTILES
+    from .twin.source import TelemetrySource
 
     src = TelemetrySource.from_pcaps(egress, ingress, period=period, dtn_prefix=dtn_prefix,
                                      remote_prefix=remote_prefix, rtt_tap=_tap(rtt_tap), rtt_timeout=rtt_timeout,
@@ -286,7 +286,7 @@ def replay(egress: str, ingress: str | None = None, *, period: float = 1.0,
 
 def _classified(src: Any, stats: dict[str, int]) -> int:
     """Packets that hit class_lpm: those handed to the data plane, less the unusable and unclassified."""
-    from .parse import REASONS
+    from .twin.parse import REASONS
 
     gone = sum(int(v) for kk, v in src.drops.items() if kk in REASONS and kk not in (
         "fragment", "other_protocol", "corrupt_record", "truncated_file", "no_timestamp", "outside_window",
@@ -295,7 +295,7 @@ def _classified(src: Any, stats: dict[str, int]) -> int:
 
 
 def _result(src: Any, rows: np.ndarray, pct: np.ndarray, stats: dict[str, int]) -> dict[str, Any]:
-    from .control import QUANTILES
+    from .controlplane import QUANTILES
 
     col = src.collector
     series = []
@@ -323,7 +323,7 @@ def capture(egress: str, ingress: str | None = None, *, period: float = 1.0, dur
             stream: bool = True, rtt_timeout: float = C.RTT_TIMEOUT_US * 1e-6,
             allow_drops: bool = False) -> tuple[dict[str, Any], str]:
     """Capture live on the mirror interfaces, printing each y(t) as it is measured."""
-    from .source import TelemetrySource
+    from .twin.source import TelemetrySource
 
     src = TelemetrySource.live(egress, ingress, period=period, duration=duration, dtn_prefix=dtn_prefix,
                                remote_prefix=remote_prefix, rtt_tap=_tap(rtt_tap), rtt_timeout=rtt_timeout)

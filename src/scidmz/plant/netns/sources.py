@@ -63,8 +63,8 @@ TelemetryFactory = Callable[[Testbed], NetnsTelemetry]
 
 
 def kernel_points(tb: Testbed) -> Any:
-    """The kernel source's view of the testbed (``telemetry.kernel.KernelPoints``)."""
-    from ...telemetry.kernel import KernelPoints, Sender
+    """The kernel source's view of the testbed (``telemetry.sources.counters.KernelPoints``)."""
+    from ...telemetry.sources.counters import KernelPoints, Sender
 
     spec = tb.spec
     senders = tuple(Sender(h.name, h.ns, h.ip, h.role, h.rtt, spec.delivery_port(h), tb.hosts[h.peer].ip)
@@ -75,8 +75,8 @@ def kernel_points(tb: Testbed) -> Any:
 
 def tap_points(tb: Testbed) -> Any:
     """Build the testbed's passive taps (once) and return the data plane's view of them
-    (``telemetry.taps.TapPoints``)."""
-    from ...telemetry.taps import TapPoints
+    (``telemetry.sources.taps.TapPoints``)."""
+    from ...telemetry.sources.taps import TapPoints
 
     ns, egress, ingress = tb.add_taps()
     spec = tb.spec
@@ -85,15 +85,15 @@ def tap_points(tb: Testbed) -> Any:
 
 
 def kernel_telemetry(tb: Testbed) -> NetnsTelemetry:
-    """Kernel counters and tcp_info (``telemetry.kernel``)."""
-    from ...telemetry.kernel import KernelCounterTelemetry
+    """Kernel counters and tcp_info (``telemetry.sources.counters``)."""
+    from ...telemetry.sources.counters import KernelCounterTelemetry
 
     return KernelCounterTelemetry(kernel_points(tb))
 
 
 def dataplane_telemetry(tb: Testbed) -> NetnsTelemetry:
-    """The software data plane on the passive taps (``telemetry.taps``), with kernel counters beside it."""
-    from ...telemetry.taps import DataplaneTelemetry
+    """The software data plane on the passive taps (``telemetry.sources.taps``), with kernel counters beside it."""
+    from ...telemetry.sources.taps import DataplaneTelemetry
 
     try:
         return DataplaneTelemetry(tap_points(tb), kernel=lambda: kernel_telemetry(tb))

@@ -1,7 +1,7 @@
 """scidmz.telemetry.ebpf: the telemetry algorithms as eBPF programs on a Linux router (issue 27).
 
 The third realisation of MLC Algorithms 2-8 and JENKS 3.1, next to the
-software twin (``telemetry.algorithms``) and the P4 programs
+software twin (``telemetry.twin.algorithms``) and the P4 programs
 (``telemetry_p4/``), from the same constants. docs/telemetry_ebpf.md has the
 whole story.
 

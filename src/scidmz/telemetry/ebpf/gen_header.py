@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from .. import constants as C
-from ..layout import CRC_TABLE, STAT_NAMES
+from ..twin.layout import CRC_TABLE, STAT_NAMES
 from .layout import (
     AF_SLOT,
     CELL,

@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import constants as C
-from ..layout import STAT_NAMES
-from ..parse import REASONS
+from ..twin.layout import STAT_NAMES
+from ..twin.parse import REASONS
 
 __all__ = [
     "HOOKS", "HOOK_LAN_IN", "HOOK_WAN_IN", "HOOK_WAN_OUT", "CELL", "AF_SLOT", "FLOW_EVENT", "PREFIX", "CFG_HEAD",

@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import constants as C
 from ..collector import DEFAULT_ALPHA
-from ..parse import PACKET_DTYPE, parse_frames
+from ..twin.parse import PACKET_DTYPE, parse_frames
 from .build import build
 from .layout import HOOKS
 from .objects import EbpfObject, cfg_bytes, class_entries

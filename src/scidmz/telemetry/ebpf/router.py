@@ -8,9 +8,9 @@ table with each sender's role. ``RouterTelemetry`` gives that, with y from
 the programs and everything else from a *reference source* running beside
 them, made by the callable it is given and closed with it:
 
-* the kernel counters (``telemetry.kernel``): ground truth, and the kernel's
+* the kernel counters (``telemetry.sources.counters``): ground truth, and the kernel's
   own y for the same period as ``last_info["kernel_y"]``;
-* or the software twin on the passive taps (``telemetry.taps``), which keeps
+* or the software twin on the passive taps (``telemetry.sources.taps``), which keeps
   kernel counters itself: its y goes to ``last_info["twin_y"]`` and its
   kernel truth to ``last_info["kernel_y"]``, so one run compares the three
   realisations period by period (``benchmarks/ebpf_netns.py``).

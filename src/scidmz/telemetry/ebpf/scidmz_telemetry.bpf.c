@@ -1,7 +1,7 @@
 /* scidmz passive telemetry as eBPF programs on a Linux border router.
  *
  * The same algorithms, tables, hashes and widths as the software twin
- * (src/scidmz/telemetry/algorithms.py, which names the paper sections) and the
+ * (src/scidmz/telemetry/twin/algorithms.py, which names the paper sections) and the
  * P4 programs (telemetry_p4/); every number comes from the generated
  * scidmz_ebpf.h (gen_header.py, from constants.py). One function here per twin
  * function, in the twin's order:

@@ -49,7 +49,7 @@ from .view import EbpfCollector, EbpfView
 __all__ = ["EbpfTelemetry", "EGRESS_HOOKS"]
 
 EGRESS_HOOKS = ("xmit", "tc")
-MIN_PERIOD, MAX_PERIOD = 1e-3, 86400.0  # as telemetry/source.py
+MIN_PERIOD, MAX_PERIOD = 1e-3, 86400.0  # as telemetry/twin/source.py
 
 
 def _names(v: str | Sequence[str]) -> list[str]:

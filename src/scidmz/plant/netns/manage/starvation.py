@@ -72,7 +72,7 @@ BOTTLENECK_SERVICE = 0.97
 # points (issue 28) although nothing on the machine was late. Two causes that are not the machine:
 # a shallow queue (8-41 frames at 0.01-0.05 BDP) empties between samples whenever the senders
 # pause (BBR v1's 0.75-gain phases, a CUBIC flow's timeout), and the byte counter and the period's
-# clock were read at different instants (the counter is now timed at its read, telemetry/kernel.py).
+# clock were read at different instants (the counter is now timed at its read, telemetry/sources/counters.py).
 # With another job on the machine the pressure was 0.5-1.0 in most periods
 # (reports/mlc/regime/buffer_regime_netns_bbr.json), where late dequeues are possible. A shortfall
 # counts as the machine's only when a runnable task waited for a CPU half the period or more.

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .parse import PACKET_DTYPE, parse_frames, reason_counts
+from ..twin.parse import PACKET_DTYPE, parse_frames, reason_counts
 
 __all__ = ["RingCapture"]
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from ..fileio import atomic_write_bytes
-from .parse import REASONS, parse_frames, reason_bytes, reason_counts
+from ...fileio import atomic_write_bytes
+from ..twin.parse import REASONS, parse_frames, reason_bytes, reason_counts
 
 __all__ = ["Capture", "CHUNK_PACKETS", "add_counts", "iter_capture", "iter_times", "read_capture", "write_pcap"]
 

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from ..state import ACTIVE_BYTES, RTT_CAMPUS_ALPHA, NetworkState
+from ...state import ACTIVE_BYTES, RTT_CAMPUS_ALPHA, NetworkState
 
 __all__ = ["KernelCounterTelemetry", "KernelPoints", "Sender", "FLOW_TABLE_COLUMNS"]
 

@@ -52,7 +52,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..state import RTT_CAMPUS_ALPHA, STATE_FIELDS, NetworkState
+from ...state import RTT_CAMPUS_ALPHA, STATE_FIELDS, NetworkState
 
 __all__ = ["DataplaneTelemetry", "TapPoints"]
 
@@ -104,8 +104,8 @@ class DataplaneTelemetry:
     # core in the reader instead of ~3 %.
     def __init__(self, points: TapPoints, kernel: Callable[[], Any], lateness: float = 0.05, block_nr: int = 1024,
                  start_timeout: float = 30.0, max_wait: float = 5.0, block_size: int = 1 << 16) -> None:
-        from . import constants as TC
-        from .source import TelemetrySource, _warm_kernels
+        from .. import constants as TC
+        from ..twin.source import TelemetrySource, _warm_kernels
 
         self._rtt_tap = TC.TAP_INGRESS
         self.points = points

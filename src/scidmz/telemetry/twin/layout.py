@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import constants as C
+from .. import constants as C
 
 __all__ = ["STAT_NAMES", "CRC_TABLE", "FIELD_WIDTHS", "LAYOUT_FIELDS", "LAYOUTS", "crc32_fields", "AF_COLS",
            "AF_REGISTERS", "DIGEST_RTT_COLS", "DIGEST_FLOW_COLS"]

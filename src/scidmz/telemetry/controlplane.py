@@ -37,7 +37,7 @@ import numpy as np
 from numba import njit
 
 from . import constants as C
-from .layout import (
+from .twin.layout import (
     A_BYTES,
     A_RTT,
     A_TS,

@@ -48,9 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from . import constants as C
+from .. import constants as C
 from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
-from .view import digest_array, mapped, parse_prefixes
+from ..view import digest_array, mapped, parse_prefixes
 
 __all__ = [
     "P4RuntimeClient", "P4RuntimeView", "P4RuntimeError", "BMv2ThriftRegisters", "SwitchSource",
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 DEFAULT_P4INFO = (
-    Path(__file__).resolve().parents[3] / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4info.txtpb"
+    Path(__file__).resolve().parents[4] / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4info.txtpb"
 )
 DEFAULT_ADDRESS = "127.0.0.1:9559"  # simple_switch_grpc's default P4Runtime port
 DEFAULT_THRIFT_ADDRESS = "127.0.0.1:9090"  # BMv2's default Thrift runtime port
@@ -554,7 +554,7 @@ class SwitchSource:
 
     def __init__(self, view: Any, period: float = 1.0, count: int | None = None, *,
                  alpha: float | None = None, sleep: Callable[[float], None] = time.sleep) -> None:
-        from .collector import DEFAULT_ALPHA, Collector
+        from ..collector import DEFAULT_ALPHA, Collector
 
         if not period > 0:
             raise ValueError(f"period must be > 0, got {period}")

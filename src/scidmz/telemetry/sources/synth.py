@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fileio import atomic_write_bytes
+from ...fileio import atomic_write_bytes
 
 __all__ = ["frame", "ip2int", "encapsulate", "relink", "bulk_pcap", "Taps", "ENCAPSULATIONS", "LINK_HEADERS"]
 

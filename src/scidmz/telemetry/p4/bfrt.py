@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from . import constants as C
-from .view import digest_array, mapped, parse_prefixes
+from .. import constants as C
+from ..view import digest_array, mapped, parse_prefixes
 
 __all__ = ["BfrtView", "Widener", "import_bfrt_client", "SDE_MISSING"]
 
@@ -50,7 +50,7 @@ SDE_MISSING = (
     "BF Runtime needs the Tofino SDE's Python client 'bfrt_grpc' (not on PyPI): install Intel P4 "
     "Studio / open-p4studio and set SDE_INSTALL (or PYTHONPATH to "
     "$SDE_INSTALL/lib/python3*/site-packages/tofino); without a Tofino use the v1model program "
-    "over P4Runtime (scidmz.telemetry.p4runtime)"
+    "over P4Runtime (scidmz.telemetry.p4.p4runtime)"
 )
 PIPE = "pipe.ScidmzIngress"
 DEPARSER = "pipe.ScidmzIngressDeparser"

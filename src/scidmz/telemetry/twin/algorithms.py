@@ -39,8 +39,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .constants import CMS_ROWS, RTT_STAGES
-from .control import apply_flow_digests, close_period
+from ..constants import CMS_ROWS, RTT_STAGES
+from ..controlplane import apply_flow_digests, close_period
 from .layout import (
     A_ACTIVE,
     A_BYTES,

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ..state import NetworkState
-from . import constants as C
-from .collector import DEFAULT_ALPHA, Collector, state_of_row
+from ...state import NetworkState
+from .. import constants as C
+from ..collector import DEFAULT_ALPHA, Collector, state_of_row
 from .dataplane import SoftwareDataPlane, merge_taps
 from .layout import DIGEST_RTT_COLS
 from .parse import PACKET_DTYPE, REASONS
@@ -111,7 +111,7 @@ class TelemetrySource:
         """Replay tap captures. ``window``: (start, end), each None, ns since the epoch, or
         ("abs", ns) / ("rel", ns after the first packet replayed); ``skip_outliers``: drop
         packets far off in time (``OUTLIER_GAP_S``); both counted."""
-        from .pcap import CHUNK_PACKETS, iter_capture
+        from ..sources.pcap import CHUNK_PACKETS, iter_capture
 
         dp = SoftwareDataPlane(dtn_prefix, remote_prefix, rtt_tap=rtt_tap, rtt_timeout=rtt_timeout)
         src = cls(dp, period, alpha)
@@ -312,7 +312,7 @@ class TelemetrySource:
     # -- live -------------------------------------------------------------------------
     def _live(self, egress: str, ingress: str | None, duration: float | None, lateness: float,
               ring_kw: dict[str, Any]) -> Iterator[NetworkState]:
-        from .capture import RingCapture
+        from ..sources.capture import RingCapture
 
         dp = self.dp
         _warm_kernels()  # load the numba kernels before the rings start filling
@@ -369,7 +369,7 @@ class TelemetrySource:
 
 def _first_time(path: str, within: tuple[int, int] | None = None) -> int:
     """The capture's first timestamp (ns; inside ``within`` if given), from its record headers."""
-    from .pcap import iter_times
+    from ..sources.pcap import iter_times
 
     for ts in iter_times(path):
         if within is not None:
@@ -382,7 +382,7 @@ def _first_time(path: str, within: tuple[int, int] | None = None) -> int:
 def _main_body(paths: list[str]) -> tuple[int, int]:
     """The time window [lo, hi) of the largest run of packets with no ``OUTLIER_GAP_S``-long
     empty stretch between them, over all captures (a pass over the record headers only)."""
-    from .pcap import iter_times
+    from ..sources.pcap import iter_times
 
     gap = OUTLIER_GAP_S * 1_000_000_000
     counts: dict[int, int] = {}
@@ -409,9 +409,9 @@ def _warm_kernels() -> None:
     """Compile/load every numba kernel of the live path on a throwaway packet (and pandas)."""
     import pandas  # noqa: F401  - the collector's first flows() would import it mid-capture
 
-    from .capture import _walker
+    from ..sources.capture import _walker
     from .parse import parse_frames
-    from .synth import frame
+    from ..sources.synth import frame
 
     one = frame("10.0.0.1", "10.1.0.1", 1, 2, seq=1, flags="PA", payload=10)
     fr = np.frombuffer(one * 2, dtype=np.uint8).copy()
