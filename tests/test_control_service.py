@@ -234,7 +234,7 @@ def test_shadow_loop_status_log_and_metrics(tmp_path: Path) -> None:
 
 def test_live_loop_metrics_say_live() -> None:
     pytest.importorskip("prometheus_client")
-    from scidmz.controller.metrics import METRIC_NAMES, DaemonMetrics
+    from scidmz.controller.prometheus import METRIC_NAMES, DaemonMetrics
 
     m = DaemonMetrics()
     m.static(period=1.0, capacity=1e8)
@@ -277,7 +277,7 @@ class _TunnelledFluid(_ShadowFluid):
 
 def test_unmeasured_packets_reach_status_and_metrics() -> None:
     pytest.importorskip("prometheus_client")
-    from scidmz.controller.metrics import METRIC_NAMES, DaemonMetrics
+    from scidmz.controller.prometheus import METRIC_NAMES, DaemonMetrics
     from scidmz.plant.base import UnmeasuredPlant, capability_methods
     from scidmz.plant.hardware import HardwarePlant
 

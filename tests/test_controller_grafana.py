@@ -24,7 +24,7 @@ TARGET_LABELS = {"instance", "job"}
 
 
 def _exported() -> dict[str, set[str]]:
-    from scidmz.controller.metrics import DaemonMetrics
+    from scidmz.controller.prometheus import DaemonMetrics
 
     m = DaemonMetrics()
     m.sample({"rate_dtn": 1.0, "rate_campus": 1.0, "rtt_dtn": 0.01, "rtt_campus": 0.02, "qdelay_dtn": 0.0,

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from test_controller import SC, FaultyPlant, Running, T, wait_until
 
-from scidmz.controller.metrics import CAUSES, METRIC_NAMES
+from scidmz.controller.prometheus import CAUSES, METRIC_NAMES
 from scidmz.controller.serve import ControlDaemon
 from scidmz.plant import make_plant
 from scidmz.policies import NoShapingPolicy, TrivialPolicy

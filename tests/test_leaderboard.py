@@ -455,7 +455,7 @@ def test_policy_trials_run_fewer_paired_trials_and_say_so(tmp_path, capsys) -> N
 
 def test_realtime_order_is_trial_major_rotated_and_stops_each_policy_at_its_count() -> None:
     from scidmz.evaluation.leaderboard.plan import make_plan
-    from scidmz.evaluation.leaderboard.units import realtime_order
+    from scidmz.evaluation.leaderboard.trialunits import realtime_order
 
     plan = make_plan("netns", 3, 2, ("mrae", "fct"), policy_trials=(("b", 2, 2),))
     order = realtime_order(plan, ["a", "b", "c"], {(("mrae", "a", 0))})

@@ -106,7 +106,7 @@ def test_receive_window_limits_are_the_machines_only_when_it_was_busy(monkeypatc
 def test_symptoms_pack_into_a_trace_column_and_count_per_trial():
     import pandas as pd
 
-    from scidmz.evaluation.leaderboard.units import _starved_by
+    from scidmz.evaluation.leaderboard.trialunits import _starved_by
 
     masks = [S.symptom_mask(c) for c in ([], ["stage_late"], ["stage_late", "rwnd"], ["senders"], ["rwnd"])]
     assert masks[0] == 0 and len(set(masks)) == 5

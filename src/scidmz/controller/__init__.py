@@ -4,7 +4,7 @@ split by concern:
 * ``loop``: ``ControlLoop``, the real-time closed loop with its fallback rules (no HTTP);
 * ``api``: the HTTP side (uvicorn + Starlette): token-protected JSON API, dashboard, metrics listener;
 * ``serve``: ``ControlDaemon``, the composition: the loop, its API, metrics and token file;
-* ``metrics``: the Prometheus metrics (prometheus-client);
+* ``prometheus``: the Prometheus metrics (prometheus-client);
 * ``tokenfile``: addresses and the 0600 token file;
 * ``client``: ``ControlClient`` for ``control set-target|status``;
 * ``build``: the daemon from a scenario, a policy object and a plant name (``run_daemon``);

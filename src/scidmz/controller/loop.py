@@ -86,7 +86,7 @@ class ControlLoop:
     after this many seconds of loop time (None: run until ``stop()``/SIGTERM).
     ``telemetry_timeout`` defaults to 2T; the very first step gets
     ``max(telemetry_timeout, startup_grace)``. ``metrics``: an observer fed
-    every period (``controller.metrics.DaemonMetrics``), or None.
+    every period (``controller.prometheus.DaemonMetrics``), or None.
 
     Subclasses add services around the loop (``controller.serve.ControlDaemon``: the
     HTTP API) through ``_start_services`` / ``_stop_services``, called once

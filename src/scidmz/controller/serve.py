@@ -26,7 +26,7 @@ __all__ = ["ControlDaemon"]
 
 def _prometheus_metrics() -> Any:
     try:
-        from .metrics import DaemonMetrics
+        from .prometheus import DaemonMetrics
     except ImportError:  # prometheus-client is optional; /metrics then answers 404
         return None
     return DaemonMetrics()

@@ -3,7 +3,7 @@
 Packet-level parts run the numba decision cores directly (``disciplines.packet``);
 the congestion-controlled parts (ABC Fig. 5/6, FFS Table III and section IX) run
 on the fluid plant through the runner (``disciplines.fluid``) and, with
-``netns``, on the kernel (``disciplines.kernel``, root). The report is a
+``netns``, on the kernel (``disciplines.netns``, root). The report is a
 separate pass over the results file (``disciplines.report``), so ``render_only``
 rewrites it without running anything; ``keep_netns`` re-runs everything but the
 kernel parts, which it keeps from the earlier results file.
@@ -57,14 +57,14 @@ def run_abc(quick: bool, seed: int, netns: bool) -> dict[str, Any]:
         [20e6, 60e6] if quick else [10e6, 20e6, 30e6, 40e6, 50e6, 60e6, 80e6, 100e6, 200e6], fl_dur, seed)
     res["fluid_duration_s"] = fl_dur
     if netns:
-        from . import kernel
+        from . import netns as testbed
 
         res["netns_rows"] = abc_cbr_netns([20e6, 60e6] if quick else [20e6, 40e6, 60e6, 100e6],
                                           8.0 if quick else 20.0, _prefix("dqr"))
         ksec = 20.0 if quick else 60.0
         res["netns_seconds"] = ksec
-        res["netns_tcp_rows"] = kernel.abc_tcp_flows([4] if quick else [1, 2, 4, 8], ksec, _prefix("dqk"))
-        res["netns_cbr_tcp_rows"] = kernel.abc_cbr_vs_tcp([60e6] if quick else [20e6, 40e6, 60e6, 100e6], ksec,
+        res["netns_tcp_rows"] = testbed.abc_tcp_flows([4] if quick else [1, 2, 4, 8], ksec, _prefix("dqk"))
+        res["netns_cbr_tcp_rows"] = testbed.abc_cbr_vs_tcp([60e6] if quick else [20e6, 40e6, 60e6, 100e6], ksec,
                                                           _prefix("dqc"))
     return res
 
@@ -79,9 +79,9 @@ def run_ffs(quick: bool, seed: int, netns: bool) -> dict[str, Any]:
                            "seed": seed}
     res["fluid_table3"] = fluid.ffs_table3(fluid.FLUID_CCAS, 30.0 if quick else 60.0, seed)
     if netns:
-        from . import kernel
+        from . import netns as testbed
 
-        res["netns_table3"] = kernel.ffs_table3(kernel.KERNEL_CCAS, 20.0 if quick else 60.0, _prefix("dqf"))
+        res["netns_table3"] = testbed.ffs_table3(testbed.KERNEL_CCAS, 20.0 if quick else 60.0, _prefix("dqf"))
     res["fluid_rate_feedback"] = fluid.ffs_rate_feedback(sizes=(1e6, 10e6), seed=seed)
     return res
 

@@ -27,7 +27,7 @@ from .ledger import Ledger, code_identity, files_sha256
 from .plan import LeaderboardPlan
 from .results import DEFAULT_MAX_STARVED, load_avg, render_outputs, results_doc, write_results
 from .stats import BASELINE
-from .units import run_batched, run_realtime, todo_count
+from .trialunits import run_batched, run_realtime, todo_count
 
 __all__ = ["Prepared", "prepare", "run_leaderboard", "render_only", "plant_model", "comparable_policies",
            "check_capabilities"]

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_abc_moves_kernel_tcp_users_towards_equal_shares() -> None:
-    from scidmz.evaluation.disciplines.kernel import abc_tcp_flows
+    from scidmz.evaluation.disciplines.netns import abc_tcp_flows
 
     (row,) = abc_tcp_flows([4], 20.0, f"tk{os.getpid() % 10000}")
     share = {k: row[f"{k}_goodput0_bps"] / (row[f"{k}_goodput0_bps"] + row[f"{k}_goodput1_bps"]) for k in ("fifo", "abc")}
@@ -27,7 +27,7 @@ def test_abc_moves_kernel_tcp_users_towards_equal_shares() -> None:
 
 
 def test_ffs_on_the_kernel_gives_table_iii_pattern() -> None:
-    from scidmz.evaluation.disciplines.kernel import ffs_table3
+    from scidmz.evaluation.disciplines.netns import ffs_table3
 
     res = ffs_table3(("cubic", "bbr"), 20.0, f"tf{os.getpid() % 10000}")
     s = res["schemes"]
