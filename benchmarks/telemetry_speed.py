@@ -81,8 +81,8 @@ def synth_capture(path: Path, n_packets: int, n_flows: int, seed: int, duration:
 def af_slots(n_flows: int) -> int:
     """Distinct active-flow-table slots the benchmark's flows hash to (constants.py layout)."""
     from scidmz.telemetry import constants as C
-    from scidmz.telemetry.twin.dataplane import crc32_fields
     from scidmz.telemetry.sources.synth import ip2int
+    from scidmz.telemetry.twin.dataplane import crc32_fields
 
     idx = set()
     for f in range(n_flows):
@@ -95,8 +95,8 @@ def af_slots(n_flows: int) -> int:
 
 
 def offline(n_packets: int, n_flows: int, seed: int) -> dict[str, object]:
-    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
     from scidmz.telemetry.sources.pcap import read_capture
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
     from scidmz.telemetry.twin.source import TelemetrySource
 
     with tempfile.TemporaryDirectory() as d:

@@ -447,10 +447,10 @@ def wire(tmp_path: Path) -> Iterator[dict[str, Any]]:
     from pyroute2 import IPRoute, netns
 
     from scidmz.telemetry import constants as C
-    from scidmz.telemetry.sources.capture import RingCapture
-    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
     from scidmz.telemetry.p4.p4info import P4InfoIndex
     from scidmz.telemetry.p4.p4runtime import DEFAULT_P4INFO
+    from scidmz.telemetry.sources.capture import RingCapture
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
 
     adapters = pytest.importorskip("test_telemetry_adapters")
     a, b = f"sdzhw{os.getpid() % 100000}a", f"sdzhw{os.getpid() % 100000}b"

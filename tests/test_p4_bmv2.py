@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from scidmz.telemetry.p4 import toolchain as p4tc
 from scidmz.telemetry.constants import T_TH_US
+from scidmz.telemetry.p4 import toolchain as p4tc
 
 T_TH_S = T_TH_US / 1e6
 

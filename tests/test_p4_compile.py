@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from scidmz.telemetry.p4 import toolchain as p4tc
 from scidmz.telemetry import constants as C
+from scidmz.telemetry.p4 import toolchain as p4tc
 
 ROOT = Path(__file__).resolve().parents[1]
 P4 = ROOT / "telemetry_p4"

@@ -23,10 +23,10 @@ import pytest
 
 from scidmz.telemetry import constants as C
 from scidmz.telemetry.collector import Collector
-from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
 from scidmz.telemetry.p4.p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
 from scidmz.telemetry.p4.p4runtime import DEFAULT_P4INFO, P4RuntimeView, SwitchSource
 from scidmz.telemetry.sources.synth import Taps, frame
+from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
 
 grpc = pytest.importorskip("grpc")
 

@@ -11,8 +11,8 @@ import pytest
 
 from scidmz.cli import main
 from scidmz.telemetry import constants as C
-from scidmz.telemetry.twin.source import TelemetrySource
 from scidmz.telemetry.sources.synth import Taps, frame
+from scidmz.telemetry.twin.source import TelemetrySource
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -36,12 +36,12 @@ import pytest
 
 from scidmz.telemetry import constants as C
 from scidmz.telemetry.collector import Collector
-from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
 from scidmz.telemetry.ebpf.gen_header import HASHES, int_constants, render
 from scidmz.telemetry.ebpf.layout import COUNTER_INDEX, PARSE_REASONS
+from scidmz.telemetry.sources.synth import frame
+from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
 from scidmz.telemetry.twin.layout import STAT_NAMES
 from scidmz.telemetry.twin.parse import reason_counts
-from scidmz.telemetry.sources.synth import frame
 
 HAVE_CLANG = shutil.which("clang") is not None
 # Both families (t26): the twin's and the programs' class_lpm hold IPv4 and IPv6 prefixes together.

@@ -120,10 +120,10 @@ def _replay_events(seed: int) -> list[tuple[str, bytes]]:
 
 @pytest.mark.parametrize("egress_hook", ["xmit", "tc"])
 def test_veth_replay_equals_twin(router, egress_hook):
-    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
     from scidmz.telemetry.ebpf.layout import COUNTER_INDEX, PARSE_REASONS
     from scidmz.telemetry.ebpf.replay import twin_packets
     from scidmz.telemetry.ebpf.source import EbpfTelemetry
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane
     from scidmz.telemetry.twin.layout import STAT_NAMES
 
     ev = _replay_events(1)

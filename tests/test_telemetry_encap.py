@@ -12,6 +12,15 @@ import pytest
 
 from scidmz.cli import main
 from scidmz.telemetry import constants as C
+from scidmz.telemetry.sources.pcap import write_pcap
+from scidmz.telemetry.sources.synth import (
+    ENCAPSULATIONS,
+    LINK_HEADERS,
+    Taps,
+    encapsulate,
+    frame,
+    relink,
+)
 from scidmz.telemetry.twin.parse import (
     KIND_DROP,
     KIND_TCP,
@@ -22,8 +31,6 @@ from scidmz.telemetry.twin.parse import (
     min_snaplen,
     parse_frames,
 )
-from scidmz.telemetry.sources.pcap import write_pcap
-from scidmz.telemetry.sources.synth import ENCAPSULATIONS, LINK_HEADERS, Taps, encapsulate, frame, relink
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -205,8 +212,8 @@ def test_replay_equals_the_collector_sampling_the_twin_each_period(tmp_path):
     """The replay closes periods inside the packet loop; the generic path (Collector.sample()
     through the DataPlaneView, as on a switch) must give the same states, bit for bit."""
     from scidmz.telemetry.collector import Collector
-    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
     from scidmz.telemetry.sources.pcap import read_capture
+    from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
     from scidmz.telemetry.twin.source import TelemetrySource
 
     rng = np.random.default_rng(1)

@@ -11,10 +11,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scidmz.telemetry import constants as C
-from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, crc32_fields
-from scidmz.telemetry.twin.parse import KIND_DROP, KIND_L3, KIND_TCP, KIND_UDP, REASONS, parse_frames
 from scidmz.telemetry.sources.pcap import read_capture, write_pcap
 from scidmz.telemetry.sources.synth import frame
+from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, crc32_fields
+from scidmz.telemetry.twin.parse import (
+    KIND_DROP,
+    KIND_L3,
+    KIND_TCP,
+    KIND_UDP,
+    REASONS,
+    parse_frames,
+)
 
 T0 = 1_700_000_000 * 1_000_000_000
 

@@ -8,9 +8,9 @@ import pytest
 
 from scidmz.telemetry import constants as C
 from scidmz.telemetry.collector import Collector
-from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
 from scidmz.telemetry.sources.pcap import read_capture
 from scidmz.telemetry.sources.synth import Taps, frame
+from scidmz.telemetry.twin.dataplane import SoftwareDataPlane, merge_taps
 
 MS = 1_000_000
 T0 = 1_700_000_000 * 1_000_000_000

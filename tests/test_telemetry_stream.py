@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from scidmz.telemetry import constants as C
-from scidmz.telemetry.twin.parse import PACKET_DTYPE
 from scidmz.telemetry.sources.pcap import iter_capture, read_capture
-from scidmz.telemetry.twin.source import TelemetrySource
 from scidmz.telemetry.sources.synth import Taps, bulk_pcap, frame, ip2int
+from scidmz.telemetry.twin.parse import PACKET_DTYPE
+from scidmz.telemetry.twin.source import TelemetrySource
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -49,8 +49,8 @@ from typing import Any
 import numpy as np
 
 from .. import constants as C
-from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
 from ..view import digest_array, mapped, parse_prefixes
+from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
 
 __all__ = [
     "P4RuntimeClient", "P4RuntimeView", "P4RuntimeError", "BMv2ThriftRegisters", "SwitchSource",

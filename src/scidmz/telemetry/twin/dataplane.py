@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import constants as C
+from ..view import Network, lpm_entry, mapped, parse_prefixes
 from .layout import (
     AF_COLS,
     AF_REGISTERS,
@@ -45,7 +46,6 @@ from .layout import (
     STAT_NAMES,
     crc32_fields,
 )
-from ..view import Network, lpm_entry, mapped, parse_prefixes
 
 __all__ = ["SoftwareDataPlane", "merge_taps", "crc32_fields", "STAT_NAMES"]
 

@@ -410,8 +410,8 @@ def _warm_kernels() -> None:
     import pandas  # noqa: F401  - the collector's first flows() would import it mid-capture
 
     from ..sources.capture import _walker
-    from .parse import parse_frames
     from ..sources.synth import frame
+    from .parse import parse_frames
 
     one = frame("10.0.0.1", "10.1.0.1", 1, 2, seq=1, flags="PA", payload=10)
     fr = np.frombuffer(one * 2, dtype=np.uint8).copy()
