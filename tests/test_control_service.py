@@ -21,7 +21,7 @@ import pytest
 from scidmz.actuators.recording import RecordingActuator
 from scidmz.commands.build import build_run, plant_choice
 from scidmz.controller.serve import ControlDaemon
-from scidmz.plant.base import PlantChoice, check_plant_options, make_plant
+from scidmz.plant.base import PlantSpec, make_plant
 from scidmz.policies import TrivialPolicy
 from scidmz.scenario import load_scenario
 
@@ -34,25 +34,26 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 # -- the plant flags ---------------------------------------------------------------------------------
 
-def test_plant_choice_carries_options_and_is_the_name() -> None:
+def test_plant_choice_is_a_checked_spec_with_its_options() -> None:
     c = plant_choice("netns", telemetry="ebpf", extra=["prefix=abc", "drain=0.5"])
-    assert c == "netns" and isinstance(c, str) and str(c) == "netns"
+    assert isinstance(c, PlantSpec) and c.name == "netns" and str(c) == "netns" and c.realtime
     assert c.options == {"telemetry": "ebpf", "prefix": "abc", "drain": 0.5}
-    assert json.dumps({"plant": c}) == '{"plant": "netns"}'
     h = plant_choice("hardware", telemetry="ebpf:eth1,eth0", dev="eth1", netns=None, ovs_port=None)
     assert h.options == {"telemetry": "ebpf:eth1,eth0", "dev": "eth1"}  # flags not given stay out
     import pickle
 
-    assert pickle.loads(pickle.dumps(c)).options == c.options
-    # make_plant merges the choice's options; an unknown one is one line naming it
+    assert pickle.loads(pickle.dumps(c)) == c
+    # the spec is checked when made: an unknown option is one line naming it
     with pytest.raises(ValueError, match="has no option 'bogus'"):
-        check_plant_options(PlantChoice("fluid", {"bogus": 1}))
+        PlantSpec("fluid", {"bogus": 1})
     run = build_run("small-cubic", plant=plant_choice("fluid", extra=["dt=0.01"]))
-    assert run.plant == "fluid" and type(run.plant) is str and run.plant_options == {"dt": 0.01}
+    assert run.plant == PlantSpec("fluid", {"dt": 0.01}) and not run.plant.realtime
+    with run.make_plant(batch=2) as p:  # the Run builds its plant from the one spec
+        assert p.batch == 2 and p.scenario is run.scenario
 
 
 @pytest.mark.parametrize("kw,msg", [
-    ({"plant": "fluid", "telemetry": "ebpf"}, "the fluid plant has no telemetry"),
+    ({"plant": "fluid", "telemetry": "ebpf"}, "--telemetry: for --plant netns or hardware only"),
     ({"plant": "netns", "dev": "eth0"}, "--dev: for --plant hardware only"),
     ({"plant": "fluid", "ovs_port": "p", "ovs_mode": "htb"}, "--ovs-port, --ovs-mode: for --plant hardware only"),
     ({"plant": "netns", "extra": ["novalue"]}, "expected KEY=VALUE"),
@@ -71,8 +72,7 @@ def test_every_command_that_takes_a_plant_takes_its_flags(cmd: list[str], tmp_pa
     r = subprocess.run([*CLI, *cmd, "--telemetry", "kernel"], capture_output=True, text=True, timeout=120,
                        cwd=tmp_path)
     assert r.returncode == 2, r.stderr
-    assert r.stderr.strip() == "scidmz: error: --telemetry: the fluid plant has no telemetry to choose " \
-                               "(netns and hardware do)"
+    assert r.stderr.strip() == "scidmz: error: --telemetry: for --plant netns or hardware only"
     r = subprocess.run([*CLI, *cmd, "--plant", "hardware", "--telemetry", "ebpf:eth0", "--dev", "eth0"],
                        capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert r.returncode == 2 and "ebpf:LAN_IF[,LAN_IF...],WAN_IF" in r.stderr, r.stderr
@@ -148,7 +148,7 @@ seed = 3
 def test_config_default_plant_options_from_the_file(tmp_path: Path) -> None:
     # plant keys reach the plant: fluid + telemetry is refused exactly as the flag is
     r = run_cli("control", "run", "small-cubic", "--config", _config(tmp_path, 'target = "5M"\ntelemetry = "ebpf"\n'))
-    assert r.returncode == 2 and "--telemetry: the fluid plant has no telemetry" in r.stderr, r.stderr
+    assert r.returncode == 2 and "--telemetry: for --plant netns or hardware only" in r.stderr, r.stderr
 
 
 # -- shadow mode ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from scidmz.plant.base import _REGISTRY as PLANTS
+from scidmz.plant.registry import _REGISTRY as PLANTS
 from scidmz.policies.registry import _REGISTRY as POLICIES
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "extending.md"

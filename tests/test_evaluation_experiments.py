@@ -136,18 +136,20 @@ def test_run_experiments_writes_files(tmp_path, sc, policies) -> None:
 
 
 def test_single_instance_plants_run_trials_in_turn(sc, monkeypatch) -> None:
-    """netns/hardware hold one instance: trials run one after another with the same seeds."""
-    import scidmz.evaluation.trials as ex
+    """A real-time plant (netns, hardware) holds one instance, as its registry entry declares: trials run
+    one after another with the same seeds. Here the fluid model registered as such a plant."""
+    from scidmz.plant import registry
+    from scidmz.plant.fluid.plant import FluidPlant
 
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register_plant("fluid-one", lambda scenario: FluidPlant(scenario, batch=1), realtime=True)
     plan = ExperimentPlan(trials=3, duration=10.0, target_hold=5.0, seed=5)
     batched = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan)
-    monkeypatch.setitem(ex.MAX_BATCH, "fluid", 1)
-    serial = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan)
+    serial = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan, "fluid-one")
     assert np.allclose(serial.table["mrae"], batched.table["mrae"])
     assert [tr.meta["instance"] for tr in serial.traces["trivial"]] == [0, 1, 2]
     short = replace(PLAN, short_trials=2, short_duration=10.0)
-    monkeypatch.setitem(ex.MAX_BATCH, "fluid", 1)
-    res = short_flow_experiment(sc, {"trivial": TrivialPolicy()}, short)
+    res = short_flow_experiment(sc, {"trivial": TrivialPolicy()}, short, "fluid-one")
     assert set(res.table["instance"]) <= {0, 1} and len(res.table) > 0
 
 

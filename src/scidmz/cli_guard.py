@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .policies.registry import policy_file_flags
+
 __all__ = ["OneLineArgumentParser", "add_mkdir_flags", "check_args", "guarded", "json_line",
            "finite_or_none", "OUTPUTS", "INPUTS", "COUNTS", "PlannedOutput", "planned_outputs", "command_of"]
 
@@ -80,13 +82,16 @@ OUTPUTS: dict[str, dict[str, str]] = {
     "telemetry replay": {"plot": "plot", "samples": "file"},
     "telemetry capture": {"plot": "plot"},
 }
+# Every policy's trained files (``--NAME-FILE``), from the policy registry: a "model" or "gains" file gets
+# that kind's check, any other a regular file's.
+_POLICY_FILES = {dest: file if file in ("model", "gains") else "file" for dest, (_, file) in policy_file_flags().items()}
 INPUTS: dict[str, dict[str, str]] = {
     "simulate": {"scenario": "scenario", "model": "model", "gains": "gains"},
     "scenarios": {"name": "scenario"},
     "identify": {"scenario": "scenario"},
     "train": {"dataset": "file", "init": "dir"},
     "tune": {"scenario": "scenario", "model": "model"},
-    "evaluate": {"scenario": "scenario", "model": "model", "gains": "gains", "pi_gains": "gains"},
+    "evaluate": {"scenario": "scenario", "model": "model", "gains": "gains", **_POLICY_FILES},
     "reproduce": {"notes": "file"},
     "telemetry replay": {"pcap": "file", "egress_pcap": "file", "ingress_pcap": "file"},
     "control run": {"scenario": "scenario", "model": "model", "gains": "gains", "config": "file"},
@@ -94,7 +99,7 @@ INPUTS: dict[str, dict[str, str]] = {
     "control status": {"token_file": "file"},
     "testbed up": {"scenario": "scenario"},
     "testbed check": {"scenario": "scenario"},
-    "leaderboard": {"scenario": "scenario", "mlc_model": "model", "mlc_gains": "gains", "pi_gains": "gains"},
+    "leaderboard": {"scenario": "scenario", **_POLICY_FILES},
 }
 #: Options whose help mentions files or paths but which are not paths (the declaration test reads this).
 NOT_PATHS: dict[str, frozenset[str]] = {
@@ -124,7 +129,8 @@ _COMMON_COUNTS = {"seed": "seed"}
 _INPUT_NAMES = {"dataset": "dataset", "pcap": "capture", "egress_pcap": "capture", "ingress_pcap": "capture",
                 "notes": "notes file", "gains": "gains file", "model": "model directory", "init": "model directory",
                 "token_file": "control token file", "scenario": "scenario file", "name": "scenario file",
-                "mlc_model": "mlc model directory", "mlc_gains": "mlc gains file", "pi_gains": "pi gains file"}
+                **{dest: f"{name} " + ("model directory" if file == "model" else f"{file} file")
+                   for dest, (name, file) in policy_file_flags().items()}}
 _MKDIR_FOR = ("out", "plot", "log")
 
 

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..cli_guard import json_line
 
+if TYPE_CHECKING:
+    from ..plant.registry import PlantSpec
+
 __all__ = ["add_scenario_args", "add_set_arg", "add_json_arg", "add_seed_arg", "add_model_args", "add_tracking_arg",
-           "add_policy_arg", "add_plant_args", "plant_arg", "emit", "resolve_model_args", "MODEL_HELP"]
+           "add_policy_arg", "add_plant_args", "plant_arg", "emit", "resolve_model_args", "MODEL_HELP",
+           "add_policy_file_args", "policy_file_args"]
 
 #: --model help: a directory or a registry reference.
 MODEL_HELP = ("inverse-model directory (from `scidmz train`) or a registry reference models:/NAME/VERSION "
@@ -79,6 +83,28 @@ def add_policy_arg(p: argparse.ArgumentParser, note: str = "") -> None:
                    help=f"{' | '.join(policy_names())} (default trivial){note}")
 
 
+def add_policy_file_args(p: argparse.ArgumentParser) -> None:
+    """``--NAME-FILE`` for every trained file of every registered policy (``--mlc-model``, ``--mlc-gains``,
+    ``--pi-gains``, ...), read from the policy registry (no policy module is imported)."""
+    from ..policies.registry import policy_file_flags
+
+    for dest, (name, file) in policy_file_flags().items():
+        p.add_argument("--" + dest.replace("_", "-"), dest=dest, default=None, metavar=file.upper(),
+                       help=f"policy {name}'s {file} file (default: the one shipped for the scenario"
+                            + (", or attached to a models:/ reference)" if file == "gains" else ")"))
+
+
+def policy_file_args(a: argparse.Namespace, names: list[str]) -> dict[str, dict[str, str | None]]:
+    """The ``--NAME-FILE`` values of policies ``names``: {policy: {file: path or None}}."""
+    from ..policies.registry import policy_file_flags
+
+    files: dict[str, dict[str, str | None]] = {n: {} for n in names}
+    for dest, (name, file) in policy_file_flags().items():
+        if name in files:
+            files[name][file] = getattr(a, dest, None)
+    return files
+
+
 def resolve_model_args(a: argparse.Namespace) -> str | None:
     """Turn a ``models:/...`` ``--model`` into a local directory (and ``--gains`` when not given).
 
@@ -97,9 +123,12 @@ def resolve_model_args(a: argparse.Namespace) -> str | None:
 
 def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
     """``--plant`` and its options (``--telemetry``, the hardware plant's actuator target, ``--plant-opt``),
-    which ``plant_arg`` turns into the ``PlantChoice`` the command passes on."""
+    which ``plant_arg`` turns into the ``PlantSpec`` the command passes on."""
+    from ..plant.registry import DEFAULT_PLANT, plant_names
+
     g = p.add_argument_group("plant")
-    g.add_argument("--plant", default="fluid", help=f"fluid (default{realtime_note}) | netns | hardware")
+    g.add_argument("--plant", default=DEFAULT_PLANT, help=" | ".join(
+        n + (f" (default{realtime_note})" if n == DEFAULT_PLANT else "") for n in plant_names()))
     g.add_argument("--telemetry", default=None, metavar="SOURCE",
                    help="netns plant: auto (default) | dataplane | kernel | ebpf (the eBPF programs on BR1); "
                         "hardware plant: HOST:PORT of the P4Runtime telemetry switch, e.g. 10.0.0.5:9559, or "
@@ -114,8 +143,8 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
                    help="any other keyword option of the plant, e.g. egress_hook=tc (repeatable)")
 
 
-def plant_arg(a: argparse.Namespace) -> str:
-    """The plant flags of ``add_plant_args`` as a ``PlantChoice`` (one-line ValueError)."""
+def plant_arg(a: argparse.Namespace) -> PlantSpec:
+    """The plant flags of ``add_plant_args`` as a checked ``PlantSpec`` (one-line ValueError)."""
     from .build import HARDWARE_FLAGS, plant_choice
 
     return plant_choice(a.plant, telemetry=a.telemetry, extra=a.plant_opt or [],

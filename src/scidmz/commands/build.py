@@ -3,99 +3,96 @@
 ``build_run`` is what ``scidmz simulate`` and ``scidmz control run`` turn their
 arguments into: the scenario (a name or a .toml file, with ``--set`` overrides,
 duration and seed), the policy object (``--policy`` with its ``--set
-policy.KEY=VALUE`` options; for the MLC its model and gains, from
-``--model``/``--gains``, a registry reference ``models:/...`` or the model
-shipped for the scenario; for ``pi`` its gains, ``--gains`` or those shipped), the plant by name with its options (checked against
-the backend's signature, built later by ``Run.make_plant``) and the DTN target.
-Every problem is one ``ValueError`` line (exit 2) before a plant exists.
+policy.KEY=VALUE`` options and, for a policy that runs from trained files, those
+files: given, a registry reference ``models:/...`` for a model, or the ones shipped
+for the scenario), the plant spec (``plant.base.PlantSpec``: the name with its
+options, checked once) and the DTN target. Every problem is one ``ValueError``
+line (exit 2) before a plant exists; ``Run.make_plant`` then builds the plant.
 
 ``build_policies`` is the same assembly for the commands that compare several
 policies (``scidmz evaluate``, ``scidmz leaderboard``): names from the registry,
-each with its trained files (``policy_files``: the MLC's model and gains, pi's
-gains; given, or shipped for the scenario) and ``--set policy.KEY=VALUE``
-options; a policy without files needs nothing beyond its name.
+each with its trained files (``trained_files``, read from the policy's registry
+entry) and ``--set policy.KEY=VALUE`` options; a policy without files needs
+nothing beyond its name. A policy name is parsed in one place, ``_policy_name``.
 
 ``plant_choice`` is the other half every command that takes a plant shares:
 the plant flags (``--plant``, ``--telemetry``, ``--dev``/``--ovs-port``...,
-``--plant-opt``) as one ``PlantChoice``, the name with its options, which
-``build_run`` and the evaluation and identification pass on to ``make_plant``.
+``--plant-opt``) as one ``PlantSpec``; which flags a plant takes is its registry
+entry's (``register_plant(cli=...)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..kinds import Policy
 from ..plant.base import Plant
+from ..plant.registry import PlantSpec
 from ..scenario import Scenario
 
-__all__ = ["Run", "build_run", "build_policies", "policy_files", "resolve_model_ref", "plant_choice", "ARTIFACTS",
+__all__ = ["Run", "build_run", "build_policies", "trained_files", "resolve_model_ref", "plant_choice",
            "DEFAULT_TARGET_FRACTION", "HARDWARE_FLAGS"]
-
-#: Policies that run from trained files: name -> the factory options that name them
-#: (``policy_files`` resolves them). Every other policy is built from its name alone.
-ARTIFACTS: dict[str, tuple[str, ...]] = {"mlc": ("model", "gains"), "pi": ("gains",)}
 
 #: The target without --target, as a fraction of the scenario's bottleneck capacity B_max
 #: (ours: half of B_max, a target every scenario can reach).
 DEFAULT_TARGET_FRACTION = 0.5
 
 
-#: The hardware plant's flags (``build_hardware_plant``'s options of the same names).
+#: The plant flags beyond ``--telemetry`` (the hardware plant's actuator target today); a plant takes
+#: those its registry entry names (``register_plant(cli=...)``).
 HARDWARE_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode")
 
 
 def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] | tuple[str, ...] = (),
-                 **hardware: Any) -> Any:
-    """The plant flags as a ``PlantChoice`` (the name with its options); one-line ``ValueError``.
+                 **flags: Any) -> PlantSpec:
+    """The plant flags as a checked ``PlantSpec`` (the name with its options); one-line ``ValueError``.
 
-    ``telemetry``: the netns plant's source (``auto | dataplane | kernel | ebpf``) or the hardware
-    plant's (``HOST:PORT`` of a P4Runtime switch, or ``ebpf:LAN_IF[,LAN_IF...],WAN_IF``); the fluid
-    plant has none. ``hardware``: ``HARDWARE_FLAGS`` (None = not given), the hardware plant's only.
-    ``extra``: ``--plant-opt KEY=VALUE`` items, any plant's options (checked when the plant is).
+    ``telemetry`` and ``flags`` (``HARDWARE_FLAGS``; None = not given): the plant's own command-line
+    flags, each allowed only for a plant whose registry entry declares it (``cli``). ``extra``:
+    ``--plant-opt KEY=VALUE`` items, any option of the plant. The options are checked here, once.
     """
-    from ..plant.base import PlantChoice
+    from ..plant.base import plant_entry, plant_spec
     from ..scenario import parse_override
 
-    unknown = [k for k in hardware if k not in HARDWARE_FLAGS]
+    unknown = [k for k in flags if k not in HARDWARE_FLAGS]
     if unknown:
         raise TypeError(f"plant_choice() got an unexpected flag {unknown[0]!r}")
-    given = {k: v for k, v in hardware.items() if v is not None}
-    opts: dict[str, Any] = {}
-    if plant == "hardware":
-        opts = {**given, "telemetry": telemetry}
-    elif given:
-        flags = ", ".join("--" + k.replace("_", "-") for k in given)
-        raise ValueError(f"{flags}: for --plant hardware only")
-    elif telemetry is not None:
-        if plant != "netns":
-            raise ValueError(f"--telemetry: the {plant} plant has no telemetry to choose (netns and hardware do)")
-        opts["telemetry"] = telemetry
+    given = {k: v for k, v in {"telemetry": telemetry, **flags}.items() if v is not None}
+    entry = plant_entry(plant)
+    refused = [k for k in given if k not in entry.cli]
+    if refused:
+        takers = [n for n in _plant_names() if all(k in plant_entry(n).cli for k in refused)]
+        names = ", ".join("--" + k.replace("_", "-") for k in refused)
+        raise ValueError(f"{names}: for --plant {' or '.join(takers) or '(none)'} only")
+    opts = dict(given)
     for item in extra:
         if "=" not in item:
             raise ValueError(f"--plant-opt {item!r}: expected KEY=VALUE")
         key, value = parse_override(item)
         opts[key] = value
-    return PlantChoice(plant, opts)
+    return plant_spec(plant, opts)
+
+
+def _plant_names() -> tuple[str, ...]:
+    from ..plant.base import plant_names
+
+    return plant_names()
 
 
 @dataclass(frozen=True)
 class Run:
-    """What a command runs: a scenario, a policy object, a plant by name and its options, a target (bit/s)."""
+    """What a command runs: a scenario, a policy object, a plant spec (name and options), a target (bit/s)."""
 
     scenario: Scenario
     policy: Policy
-    plant: str
+    plant: PlantSpec
     target: float
-    plant_options: Mapping[str, Any] = field(default_factory=dict)
 
     def make_plant(self, batch: int = 1) -> Plant:
-        """Build the plant (``plant.base.make_plant``) for this run's scenario."""
-        from ..plant.base import make_plant
-
-        return make_plant(self.plant, self.scenario, batch=batch, **self.plant_options)
+        """Build the plant for this run's scenario."""
+        return self.plant.make(self.scenario, batch=batch)
 
 
 def build_run(
@@ -103,8 +100,7 @@ def build_run(
     *,
     overrides: list[str] | None = None,
     policy: str = "trivial",
-    plant: str = "fluid",
-    plant_options: Mapping[str, Any] | None = None,
+    plant: str | PlantSpec = "fluid",
     target: str | float | None = None,
     duration: str | float | None = None,
     seed: int | None = None,
@@ -117,75 +113,49 @@ def build_run(
     ``overrides``: ``--set KEY=VALUE`` items; ``policy.KEY=VALUE`` ones configure
     the policy (its registry factory's options), the rest the scenario.
     ``target``: a rate (``"600M"``) or bit/s; None = ``DEFAULT_TARGET_FRACTION``
-    of B_max. ``model``/``gains``/``tracking_uri``: the MLC's files (a
-    ``models:/NAME/VERSION`` reference is fetched from the mlflow registry); ``gains``
-    alone for ``pi``.
+    of B_max. ``plant``: a name or a ``PlantSpec`` (``plant_choice``), checked here.
+    ``model``/``gains``/``tracking_uri``: the policy's trained files of those names (a
+    ``models:/NAME/VERSION`` model is fetched from the mlflow registry).
     """
-    from ..plant.base import check_plant_options
-    from ..policies.registry import make_policy, split_policy_overrides
+    from ..plant.base import plant_spec
+    from ..policies.registry import make_policy, policy_files, split_policy_overrides
     from ..scenario import resolve_scenario
     from ..units import parse_rate
 
-    scen_over, options = split_policy_overrides(policy, overrides)
+    name = _policy_name(policy)
+    scen_over, options = split_policy_overrides(name, overrides)
     sc = resolve_scenario(scenario, scen_over, duration, seed)
     bps = DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target")
     tgt = sc.check_target(bps)
-    plant_options = {**getattr(plant, "options", {}), **(plant_options or {})}
-    plant = str(plant)
-    check_plant_options(plant, 1, plant_options)
-    if policy in ARTIFACTS:
-        # Trained files: given ones, a registry reference, or the ones shipped for the scenario.
-        options.update(policy_files(policy, sc, model=model or options.pop("model", None),
-                                    gains=gains or options.pop("gains", None), tracking_uri=tracking_uri))
-    return Run(sc, make_policy(policy, **options), plant, tgt, dict(plant_options or {}))
+    spec = plant_spec(plant)
+    given = {k: options.pop(k) for k in policy_files(name) if k in options}  # --set policy.gains=FILE
+    given.update((k, v) for k, v in (("model", model), ("gains", gains)) if v)  # the flags win
+    options.update(trained_files(name, sc, tracking_uri=tracking_uri, **given))
+    return Run(sc, make_policy(name, **options), spec, tgt)
 
 
-def policy_files(name: str, scenario: Scenario, *, model: str | None = None, gains: str | None = None,
-                 tracking_uri: str | None = None) -> dict[str, str]:
-    """The trained files policy ``name`` runs with on ``scenario`` (``ARTIFACTS``), as factory options.
+def _policy_name(policy: str) -> str:
+    """The policy a command line names, checked against the registry (one line if unknown): the one place a
+    ``--policy`` string is parsed."""
+    from ..policies.registry import policy_kind
 
-    ``mlc``: ``model`` (a directory or a ``models:/...`` reference) and ``gains``; ``pi``:
-    ``gains``. Given ones win; with none, those shipped for the scenario (named on
-    stderr); otherwise, and for a missing or unreadable file, one ``ValueError`` /
-    ``FileNotFoundError`` line. A policy without files: ``{}``, and files given to it
-    are refused.
+    name = str(policy).strip()
+    policy_kind(name)
+    return name
+
+
+def trained_files(name: str, scenario: Scenario, *, tracking_uri: str | None = None,
+                  **given: str | None) -> dict[str, str]:
+    """The trained files policy ``name`` runs with on ``scenario``, as factory options, by its registry
+    entry (``policies.registry.resolve_policy_files``): given ones win (a ``models:/...`` model is
+    fetched first, with the gains attached to it unless gains are given), else those shipped for
+    the scenario. A policy without files: ``{}``, and files given to it are refused (one line).
     """
-    if name == "mlc":
-        from ..policies.rate.mlc import mlc_files
+    from ..policies.registry import policy_files, resolve_policy_files
 
-        model, gains, _ = resolve_model_ref(model, gains, tracking_uri)
-        m, g = mlc_files(scenario, model, gains)
-        _check_model_files(m, g)
-        return {"model": m, "gains": g}
-    if model:
-        raise ValueError(f"policy {name} takes no --model (only mlc runs an inverse model)")
-    if name == "pi":
-        # The MLC without its model: gains only (policies/rate/pi.py resolves the shipped ones).
-        from ..policies.rate.pi import pi_gains_file
-
-        g = pi_gains_file(scenario, gains)
-        _check_model_files(None, g)
-        return {"gains": g}
-    if gains:
-        raise ValueError(f"policy {name} takes no --gains (only mlc and pi run from tuned gains)")
-    return {}
-
-
-def _check_model_files(model: str | None, gains: str) -> None:
-    """One line for a missing model directory or gains file, or unreadable gains, before any plant."""
-    from pathlib import Path
-
-    from ..policies.rate.mlc import Gains
-
-    if model is not None:
-        mp = Path(model)
-        if not mp.exists():
-            raise FileNotFoundError(f"model directory not found: {mp}")
-        if not mp.is_dir():
-            raise ValueError(f"--model must be a model directory (from `scidmz train`), got a file: {mp}")
-    if not Path(gains).exists():
-        raise FileNotFoundError(f"gains file not found: {gains}")
-    Gains.load(gains)  # a bad gains file is one line here, even when the model is also wrong
+    if given.get("model") and "model" in policy_files(name):
+        given["model"], given["gains"], _ = resolve_model_ref(given["model"], given.get("gains"), tracking_uri)
+    return resolve_policy_files(name, scenario, **given)
 
 
 def build_policies(
@@ -198,18 +168,16 @@ def build_policies(
 ) -> tuple[dict[str, Policy], dict[str, dict[str, str]]]:
     """Policy objects by registry name, in ``names``' order, and the trained files each runs with.
 
-    ``files``: per policy name, its given files (``{"mlc": {"model": ..., "gains": ...},
-    "pi": {"gains": ...}}``; None or missing: the shipped ones, ``policy_files``).
-    ``options``: per policy name, its factory options (``--set policy.KEY=VALUE``).
-    Unknown names, options and files are one line each, before any policy is built.
+    ``files``: per policy name, its given files (e.g. ``{"pi": {"gains": ...}}``; None or missing:
+    the shipped ones, ``trained_files``). ``options``: per policy name, its factory options
+    (``--set policy.KEY=VALUE``). Unknown names, options and files are one line each, before any
+    policy is built.
     """
-    from ..policies.registry import make_policy, policy_kind
+    from ..policies.registry import make_policy
 
-    for n in names:
-        policy_kind(n)  # every unknown name is one line before any file is resolved
+    names = [_policy_name(n) for n in names]  # every unknown name is one line before any file is resolved
     given = files or {}
-    found = {n: policy_files(n, scenario, **{k: v for k, v in (given.get(n) or {}).items() if v},
-                             tracking_uri=tracking_uri) for n in names}
+    found = {n: trained_files(n, scenario, tracking_uri=tracking_uri, **dict(given.get(n) or {})) for n in names}
     opts = options or {}
     return {n: make_policy(n, **{**(opts.get(n) or {}), **found[n]}) for n in names}, found
 

@@ -121,7 +121,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     try:
         summary = run_daemon(
             scenario=run.scenario, policy=run.policy, target=run.target, plant=run.plant,
-            plant_options=run.plant_options, api=None if a.no_api else a.api, metrics_addr=a.metrics_addr,
+            api=None if a.no_api else a.api, metrics_addr=a.metrics_addr,
             token_file=a.token_file, log_path=a.log, duration=duration, seed=a.seed, on_start=install,
             shadow=a.shadow,
         )

@@ -1,9 +1,10 @@
-"""``scidmz leaderboard``: every policy on the same paired trials, resumable, ranked (issue 25).
+"""``scidmz leaderboard``: every policy on the same paired trials, resumable, ranked.
 
 Parses, builds the scenario and the policies through the one assembly
-(``build.build_policies``: names from the registry, the MLC's model and gains, pi's
-gains, given or shipped), and hands them to ``evaluation.leaderboard.run``. Every
-piece of bad input is one line (exit 2) before any trial runs.
+(``build.build_policies``: names from the registry, each with the trained files its
+registry entry declares, given as ``--NAME-FILE`` or shipped), and hands them to
+``evaluation.leaderboard.run``. Every piece of bad input is one line (exit 2) before
+any trial runs.
 """
 
 from __future__ import annotations
@@ -11,13 +12,27 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._shared import add_json_arg, add_seed_arg, add_tracking_arg, emit
+from ._shared import (
+    add_json_arg,
+    add_policy_file_args,
+    add_seed_arg,
+    add_tracking_arg,
+    emit,
+    policy_file_args,
+)
 
-#: The policies a leaderboard runs without --policies: every built-in way of serving the DTN.
-DEFAULT_POLICIES = "trivial,pi,pacing,mlc,jenks,abc,ffs"
+
+def _default_policies() -> str:
+    """The policies a leaderboard runs without --policies: every registered way of serving the DTN."""
+    from ..policies.registry import ranked_policies
+
+    return ",".join(ranked_policies())
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ..plant.registry import DEFAULT_PLANT, plant_names
+
+    default_policies = _default_policies()
     p = sub.add_parser("leaderboard", help="which way serves the DTN best: every policy on the same paired "
                                            "trials, resumable, with paired tests and a ranking")
     p.add_argument("scenario", nargs="?", default=None,
@@ -26,9 +41,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="override a scenario key (e.g. --set dtn.cca=bbr) or, as plan.KEY=VALUE, a size of the "
                         "trials: plan.duration, plan.target_hold, plan.transfer, plan.fct_max_time, "
                         "plan.short_duration, plan.target_low, plan.target_high, plan.fct_target")
-    p.add_argument("--plant", default="fluid", help="fluid (default, batched) | netns (real time, root)")
-    p.add_argument("--policies", default=DEFAULT_POLICIES,
-                   help=f"comma list of registered policies (default {DEFAULT_POLICIES}); trivial, the paired "
+    p.add_argument("--plant", default=DEFAULT_PLANT, help=f"{' | '.join(plant_names())} (default {DEFAULT_PLANT}); "
+                                                        "a real-time plant runs one trial at a time")
+    p.add_argument("--policies", default=None,
+                   help=f"comma list of registered policies (default {default_policies}); trivial, the paired "
                         "baseline, is always run")
     p.add_argument("--trials", type=int, default=None,
                    help="MRAE (and short-flow) trials per policy, >= 2 (default 50 fluid, 20 netns, 4 --quick)")
@@ -53,11 +69,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="merge the runs in --out's subfolders (--out/*/results.json) into --out/results.json and "
                         "--out/report.md; run nothing")
     add_seed_arg(p, what="trial i uses seed S + i")
-    p.add_argument("--mlc-model", default=None, help="mlc's inverse-model directory or models:/... reference "
-                                                     "(default: the one shipped for the scenario)")
-    p.add_argument("--mlc-gains", default=None, help="mlc's gains JSON (default: shipped, or those attached "
-                                                     "to a models:/ reference)")
-    p.add_argument("--pi-gains", default=None, help="pi's gains JSON (default: the one shipped for the scenario)")
+    add_policy_file_args(p)
     p.add_argument("--max-starved", type=float, default=None,
                    help="leave out trials whose share of starved periods exceeds this (default 0.05)")
     p.add_argument("--executor", default=None, metavar="SPEC",
@@ -68,10 +80,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_leaderboard)
 
 
-def _names(policies: str) -> list[str]:
+def _names(policies: str | None) -> list[str]:
     from ..evaluation.leaderboard.plan import MAX_POLICIES
     from ..evaluation.leaderboard.stats import BASELINE
 
+    policies = _default_policies() if policies is None else policies
     names = list(dict.fromkeys(n.strip() for n in policies.split(",") if n.strip()))
     if not names:
         raise ValueError("--policies needs at least one policy")
@@ -94,11 +107,12 @@ def _check_policy_trials(fewer: tuple[tuple[str, int, int], ...], names: list[st
 
 
 def _our_options(msg: str) -> str:
-    """The assembly's messages name ``--model``/``--gains`` (simulate's); here they are per policy."""
-    if msg.startswith("policy mlc"):
-        return msg.replace("--model DIR", "--mlc-model DIR").replace("--gains FILE", "--mlc-gains FILE")
-    if msg.startswith("policy pi"):
-        return msg.replace("--gains FILE", "--pi-gains FILE")
+    """The policies' messages name ``--model``/``--gains`` (simulate's); here they are ``--NAME-FILE``."""
+    from ..policies.registry import policy_file_flags
+
+    for name, file in policy_file_flags().values():
+        if msg.startswith(f"policy {name} "):
+            msg = msg.replace(f"--{file} ", f"--{name}-{file} ")
     return msg
 
 
@@ -135,7 +149,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     )
     from ..evaluation.leaderboard.results import DEFAULT_MAX_STARVED
     from ..evaluation.leaderboard.run import prepare, run_leaderboard
-    from ..plant.base import check_plant_options
+    from ..plant.base import plant_spec
     from ..policies.registry import policy_kind
     from ..scenario import resolve_scenario
     from .build import build_policies
@@ -147,27 +161,26 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     ms = DEFAULT_MAX_STARVED if a.max_starved is None else float(a.max_starved)
     if not (math.isfinite(ms) and 0.0 <= ms <= 1.0):
         raise ValueError(f"--max-starved must be a share in [0, 1], got {a.max_starved}")
-    check_plant_options(a.plant)
+    plant = plant_spec(a.plant)
     from ..executors import parse_executor
 
-    if parse_executor(a.executor).kind != "local" and a.plant != "fluid":
+    if parse_executor(a.executor).kind != "local" and plant.realtime:
         raise ValueError(f"--executor {a.executor} runs fluid-plant trials only; the {a.plant} plant runs in real "
                          "time, one testbed at a time")
     scen_over, plan_over = split_plan_overrides(a.set)
     names = _names(a.policies)
     fewer = parse_policy_trials(a.policy_trials)
     _check_policy_trials(fewer, names)
-    plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
-                     plan_over, fewer)
+    plan = make_plan(plant.name, a.trials, a.fct_trials, parse_experiments(a.experiments, plant.name), a.quick,
+                     a.seed, plan_over, fewer)
     for n in names:
         policy_kind(n)  # unknown names: one line before anything is resolved
     sc = resolve_scenario(a.scenario, scen_over)
     try:
-        policies, files = build_policies(names, sc, files={"mlc": {"model": a.mlc_model, "gains": a.mlc_gains},
-                                                           "pi": {"gains": a.pi_gains}}, tracking_uri=a.tracking_uri)
+        policies, files = build_policies(names, sc, files=policy_file_args(a, names), tracking_uri=a.tracking_uri)
     except ValueError as exc:
         raise ValueError(_our_options(str(exc))) from None
-    prep = prepare(sc, policies, files, a.plant, plan, a.out, resume=a.resume, allow_drift=a.allow_drift)
+    prep = prepare(sc, policies, files, plant.name, plan, a.out, resume=a.resume, allow_drift=a.allow_drift)
     res = run_leaderboard(prep, command, ms, a.executor)
     best = {r["experiment"]: r["policy"] for r in res["rows"] if r.get("best")}
     human = (f"{res['units_run']} trials run, {res['units']} in the ledger; best: "

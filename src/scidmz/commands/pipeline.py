@@ -19,6 +19,8 @@ from ._shared import (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from ..policies.registry import policies_with_file
+
     p = sub.add_parser("identify", help="record an identification dataset (MLC section 3.5 excitation)")
     add_scenario_args(p)
     p.add_argument("--duration", required=True, help="recorded time, e.g. 28800 or 8h (the paper: 28800 s)")
@@ -51,7 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("tune", help="GA-tune the MLC gains Kp, Ki, Kw (MLC section 3.3, Table 2), or pi's")
     add_scenario_args(p)
-    p.add_argument("--policy", default="mlc", choices=["mlc", "pi"],
+    # The policies tune tunes (tuning.run.tunable_policies), read here without importing numpy.
+    p.add_argument("--policy", default="mlc", choices=policies_with_file("gains"),
                    help="mlc (default; needs --model) or pi (the MLC's anti-windup PI without its model; no --model)")
     add_model_args(p, gains_help=None,
                    model_note=" (policy mlc; with a registry reference the gains are attached to that version)")

@@ -70,8 +70,15 @@ _DEFAULTS = {"plant": "fluid", "cca": None, "seed": 0, "netns": False, "keep_net
              "tracking_uri": None, **{k: None for k in _SIZES}}
 
 
+def _realtime(plant: str) -> bool:
+    """The plant runs in real time (its registry entry says so): the testbed form of the MLC chain."""
+    from ..plant.base import plant_entry
+
+    return plant_entry(plant).realtime
+
+
 def _default_out(a: argparse.Namespace) -> str:
-    name = "mlc-netns" if a.paper == "mlc" and a.plant == "netns" else a.paper
+    name = f"mlc-{a.plant}" if a.paper == "mlc" and _realtime(a.plant) else a.paper
     return f"reports/{name}-quick" if a.quick else f"reports/{name}"
 
 
@@ -92,7 +99,7 @@ def prepare(a: argparse.Namespace) -> None:
 
 def _ccas(a: argparse.Namespace) -> tuple[str, ...]:
     """``--cca LIST`` of ``reproduce mlc --plant netns`` (default cubic), each a kernel congestion control."""
-    if a.cca is not None and a.plant != "netns":
+    if a.cca is not None and not _realtime(a.plant):
         raise ValueError("--cca goes with reproduce mlc --plant netns")
     ccas = tuple(c.strip() for c in (a.cca or "cubic").split(",") if c.strip())
     bad = [c for c in ccas if c not in ("reno", "cubic", "bbr")]
@@ -156,7 +163,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
     cmd = _command()
     from ..evaluation.mlc.reproduce import ReproducePlan
 
-    if a.plant == "netns":
+    if _realtime(a.plant):
         base = ReproducePlan.netns(a.seed, quick=a.quick, ccas=_ccas(a))
     else:
         base = ReproducePlan.quick(a.seed) if a.quick else ReproducePlan(seed=a.seed)

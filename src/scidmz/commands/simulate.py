@@ -39,7 +39,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
 
     run = build_run(a.scenario, overrides=a.set, policy=a.policy, plant=plant_arg(a), target=a.target,
                     duration=a.duration, seed=a.seed, model=a.model, gains=a.gains)
-    result, human = simulate(run.scenario, run.policy, run.target, plant=run.plant, plant_options=run.plant_options,
-                             out=a.out, plot=a.plot, progress=sys.stderr.isatty())
+    result, human = simulate(run.scenario, run.policy, run.target, plant=run.plant, out=a.out, plot=a.plot,
+                             progress=sys.stderr.isatty())
     emit(result, a.json, human)
     return 0

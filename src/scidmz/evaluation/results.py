@@ -171,10 +171,11 @@ def note_run(scenario: Any, plant: str, plant_obj: Any = None) -> None:
     if prov is None:
         return
     model = getattr(plant_obj, "model_version", None)
-    if model is None and plant == "fluid":
-        from ..plant.fluid.plant import model_fingerprint
+    if model is None:
+        from ..plant.base import plant_entry
 
-        model = model_fingerprint()
+        version = plant_entry(plant).model_version
+        model = None if version is None else version()
     prov.note(scenario, plant, model)
 
 

@@ -4,8 +4,8 @@ A *trial* is one plant instance; trial i of every policy uses seed + i, so two
 policies meet the same campus randomness trial for trial (paired trials,
 ``evaluation.stats.paired``). ``run_trials`` runs all trials of one policy in
 one batched plant (``runner.run_episode``) when the backend allows it; plants
-that run in real time hold one instance (``MAX_BATCH``) and run their trials
-one after another with the same seeds. Inside ``using_executor(ex)`` the
+that run in real time hold one instance (their registry entry's ``max_batch``)
+and run their trials one after another with the same seeds. Inside ``using_executor(ex)`` the
 trials are cut into as many chunks as the executor has worker slots and run
 there; trial i still gets seed + i, so the numbers equal the local run's.
 
@@ -26,16 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from ..plant.base import make_plant
+from ..plant.registry import PlantSpec, plant_spec
 from ..policies.base import Policy
 from ..scenario import Scenario
 from ..state import Trace
 from .results import note_run
 
-__all__ = ["MAX_BATCH", "run_trials", "using_executor", "run_plant"]
-
-#: Plants that run in real time hold one instance; their trials run one after another.
-MAX_BATCH: dict[str, int] = {"netns": 1, "hardware": 1}
+__all__ = ["run_trials", "using_executor", "run_plant"]
 
 #: Where ``run_trials`` sends its trial chunks (set by ``using_executor``); None: in this process.
 _TRIAL_EXECUTOR: ContextVar[Any] = ContextVar("scidmz_trial_executor", default=None)
@@ -57,7 +54,7 @@ def run_trials(
     policy: Policy,
     targets: np.ndarray,
     seed: int,
-    plant: str = "fluid",
+    plant: str | PlantSpec = "fluid",
     until_done: bool = False,
     want_flows: bool = False,
     progress: bool = False,
@@ -74,8 +71,9 @@ def run_trials(
         raise ValueError(f"targets must have shape (steps, trials), got {tg.shape}")
     for v in (float(tg.min()), float(tg.max())):
         scenario.check_target(v)
-    note_run(scenario, plant)
-    limit = MAX_BATCH.get(plant, tg.shape[1])
+    spec = plant_spec(plant)
+    note_run(scenario, spec.name)
+    limit = spec.max_batch or tg.shape[1]
     executor = _TRIAL_EXECUTOR.get()
     if executor is not None:
         from ..executors import executor_width
@@ -83,9 +81,9 @@ def run_trials(
         # Trial i keeps seed + i whichever chunk runs it, so the results equal the local run's.
         limit = min(limit, -(-tg.shape[1] // executor_width(executor)))
     if tg.shape[1] <= limit:
-        return _run_batch(scenario, policy, tg, seed, plant, until_done, want_flows, progress)
+        return _run_batch(scenario, policy, tg, seed, spec, until_done, want_flows, progress)
     starts = list(range(0, tg.shape[1], limit))
-    args = [(scenario, policy, tg[:, j : j + limit], seed + j, plant, until_done, want_flows) for j in starts]
+    args = [(scenario, policy, tg[:, j : j + limit], seed + j, spec, until_done, want_flows) for j in starts]
     if executor is not None:
         futures = [executor.submit(_run_batch, *a, False) for a in args]
         chunks = [f.result() for f in futures]
@@ -117,7 +115,7 @@ def _run_batch(
     policy: Policy,
     tg: np.ndarray,
     seed: int,
-    plant: str,
+    plant: PlantSpec,
     until_done: bool,
     want_flows: bool,
     progress: bool,
@@ -125,8 +123,9 @@ def _run_batch(
     from ..runner import run_episode
 
     flows = None
-    with make_plant(plant, scenario, batch=tg.shape[1]) as pl:
-        traces = run_episode(pl, policy, tg, seed, until_done=until_done, progress=progress, meta={"plant": plant})
+    with plant.make(scenario, batch=tg.shape[1]) as pl:
+        traces = run_episode(pl, policy, tg, seed, until_done=until_done, progress=progress,
+                             meta={"plant": plant.name})
         if want_flows:
             flows = pl.flow_records()
     return traces, flows
@@ -137,7 +136,7 @@ def run_plant(
     policy: Any,
     targets: np.ndarray | float,
     seed: int = 0,
-    plant: str = "fluid",
+    plant: str | PlantSpec = "fluid",
     on_period: Callable[[int, Any], bool | None] | None = None,
     setup: Callable[[Any], None] | None = None,
     plant_options: dict[str, Any] | None = None,
@@ -157,18 +156,17 @@ def run_plant(
     """
     from ..runner import run_episode
 
-    opts = dict(plant_options or {})
-    scs = opts.get("scenarios") or [scenario]
-    batch = len(scs)
+    spec = plant_spec(plant, plant_options)
+    scs = spec.options.get("scenarios") or [scenario]
     tg = np.asarray(targets, dtype=np.float64)
     if tg.ndim == 0:
         tg = np.full(scenario.steps, float(tg))
-    with make_plant(plant, scenario, batch=batch, **opts) as pl:
+    with spec.make(scenario, batch=len(scs)) as pl:
         for sc in scs:
-            note_run(sc, plant, pl)
+            note_run(sc, spec.name, pl)
         if setup is not None:
             setup(pl)
         traces = run_episode(pl, policy, tg, seed, until_done=until_done, on_period=on_period,
-                             meta={"plant": plant})
+                             meta={"plant": spec.name})
         records = pl.flow_records() if want_records else None
     return traces, records

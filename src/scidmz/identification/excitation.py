@@ -99,7 +99,7 @@ def identify(
         "duration": float(duration),
         "excitation_seed": int(seed),
         "batch": batch,
-        "plant_kind": plant,
+        "plant_kind": str(plant),
     }
     with make_plant(plant, scenario, batch=batch) as pl:
         traces = run_episode(pl, ExcitationPolicy(u), targets, seed=seed, progress=progress, meta=meta)

@@ -39,14 +39,16 @@ def record_dataset(
     sc = resolve_scenario(scenario, overrides)
     dur = parse_time(duration, what="--duration")
     if batch is None:
-        batch = 32 if plant == "fluid" else 1
+        from ..plant.base import plant_entry
+
+        batch = plant_entry(plant).max_batch or 32  # ours: 32 side by side on a batched plant
     check_identification(sc, dur, batch, plant)
     out_path = Path(out)
     if out_path.exists() and out_path.is_dir():
         raise ValueError(f"--out must be a file path (.parquet), got a directory: {out_path}")
     if plot:  # the figure is drawn after the work: its path is checked before (issue 29)
         check_output_file(check_figure_path(plot, "--plot"), "--plot")
-    params = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "duration": dur, "seed": seed, "batch": batch, "plant": plant}
+    params = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "duration": dur, "seed": seed, "batch": batch, "plant": str(plant)}
 
     def work(run: Any | None) -> dict[str, Any]:
         t0 = time.perf_counter()

@@ -30,9 +30,25 @@ import numpy as np
 from ..scenario import Scenario
 from ..state import N_STATE, STATE_FIELDS, NetworkState
 
+# The registry is its own stdlib-only module, so that the command line's help lists the plants
+# without importing numpy; it is re-exported here, where the plant protocol lives.
+from .registry import (
+    DEFAULT_PLANT,
+    PLANT_KINDS,
+    PlantSpec,
+    check_batch_flows,
+    check_plant_options,
+    make_plant,
+    plant_entry,
+    plant_names,
+    plant_spec,
+    register_plant,
+)
+
 __all__ = ["StateBatch", "Plant", "QueuePlant", "DisciplinePlant", "HostPlant", "UnmeasuredPlant", "plant_capabilities",
-           "CAPABILITIES", "capability_methods", "FLOW_COLUMNS", "FlowTable", "make_plant", "register_plant", "check_plant_options", "PLANT_KINDS",
-           "PlantChoice"]
+           "CAPABILITIES", "capability_methods", "FLOW_COLUMNS", "FlowTable", "make_plant", "register_plant",
+           "check_plant_options", "check_batch_flows", "PLANT_KINDS", "PlantSpec", "plant_spec", "plant_entry",
+           "plant_names", "DEFAULT_PLANT"]
 
 #: The columns every plant's per-flow table has (``Plant.flows()``): the 5-tuple, the
 #: current RTT (s, includes the bottleneck queue; NaN without a sample), the rate over the
@@ -166,101 +182,3 @@ def plant_capabilities(plant: Any) -> tuple[str, ...]:
     """
     return ("rate", *(kind for kind, proto in CAPABILITIES.items()
                       if all(callable(getattr(plant, m, None)) for m in capability_methods(proto))))
-
-
-@dataclass(frozen=True)
-class _Backend:
-    cls: type
-    max_batch: int | None
-
-
-_REGISTRY: dict[str, _Backend] = {}
-
-#: Where each built-in backend lives; importing the module registers it. This
-#: table names modules, not classes, so ``scidmz --help`` imports no backend.
-_BUILTIN_MODULES = {
-    "fluid": "scidmz.plant.fluid.plant",
-    "netns": "scidmz.plant.netns.plant",
-    "hardware": "scidmz.plant.hardware",
-}
-PLANT_KINDS = tuple(_BUILTIN_MODULES)
-
-
-def register_plant(name: str, cls: type, max_batch: int | None = None) -> None:
-    """Make ``cls(scenario, [batch=B,] **options)`` available as ``make_plant(name, ...)``.
-
-    ``max_batch=1``: a real-time backend; its constructor takes no ``batch``.
-    """
-    _REGISTRY[name] = _Backend(cls, max_batch)
-
-
-class PlantChoice(str):
-    """A plant name that carries its options: ``PlantChoice("netns", {"telemetry": "ebpf"})``.
-
-    It is the name (a ``str``: equal to ``"netns"``, printed and logged as it), so code that passes a
-    plant name through to ``make_plant`` (the evaluation's trials, identification) carries the
-    command line's plant options unchanged; ``make_plant`` merges them under its keyword options.
-    """
-
-    options: dict[str, Any]
-
-    def __new__(cls, name: str, options: Mapping[str, Any] | None = None) -> PlantChoice:
-        obj = super().__new__(cls, name)
-        obj.options = dict(getattr(name, "options", {}), **(options or {}))
-        return obj
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return PlantChoice, (str(self), self.options)
-
-
-def _with_choice(kind: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {**getattr(kind, "options", {}), **(options or {})}
-
-
-def make_plant(kind: str, scenario: Scenario, batch: int = 1, **kwargs: Any) -> Plant:
-    """Build a plant backend by name (or ``PlantChoice``); a backend module is imported only when asked for.
-
-    Unknown names and unknown options are one-line ``ValueError`` s, never a
-    ``TypeError`` from deep inside a constructor.
-    """
-    kwargs = _with_choice(kind, kwargs)
-    backend = check_plant_options(kind, batch, kwargs)
-    if backend.max_batch is None:
-        check_batch_flows(scenario, batch)
-        return backend.cls(scenario, batch=batch, **kwargs)
-    return backend.cls(scenario, **kwargs)
-
-
-def check_batch_flows(scenario: Scenario, batch: int) -> None:
-    """Refuse a batched plant larger than ``limits.MAX_BATCH_FLOWS`` flow-instances, before it allocates
-    (issue 29: ``--trials 1000000000`` reached 15 GB in 30 s)."""
-    from ..limits import MAX_BATCH_FLOWS
-
-    n = int(batch) * max(1, scenario.flow_count)
-    if n > MAX_BATCH_FLOWS:
-        raise ValueError(f"{batch} plant instances x {scenario.flow_count} flows of scenario '{scenario.name}' = "
-                         f"{n:,} flows in one batched plant; at most {MAX_BATCH_FLOWS:,} (fewer trials, population "
-                         "or episodes)")
-
-
-def check_plant_options(kind: str, batch: int = 1, options: Mapping[str, Any] | None = None) -> _Backend:
-    """Everything ``make_plant`` checks before building: the name, the batch, the options
-    (by signature inspection). One-line ``ValueError``; imports the backend's module."""
-    import importlib
-    import inspect
-
-    if kind not in _REGISTRY and kind in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[str(kind)])
-    backend = _REGISTRY.get(str(kind))
-    options = _with_choice(kind, options)
-    if backend is None:
-        names = sorted(set(_REGISTRY) | set(_BUILTIN_MODULES))
-        raise ValueError(f"unknown plant '{kind}' (choose from {', '.join(names)})")
-    if backend.max_batch is not None and batch > backend.max_batch:
-        raise ValueError(f"the {kind} plant runs in real time and supports batch<={backend.max_batch} only")
-    sig = inspect.signature(backend.cls)
-    opts = [n for n, p in sig.parameters.items() if n not in ("scenario", "batch") and p.kind is not p.VAR_POSITIONAL]
-    unknown = [k for k in (options or {}) if k not in opts]
-    if unknown:
-        raise ValueError(f"plant '{kind}' has no option '{unknown[0]}' (options: {', '.join(opts)})")
-    return backend

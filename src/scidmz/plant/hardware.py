@@ -300,4 +300,5 @@ def _ebpf_source(telemetry: Any, scenario: Scenario, netns: str | None, dtn: lis
                          dtn_prefix=dtn or C.DEFAULT_DTN_PREFIX, remote_prefix=remote or C.DEFAULT_REMOTE_PREFIX)
 
 
-register_plant("hardware", build_hardware_plant, max_batch=1)
+register_plant("hardware", build_hardware_plant, realtime=True,
+               cli=("telemetry", "dev", "netns", "ovs_port", "ovs_db", "ovs_mode"))

@@ -7,9 +7,19 @@ inspection (``--set policy.KEY=VALUE`` on the command line); an unknown name, an
 unknown option or a missing required one is a one-line ``ValueError`` listing
 the choices, never a ``TypeError`` from inside a constructor.
 
+A policy that runs from trained files (a model directory, a gains file) also
+registers their resolver: ``register_policy(name, kind, factory, files=resolve)``,
+where ``resolve(scenario, *, NAME=None, ...)`` returns ``{NAME: path}`` for the
+files given (None: the ones shipped for the scenario), checked, and each NAME is
+a factory option. ``policy_files(name)`` lists the NAMEs; the commands read it
+for their per-policy flags (``--NAME-FILE``, e.g. ``--pi-gains``), the path
+checks and the assembly (``commands.build.trained_files``). No other module
+keeps a list of policies or of their files.
+
 The built-ins are listed below as module paths, not classes, so importing this
 module imports no policy (``scidmz --help`` stays instant); a built-in's module
-is imported the first time it is asked for. This module imports nothing beyond
+is imported the first time it is asked for, and its registration must agree
+with the kind and file names listed here. This module imports nothing beyond
 the standard library at load time.
 """
 
@@ -19,38 +29,57 @@ import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["register_policy", "make_policy", "policy_names", "policy_kind", "policy_options",
-           "split_policy_overrides"]
+           "split_policy_overrides", "policy_files", "resolve_policy_files", "policy_file_flags",
+           "ranked_policies", "policies_with_file"]
 
 
 @dataclass(frozen=True)
 class _Entry:
     kind: str
     factory: Callable[..., Any]
+    files: Callable[..., dict[str, str]] | None = None
+    ranked: bool = True
 
 
 _REGISTRY: dict[str, _Entry] = {}
 
-#: name -> (kind, module that registers it). Modules, not classes: nothing is imported until asked for.
-_BUILTIN: dict[str, tuple[str, str]] = {
-    "trivial": ("rate", "scidmz.policies.rate.trivial"),
-    "none": ("rate", "scidmz.policies.rate.trivial"),
-    "pi": ("rate", "scidmz.policies.rate.pi"),
-    "mlc": ("rate", "scidmz.policies.rate.mlc"),
-    "pacing": ("host", "scidmz.policies.host.pacing"),
-    "jenks": ("queue", "scidmz.policies.queue.jenks"),
-    "abc": ("discipline", "scidmz.policies.discipline.abc"),
-    "ffs": ("discipline", "scidmz.policies.discipline.ffs"),
+
+class _Builtin(NamedTuple):
+    kind: str
+    module: str
+    files: tuple[str, ...] = ()
+    ranked: bool = True
+
+
+#: name -> (kind, module that registers it, its trained files, ranked by default). Modules, not
+#: classes: nothing is imported until asked for; the file names are here so the commands' flags
+#: need no import. In the order the leaderboard ranks them by default.
+_BUILTIN: dict[str, _Builtin] = {
+    "trivial": _Builtin("rate", "scidmz.policies.rate.trivial"),
+    "pi": _Builtin("rate", "scidmz.policies.rate.pi", ("gains",)),
+    "pacing": _Builtin("host", "scidmz.policies.host.pacing"),
+    "mlc": _Builtin("rate", "scidmz.policies.rate.mlc", ("model", "gains")),
+    "jenks": _Builtin("queue", "scidmz.policies.queue.jenks"),
+    "abc": _Builtin("discipline", "scidmz.policies.discipline.abc"),
+    "ffs": _Builtin("discipline", "scidmz.policies.discipline.ffs"),
+    # No shaping at all: a reference for the studies, not a way of serving the DTN.
+    "none": _Builtin("rate", "scidmz.policies.rate.trivial", ranked=False),
 }
 
 
-def register_policy(name: str, kind: str, factory: Callable[..., Any]) -> None:
+def register_policy(name: str, kind: str, factory: Callable[..., Any],
+                    files: Callable[..., dict[str, str]] | None = None, *, ranked: bool = True) -> None:
     """Make ``factory(**options)`` available as ``make_policy(name, **options)``.
 
     ``kind`` is one of ``scidmz.kinds.POLICY_KINDS``; the factory's keyword
-    parameters are the policy's options.
+    parameters are the policy's options. ``files``: the resolver of the policy's
+    trained files, ``files(scenario, *, NAME=None, ...) -> {NAME: path}`` (given
+    paths, or the ones shipped for the scenario; one-line error if none or
+    unreadable); each NAME must be a factory option. ``ranked``: a way of serving
+    the DTN, which ``scidmz leaderboard`` runs by default (``ranked_policies``).
     """
     from ..kinds import POLICY_KINDS  # numpy: only once a policy module registers
 
@@ -61,7 +90,62 @@ def register_policy(name: str, kind: str, factory: Callable[..., Any]) -> None:
         raise ValueError(f"policy '{name}' is the built-in {builtin[0]} policy; a {kind} policy needs another name")
     if not callable(factory):
         raise TypeError(f"policy '{name}': factory must be callable, got {factory!r}")
-    _REGISTRY[name] = _Entry(kind, factory)
+    names = _file_names(files)
+    if builtin is not None and (names, ranked) != (builtin.files, builtin.ranked):
+        raise ValueError(f"policy '{name}': its files {names} or ranking differ from the built-in's")
+    missing = [n for n in names if n not in inspect.signature(factory).parameters]
+    if missing:
+        raise ValueError(f"policy '{name}': trained file '{missing[0]}' is not an option of its factory")
+    _REGISTRY[name] = _Entry(kind, factory, files, ranked)
+
+
+def _file_names(files: Callable[..., Any] | None) -> tuple[str, ...]:
+    if files is None:
+        return ()
+    return tuple(n for n, p in inspect.signature(files).parameters.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def policy_files(name: str) -> tuple[str, ...]:
+    """The trained files policy ``name`` runs from (factory options, e.g. ``("model", "gains")``); () for
+    none. Imports nothing for a built-in; one-line ValueError if unknown."""
+    if name in _REGISTRY:
+        return _file_names(_REGISTRY[name].files)
+    if name in _BUILTIN:
+        return _BUILTIN[name].files
+    raise ValueError(f"unknown policy '{name}' (choose from {', '.join(policy_names())})")
+
+
+def ranked_policies() -> tuple[str, ...]:
+    """The policies ``scidmz leaderboard`` runs by default: every registered way of serving the DTN."""
+    return tuple(n for n in policy_names()
+                 if (_REGISTRY[n].ranked if n in _REGISTRY else _BUILTIN[n].ranked))
+
+
+def policies_with_file(file: str) -> tuple[str, ...]:
+    """The policies that run from a trained file named ``file`` (e.g. ``gains``: those ``scidmz tune`` tunes)."""
+    return tuple(n for n in policy_names() if file in policy_files(n))
+
+
+def policy_file_flags() -> dict[str, tuple[str, str]]:
+    """Every policy's trained files as command-line options: argparse dest (``NAME_FILE``, the flag
+    ``--NAME-FILE``, e.g. ``pi_gains``) -> (policy, file). Imports no policy."""
+    return {f"{n}_{f}".replace("-", "_"): (n, f) for n in policy_names() for f in policy_files(n)}
+
+
+def resolve_policy_files(name: str, scenario: Any, **given: str | None) -> dict[str, str]:
+    """Policy ``name``'s trained files on ``scenario`` as factory options: ``given`` ones (None: not
+    given) or those shipped for it, by the policy's own resolver. A file the policy does not run
+    from is one line naming the policies that do; a policy without files gives {}."""
+    names = policy_files(name)
+    extra = [k for k, v in given.items() if v and k not in names]
+    if extra:
+        takers = [n for n in policy_names() if extra[0] in policy_files(n)]
+        raise ValueError(f"policy {name} takes no --{extra[0]} (only {' and '.join(takers) or 'none'} run from "
+                         f"one)")
+    if not names:
+        return {}
+    resolve = _entry(name).files
+    return {} if resolve is None else resolve(scenario, **{k: given.get(k) or None for k in names})
 
 
 def policy_names(kind: str | None = None) -> tuple[str, ...]:

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..executors import executor_width
 from ..fileio import atomic_write_text
+from ..plant.base import plant_entry
 from ..policies.rate.antiwindup import DEFAULT_DELTA_U, DEFAULT_LIMITER, Gains
 from ..scenario import Scenario
 from ..signals import random_steps
@@ -177,7 +178,7 @@ def evaluate_gains(
     m = 1 if tg.ndim == 1 else tg.shape[1]
     tg2 = np.tile(tg.reshape(tg.shape[0], m), (1, n))  # instance j = i * m + episode
     policy = loop_policy(predictor, [g for g in glist for _ in range(m)])
-    if plant == "fluid":
+    if "scenarios" in plant_entry(plant).options():
         # The fluid plant seeds instance j with its scenario's seed + j: offsetting each
         # instance's scenario seed gives episode e the same randomness for every gain set.
         common = int(seed) + _SEED_OFFSET
@@ -333,7 +334,7 @@ def tune(
         "episode": float(episode),
         "episodes_per_individual": int(episodes),
         "seed": int(seed),
-        "plant": plant,
+        "plant": str(plant),
         "delta_u": float(delta_u),
         "limiter": limiter,
         "gene_space": [dict(g) for g in gene_space],

@@ -19,10 +19,16 @@ from typing import Any
 from ..scenario import Scenario
 
 __all__ = ["TuneSettings", "TunePlan", "plan_tune", "run_tune", "tune_paths", "write_tune", "tune_from_paths",
-           "TUNABLE"]
+           "tunable_policies"]
 
-#: The policies ``scidmz tune`` tunes: both are the anti-windup PI of Fig. 5 (``policies.rate.antiwindup``).
-TUNABLE = ("mlc", "pi")
+
+def tunable_policies() -> tuple[str, ...]:
+    """The policies ``scidmz tune`` tunes: those whose registry entry runs from a ``gains`` file, the
+    anti-windup PI's gains of Fig. 5 (``policies.rate.antiwindup``), with or without a ``model``
+    (the inverse ANN the loop then runs). Ours: the file names are the contract."""
+    from ..policies.registry import policies_with_file
+
+    return policies_with_file("gains")
 
 
 @dataclass(frozen=True)
@@ -185,6 +191,20 @@ def write_tune(res: Any, out: str | Path) -> tuple[Path, Path]:
     return tdir / "gains.json", tdir
 
 
+def _check_policy(policy: str, model: str | None) -> None:
+    """A tunable policy, with a model exactly when it runs from one (its registry entry); one line."""
+    from ..policies.registry import policy_files
+
+    tunable = tunable_policies()
+    if policy not in tunable:
+        raise ValueError(f"--policy: only {' and '.join(tunable)} have tuned gains, got {policy!r}")
+    runs_model = "model" in policy_files(policy)
+    if runs_model and not model:
+        raise ValueError(f"policy {policy} needs --model DIR (its inverse model)")
+    if model and not runs_model:
+        raise ValueError(f"policy {policy} takes no --model (it runs without an inverse model)")
+
+
 def tune_from_paths(
     scenario: str | Scenario,
     model: str | None,
@@ -213,12 +233,7 @@ def tune_from_paths(
     unknown = sorted(set(settings) - set(asdict(TuneSettings())))
     if unknown:
         raise TypeError(f"tune_from_paths: unknown setting(s) {', '.join(unknown)}")
-    if policy not in TUNABLE:
-        raise ValueError(f"--policy: only {' and '.join(TUNABLE)} have tuned gains, got {policy!r}")
-    if policy == "mlc" and not model:
-        raise ValueError("policy mlc needs --model DIR (its inverse model; policy pi needs none)")
-    if policy == "pi" and model:
-        raise ValueError("policy pi takes no --model (it is the MLC's anti-windup PI without the inverse model)")
+    _check_policy(policy, model)
     sc = resolve_scenario(scenario, overrides)
     plan = plan_tune(sc, TuneSettings(**settings))
     predictor = load_predictor(model) if model else None
@@ -243,7 +258,7 @@ def tune_from_paths(
 def _human(plan: TunePlan, doc: dict[str, Any]) -> str:
     g, s, ref = doc["gains"], plan.settings, doc.get("refine")
     return (
-        f"{'pi: ' if doc.get('policy') == 'pi' else ''}GA ({s.generations} generations x {s.population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
+        f"{doc.get('policy', 'mlc')}: GA ({s.generations} generations x {s.population}): Kp={g['kp']:.3f} Ki={g['ki']:.3f} Kw={g['kw']:.3f}, "
         f"best IAE {doc['best_iae'] / 1e9:.2f} Gbit, {doc['seconds']:.1f} s -> {doc['gains_file']}"
         + (f" (refined on {ref['plant']}: the GA's gains x {ref['factor']:g})" if ref else "")
     )

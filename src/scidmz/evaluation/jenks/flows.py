@@ -125,7 +125,11 @@ def run_flows(sc: Scenario, params: Mapping[str, Any] | None, plant: str = "flui
         raise ValueError("run_flows observes flows one by one: every [[flows]] entry needs count = 1")
     policy = make_policy("jenks", **params) if params is not None else make_policy("none")
     steps = sc.steps
-    obs: Any = (_NetnsObserver if plant == "netns" else _FluidObserver)(sc, steps, until_done)
+    from ...plant.base import plant_entry
+
+    # A testbed names its flows' hosts and reports kernel RTTs by address; a simulator names its flows.
+    testbed = hasattr(plant_entry(plant).cls, "flow_hosts")
+    obs: Any = (_NetnsObserver if testbed else _FluidObserver)(sc, steps, until_done)
     _, records = run_plant(sc, policy, np.zeros(steps), seed, plant, on_period=obs,
                            plant_options=dict(plant_options or {}), want_records=True)
     n = obs.k + 1

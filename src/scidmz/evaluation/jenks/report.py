@@ -100,7 +100,7 @@ def context(res: Mapping[str, Any], notes: str | None = None) -> dict[str, Any]:
         "test5": res["test5"], "exp3": res["exp3"], "exp3_rises": _fct_rises(res["exp3"]),
         "exp3_mixes": _mixes(res["exp3"]), "netns": None,
     }
-    if "netns" in res:
+    if res.get("netns") is not None:  # the section the --netns run adds to the results
         ctx["netns"] = _netns_context(res["netns"])
         ctx["comparison"] = _comparison(res)
     return ctx

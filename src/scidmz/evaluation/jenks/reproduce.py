@@ -29,7 +29,7 @@ __all__ = ["reproduce_jenks"]
 def _kept_netns(out_dir: Path) -> dict[str, Any]:
     """The netns part of an earlier run's results.json, stamped with where it came from."""
     old = read_results(out_dir / "results.json", f"scidmz reproduce jenks --netns --out {out_dir}")
-    if "netns" not in old:
+    if old.get("netns") is None:  # the section a --netns run adds
         raise ValueError(f"--keep-netns: {out_dir}/results.json has no netns part (run with --netns once)")
     k = dict(old["netns"])
     meta = old.get("meta") or {}

@@ -60,8 +60,10 @@ def unit_of(experiment: str) -> str:
 def parse_experiments(spec: str | None, plant: str) -> tuple[str, ...]:
     """``mrae,fct`` -> ('mrae', 'fct'); None: all four on the fluid plant, short flows left out on a
     real-time plant (they are asked for there). One line for an unknown name."""
+    from ...plant.base import plant_entry
+
     if spec is None or spec.strip() in ("", "all"):
-        return EXPERIMENTS if plant == "fluid" or spec == "all" else EXPERIMENTS[:3]
+        return EXPERIMENTS if not plant_entry(plant).realtime or spec == "all" else EXPERIMENTS[:3]
     items = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [s for s in items if s not in EXPERIMENTS]
     if bad or not items:
@@ -215,11 +217,14 @@ def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiment
     (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one), then ``overrides``
     (``--set plan.KEY=VALUE``, ``split_plan_overrides``) and fewer trials for some policies
     (``--policy-trials``, ``parse_policy_trials``)."""
-    n = trials if trials is not None else (4 if quick else (50 if plant == "fluid" else 20))
+    from ...plant.base import plant_entry
+
+    realtime = plant_entry(plant).realtime
+    n = trials if trials is not None else (4 if quick else (20 if realtime else 50))
     kw: dict[str, Any] = {}
     if quick:
         kw = {"duration": 30.0, "short_duration": 30.0, "transfer": 150e6}
-    elif plant != "fluid":
+    elif realtime:
         kw = {"transfer": 300e6}
     return LeaderboardPlan(trials=n, fct_trials=fct_trials if fct_trials is not None else n, short_trials=n,
                            experiments=experiments, seed=seed, policy_trials=tuple(policy_trials),

@@ -34,21 +34,13 @@ __all__ = ["Prepared", "prepare", "run_leaderboard", "render_only", "plant_model
 
 
 def plant_model(plant: str, scenario: Scenario) -> dict[str, Any]:
-    """What the plant's numbers depend on beyond the scenario: the fluid model's fingerprint; for
-    netns the kernel release and the hash of the testbed's description (``plant.netns.spec``)."""
-    if plant == "fluid":
-        from ...plant.fluid.plant import model_fingerprint
+    """What the plant's numbers depend on beyond the scenario, as its registry entry declares it
+    (``register_plant(fingerprint=...)``: the fluid model's fingerprint; for netns the kernel release
+    and the hash of the testbed's description); {} for a plant that declares none."""
+    from ...plant.base import plant_entry
 
-        return {"fluid": model_fingerprint()}
-    if plant == "netns":
-        import dataclasses
-
-        from ...plant.netns.spec import describe
-
-        spec = dataclasses.asdict(describe(scenario, "sdz"))  # a fixed prefix: the wiring, not the names
-        text = json.dumps(spec, sort_keys=True, default=str)
-        return {"kernel": os.uname().release, "testbed": hashlib.sha256(text.encode()).hexdigest()[:16]}
-    return {"kernel": os.uname().release}
+    fingerprint = plant_entry(plant).fingerprint
+    return {} if fingerprint is None else fingerprint(scenario)
 
 
 def check_capabilities(plant: str, policies: Mapping[str, Policy]) -> None:

@@ -57,6 +57,9 @@ PAPER["bbr"] = {**PAPER["bbr2"], "label": "BBR v1 (kernel; paper column: BBRv2)"
 
 SIGNIFICANCE = 0.05  # a gain "meets the target" only with a paired two-sided p below this
 
+#: How a policy is named in the headline (the paper's spelling; others by their registry name).
+_LABELS = {"mlc": "MLC"}
+
 
 def _f(x: Any, fmt: str = "{:.3f}", none: str = "n/a") -> str:
     return fmt_num(x, fmt, none)
@@ -149,7 +152,7 @@ def headline_lines(name: str, results: Mapping[str, Any]) -> list[str]:
         key = "median" if exp == "short" else "mean"
         parts = [f"{p} {_f(v.get(key), '{:.4g}')}" for p, v in summ.items() if isinstance(v, Mapping)]
         red_key = {"utilization": "decrease_pct", "short": "median_reduction_pct"}.get(exp, "reduction_pct")
-        reds = [f"{'MLC' if p == 'mlc' else p} {_pct(_s(summ, p, red_key))}" for p, v in summ.items()
+        reds = [f"{_LABELS.get(p, p)} {_pct(_s(summ, p, red_key))}" for p, v in summ.items()
                 if isinstance(v, Mapping) and _s(summ, p, red_key) is not None]
         lines.append(f"  {exp:<12} {key} " + ", ".join(parts)
                      + (f"  ({', '.join(reds)} vs trivial)" if reds else ""))

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...plant.base import plant_entry
 from ...scenario import Scenario, load_scenario
 from ..results import clean, provenance, read_results, write_json
 from .experiments import EXPERIMENTS, ExperimentPlan, run_experiments, write_results
@@ -176,7 +177,7 @@ class ReproducePlan:
         from ...tuning.run import TuneSettings, plan_tune
 
         scenarios = {cca: _with_dtn_cca(load_scenario(name), cca) for cca, name in self.scenarios.items()}
-        refine = self.eval_plant != "fluid"
+        refine = plant_entry(self.eval_plant).realtime
         for sc in scenarios.values():
             check_identification(sc, self.identify_duration, self.identify_batch, "fluid")
             rows = int(self.identify_duration / sc.period)
@@ -384,7 +385,7 @@ class _Chain:
         self.d.mkdir(parents=True, exist_ok=True)
         self.sec = {"scenario": self.sc.name, "files": {}}
         model_dir = self.identify_and_train()
-        if self.plan.refine_identify_s and self.plan.eval_plant != "fluid":
+        if self.plan.refine_identify_s and plant_entry(self.plan.eval_plant).realtime:
             model_dir = self.fine_tune(model_dir)
         gains = self.tune(model_dir)
         self.evaluate(model_dir, gains)
@@ -422,10 +423,9 @@ def _reusable_dataset(
         and m.get("plant_kind") == plant
         and (batch is None or m.get("batch") == batch)
     )
-    if same and plant == "fluid":
-        from ...plant.fluid.plant import model_fingerprint
-
-        same = m.get("plant_model") == model_fingerprint()
+    version = plant_entry(plant).model_version if same else None
+    if version is not None:
+        same = m.get("plant_model") == version()
     if not same:
         return None
     return {"dataset": str(path), "sha256": file_sha256(path), "rows": len(tr), "reused": True}
@@ -500,7 +500,8 @@ def reproduce_mlc(
 
         save_figure(plot_convergence(conv), out_dir / "convergence.png")
     meta = prov.meta(
-        plant=p.eval_plant if p.eval_plant == "fluid" else f"{p.eval_plant} (identification and tuning: fluid)",
+        plant=p.eval_plant if not plant_entry(p.eval_plant).realtime else
+        f"{p.eval_plant} (identification and tuning: fluid)",
         mode=p.mode, cpus=f"{os.cpu_count()} ({platform.machine()})", wall_s=wall,
         sizes=p.sizes(), deviations=p.deviations(), stages=stages,
     )

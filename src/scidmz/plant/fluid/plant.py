@@ -900,4 +900,4 @@ class FluidPlant:
         return f"FluidPlant({self.scenario.name!r}, batch={self.batch}, flows={self.shape.n_flows}, dt={dt})"
 
 
-register_plant("fluid", FluidPlant)
+register_plant("fluid", FluidPlant, model_version=model_fingerprint)

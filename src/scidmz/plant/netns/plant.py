@@ -532,4 +532,18 @@ class NetnsPlant:
             self._tb.down()
 
 
-register_plant("netns", NetnsPlant, max_batch=1)
+def testbed_fingerprint(scenario: Scenario) -> dict[str, str]:
+    """What a netns trial's numbers depend on beyond the scenario: the kernel release and the hash of
+    the testbed's description (``spec.describe``, with a fixed prefix: the wiring, not the names)."""
+    import dataclasses
+    import hashlib
+    import json
+    import os
+
+    from .spec import describe
+
+    text = json.dumps(dataclasses.asdict(describe(scenario, "sdz")), sort_keys=True, default=str)
+    return {"kernel": os.uname().release, "testbed": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+register_plant("netns", NetnsPlant, realtime=True, cli=("telemetry",), fingerprint=testbed_fingerprint)

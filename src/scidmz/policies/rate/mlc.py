@@ -185,4 +185,28 @@ def mlc_files(scenario: Scenario, model: str | None, gains: str | None) -> tuple
     raise ValueError("policy mlc needs both --model DIR and --gains FILE")
 
 
-register_policy("mlc", "rate", MLCPolicy.from_paths)
+def mlc_trained_files(scenario: Scenario, *, model: str | None = None, gains: str | None = None) -> dict[str, str]:
+    """The registry's resolver of the MLC's files (``mlc_files``), checked: a missing model directory or
+    gains file, or unreadable gains, is one line before any plant is built."""
+    m, g = mlc_files(scenario, model, gains)
+    check_trained_files(model=m, gains=g)
+    return {"model": m, "gains": g}
+
+
+def check_trained_files(*, model: str | None = None, gains: str | None = None) -> None:
+    """One line for a missing model directory or gains file, or unreadable gains."""
+    from pathlib import Path
+
+    if model is not None:
+        mp = Path(model)
+        if not mp.exists():
+            raise FileNotFoundError(f"model directory not found: {mp}")
+        if not mp.is_dir():
+            raise ValueError(f"--model must be a model directory (from `scidmz train`), got a file: {mp}")
+    if gains is not None:
+        if not Path(gains).exists():
+            raise FileNotFoundError(f"gains file not found: {gains}")
+        Gains.load(gains)  # a bad gains file is one line here, even when the model is also wrong
+
+
+register_policy("mlc", "rate", MLCPolicy.from_paths, files=mlc_trained_files)

@@ -75,4 +75,13 @@ def pi_gains_file(scenario: Any, gains: str | os.PathLike[str] | None) -> str:
     return str(found)
 
 
-register_policy("pi", "rate", PIPolicy.from_gains)
+def pi_trained_files(scenario: Any, *, gains: str | None = None) -> dict[str, str]:
+    """The registry's resolver of pi's gains file (``pi_gains_file``), checked (one line if missing or bad)."""
+    from .mlc import check_trained_files
+
+    g = pi_gains_file(scenario, gains)
+    check_trained_files(gains=g)
+    return {"gains": g}
+
+
+register_policy("pi", "rate", PIPolicy.from_gains, files=pi_trained_files)

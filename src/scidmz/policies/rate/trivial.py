@@ -50,4 +50,4 @@ class NoShapingPolicy(TrivialPolicy):
 
 
 register_policy("trivial", "rate", TrivialPolicy)
-register_policy("none", "rate", NoShapingPolicy)
+register_policy("none", "rate", NoShapingPolicy, ranked=False)
