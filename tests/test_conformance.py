@@ -67,14 +67,13 @@ def test_netns_plant_conforms():
 
 
 def _built_in(name: str):
-    from scidmz.datasets import shipped_model, shipped_pi_gains
+    """The policy with the trained files its registry entry resolves (those shipped for testbed), if any."""
+    from scidmz.policies.registry import policy_files, resolve_policy_files
 
-    if name == "pi":
-        return make_policy("pi", gains=str(shipped_pi_gains(load_scenario("testbed")))), "testbed"
-    if name != "mlc":
+    if not policy_files(name):
         return make_policy(name), "small-cubic"
-    model, gains = shipped_model(load_scenario("testbed"))
-    return make_policy("mlc", model=str(model), gains=str(gains)), "testbed"
+    sc = load_scenario("testbed")
+    return make_policy(name, **resolve_policy_files(name, sc)), "testbed"
 
 
 @pytest.mark.parametrize("name", policy_names())

@@ -22,4 +22,5 @@ def test_extending_examples_run_and_conform() -> None:
         assert ns["policy"].margin == 0.1
     finally:
         POLICIES.pop("headroom", None)
+        POLICIES.pop("fitted", None)
         PLANTS.pop("lagged", None)

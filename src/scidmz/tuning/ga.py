@@ -241,55 +241,92 @@ def tune(
     """Tune (Kp, Ki, Kw) with PyGAD (Table 2 defaults); see the module docstring.
 
     ``model``: the MLC's inverse model (a directory, an ``InverseModel`` or a predictor),
-    or None to tune ``pi``.
+    or None to tune ``pi``. Validate, then run the GA, then describe the run: each a
+    function below (writing is ``run.write_tune``'s job, tracking ``run.tune_from_paths``').
     """
-    import pygad
-
     _check_ga_args(generations, population, parents, crossover, mutation, gene_space)
     predictor = _as_predictor(model)
     targets = fitness_targets(scenario, episode, seed, episodes=episodes)
-    if chunks is None:
-        chunks = executor_width(executor)
-    counters = {"evaluations": 0, "batches": 0, "batch_sizes": []}
+    fitness = _Fitness(scenario, predictor, targets, seed, plant, delta_u, limiter, executor,
+                       executor_width(executor) if chunks is None else chunks)
+    recorder = _Recorder(generations if progress else 0, scenario.name)
+    t0 = time.perf_counter()
+    ga = _run_ga(fitness, recorder, generations, population, parents, crossover, mutation, gene_space, seed)
+    wall = time.perf_counter() - t0
+    sol, fit, _ = ga.best_solution(ga.last_generation_fitness)
+    best = Gains(*(max(0.0, float(x)) for x in sol), delta_u=delta_u, limiter=limiter)
+    curve = [h["best_iae"] for h in recorder.history]
+    settings = {"generations": int(generations), "population": int(population), "parents": int(parents),
+                "crossover": float(crossover), "mutation": float(mutation), "episode": float(episode),
+                "episodes_per_individual": int(episodes), "seed": int(seed), "plant": str(plant),
+                "delta_u": float(delta_u), "limiter": limiter, "gene_space": [dict(g) for g in gene_space]}
+    info = _run_info(scenario, predictor is not None, settings, curve, fitness, wall, seed)
+    return TuneResult(gains=best, best_iae=float(-fit), curve=curve, history=recorder.history, info=info)
 
-    def fitness(ga: Any, solutions: np.ndarray, indices: Any) -> list[float]:
+
+class _Fitness:
+    """PyGAD's batch fitness: -IAE of each gain set over the fitness episodes, on the executor's chunks;
+    counts the evaluations and batch sizes it is asked for."""
+
+    def __init__(self, scenario: Scenario, predictor: Any, targets: np.ndarray, seed: int, plant: str,
+                 delta_u: float, limiter: str, executor: Executor | None, chunks: int) -> None:
+        self.fixed = (scenario, predictor, targets, seed, plant, delta_u, limiter)
+        self.executor, self.chunks = executor, chunks
+        self.evaluations, self.batches, self.batch_sizes = 0, 0, []
+
+    def __call__(self, ga: Any, solutions: np.ndarray, indices: Any) -> list[float]:
         sols = np.atleast_2d(np.asarray(solutions, dtype=np.float64))
-        counters["batches"] += 1
-        counters["batch_sizes"].append(len(sols))
-        counters["evaluations"] += len(sols)
-        parts = _chunks(len(sols), chunks)
-        args = [(scenario, predictor, sols[sl], targets, seed, plant, delta_u, limiter) for sl in parts]
-        if executor is None:
+        self.batches += 1
+        self.batch_sizes.append(len(sols))
+        self.evaluations += len(sols)
+        sc, predictor, targets, seed, plant, delta_u, limiter = self.fixed
+        args = [(sc, predictor, sols[sl], targets, seed, plant, delta_u, limiter)
+                for sl in _chunks(len(sols), self.chunks)]
+        if self.executor is None:
             results = [evaluate_gains(*a) for a in args]
         else:
-            futs = [executor.submit(evaluate_gains, *a) for a in args]
+            futs = [self.executor.submit(evaluate_gains, *a) for a in args]
             results = [f.result() for f in futs]
         iaes = np.concatenate(results)
         return [-float(v) if math.isfinite(v) else -1e300 for v in iaes]
 
-    history: list[dict[str, Any]] = []
-    bar = None
-    if progress:
-        from tqdm import tqdm
 
-        bar = tqdm(total=generations, desc=f"GA on {scenario.name}", unit="gen", leave=False)
+class _Recorder:
+    """PyGAD's ``on_generation``: each generation's best and mean IAE and best gains, and a progress bar
+    (``bar_total`` generations; 0: none)."""
 
-    def on_generation(ga: Any) -> None:
+    def __init__(self, bar_total: int, name: str) -> None:
+        self.history: list[dict[str, Any]] = []
+        self.bar = None
+        if bar_total:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=bar_total, desc=f"GA on {name}", unit="gen", leave=False)
+
+    def __call__(self, ga: Any) -> None:
         fit = np.asarray(ga.last_generation_fitness, dtype=np.float64)
         best = int(np.argmax(fit))
-        history.append(
-            {
-                "generation": ga.generations_completed,
-                "best_iae": float(-fit[best]),
-                "mean_iae": float(-np.mean(fit[np.isfinite(fit) & (fit > -1e299)])) if np.any(fit > -1e299) else float("inf"),
-                "gains": [float(x) for x in ga.population[best]],
-            }
-        )
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(best_iae=f"{-fit[best] / 1e9:.2f} Gbit")
+        ok = fit > -1e299
+        self.history.append({
+            "generation": ga.generations_completed,
+            "best_iae": float(-fit[best]),
+            "mean_iae": float(-np.mean(fit[np.isfinite(fit) & ok])) if np.any(ok) else float("inf"),
+            "gains": [float(x) for x in ga.population[best]],
+        })
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(best_iae=f"{-fit[best] / 1e9:.2f} Gbit")
 
-    t0 = time.perf_counter()
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _run_ga(fitness: _Fitness, recorder: _Recorder, generations: int, population: int, parents: int,
+            crossover: float, mutation: float, gene_space: Sequence[dict[str, float]], seed: int) -> Any:
+    """PyGAD with Table 2's operators, run to the end; returns the finished ``pygad.GA``."""
+    import pygad
+
     ga = pygad.GA(
         num_generations=int(generations),
         num_parents_mating=int(parents),
@@ -306,47 +343,36 @@ def tune(
         mutation_probability=float(mutation),
         keep_elitism=1,
         random_seed=int(seed),
-        on_generation=on_generation,
+        on_generation=recorder,
         suppress_warnings=True,
         logger=_quiet_logger(),
     )
     try:
         ga.run()
     finally:
-        if bar is not None:
-            bar.close()
-    wall = time.perf_counter() - t0
-    sol, fit, _ = ga.best_solution(ga.last_generation_fitness)
-    best = Gains(*(max(0.0, float(x)) for x in sol), delta_u=delta_u, limiter=limiter)
-    curve = [h["best_iae"] for h in history]
+        recorder.close()
+    return ga
+
+
+def _run_info(scenario: Scenario, with_model: bool, settings: dict[str, Any], curve: list[float],
+              fitness: _Fitness, wall: float, seed: int) -> dict[str, Any]:
+    """What the run was (policy, scenario, the GA's settings) and what it cost, for the gains' file."""
     from ..regime import fingerprint
 
-    info = {
-        "policy": "mlc" if predictor is not None else "pi",
+    return {
+        "policy": "mlc" if with_model else "pi",
         "scenario": scenario.name,
         "cca": scenario.dtn.cca,
         "scenario_fingerprint": fingerprint(scenario),
-        "generations": int(generations),
-        "population": int(population),
-        "parents": int(parents),
-        "crossover": float(crossover),
-        "mutation": float(mutation),
-        "episode": float(episode),
-        "episodes_per_individual": int(episodes),
-        "seed": int(seed),
-        "plant": str(plant),
-        "delta_u": float(delta_u),
-        "limiter": limiter,
-        "gene_space": [dict(g) for g in gene_space],
+        **settings,
         "best_generation": int(np.argmin(curve)) + 1 if curve else 0,
-        "evaluations": counters["evaluations"],
-        "fitness_calls": counters["batches"],
-        "max_fitness_batch": max(counters["batch_sizes"], default=0),
-        "fitness_batch_sizes": list(counters["batch_sizes"]),
+        "evaluations": fitness.evaluations,
+        "fitness_calls": fitness.batches,
+        "max_fitness_batch": max(fitness.batch_sizes, default=0),
+        "fitness_batch_sizes": list(fitness.batch_sizes),
         "seconds": round(wall, 2),
         "target_signal": {"range_frac": list(TARGET_RANGE), "hold_s": TARGET_HOLD, "seed": int(seed)},
     }
-    return TuneResult(gains=best, best_iae=float(-fit), curve=curve, history=history, info=info)
 
 
 def _quiet_logger() -> Any:

@@ -45,9 +45,9 @@ def plant_model(plant: str, scenario: Scenario) -> dict[str, Any]:
 
 def check_capabilities(plant: str, policies: Mapping[str, Policy]) -> None:
     """One line for a policy whose kind the plant does not declare (``plant.base.plant_capabilities``)."""
-    from ...plant.base import check_plant_options, plant_capabilities
+    from ...plant.base import plant_capabilities, plant_entry
 
-    caps = plant_capabilities(check_plant_options(plant).cls)
+    caps = plant_capabilities(plant_entry(plant).cls)
     for name, pol in policies.items():
         kind = getattr(pol, "kind", None)
         if kind not in caps:
@@ -58,9 +58,9 @@ def check_capabilities(plant: str, policies: Mapping[str, Policy]) -> None:
 def comparable_policies(plant: str, scenario: Scenario, policies: Mapping[str, Policy]) -> dict[str, bool]:
     """Which policies the plant models on equal footing: the plant's ``noise_covers(kind)`` where it
     declares one (the fluid plant), else all (a real network has no model to be unequal in)."""
-    from ...plant.base import check_plant_options, make_plant
+    from ...plant.base import make_plant, plant_entry
 
-    if not hasattr(check_plant_options(plant).cls, "noise_covers"):
+    if not hasattr(plant_entry(plant).cls, "noise_covers"):
         return dict.fromkeys(policies, True)
     with make_plant(plant, scenario) as pl:
         return {n: bool(pl.noise_covers(p.kind)) for n, p in policies.items()}  # type: ignore[attr-defined]
@@ -93,12 +93,12 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
     """Check the run and open its ledger (module docstring); one-line ValueError for bad input.
     ``allow_drift``: a resume may cross a change of code or kernel build (``ledger``)."""
     from ...fileio import ensure_dir
-    from ...plant.base import check_plant_options
+    from ...plant.base import plant_entry
 
     if BASELINE not in policies:
         raise ValueError(f"the {BASELINE} baseline must be among the policies (it is the paired reference)")
     check_capabilities(plant, policies)
-    if check_plant_options(plant).max_batch is not None and "short" in plan.units and len(plan.units) > 1:
+    if plant_entry(plant).realtime and "short" in plan.units and len(plan.units) > 1:
         raise ValueError(f"short-flow trials on the {plant} plant need a testbed of their own (an extra sender): "
                          "run them in a leaderboard of their own (--experiments short)")
     header = {
@@ -139,7 +139,7 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
     the same numbers.
     """
     from ...executors import open_executor, parse_executor
-    from ...plant.base import check_plant_options
+    from ...plant.base import plant_entry
     from ..trials import using_executor
 
     t0 = time.perf_counter()
@@ -153,7 +153,7 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
     _command_file(prep.out, command, resumed)
     bar = _progress(todo)
     tick = bar.update if bar is not None else None
-    realtime = check_plant_options(prep.plant).max_batch is not None
+    realtime = plant_entry(prep.plant).realtime
     spec = parse_executor(executor)
     try:
         with prep.ledger, provenance(command), open_executor(spec) as ex, using_executor(ex):

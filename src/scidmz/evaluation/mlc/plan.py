@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ...plant.registry import PlantSpec
 from ...scenario import Scenario
 
 __all__ = ["ExperimentPlan"]
@@ -66,13 +67,12 @@ class ExperimentPlan:
             ns_values=(1, 10, 100), ns_trials=2, short_duration=30.0, short_trials=2, seed=seed,
         )
 
-    def check_for(self, scenario: Scenario, plant: str = "fluid") -> None:
+    def check_for(self, scenario: Scenario, plant: str | PlantSpec = "fluid") -> None:
         """What this plan asks of ``plant`` on ``scenario``, checked before any trial runs: the plant
         exists, and a batched one stays within ``limits.MAX_BATCH_FLOWS`` (trials x flows)."""
-        from ...plant.base import check_batch_flows, check_plant_options
+        from ...plant.base import check_batch_flows, plant_spec
 
-        backend = check_plant_options(plant, 1)
-        if backend.max_batch is None:
+        if not plant_spec(plant).realtime:
             check_batch_flows(scenario, max(self.trials, self.fct_trials or 0, self.short_trials))
 
     def fct_bound(self, scenario: Scenario) -> float:
