@@ -8,12 +8,46 @@ directory (Keras model, scalers, NumPy weights, metadata) and the loss curve.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..regime import fingerprint
 
 __all__ = ["train_model", "check_training"]
+
+
+@dataclass
+class _Job:
+    """One training request, validated: the dataset's regressors and everything recorded with the model."""
+
+    dataset: str
+    out: str
+    epochs: int
+    folds: int
+    batch_size: int
+    seed: int
+    per_unit: bool
+    progress: bool
+    init: str | None
+    X: Any
+    y: Any
+    sha: str
+    scen: dict[str, Any]
+    capacity: float | None
+    start: dict[str, Any] | None
+    params: dict[str, Any]
+
+    def fresh(self) -> Any:
+        """A new inverse model: from scratch, or the starting model at a tenth of its learning rate."""
+        from .inverse import InverseModel
+
+        if self.start is None:
+            return InverseModel(epochs=self.epochs, batch_size=self.batch_size, seed=self.seed,
+                                per_unit=self.per_unit, progress=self.progress)
+        m = InverseModel.load(self.init)
+        return m.set_params(warm_start=True, epochs=self.epochs, batch_size=self.batch_size, seed=self.seed,
+                            progress=self.progress, learning_rate=self.start["learning_rate"] / 10.0)
 
 
 def train_model(
@@ -37,12 +71,31 @@ def train_model(
     refines the model rather than overwriting it). The result also holds
     ``init_relative_error``, the starting model's error on this whole dataset
     (how well it transferred), and the CV folds fine-tune the same start.
+
+    Validate, then fit, then write the model directory, then track: each a function below.
     """
+    from ..tracking import optional_run
+
+    job = _validate(dataset, out, epochs, folds, batch_size, seed, per_unit, progress, init)
+    with optional_run(track, "scidmz-train", f"train-{job.scen.get('name', Path(dataset).stem)}", job.params,
+                      tracking_uri) as run:
+        t0 = time.perf_counter()
+        model, cv = _fit(job)
+        path = _write(job, model)
+        wall = time.perf_counter() - t0
+        res = _result(job, model, cv, path, wall)
+        if run is not None:
+            _track(run, model, cv, path, wall)
+            res["mlflow_run_id"] = run.run_id
+    return res, _human(job, res)
+
+
+def _validate(dataset: str, out: str, epochs: int, folds: int, batch_size: int, seed: int, per_unit: bool,
+              progress: bool, init: str | None) -> _Job:
+    """The settings, the dataset (size, capacity) and the starting model, checked; one line each."""
     from ..identification.excitation import load_dataset
     from ..identification.regressors import build_regressors
-    from ..tracking import file_sha256, optional_run
-    from .inverse import InverseModel
-    from .predictor import relative_error
+    from ..tracking import file_sha256
 
     check_training(epochs, folds)
     trace = load_dataset(dataset)
@@ -60,73 +113,79 @@ def train_model(
         "batch_size": batch_size, "seed": seed, "per_unit": per_unit, "samples": len(y),
         **({"init": str(init)} if init else {}),
     }
+    return _Job(str(dataset), out, epochs, folds, batch_size, seed, per_unit, progress, init, X, y, sha, scen,
+                capacity, start, params)
 
-    def fresh() -> InverseModel:
-        if start is None:
-            return InverseModel(epochs=epochs, batch_size=batch_size, seed=seed, per_unit=per_unit, progress=progress)
-        m = InverseModel.load(init)
-        return m.set_params(warm_start=True, epochs=epochs, batch_size=batch_size, seed=seed, progress=progress,
-                            learning_rate=start["learning_rate"] / 10.0)
 
-    def work(run: Any | None) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        cv: dict[str, Any] = {}
-        if folds and start is None:
-            cv = InverseModel(epochs=epochs, batch_size=batch_size, seed=seed, per_unit=per_unit).cross_validate(X, y, k=folds)
-        elif folds:
-            cv = _finetune_cv(fresh, X, y, folds, seed)
-        model = fresh()
-        if start is not None:
-            model.meta.update({"init_model": str(init), "init_dataset_sha256": start["dataset_sha256"],
-                               "init_scenario_fingerprint": start["fingerprint"],
-                               "init_relative_error": relative_error(y, start["predictor"](X))})
-        model.meta.update({
-            "dataset": str(dataset), "dataset_sha256": sha, "scenario": scen.get("name"),
-            "dtn_cca": (scen.get("dtn") or {}).get("cca"), "capacity": capacity,
-            "cv_relative_error": cv.get("relative_error"),
-            # Regime and CCA it learned (issue 9): the MLC warns when used on another.
-            "scenario_fingerprint": fingerprint(scen) if scen else None,
-        })
-        model.fit(X, y)
-        _check_fitted(model, dataset)  # never write a model of NaN/inf weights
-        path = model.save(out)
-        # The loss curve and predicted vs actual u, next to the model (training data; the CV
-        # error above is the held-out figure).
-        from ..plots import plot_training, save_figure
+def _fit(job: _Job) -> tuple[Any, dict[str, Any]]:
+    """k-fold CV (of training, or of fine-tuning the same start), then the model fitted on all rows."""
+    from .inverse import InverseModel
+    from .predictor import relative_error
 
-        n = min(len(y), 20_000)
-        pred = model.predict(X[:n])
-        scale = capacity if per_unit and capacity else 1.0
-        save_figure(plot_training(model.history_.get("loss", []), y[:n] * scale, pred * scale), path / "training.png")
-        wall = time.perf_counter() - t0
-        res = {
-            "model": str(path), "samples": int(len(y)), "seconds": round(wall, 2),
-            "train_relative_error": model.meta["train_relative_error"],
-            **({"init_relative_error": model.meta["init_relative_error"]} if start is not None else {}),
-            "cv": cv, "cv_relative_error": cv.get("relative_error"), **{k: v for k, v in params.items() if k != "samples"},
-        }
-        if run is not None:
-            run.log_metrics({
-                "train_relative_error": model.meta["train_relative_error"],
-                "cv_relative_error": cv.get("relative_error"), "cv_nrmse_range": cv.get("nrmse_range"),
-                "seconds": wall,
-            })
-            run.log_metric_series("loss", model.history_.get("loss", []))
-            run.log_artifact(path, artifact_path="model")
-            res["mlflow_run_id"] = run.run_id
-        return res
+    cv: dict[str, Any] = {}
+    if job.folds and job.start is None:
+        cv = InverseModel(epochs=job.epochs, batch_size=job.batch_size, seed=job.seed,
+                          per_unit=job.per_unit).cross_validate(job.X, job.y, k=job.folds)
+    elif job.folds:
+        cv = _finetune_cv(job.fresh, job.X, job.y, job.folds, job.seed)
+    model = job.fresh()
+    if job.start is not None:
+        model.meta.update({"init_model": str(job.init), "init_dataset_sha256": job.start["dataset_sha256"],
+                           "init_scenario_fingerprint": job.start["fingerprint"],
+                           "init_relative_error": relative_error(job.y, job.start["predictor"](job.X))})
+    model.meta.update({
+        "dataset": job.dataset, "dataset_sha256": job.sha, "scenario": job.scen.get("name"),
+        "dtn_cca": (job.scen.get("dtn") or {}).get("cca"), "capacity": job.capacity,
+        "cv_relative_error": cv.get("relative_error"),
+        # The regime and CCA it learned: the MLC warns when it is used on another.
+        "scenario_fingerprint": fingerprint(job.scen) if job.scen else None,
+    })
+    model.fit(job.X, job.y)
+    _check_fitted(model, job.dataset)  # never write a model of NaN/inf weights
+    return model, cv
 
-    with optional_run(track, "scidmz-train", f"train-{scen.get('name', Path(dataset).stem)}", params,
-                      tracking_uri) as run:
-        res = work(run)
-    cv_txt = f", {folds}-fold relative validation error {100 * res['cv_relative_error']:.2f}%" if folds else ""
-    if start is not None:
-        cv_txt += f"; fine-tuned from {init} (its error on this dataset: {100 * res['init_relative_error']:.2f}%)"
-    human = (
-        f"inverse model: {res['samples']} samples, train relative error "
-        f"{100 * res['train_relative_error']:.2f}%{cv_txt}, {res['seconds']:.1f} s -> {res['model']}"
-    )
-    return res, human
+
+def _write(job: _Job, model: Any) -> Path:
+    """The model directory, with the loss curve and predicted vs actual u next to it (training data; the
+    CV error is the held-out figure)."""
+    from ..plots import plot_training, save_figure
+
+    path = model.save(job.out)
+    n = min(len(job.y), 20_000)
+    pred = model.predict(job.X[:n])
+    scale = job.capacity if job.per_unit and job.capacity else 1.0
+    save_figure(plot_training(model.history_.get("loss", []), job.y[:n] * scale, pred * scale),
+                path / "training.png")
+    return path
+
+
+def _result(job: _Job, model: Any, cv: dict[str, Any], path: Path, wall: float) -> dict[str, Any]:
+    return {
+        "model": str(path), "samples": int(len(job.y)), "seconds": round(wall, 2),
+        "train_relative_error": model.meta["train_relative_error"],
+        **({"init_relative_error": model.meta["init_relative_error"]} if job.start is not None else {}),
+        "cv": cv, "cv_relative_error": cv.get("relative_error"),
+        **{k: v for k, v in job.params.items() if k != "samples"},
+    }
+
+
+def _track(run: Any, model: Any, cv: dict[str, Any], path: Path, wall: float) -> None:
+    """The errors, the loss curve and the model directory into the mlflow run."""
+    run.log_metrics({
+        "train_relative_error": model.meta["train_relative_error"],
+        "cv_relative_error": cv.get("relative_error"), "cv_nrmse_range": cv.get("nrmse_range"),
+        "seconds": wall,
+    })
+    run.log_metric_series("loss", model.history_.get("loss", []))
+    run.log_artifact(path, artifact_path="model")
+
+
+def _human(job: _Job, res: dict[str, Any]) -> str:
+    cv_txt = f", {job.folds}-fold relative validation error {100 * res['cv_relative_error']:.2f}%" if job.folds else ""
+    if job.start is not None:
+        cv_txt += f"; fine-tuned from {job.init} (its error on this dataset: {100 * res['init_relative_error']:.2f}%)"
+    return (f"inverse model: {res['samples']} samples, train relative error "
+            f"{100 * res['train_relative_error']:.2f}%{cv_txt}, {res['seconds']:.1f} s -> {res['model']}")
 
 
 def check_training(epochs: int, folds: int, rows: int | None = None, where: str = "dataset") -> None:

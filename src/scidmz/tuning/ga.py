@@ -377,7 +377,7 @@ def _run_info(scenario: Scenario, with_model: bool, settings: dict[str, Any], cu
 
 def _quiet_logger() -> Any:
     """A logger for PyGAD that prints nothing: PyGAD logs any exception of a run with its traceback
-    before re-raising it, and the CLI reports that exception itself, in one line (issue 29)."""
+    before re-raising it, and the CLI reports that exception itself, in one line."""
     import logging
 
     lg = logging.getLogger("scidmz.tuning.pygad")

@@ -248,7 +248,7 @@ def tune_from_paths(
                              "kw": res.gains.kw, "seconds": res.info["seconds"]})
             run.log_metric_series("best_iae_per_generation", res.curve)
             # The files the GA wrote, not the directory: tune --out DIR may name a directory holding
-            # other things (the working directory, mlruns itself), never copied into the run (issue 29).
+            # other things (the working directory, mlruns itself), never copied into the run.
             for name in res.FILES:
                 run.log_artifact(tdir / name, artifact_path="tune")
             doc["mlflow_run_id"] = run.run_id

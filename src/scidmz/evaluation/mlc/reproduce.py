@@ -84,7 +84,7 @@ class ReproducePlan:
 
     @classmethod
     def netns(cls, seed: int = 0, quick: bool = False, ccas: tuple[str, ...] = ("cubic",)) -> ReproducePlan:
-        """The MLC on real kernel TCP (issue 9, item 5): identify and tune on the fluid plant's
+        """The MLC on real kernel TCP: identify and tune on the fluid plant's
         ``testbed`` scenario, then paired MRAE and FCT trials on the netns testbed (kernel CUBIC;
         this kernel has no BBRv2). Real time: ~2 x trials x (duration + FCT) seconds, plus the
         refinement on the testbed (ours, measured in reports/mlc-netns/analysis.md): 1,800 s of
@@ -163,8 +163,8 @@ class ReproducePlan:
         return replace(self, **top)
 
     def check(self) -> dict[str, Scenario]:
-        """Every stage's settings, checked before the first stage runs (issue 29: a bad late-stage
-        option used to cost minutes of earlier stages); returns the scenarios by CCA.
+        """Every stage's settings, checked before the first stage runs (a bad late-stage
+        option once cost minutes of earlier stages); returns the scenarios by CCA.
 
         Each stage is checked by its own command's checker, so the chain and a user's own
         ``identify``/``train``/``tune``/``evaluate`` refuse the same things: the identification
@@ -319,7 +319,7 @@ class _Chain:
         return model_dir
 
     def fine_tune(self, model_dir: Path) -> Path:
-        """Fluid, then refined on testbed data (issue 9, item 5): a short identification on the
+        """Fluid, then refined on testbed data: a short identification on the
         evaluation plant fine-tunes the fluid model; the GA then tunes with the refined model."""
         p = self.plan
         with self.stage(f"identify-{p.eval_plant}"):
