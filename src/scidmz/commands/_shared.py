@@ -86,12 +86,14 @@ def add_policy_arg(p: argparse.ArgumentParser, note: str = "") -> None:
 def add_policy_file_args(p: argparse.ArgumentParser) -> None:
     """``--NAME-FILE`` for every trained file of every registered policy (``--mlc-model``, ``--mlc-gains``,
     ``--pi-gains``, ...), read from the policy registry (no policy module is imported)."""
-    from ..policies.registry import policy_file_flags
+    from ..policies.registry import policy_file_flags, policy_files
 
     for dest, (name, file) in policy_file_flags().items():
+        what = "model directory or models:/ reference" if file == "model" else f"{file} file"
+        attached = file == "gains" and "model" in policy_files(name)  # tune attaches gains to a model version
         p.add_argument("--" + dest.replace("_", "-"), dest=dest, default=None, metavar=file.upper(),
-                       help=f"policy {name}'s {file} file (default: the one shipped for the scenario"
-                            + (", or attached to a models:/ reference)" if file == "gains" else ")"))
+                       help=f"policy {name}'s {what} (default: the one shipped for the scenario"
+                            + (", or attached to a models:/ reference)" if attached else ")"))
 
 
 def policy_file_args(a: argparse.Namespace, names: list[str]) -> dict[str, dict[str, str | None]]:
@@ -145,7 +147,7 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
 
 def plant_arg(a: argparse.Namespace) -> PlantSpec:
     """The plant flags of ``add_plant_args`` as a checked ``PlantSpec`` (one-line ValueError)."""
-    from .build import HARDWARE_FLAGS, plant_choice
+    from .build import PLANT_FLAGS, plant_choice
 
     return plant_choice(a.plant, telemetry=a.telemetry, extra=a.plant_opt or [],
-                        **{k: getattr(a, k) for k in HARDWARE_FLAGS})
+                        **{k: getattr(a, k) for k in PLANT_FLAGS})

@@ -33,7 +33,7 @@ from ..plant.registry import PlantSpec
 from ..scenario import Scenario
 
 __all__ = ["Run", "build_run", "build_policies", "trained_files", "resolve_model_ref", "plant_choice",
-           "DEFAULT_TARGET_FRACTION", "HARDWARE_FLAGS"]
+           "DEFAULT_TARGET_FRACTION", "PLANT_FLAGS"]
 
 #: The target without --target, as a fraction of the scenario's bottleneck capacity B_max
 #: (ours: half of B_max, a target every scenario can reach).
@@ -42,21 +42,21 @@ DEFAULT_TARGET_FRACTION = 0.5
 
 #: The plant flags beyond ``--telemetry`` (the hardware plant's actuator target today); a plant takes
 #: those its registry entry names (``register_plant(cli=...)``).
-HARDWARE_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode")
+PLANT_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode")
 
 
 def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] | tuple[str, ...] = (),
                  **flags: Any) -> PlantSpec:
     """The plant flags as a checked ``PlantSpec`` (the name with its options); one-line ``ValueError``.
 
-    ``telemetry`` and ``flags`` (``HARDWARE_FLAGS``; None = not given): the plant's own command-line
+    ``telemetry`` and ``flags`` (``PLANT_FLAGS``; None = not given): the plant's own command-line
     flags, each allowed only for a plant whose registry entry declares it (``cli``). ``extra``:
     ``--plant-opt KEY=VALUE`` items, any option of the plant. The options are checked here, once.
     """
     from ..plant.base import plant_entry, plant_spec
     from ..scenario import parse_override
 
-    unknown = [k for k in flags if k not in HARDWARE_FLAGS]
+    unknown = [k for k in flags if k not in PLANT_FLAGS]
     if unknown:
         raise TypeError(f"plant_choice() got an unexpected flag {unknown[0]!r}")
     given = {k: v for k, v in {"telemetry": telemetry, **flags}.items() if v is not None}

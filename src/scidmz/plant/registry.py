@@ -79,7 +79,7 @@ def register_plant(name: str, cls: Callable[..., Any], max_batch: int | None = N
     plant flags it takes (``--telemetry``, ``--dev``, ...: their option names; ``--plant-opt`` reaches
     every option). ``model_version()``: the version of a simulated plant's model, recorded with its
     results. ``fingerprint(scenario)``: what its numbers depend on beyond the scenario (a resumed
-    leaderboard refuses to mix two); default ``{name: model_version()}``, or nothing.
+    leaderboard refuses to mix two); default ``{name: model_version()}``, or none (then the kernel release).
     """
     if realtime and max_batch is None:
         max_batch = 1

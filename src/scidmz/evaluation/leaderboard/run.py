@@ -36,11 +36,12 @@ __all__ = ["Prepared", "prepare", "run_leaderboard", "render_only", "plant_model
 def plant_model(plant: str, scenario: Scenario) -> dict[str, Any]:
     """What the plant's numbers depend on beyond the scenario, as its registry entry declares it
     (``register_plant(fingerprint=...)``: the fluid model's fingerprint; for netns the kernel release
-    and the hash of the testbed's description); {} for a plant that declares none."""
+    and the hash of the testbed's description); for a plant that declares none, the kernel release
+    (ours: a real network's numbers depend at least on the kernel that runs it)."""
     from ...plant.base import plant_entry
 
     fingerprint = plant_entry(plant).fingerprint
-    return {} if fingerprint is None else fingerprint(scenario)
+    return {"kernel": os.uname().release} if fingerprint is None else fingerprint(scenario)
 
 
 def check_capabilities(plant: str, policies: Mapping[str, Policy]) -> None:
