@@ -38,6 +38,7 @@ import numpy as np
 
 from ...metrics import fct as fct_metric
 from ...metrics import mrae, utilization
+from ...plant.registry import PlantSpec
 from ...policies.base import Policy
 from ...scenario import Scenario
 from ...signals import random_steps
@@ -133,7 +134,7 @@ def mrae_experiment(
     scenario: Scenario,
     policies: Mapping[str, Policy],
     plan: ExperimentPlan,
-    plant: str = "fluid",
+    plant: str | PlantSpec = "fluid",
     progress: bool = False,
 ) -> ExperimentResult:
     """Section 4.2 / eq. (3) / Fig. 10: MRAE of R_DTN vs R*_DTN per trial, every policy."""
@@ -169,7 +170,7 @@ def mrae_experiment(
 
 
 def _fct_rows(
-    sc: Scenario, policies: Mapping[str, Policy], plan: ExperimentPlan, trials: int, plant: str,
+    sc: Scenario, policies: Mapping[str, Policy], plan: ExperimentPlan, trials: int, plant: str | PlantSpec,
     progress: bool, extra: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[Trace]]]:
     steps = int(math.ceil(plan.fct_bound(sc) / sc.period))
@@ -199,7 +200,7 @@ def fct_experiment(
     scenario: Scenario,
     policies: Mapping[str, Policy],
     plan: ExperimentPlan,
-    plant: str = "fluid",
+    plant: str | PlantSpec = "fluid",
     progress: bool = False,
 ) -> tuple[ExperimentResult, ExperimentResult]:
     """Sections 4.3: FCT of the DTN transfer (Fig. 11) and utilisation rho (Fig. 12), same trials."""
@@ -245,7 +246,7 @@ def sweep_experiment(
     scenario: Scenario,
     policies: Mapping[str, Policy],
     plan: ExperimentPlan,
-    plant: str = "fluid",
+    plant: str | PlantSpec = "fluid",
     progress: bool = False,
 ) -> ExperimentResult:
     """Section 4.4 / Table 5: mean FCT of the DTN transfer and its reduction vs N_s."""
@@ -283,7 +284,7 @@ def short_flow_experiment(
     scenario: Scenario,
     policies: Mapping[str, Policy],
     plan: ExperimentPlan,
-    plant: str = "fluid",
+    plant: str | PlantSpec = "fluid",
     progress: bool = False,
 ) -> ExperimentResult:
     """Section 4.5 / Table 6 / Fig. 14: FCT of one campus sender's Weibull short flows."""
@@ -400,7 +401,7 @@ def run_experiments(
     plan: ExperimentPlan,
     experiments: Sequence[str] = EXPERIMENTS,
     out_dir: str | os.PathLike[str] | None = None,
-    plant: str = "fluid",
+    plant: str | PlantSpec = "fluid",
     progress: bool = False,
     log: Callable[[str], None] | None = None,
     executor: Any = None,
