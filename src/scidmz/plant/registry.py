@@ -84,9 +84,15 @@ def register_plant(name: str, cls: Callable[..., Any], max_batch: int | None = N
     if realtime and max_batch is None:
         max_batch = 1
     if fingerprint is None and model_version is not None:
-        mv = model_version
-        fingerprint = lambda _sc: {name: mv()}  # noqa: E731
+        fingerprint = _version_fingerprint(name, model_version)
     _REGISTRY[name] = _Backend(cls, max_batch, tuple(cli), model_version, fingerprint)
+
+
+def _version_fingerprint(name: str, version: Callable[[], str]) -> Callable[[Scenario], dict[str, str]]:
+    def fingerprint(_scenario: Scenario) -> dict[str, str]:
+        return {name: version()}
+
+    return fingerprint
 
 
 def plant_names() -> tuple[str, ...]:

@@ -101,10 +101,10 @@ def plan_tune(scenario: Scenario, settings: TuneSettings) -> TunePlan:
     else:
         spec = ExecutorSpec("processes", s.workers) if s.workers and s.workers > 1 else ExecutorSpec("local")
     if s.refine_plant is not None:
-        from ..plant.base import PLANT_KINDS
+        from ..plant.registry import plant_names
 
-        if s.refine_plant not in PLANT_KINDS:
-            raise ValueError(f"--refine-plant: unknown plant '{s.refine_plant}' (choose from {', '.join(PLANT_KINDS)})")
+        if s.refine_plant not in plant_names():
+            raise ValueError(f"--refine-plant: unknown plant '{s.refine_plant}' (choose from {', '.join(plant_names())})")
         check("refine_episodes", s.refine_episodes, "--refine-episodes")
         if s.refine_factors is not None:
             _check_factors(s.refine_factors)
