@@ -121,6 +121,16 @@ def test_simulate_runs_them(toys: Path, capsys) -> None:
     assert "toymargin needs --weights" in capsys.readouterr().err
 
 
+def test_control_run_runs_them(toys: Path, tmp_path: Path, capsys) -> None:
+    log = tmp_path / "control.jsonl"
+    assert main(["control", "run", "small-cubic", "--policy", "toymargin", "--set", f"policy.weights={toys}",
+                 "--plant", "toyrt", "--telemetry", "sim", "--target", "5M", "--duration", "2s", "--no-api",
+                 "--log", str(log)]) == 0
+    rows = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+    assert rows[0]["event"] == "start" and rows[0]["policy"] == "toymargin" and rows[0]["mode"] == "live"
+    assert any("u" in r and r.get("k", 0) >= 1 for r in rows) and rows[-1]["reason"] == "duration reached"
+
+
 def test_evaluate_runs_them_one_trial_at_a_time(toys: Path, tmp_path: Path, capsys) -> None:
     args = ["evaluate", "small-cubic", "--policies", "toymargin", "--toymargin-weights", str(toys),
             "--plant", "toyrt", "--quick", "--trials", "2", "--experiments", "mrae",
