@@ -53,7 +53,7 @@ def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] |
     flags, each allowed only for a plant whose registry entry declares it (``cli``). ``extra``:
     ``--plant-opt KEY=VALUE`` items, any option of the plant. The options are checked here, once.
     """
-    from ..plant.base import plant_entry, plant_spec
+    from ..plant.registry import plant_entry, plant_names, plant_spec
     from ..scenario import parse_override
 
     unknown = [k for k in flags if k not in PLANT_FLAGS]
@@ -63,7 +63,7 @@ def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] |
     entry = plant_entry(plant)
     refused = [k for k in given if k not in entry.cli]
     if refused:
-        takers = [n for n in _plant_names() if all(k in plant_entry(n).cli for k in refused)]
+        takers = [n for n in plant_names() if all(k in plant_entry(n).cli for k in refused)]
         names = ", ".join("--" + k.replace("_", "-") for k in refused)
         raise ValueError(f"{names}: for --plant {' or '.join(takers) or '(none)'} only")
     opts = dict(given)
@@ -73,12 +73,6 @@ def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] |
         key, value = parse_override(item)
         opts[key] = value
     return plant_spec(plant, opts)
-
-
-def _plant_names() -> tuple[str, ...]:
-    from ..plant.base import plant_names
-
-    return plant_names()
 
 
 @dataclass(frozen=True)
@@ -117,7 +111,7 @@ def build_run(
     ``model``/``gains``/``tracking_uri``: the policy's trained files of those names (a
     ``models:/NAME/VERSION`` model is fetched from the mlflow registry).
     """
-    from ..plant.base import plant_spec
+    from ..plant.registry import plant_spec
     from ..policies.registry import make_policy, policy_files, split_policy_overrides
     from ..scenario import resolve_scenario
     from ..units import parse_rate
