@@ -273,6 +273,18 @@ class DtnAgent:
                 self.record.remove()
         return n
 
+    def refresh_host_caps(self) -> None:
+        """Re-read the host's qdisc caps (``hostcaps``); one log line when one starts to bind."""
+        from .hostcaps import binding_caps, read_host_caps
+
+        caps = read_host_caps(self.match.prefixes)
+        with self._lock:
+            before = binding_caps(self.host_caps["caps"], self.rate, [c.cap or 0.0 for c in self.conns.values()])
+            self.host_caps = caps
+            now = binding_caps(caps["caps"], self.rate, [c.cap or 0.0 for c in self.conns.values()])
+        if now and not before:
+            log.warning("the host's own cap binds, not the agent: %s", "; ".join(now))
+
     # -- reporting -----------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         from .hostcaps import binding_caps
