@@ -4,8 +4,10 @@
 connection gets a demand estimate from what it delivered over the last period
 (``bytes_acked`` difference from sock_diag, as Ethernet frame bit/s):
 
-* a new connection (no period measured yet), or one that delivered at least
-  ``SATURATED`` of its cap, is *unbounded*: it would take more if allowed;
+* a new connection (no period measured yet), or one that delivered something and
+  at least ``SATURATED`` of its cap, is *unbounded*: it would take more if allowed
+  (an idle one granted nothing is paced at ``actuators.base.MIN_RATE``; once it
+  sends, it delivers that much and is unbounded the next period);
 * any other connection is held back by something else (its application, the
   receiver's window, its disk); its demand is ``HEADROOM`` x what it delivered,
   so it can grow by a quarter per period and, once it fills that, is unbounded
@@ -46,8 +48,8 @@ def demand(delivered_bps: float | None, cap_bps: float | None) -> float:
     """A connection's demand (bit/s, ``inf`` = unbounded) from its last period (module docstring)."""
     if delivered_bps is None or cap_bps is None or not math.isfinite(cap_bps):
         return math.inf
-    if delivered_bps >= SATURATED * cap_bps:
-        return math.inf
+    if delivered_bps > 0 and delivered_bps >= SATURATED * cap_bps:
+        return math.inf  # (an idle connection granted nothing delivered 0 >= 0.9 x 0: not saturated)
     return HEADROOM * max(delivered_bps, 0.0)
 
 
