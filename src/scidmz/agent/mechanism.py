@@ -9,10 +9,13 @@ so the transfer tool's own close still ends its connection. TCP paces
 internally once the option is below ~0 (net/core/sock.c moves
 ``sk_pacing_status`` to ``SK_PACING_NEEDED``), with or without an fq qdisc.
 
-The right it needs: ``pidfd_getfd`` asks for ptrace access to the owner
-(``PTRACE_MODE_ATTACH_REALCREDS``), and reading another user's ``/proc/PID/fd``
-for ptrace read access: CAP_SYS_PTRACE (or root). Nothing else: setting the
-option on a socket one holds needs no capability, and sock_diag needs none.
+The rights it needs (measured, tests/test_agent_rights.py, against a sender of
+another user): CAP_SYS_PTRACE, because ``pidfd_getfd`` asks for ptrace access to
+the owner (``PTRACE_MODE_ATTACH_REALCREDS``; EPERM without it), and
+CAP_DAC_READ_SEARCH, because listing another user's ``/proc/PID/fd`` (mode 0500)
+is a permission check on the directory before any ptrace check (EACCES without
+it). Nothing else: setting the option on a socket one holds needs no
+capability, and the sock_diag dump needs none. Root has both.
 
 Why this mechanism rather than a BPF TCP iterator calling
 ``bpf_setsockopt(SO_MAX_PACING_RATE)`` (which needs CAP_BPF + CAP_NET_ADMIN
@@ -33,10 +36,12 @@ import struct
 from ..plant.netns.manage.registry import proc_start_time
 from .owners import Owner
 
-__all__ = ["PidfdMechanism", "RightsError", "SO_MAX_PACING_RATE", "has_capability", "CAP_SYS_PTRACE"]
+__all__ = ["PidfdMechanism", "RightsError", "SO_MAX_PACING_RATE", "has_capability", "CAP_SYS_PTRACE",
+           "CAP_DAC_READ_SEARCH"]
 
 SO_MAX_PACING_RATE = 47  # include/uapi/asm-generic/socket.h; Python's socket module lacks it
 _SYS_PIDFD_GETFD = 438  # the same number on every architecture since Linux 5.6
+CAP_DAC_READ_SEARCH = 2
 CAP_SYS_PTRACE = 19
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -67,10 +72,13 @@ class PidfdMechanism:
     @staticmethod
     def check_rights() -> None:
         """One line naming the missing right, before anything is paced."""
-        if not has_capability(CAP_SYS_PTRACE):
-            raise RightsError("scidmz agent (pidfd mechanism) needs CAP_SYS_PTRACE to reach the transfer tools' "
-                              "sockets with pidfd_getfd: run it as root or grant CAP_SYS_PTRACE "
-                              "(deploy/systemd/scidmz-agent.service)")
+        for bit, name, why in ((CAP_SYS_PTRACE, "CAP_SYS_PTRACE", "to take the transfer tools' sockets with "
+                                                                   "pidfd_getfd"),
+                               (CAP_DAC_READ_SEARCH, "CAP_DAC_READ_SEARCH", "to list the transfer tools' "
+                                                                            "/proc/PID/fd")):
+            if not has_capability(bit):
+                raise RightsError(f"scidmz agent (pidfd mechanism) needs {name} {why}: run it as root or grant "
+                                  f"CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (deploy/systemd/scidmz-agent.service)")
 
     def set(self, owner: Owner, inode: int, value: int) -> bool:
         """Set ``value`` (payload bytes/s; ~0 = no maximum) on the socket; False if it is gone."""
