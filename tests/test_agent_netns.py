@@ -288,3 +288,41 @@ def test_shadow_mode_computes_shares_and_paces_nothing(net: list, state: Path) -
     finally:
         flows.kill()
         agent.stop()
+
+
+def test_ipv6_peers_host_tbf_cap_metrics_and_a_wrong_token(net: list, state: Path) -> None:
+    """An IPv6 prefix is paced like an IPv4 one; a TBF the admin put on the DTN's interface is reported
+    as binding when it caps below R (and is left as it was); /metrics needs the token."""
+    dev = f"{TAG}a"
+    _ip("-n", DTN, "addr", "add", "fd00:251::1/64", "dev", dev, "nodad")
+    _ip("-n", RCV, "addr", "add", "fd00:251::2/64", "dev", f"{TAG}b", "nodad")
+    subprocess.run(["ip", "netns", "exec", DTN, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "50mbit",
+                    "burst", "64kb", "latency", "50ms"], check=True)
+    qdisc_before = subprocess.run(["ip", "netns", "exec", DTN, "tc", "qdisc", "show", "dev", dev],
+                                  capture_output=True, text=True).stdout
+    agent = Agent(state, "--prefix", "fd00:251::2/128")
+    flows = iperf(5201, 2, 6, "fd00:251::2", "-b", "40M")
+    try:
+        agent.client.set_rate(100e6)
+        with Renewer(agent.client):
+            assert wait_for(lambda: len(ss_max_rates("[fd00:251::2]", 5201)) == 2
+                            and None not in ss_max_rates("[fd00:251::2]", 5201), 3), ss_max_rates("[fd00:251::2]", 5201)
+            st = agent.client.status()
+            assert {c["peer"] for c in st["connections"]} == {"fd00:251::2"}
+            caps = st["host_caps"]["caps"]
+            assert caps == [{"dev": dev, "qdisc": "tbf", "scope": "aggregate", "rate": 50e6}], st["host_caps"]
+            assert st["binding"] and "tbf" in st["binding"][0]
+            metrics = subprocess.run(["curl", "-s", "-H", f"Authorization: Bearer {agent.client.token}",
+                                      f"http://{MGMT_DTN}:8643/metrics"], capture_output=True, text=True).stdout
+            assert "scidmz_agent_paced_connections 3.0" in metrics and "scidmz_agent_host_cap_binding 1.0" in metrics
+        bad = AgentClient(f"http://{MGMT_DTN}:8643", agent.token)
+        bad.token = "not-the-token-" + "x" * 20
+        with pytest.raises(PermissionError, match="refused the token"):
+            bad.status()
+    finally:
+        flows.kill()
+        agent.stop()
+        after = subprocess.run(["ip", "netns", "exec", DTN, "tc", "qdisc", "show", "dev", dev],
+                               capture_output=True, text=True).stdout
+        subprocess.run(["ip", "netns", "exec", DTN, "tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
+    assert after == qdisc_before  # the agent never touches a qdisc
