@@ -163,10 +163,12 @@ class DtnAgent:
         owners = self._owners.find(s.inode for s in new)
         for s in new:
             o = owners.get(s.inode)
+            if o is None and self.shadow and not self.match.processes:
+                o = Owner(0, 0, -1)  # shadow mode sets nothing, so it needs no owner (nor the right to find it)
             if o is None:
                 self._skip[s.inode] = self._skip.get(s.inode, OWNER_TRIES) - 1
                 continue
-            comm = comm_of(o.pid)
+            comm = comm_of(o.pid) if o.pid else None
             if not self.match.process_ok(comm):
                 self._skip[s.inode] = 0
                 continue
