@@ -186,3 +186,11 @@ def test_the_example_config_is_the_agents() -> None:
     opts = read_config(str(UNIT_DIR / "agent.toml"), agent._OPTIONS)
     assert opts["shadow"] is True and opts["lease_periods"] == 3
     SocketFilter.build(opts["prefix"])
+
+
+def test_an_api_address_it_cannot_listen_on_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "scidmz.cli", "agent", "--prefix", "10.0.0.0/8", "--shadow",
+                        "--api", "192.0.2.1:8643", "--state-dir", str(tmp_path)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "cannot listen" in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == []  # no token, no record

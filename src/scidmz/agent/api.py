@@ -145,10 +145,11 @@ def build_app(agent: Any, token: str, metrics: Any = None) -> Any:
 
 
 class AgentServer:
-    """uvicorn on its own thread; ``bind`` in the caller's thread so a bad address is one line."""
+    """uvicorn on its own thread; ``bind`` in the caller's thread so a bad address is one line
+    before anything else is done (the app is given to ``start``)."""
 
-    def __init__(self, app: Any, host: str, port: int) -> None:
-        self.app, self.host, self.port = app, host, port
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
         self._sock: socket.socket | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -163,10 +164,10 @@ class AgentServer:
         self.port = int(self._sock.getsockname()[1])
         return self.host, self.port
 
-    def start(self, timeout: float = 10.0) -> None:
+    def start(self, app: Any, timeout: float = 10.0) -> None:
         import uvicorn
 
-        cfg = uvicorn.Config(self.app, ws="none", lifespan="off", log_config=None, access_log=False,
+        cfg = uvicorn.Config(app, ws="none", lifespan="off", log_config=None, access_log=False,
                              log_level="warning", timeout_keep_alive=5, limit_concurrency=256,
                              timeout_graceful_shutdown=1, server_header=False)
         self._server = uvicorn.Server(cfg)

@@ -99,6 +99,7 @@ class DtnAgent:
         self.conns: dict[int, Conn] = {}
         self._skip: dict[int, int] = {}  # inode -> tries left (0: never ours)
         self._recorded: set[int] = set()  # inodes the owner record lists
+        self._claimed = False  # the owner record is ours (``reclaim`` found no live owner)
         self.k = 0
         self.state = "idle"  # idle | pacing | lease_expired | stopped
         self.counts = {"lease_expiries": 0, "sets": 0, "set_failures": 0, "reclaimed": 0}
@@ -182,7 +183,8 @@ class DtnAgent:
         return {c.inode: cap for c, cap in zip(conns, caps, strict=True)}
 
     def _apply(self, caps: dict[int, float]) -> None:
-        if self.record is not None and not self.shadow and not self._recorded.issuperset(self.conns):
+        if self.record is not None and self._claimed and not self.shadow \
+                and not self._recorded.issuperset(self.conns):
             self._write_record()  # before the first set on a new socket: a crash leaves it listed
         for ino, cap in caps.items():
             c = self.conns[ino]
@@ -230,7 +232,7 @@ class DtnAgent:
                 c.ours, c.cap, c.option = False, None, c.original
             self.rate = None
             self.lease.drop()
-            if self.record is not None and not self.shadow:
+            if self.record is not None and self._claimed and not self.shadow:
                 self.record.write({})
                 self._recorded = set()
             return n
@@ -254,6 +256,7 @@ class DtnAgent:
                 log.warning("reclaimed: lifted pacing from %d connections a dead agent (pid %d) left paced",
                             n, old["owner_pid"])
         self.counts["reclaimed"] = n
+        self._claimed = True
         if not self.shadow:
             self.record.write({})
         return n
@@ -271,7 +274,7 @@ class DtnAgent:
             self.state = "stopped"
             self.mechanism.close()
             self._diag.close()
-            if self.record is not None:
+            if self.record is not None and self._claimed:
                 self.record.remove()
         return n
 

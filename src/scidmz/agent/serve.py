@@ -1,8 +1,8 @@
 """``serve``: the agent's period loop with its API, until stopped; every exit path lifts its pacing.
 
-Order (each failure before the loop is one line): the mechanism's rights, the
-token, the owner record (a live agent's is refused, a dead one's reclaimed),
-the API's address; then the loop runs ``DtnAgent.step`` every period (at once
+Order (each failure before the loop is one line): the mechanism's rights (the
+caller's), the API's address, the token, the owner record (a live agent's is
+refused, a dead one's reclaimed); then the loop runs ``DtnAgent.step`` every period (at once
 when the controller sets a rate) and re-reads the host's qdisc caps every
 ``HOSTCAPS_EVERY`` periods. ``stop`` (SIGTERM, SIGINT) and any error end it, and
 ``DtnAgent.close`` lifts every cap the agent set before the process exits.
@@ -41,14 +41,18 @@ def serve(agent: DtnAgent, api: str, token_file: str, stop: threading.Event,
           on_ready: Any = None) -> dict[str, Any]:
     """Run until ``stop`` is set; returns the final status. The caller made ``agent`` and checks rights."""
     host, port = parse_address(api)
-    token = load_or_create(token_file)
-    server = AgentServer(build_app(agent, token, _metrics(agent)), host, port)
+    server = AgentServer(host, port)
     try:
+        server.bind()  # a bad or taken address: one line, before the token or the record is written
+    except BaseException:
+        agent.close()
+        raise
+    try:
+        token = load_or_create(token_file)
         agent.reclaim()
-        bound = server.bind()
-        server.start()
+        server.start(build_app(agent, token, _metrics(agent)))
         if on_ready is not None:
-            on_ready(bound)
+            on_ready((server.host, server.port))
         _loop(agent, stop)
     finally:
         server.stop()
