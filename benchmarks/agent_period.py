@@ -3,14 +3,16 @@
 A child process holds 64 TCP connections on loopback, each sending (so every
 period has new delivered bytes to measure); the agent (``agent.core.DtnAgent``,
 pidfd mechanism) runs in this process with those connections' peer as its
-prefix and steps ``--steps`` periods back to back. Reported, as CPU time
+prefix and steps ``--steps`` periods back to back, with the ``--mechanism`` given
+(``pidfd``, the default, or ``bpf``). Reported, as CPU time
 (user + system, ``time.process_time``) per period:
 
 * ``step``: the whole period's work in the steady state (rates within the
   dead band: measured and shared, nothing re-set);
 * ``step_resetting_all``: the same when every one of the 64 caps changes each
   period (the rate alternates between two values), the worst case;
-* ``dump``: the sock_diag dump alone, and ``dump_empty``: the same dump before
+* ``dump``: the mechanism's listing alone (the sock_diag dump for ``pidfd``, one
+  iterator walk for ``bpf``), and ``dump_empty``: the sock_diag dump before
   the connections exist: the kernel walks its whole TCP established hash table
   (``net.ipv4.tcp_ehash_entries`` buckets, once per address family) on every
   dump, whatever the number of connections;
@@ -19,7 +21,7 @@ prefix and steps ``--steps`` periods back to back. Reported, as CPU time
 
 Needs root (the agent's rights). Prints one JSON object.
 
-    sudo python benchmarks/agent_period.py [--connections 64] [--steps 200]
+    sudo python benchmarks/agent_period.py [--connections 64] [--steps 200] [--mechanism pidfd|bpf]
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--mechanism", choices=("pidfd", "bpf"), default="pidfd")
     a = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from scidmz.agent.core import DtnAgent
@@ -100,7 +103,15 @@ def main() -> int:
     try:
         port = int(child.stdout.readline())
         time.sleep(1.0)
-        agent = DtnAgent(SocketFilter.build(["127.0.0.41/32"], [str(port)]), period=1.0, lease_periods=1000)
+        mechanism = None
+        if a.mechanism == "bpf":
+            import tempfile
+
+            from scidmz.agent.bpfiter import BpfIterMechanism
+
+            mechanism = BpfIterMechanism(tempfile.mkdtemp(prefix="agt-bpf-"))
+        agent = DtnAgent(SocketFilter.build(["127.0.0.41/32"], [str(port)]), period=1.0, lease_periods=1000,
+                         mechanism=mechanism)
         agent.set_rate(800e6)
         agent.step()
         assert len(agent.conns) == a.connections, f"saw {len(agent.conns)} of {a.connections} connections"
@@ -117,7 +128,7 @@ def main() -> int:
 
         resetting_all = _summary(_cpu_per_call(resetting, a.steps))
         sets = (agent.counts["sets"] - sets_before) / a.steps
-        dump = _summary(_cpu_per_call(agent._diag.dump, a.steps))
+        dump = _summary(_cpu_per_call(agent._source.dump, a.steps))
         p2 = _pyroute2_dump()
         pyroute2 = _summary(_cpu_per_call(p2, max(20, a.steps // 10))) if p2 else None
         paced = agent.status()["paced"]
@@ -127,7 +138,7 @@ def main() -> int:
         child.wait()
     ehash = int(Path("/proc/sys/net/ipv4/tcp_ehash_entries").read_text())
     print(json.dumps({
-        "benchmark": "agent_period", "connections": a.connections, "paced": paced, "steps": a.steps,
+        "benchmark": "agent_period", "mechanism": a.mechanism, "connections": a.connections, "paced": paced, "steps": a.steps,
         "goal_ms": 2.0, "step": steady, "step_resetting_all": {**resetting_all, "sets_per_period": sets},
         "dump": dump, "dump_empty": dump_empty, "pyroute2_dump": pyroute2,
         "step_without_dump_median_ms": round(steady["median_ms"] - dump["median_ms"], 3),

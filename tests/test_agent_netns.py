@@ -106,6 +106,10 @@ def state(tmp_path: Path) -> Path:
     return tmp_path
 
 
+#: Both mechanisms: pidfd_getfd + setsockopt (the default) and the BPF TCP iterator.
+MECHANISMS = pytest.mark.parametrize("mech", ["pidfd", "bpf"])
+
+
 def iperf(port: int, streams: int, secs: float, dst: str = RCV_IP, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(["ip", "netns", "exec", DTN, "iperf3", "-c", dst, "-p", str(port), "-P", str(streams),
                              "-t", str(secs), "-C", "cubic", *extra],
@@ -169,8 +173,9 @@ def wait_for(cond, timeout: float) -> bool:  # noqa: ANN001 - a test helper
     return bool(cond())
 
 
-def test_the_dtn_follows_the_rate_new_connections_join_and_sigterm_lifts(net: list, state: Path) -> None:
-    agent = Agent(state)
+@MECHANISMS
+def test_the_dtn_follows_the_rate_new_connections_join_and_sigterm_lifts(net: list, state: Path, mech: str) -> None:
+    agent = Agent(state, "--mechanism", mech)
     try:
         agent.client.set_rate(200e6)
         flows = iperf(5201, 4, 14)
@@ -227,12 +232,13 @@ def test_the_lease_runs_out_pacing_is_lifted_and_reported(net: list, state: Path
         agent.stop()
 
 
-def test_nothing_outside_the_matching_sockets_is_touched(net: list, state: Path) -> None:
+@MECHANISMS
+def test_nothing_outside_the_matching_sockets_is_touched(net: list, state: Path, mech: str) -> None:
     """A connection to a peer outside the prefix keeps its own pacing (30M set by iperf3) and an
     unpaced one stays unpaced, while the matching ones are paced."""
     own = iperf(5203, 1, 6, OTHER_IP, "--fq-rate", "30M")
     plain = iperf(5204, 1, 6, OTHER_IP, "-b", "20M")
-    agent = Agent(state)
+    agent = Agent(state, "--mechanism", mech)
     ours = iperf(5201, 2, 6)
     try:
         assert wait_for(lambda: len(ss_max_rates(OTHER_IP, 5203)) == 1 and len(ss_max_rates(OTHER_IP, 5204)) == 1, 3)
@@ -251,8 +257,9 @@ def test_nothing_outside_the_matching_sockets_is_touched(net: list, state: Path)
         agent.stop()
 
 
-def test_a_killed_agent_is_reclaimed_by_the_next_start(net: list, state: Path) -> None:
-    first = Agent(state)
+@MECHANISMS
+def test_a_killed_agent_is_reclaimed_by_the_next_start(net: list, state: Path, mech: str) -> None:
+    first = Agent(state, "--mechanism", mech)
     flows = iperf(5201, 4, 8, RCV_IP, "-b", "100M")
     try:
         first.client.set_rate(120e6)
@@ -260,7 +267,7 @@ def test_a_killed_agent_is_reclaimed_by_the_next_start(net: list, state: Path) -
         first.stop(signal.SIGKILL)  # no chance to lift: the sockets stay paced
         time.sleep(0.3)
         assert None not in ss_max_rates(RCV_IP, 5201)
-        second = Agent(state)  # same state directory: it finds the dead agent's record
+        second = Agent(state, "--mechanism", mech)  # same state directory: it finds the dead agent's record
         try:
             assert wait_for(lambda: all(r is None for r in ss_max_rates(RCV_IP, 5201)), 2.0)
             # the 4 streams and iperf3's control connection (also to the prefix)

@@ -76,13 +76,19 @@ def sender() -> tuple[int, subprocess.Popen]:
         p.wait()
 
 
-def test_the_two_capabilities_alone_pace_another_users_sender(sender: tuple[int, subprocess.Popen],
-                                                        tmp_path: Path) -> None:
+_BPF = "+bpf,+perfmon"
+ONLY_BPF = ["setpriv", f"--bounding-set=-all,{_BPF}", f"--inh-caps=-all,{_BPF}", f"--ambient-caps=-all,{_BPF}"]
+
+
+@pytest.mark.parametrize("mech,caps", [("pidfd", ONLY_THE_TWO), ("bpf", ONLY_BPF)])
+def test_the_mechanisms_rights_alone_pace_another_users_sender(sender: tuple[int, subprocess.Popen],
+                                                              tmp_path: Path, mech: str, caps: list[str]) -> None:
+    """pidfd: CAP_SYS_PTRACE + CAP_DAC_READ_SEARCH; bpf: CAP_BPF + CAP_PERFMON; nothing else."""
     port, _ = sender
     api = _free_port()
-    agent = subprocess.Popen([*ONLY_THE_TWO, sys.executable, "-m", "scidmz.cli", "agent", "--prefix", f"{PEER}/32",
+    agent = subprocess.Popen([*caps, sys.executable, "-m", "scidmz.cli", "agent", "--prefix", f"{PEER}/32",
                               "--ports", str(port), "--api", f"127.0.0.1:{api}", "--state-dir", str(tmp_path),
-                              "--period", "0.5s"],
+                              "--period", "0.5s", "--mechanism", mech],
                              env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     try:
@@ -132,3 +138,10 @@ def test_without_cap_dac_read_search_the_agent_names_it_and_the_kernel_refuses(
     probe = f"import os; os.listdir('/proc/{client.pid}/fd')"
     out = subprocess.run([*ONLY_PTRACE, sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert out.returncode != 0 and "PermissionError" in out.stderr, out.stderr
+
+
+def test_the_bpf_mechanism_without_cap_bpf_names_it(tmp_path: Path) -> None:
+    r = subprocess.run([*ONLY_THE_TWO, sys.executable, "-m", "scidmz.cli", "agent", "--prefix", f"{PEER}/32",
+                        "--mechanism", "bpf", "--state-dir", str(tmp_path)], env={**os.environ, "PYTHONPATH": SRC},
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "CAP_BPF" in r.stderr, r.stderr

@@ -91,7 +91,9 @@ class DtnAgent:
         self.mechanism = mechanism if mechanism is not None else PidfdMechanism()
         self.record = OwnerRecord(record_path) if record_path else None
         self._clock = clock
-        self._diag = DiagSocket()
+        # A mechanism that walks the sockets itself (bpf) is also the source of the list; else sock_diag.
+        self._source = self.mechanism if callable(getattr(self.mechanism, "dump", None)) else DiagSocket()
+        self._needs_owner = bool(getattr(self.mechanism, "needs_owner", True)) or bool(match.processes)
         self._owners = OwnerIndex()
         self._lock = threading.RLock()
         self.wake = threading.Event()
@@ -129,9 +131,10 @@ class DtnAgent:
             if self.lease.expired():
                 self._expire()
             now = self._clock()
-            self._track(self._diag.dump(), now)
+            self._track(self._source.dump(), now)
             if self.rate is not None:
                 self._apply(self._shares())
+                self._flush()
             self.k += 1
         self.last_cpu = time.process_time() - c0
 
@@ -157,15 +160,18 @@ class DtnAgent:
             c.acked, c.t, c.option = s.bytes_acked, now, s.max_pacing_rate
             c.delivery_rate = _frame_bps(s.delivery_rate)
         self._owners.forget_dead({c.owner.pid for c in self.conns.values()})
+        self.mechanism.forget({(c.owner.pid, c.owner.start) for c in self.conns.values()})
 
     def _adopt(self, new: list[TcpSocket], now: float) -> None:
         if not new:
             return
-        owners = self._owners.find(s.inode for s in new)
+        look = bool(self.match.processes) or (self._needs_owner and not self.shadow)
+        owners = self._owners.find(s.inode for s in new) if look else {}
         for s in new:
             o = owners.get(s.inode)
-            if o is None and self.shadow and not self.match.processes:
-                o = Owner(0, 0, -1)  # shadow mode sets nothing, so it needs no owner (nor the right to find it)
+            if o is None and (self.shadow or not self._needs_owner) and not self.match.processes:
+                # shadow mode sets nothing, and the bpf mechanism reaches sockets by inode: no owner needed
+                o = Owner(0, 0, -1)
             if o is None:
                 self._skip[s.inode] = self._skip.get(s.inode, OWNER_TRIES) - 1
                 continue
@@ -196,6 +202,12 @@ class DtnAgent:
                 c.ours = c.ours or want != c.original
                 continue
             self._set(c, want)
+
+    def _flush(self) -> None:
+        """Apply now what a deferring mechanism (bpf: one more walk) was given this period."""
+        flush = getattr(self.mechanism, "flush", None)
+        if callable(flush) and not self.shadow:
+            flush()
 
     def _set(self, c: Conn, value: int) -> None:
         if self.shadow:
@@ -230,6 +242,7 @@ class DtnAgent:
                     except OSError as exc:
                         log.warning("cannot lift pacing from %s:%d (%s): %s", c.peer, c.rport, why, exc)
                 c.ours, c.cap, c.option = False, None, c.original
+            self._flush()
             self.rate = None
             self.lease.drop()
             if self.record is not None and self._claimed and not self.shadow:
@@ -244,7 +257,7 @@ class DtnAgent:
         old = self.record.previous()
         n = 0
         if old is not None and not self.shadow:
-            live = {s.inode: s for s in self._diag.dump()}
+            live = {s.inode: s for s in self._source.dump()}
             for ino_s, r in old["sockets"].items():
                 s = live.get(int(ino_s))
                 if s is None or s.max_pacing_rate == int(r["original"]):
@@ -252,6 +265,7 @@ class DtnAgent:
                 owner = Owner(int(r["pid"]), int(r["start"]), int(r["fd"]))
                 if self.mechanism.set(owner, s.inode, int(r["original"])):
                     n += 1
+            self._flush()
             if old["sockets"]:
                 log.warning("reclaimed: lifted pacing from %d connections a dead agent (pid %d) left paced",
                             n, old["owner_pid"])
@@ -273,7 +287,8 @@ class DtnAgent:
         with self._lock:
             self.state = "stopped"
             self.mechanism.close()
-            self._diag.close()
+            if self._source is not self.mechanism:
+                self._source.close()
             if self.record is not None and self._claimed:
                 self.record.remove()
         return n
@@ -311,7 +326,7 @@ class DtnAgent:
     @staticmethod
     def _conn_status(c: Conn) -> dict[str, Any]:
         opt = None if c.option == UNLIMITED else _frame_bps(c.option)
-        return {"peer": c.peer, "rport": c.rport, "lport": c.lport, "pid": c.owner.pid, "process": c.comm,
+        return {"peer": c.peer, "rport": c.rport, "lport": c.lport, "pid": c.owner.pid or None, "process": c.comm,
                 "inode": c.inode, "share": c.cap, "pacing_rate": opt, "paced": c.ours,
                 "delivered": c.delivered, "delivery_rate": c.delivery_rate,
                 "app_cap": None if c.original == UNLIMITED else _frame_bps(c.original)}

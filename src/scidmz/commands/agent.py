@@ -55,8 +55,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--period", default="1s", help="control period T (default 1s)")
     p.add_argument("--lease-periods", type=int, default=3,
                    help="lift pacing after this many periods without a renewal from the controller (default 3)")
-    p.add_argument("--mechanism", default="pidfd", choices=("pidfd",),
-                   help="how a rate reaches a socket: pidfd (pidfd_getfd + SO_MAX_PACING_RATE; needs CAP_SYS_PTRACE)")
+    p.add_argument("--mechanism", default="pidfd", choices=("pidfd", "bpf"),
+                   help="how a rate reaches a socket: pidfd (pidfd_getfd + setsockopt; needs CAP_SYS_PTRACE and "
+                        "CAP_DAC_READ_SEARCH; the default) or bpf (a BPF TCP iterator that lists and paces the "
+                        "sockets in one walk; needs CAP_BPF and CAP_PERFMON, and clang at first start)")
     p.add_argument("--shadow", action="store_true",
                    help="shadow mode: compute and report every connection's share, pace nothing")
     add_json_arg(p, "a JSON summary on exit")
@@ -79,10 +81,16 @@ def _build(a: argparse.Namespace) -> Any:
         raise ValueError(f"--period {a.period}: the agent's period must be 50ms..60s")
     if not 1 <= a.lease_periods <= 1000:
         raise ValueError(f"--lease-periods {a.lease_periods}: must be 1..1000")
-    mechanism = PidfdMechanism()
-    if not a.shadow:
-        mechanism.check_rights()
     state = Path(a.state_dir or _default_state_dir())
+    if a.mechanism == "bpf":
+        from ..agent.bpfiter import BpfIterMechanism
+
+        BpfIterMechanism.check_rights()  # shadow mode too: the iterator is also how it lists the sockets
+        mechanism: Any = BpfIterMechanism(os.environ.get("SCIDMZ_AGENT_BPF_CACHE") or state / "bpf")
+    else:
+        mechanism = PidfdMechanism()
+        if not a.shadow:
+            mechanism.check_rights()
     return DtnAgent(match, period=period, lease_periods=a.lease_periods, shadow=a.shadow,
                     record_path=str(state / "agent.record.json"), mechanism=mechanism), state
 
