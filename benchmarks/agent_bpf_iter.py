@@ -1,4 +1,5 @@
-"""The DTN host agent's two mechanisms, measured side by side for 64 connections.
+"""The two ways of setting 64 caps, measured side by side (the setting path alone; the agent's whole
+period with either mechanism is benchmarks/agent_period.py's).
 
 * ``pidfd``: what ``scidmz agent`` uses (``agent.mechanism.PidfdMechanism``):
   per connection ``pidfd_getfd`` of the sender's descriptor, ``fstat``,
@@ -6,8 +7,8 @@
 * ``bpf_iter``: a BPF TCP iterator (``benchmarks/agent_bpf_iter.bpf.c``, built
   here with clang, loaded with libbpf through ``telemetry.ebpf.libbpf``) that walks
   every TCP socket once and calls ``bpf_setsockopt(SO_MAX_PACING_RATE)`` on those
-  listed in a hash map (4-tuple -> rate); the agent would update the map and
-  run the iterator once per period.
+  listed in a hash map (4-tuple -> rate): a stand-alone iterator that only sets
+  caps (``agent/pace_iter.bpf.c``, the agent's own, also lists the sockets).
 
 Reported, as CPU time per round (user + system): setting all 64 caps to new
 values; the iterator's walk with nothing to set; the sock_diag dump the agent

@@ -12,7 +12,7 @@ seconds and in periods (max, median). The agent's RSS (``VmRSS``) is read from
 
 Needs root (the agent's rights). Prints one JSON object.
 
-    sudo python benchmarks/agent_newconn.py [--connections 20] [--period 1]
+    sudo python benchmarks/agent_newconn.py [--connections 20] [--period 1] [--mechanism pidfd|bpf]
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=20)
     ap.add_argument("--period", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--mechanism", choices=("pidfd", "bpf"), default="pidfd")
     a = ap.parse_args()
     src = Path(__file__).resolve().parents[1] / "src"
     sys.path.insert(0, str(src))
@@ -62,7 +63,7 @@ def main() -> int:
     state = Path(tempfile.mkdtemp(prefix="agt-bench-"))
     agent = subprocess.Popen([sys.executable, "-m", "scidmz.cli", "agent", "--prefix", f"{PEER}/32", "--ports",
                               str(port), "--api", f"127.0.0.1:{api}", "--state-dir", str(state), "--period",
-                              f"{a.period}s", "--lease-periods", "1000"],
+                              f"{a.period}s", "--lease-periods", "1000", "--mechanism", a.mechanism],
                              env={**os.environ, "PYTHONPATH": str(src)}, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 30
@@ -98,7 +99,7 @@ def main() -> int:
         agent.send_signal(signal.SIGTERM)
         agent.wait(15)
     print(json.dumps({
-        "benchmark": "agent_newconn", "period_s": a.period, "connections": a.connections,
+        "benchmark": "agent_newconn", "mechanism": a.mechanism, "period_s": a.period, "connections": a.connections,
         "delay_s": {"max": round(max(delays), 4), "median": round(statistics.median(delays), 4)},
         "delay_periods": {"max": round(max(delays) / a.period, 3), "median": round(statistics.median(delays) / a.period, 3)},
         "goal_periods": 1.0, "idle_rss_mb": round(idle_rss, 1), "rss_after_mb": round(run_rss, 1), "goal_rss_mb": 60.0,
