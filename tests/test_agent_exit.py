@@ -109,3 +109,49 @@ def test_a_second_agent_refuses_a_live_ones_record_and_leaves_it(sender: tuple[i
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(15)
+
+
+@pytest.mark.parametrize("first,second", [("bpf", "pidfd"), ("pidfd", "bpf")])
+def test_a_killed_agent_is_reclaimed_by_the_other_mechanism(sender: tuple[int, subprocess.Popen], tmp_path: Path,
+                                                            first: str, second: str) -> None:
+    """An admin who switches mechanisms after a crash still gets the dead agent's caps lifted
+    (a bpf record names no owners; the pidfd agent finds them)."""
+    from scidmz.agent.client import AgentClient
+
+    port, _ = sender
+    env = {**os.environ, "PYTHONPATH": SRC}
+
+    def start(mech: str, api: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "scidmz.cli", "agent", "--prefix", f"{PEER}/32", "--ports",
+                                 str(port), "--api", f"127.0.0.1:{api}", "--state-dir", str(tmp_path), "--period",
+                                 "0.2s", "--lease-periods", "100", "--mechanism", mech],
+                                env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+
+    def wait(cond, timeout: float) -> bool:  # noqa: ANN001 - a test helper
+        deadline = time.monotonic() + timeout
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return cond()
+
+    api = _free_port()
+    a = start(first, api)
+    try:
+        assert wait(lambda: (tmp_path / "agent.token").exists() and not _port_closed(api), 20)
+        AgentClient(f"http://127.0.0.1:{api}", tmp_path / "agent.token").set_rate(30e6)
+        assert wait(lambda: UNLIMITED not in _options(port), 3), _options(port)
+    finally:
+        a.kill()
+        a.wait()
+    assert UNLIMITED not in _options(port)
+    b = start(second, _free_port())
+    try:
+        assert wait(lambda: _options(port) == [UNLIMITED] * 3, 20), _options(port)
+    finally:
+        b.send_signal(signal.SIGTERM)
+        err = b.communicate(timeout=15)[1]
+    assert "reclaimed: lifted pacing from 3 connections" in err, err
+
+
+def _port_closed(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0

@@ -258,12 +258,14 @@ class DtnAgent:
         n = 0
         if old is not None and not self.shadow:
             live = {s.inode: s for s in self._source.dump()}
-            for ino_s, r in old["sockets"].items():
-                s = live.get(int(ino_s))
-                if s is None or s.max_pacing_rate == int(r["original"]):
-                    continue
-                owner = Owner(int(r["pid"]), int(r["start"]), int(r["fd"]))
-                if self.mechanism.set(owner, s.inode, int(r["original"])):
+            left = {int(i): r for i, r in old["sockets"].items()
+                    if int(i) in live and live[int(i)].max_pacing_rate != int(r["original"])}
+            # a record of the bpf mechanism names no owners; the pidfd one needs them
+            unknown = [i for i, r in left.items() if not r["pid"]] if self._needs_owner else []
+            found = self._owners.find(unknown)
+            for ino, r in left.items():
+                owner = found.get(ino) or Owner(int(r["pid"]), int(r["start"]), int(r["fd"]))
+                if self.mechanism.set(owner, ino, int(r["original"])):
                     n += 1
             self._flush()
             if old["sockets"]:
