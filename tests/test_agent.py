@@ -145,6 +145,9 @@ def test_the_client_wants_a_url_with_a_port_and_says_when_no_agent_answers(tmp_p
     s.close()
     with pytest.raises(ConnectionError, match="does not answer"):
         AgentClient(f"http://127.0.0.1:{port}", p, timeout=1).status()
+    # the controller's start-up check makes it bad input (exit 2 before anything is shaped)
+    with pytest.raises(ValueError, match="does not answer"):
+        AgentClient(f"http://127.0.0.1:{port}", p, timeout=1).check()
 
 
 # -- the unit -----------------------------------------------------------------------------

@@ -290,6 +290,7 @@ def test_shadow_mode_computes_shares_and_paces_nothing(net: list, state: Path) -
             time.sleep(2 * PERIOD)
             st = agent.client.status()
         assert st["mode"] == "shadow" and st["paced"] == 0 and st["rate"] == 60e6
+        assert agent.client.check()["mode"] == "shadow"  # the controller's start-up check passes
         assert abs(sum(c["share"] for c in st["connections"]) - 60e6) < 1e3
         assert ss_max_rates(RCV_IP, 5201) == [None, None]
     finally:

@@ -83,3 +83,15 @@ class AgentClient:
 
     def status(self) -> dict[str, Any]:
         return self._request("GET", "/status")[1]
+
+    def check(self) -> dict[str, Any]:
+        """The agent's status, for a controller's start-up check: an agent that does not answer is a
+        one-line ``ValueError`` (bad input: a wrong URL, exit 2 before anything is shaped), a refused
+        token a ``PermissionError`` (also exit 2)."""
+        try:
+            st = self.status()
+        except ConnectionError as exc:
+            raise ValueError(str(exc)) from None
+        if "state" not in st or "connections" not in st:
+            raise ValueError(f"{self.url} answers, but not as a scidmz agent")
+        return st
