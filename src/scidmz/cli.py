@@ -16,6 +16,7 @@ import sys
 
 from .cli_guard import OneLineArgumentParser, add_mkdir_flags, check_args, guarded
 from .commands import (
+    agent,
     control,
     evaluate,
     leaderboard,
@@ -31,7 +32,7 @@ __all__ = ["main", "build_parser"]
 
 
 #: The command modules, in ``scidmz --help`` order.
-_COMMANDS = (simulate, scenarios, telemetry, evaluate, leaderboard, reproduce, pipeline, control, testbed)
+_COMMANDS = (simulate, scenarios, telemetry, evaluate, leaderboard, reproduce, pipeline, control, agent, testbed)
 
 
 def build_parser() -> argparse.ArgumentParser:
