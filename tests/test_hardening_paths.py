@@ -67,6 +67,7 @@ def base_argv(command: str, d: Path) -> list[str]:
         "control run": ["control", "run", "testbed", "--target", "60M", "--no-api", "--duration", "1"],
         "telemetry replay": ["telemetry", "replay", str(_pcap(d))],
         "telemetry capture": ["telemetry", "capture", "--egress", "lo", "--duration", "1"],
+        "agent": ["agent", "--prefix", "203.0.113.0/24", "--shadow", "--api", "127.0.0.1:0"],
     }[command]
 
 

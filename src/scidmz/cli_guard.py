@@ -81,6 +81,7 @@ OUTPUTS: dict[str, dict[str, str]] = {
     "control run": {"log": "log", "token_file": "file"},
     "telemetry replay": {"plot": "plot", "samples": "file"},
     "telemetry capture": {"plot": "plot"},
+    "agent": {"token_file": "file", "state_dir": "dir"},
 }
 # Every policy's trained files (``--NAME-FILE``), from the policy registry: a "model" or "gains" file gets
 # that kind's check, any other a regular file's.
@@ -100,6 +101,7 @@ INPUTS: dict[str, dict[str, str]] = {
     "testbed up": {"scenario": "scenario"},
     "testbed check": {"scenario": "scenario"},
     "leaderboard": {"scenario": "scenario", **_POLICY_FILES},
+    "agent": {"config": "file"},
 }
 #: Options whose help mentions files or paths but which are not paths (the declaration test reads this).
 NOT_PATHS: dict[str, frozenset[str]] = {
