@@ -137,7 +137,8 @@ def _env() -> dict[str, str]:
 class Daemon:
     """``control run`` as a child process, the way an admin starts it."""
 
-    def __init__(self, tmp: Path, name: str, sw: p4tc.Bmv2Switch, pipeline: Path | None, target: str) -> None:
+    def __init__(self, tmp: Path, name: str, sw: p4tc.Bmv2Switch, pipeline: Path | None, target: str,
+                 procs: list[subprocess.Popen[Any]]) -> None:
         self.token = tmp / f"{name}.token"
         self.log = tmp / f"{name}.jsonl"
         self.err = tmp / f"{name}.err"
@@ -150,6 +151,7 @@ class Daemon:
             args += ["--p4-pipeline", str(pipeline)]
         self.proc = subprocess.Popen(_cli(*args), env=_env(), stdout=subprocess.DEVNULL,
                                      stderr=open(self.err, "w"))  # noqa: SIM115 (the child owns it)
+        procs.append(self.proc)  # killed by the fixture whatever the test's outcome
 
     def records(self) -> list[dict[str, Any]]:
         if not self.log.exists():
@@ -308,7 +310,7 @@ def test_setup3_from_the_cli_matches_the_twin_follows_the_target_and_survives_si
     sw, tmp = rig["sw"], rig["tmp"]
     T0 = time.monotonic()
     pcaps, caps = _captures(rig)
-    first = Daemon(tmp, "first", sw, rig["pipeline"], "800K")
+    first = Daemon(tmp, "first", sw, rig["pipeline"], "800K", rig["procs"])
     first.wait_periods(1, 60)
     assert "tbf 5c1d:" in _tbf() and "rate 1200Kbit" in _tbf(), _tbf()
     # the prefixes arrived intact (IPv4 and IPv6): 2 + 2 prefixes x 2 taps + 4 source entries + 2 tap ports
@@ -362,11 +364,17 @@ def test_setup3_from_the_cli_matches_the_twin_follows_the_target_and_survives_si
         rows.append((k, {f: (round(r["y"][f], 4), round(tw[f], 4)) for f in FIELDS}))
     print("daemon vs twin", json.dumps(rows))
     assert len(twin) == len(compared) >= 7
+    flows_equal = 0
     for k, (r, tw) in enumerate(zip(compared, twin, strict=True)):
         y = r["y"]
-        for f in ("rate_dtn", "rate_campus"):  # same frames; only the period edges differ (ms)
-            assert _close(y[f], tw[f], 0.05, 20e3), (k, f, y[f], tw[f])
-        assert y["active_flows"] == tw["active_flows"], (k, y, tw)
+        # same frames, same sampling instants: what differs is when BMv2 got round to a frame
+        # (up to ~6 % of a period's bytes moved to the next one at load 11-13 on 2 cores)
+        for f in ("rate_dtn", "rate_campus"):
+            assert _close(y[f], tw[f], 0.10, 30e3), (k, f, y[f], tw[f])
+        # a flow idling out (T_TH) near a period's end: the switch's timeout digest or its af_ts
+        # register tells the daemon, the packet times tell the twin; they may differ there by one
+        assert abs(y["active_flows"] - tw["active_flows"]) <= 1, (k, y, tw)
+        flows_equal += y["active_flows"] == tw["active_flows"]
         # registers read at the sample instant: only BMv2's and the capture's stamps differ
         for f in ("rtt_campus", "qdelay_dtn", "qdelay_campus"):
             assert _close(y[f], tw[f], 0.10, 0.003), (k, f, y[f], tw[f])
@@ -377,6 +385,10 @@ def test_setup3_from_the_cli_matches_the_twin_follows_the_target_and_survives_si
     # is compared: the median over the periods
     med = [statistics.median(x["rtt_dtn"] for x in side) for side in ([r["y"] for r in compared], twin)]
     assert _close(med[0], med[1], 0.10, 0.002), med
+    assert flows_equal >= len(compared) - 1, flows_equal
+    for f in ("rate_dtn", "rate_campus"):  # frames only move between periods: the sums agree closely
+        sums = [sum(x[f] for x in side) for side in ([r["y"] for r in compared], twin)]
+        assert _close(sums[0], sums[1], 0.02, 10e3), (f, sums)
 
     # SIGKILL: the TBF, the owner records and the switch entries stay behind ...
     assert first.stop(signal.SIGKILL) == -signal.SIGKILL
@@ -387,7 +399,7 @@ def test_setup3_from_the_cli_matches_the_twin_follows_the_target_and_survives_si
     # ... and a fresh start on the same device and switch reclaims them and runs at its own target
     # (the dead owner's entries are deleted before the pipeline is loaded again, which also resets
     # the program's registers: their flow state belongs to the dead controller's collector)
-    again = Daemon(tmp, "again", sw, rig["pipeline"], "1M")
+    again = Daemon(tmp, "again", sw, rig["pipeline"], "1M", rig["procs"])
     recs = again.wait_periods(3, 60)
     assert "rate 1Mbit" in _tbf(), _tbf()
     assert recs[-1]["y"]["rate_campus"] > 0.1e6 and not recs[-1]["fallback"], recs[-1]
