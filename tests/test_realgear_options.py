@@ -207,3 +207,19 @@ def test_control_run_p4_flags_need_the_hardware_plant():
                        timeout=120)
     assert r.returncode == 2 and "for --plant hardware" in r.stderr, r.stderr
     assert C.TAP_INGRESS != C.TAP_EGRESS
+
+
+def test_ovs_owner_with_a_recycled_pid_is_a_leftover():
+    """OVS rows and meters record the owner's start time too: a pid now naming another process
+    marks a dead scidmz's leftover; rows from before the start time was recorded go by pid alone."""
+    import socket
+
+    from scidmz.actuators.ovs import _live_owner
+
+    host, parent = socket.gethostname(), os.getppid()
+    start = owner.proc_start(parent)
+    assert start is not None
+    assert _live_owner(str(parent), host, str(start)) == f"scidmz process {parent} on {host}"
+    assert _live_owner(str(parent), host, str(start + 1)) == ""
+    assert _live_owner(str(parent), host, None) != ""
+    assert _live_owner(str(_dead_pid()[0]), host, None) == ""
