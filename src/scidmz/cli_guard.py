@@ -86,16 +86,18 @@ OUTPUTS: dict[str, dict[str, str]] = {
 # Every policy's trained files (``--NAME-FILE``), from the policy registry: a "model" or "gains" file gets
 # that kind's check, any other a regular file's.
 _POLICY_FILES = {dest: file if file in ("model", "gains") else "file" for dest, (_, file) in policy_file_flags().items()}
+_PLANT_FILES = {"dtn_agent_token": "file"}  # the hardware plant's host place: the DTN agents' token files
 INPUTS: dict[str, dict[str, str]] = {
-    "simulate": {"scenario": "scenario", "model": "model", "gains": "gains"},
+    "simulate": {"scenario": "scenario", "model": "model", "gains": "gains", **_PLANT_FILES},
     "scenarios": {"name": "scenario"},
-    "identify": {"scenario": "scenario"},
+    "identify": {"scenario": "scenario", **_PLANT_FILES},
     "train": {"dataset": "file", "init": "dir"},
     "tune": {"scenario": "scenario", "model": "model"},
-    "evaluate": {"scenario": "scenario", "model": "model", "gains": "gains", **_POLICY_FILES},
+    "evaluate": {"scenario": "scenario", "model": "model", "gains": "gains", **_POLICY_FILES, **_PLANT_FILES},
     "reproduce": {"notes": "file"},
     "telemetry replay": {"pcap": "file", "egress_pcap": "file", "ingress_pcap": "file"},
-    "control run": {"scenario": "scenario", "model": "model", "gains": "gains", "config": "file"},
+    "control run": {"scenario": "scenario", "model": "model", "gains": "gains", "config": "file",
+                    **_PLANT_FILES},
     "control set-target": {"token_file": "file"},
     "control status": {"token_file": "file"},
     "testbed up": {"scenario": "scenario"},
@@ -130,7 +132,7 @@ _COMMON_COUNTS = {"seed": "seed"}
 
 _INPUT_NAMES = {"dataset": "dataset", "pcap": "capture", "egress_pcap": "capture", "ingress_pcap": "capture",
                 "notes": "notes file", "gains": "gains file", "model": "model directory", "init": "model directory",
-                "token_file": "control token file", "scenario": "scenario file", "name": "scenario file",
+                "token_file": "control token file", "dtn_agent_token": "agent token file", "scenario": "scenario file", "name": "scenario file",
                 **{dest: f"{name} " + ("model directory" if file == "model" else f"{file} file")
                    for dest, (name, file) in policy_file_flags().items()}}
 _MKDIR_FOR = ("out", "plot", "log")
@@ -338,8 +340,8 @@ def check_args(args: argparse.Namespace) -> None:
     inputs: list[tuple[str, Path]] = []
     for attr, kind in _declared(INPUTS, args).items():
         value = getattr(args, attr, None)
-        if value is not None:
-            inputs += _check_input(attr, kind, value)
+        for one in value if isinstance(value, list) else () if value is None else (value,):  # repeatable
+            inputs += _check_input(attr, kind, one)
     outputs = planned_outputs(args)
     for o in outputs:
         _check_output(o)

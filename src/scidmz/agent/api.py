@@ -125,6 +125,12 @@ def build_app(agent: Any, token: str, metrics: Any = None) -> Any:
             return _json(409, {"error": "no lease held (it expired or no rate was set): POST /rate again"})
         return _json(200, {"lease_remaining": agent.lease.remaining()})
 
+    async def lift(request: Request) -> Any:
+        # The controller's clean exit: the DTN is unpaced at once rather than at the lease's end.
+        if not authorised(request):
+            return refused()
+        return _json(200, {"lifted": agent.lift("released by the controller")})
+
     async def prom(request: Request) -> Any:
         if not authorised(request):
             return refused()
@@ -134,13 +140,13 @@ def build_app(agent: Any, token: str, metrics: Any = None) -> Any:
 
     async def not_found(request: Request, exc: Exception) -> Any:
         return _json(404, {"error": f"no such endpoint {request.url.path!r} "
-                                    "(POST /rate, POST /renew, GET /status, GET /metrics)"})
+                                    "(POST /rate, POST /renew, POST /lift, GET /status, GET /metrics)"})
 
     async def not_allowed(request: Request, exc: Exception) -> Any:
         return _json(405, {"error": f"{request.method} not allowed on {request.url.path!r}"})
 
     routes = [Route("/status", status, methods=["GET"]), Route("/rate", rate, methods=["POST"]),
-              Route("/renew", renew, methods=["POST"]), Route("/metrics", prom, methods=["GET"])]
+              Route("/lift", lift, methods=["POST"]), Route("/renew", renew, methods=["POST"]), Route("/metrics", prom, methods=["GET"])]
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})
 
 

@@ -16,19 +16,10 @@ import secrets
 import stat
 from pathlib import Path
 
-from ..fileio import atomic_write_text, read_json_input
-from ..limits import MAX_TOKEN_BYTES
+from ..actuators.agent_client import read_token
+from ..fileio import atomic_write_text
 
 __all__ = ["load_or_create", "read_token"]
-
-
-def read_token(path: str | os.PathLike[str]) -> str:
-    """The token in an agent token file; one-line ValueError if it is not one."""
-    info = read_json_input(path, "agent token file", MAX_TOKEN_BYTES)
-    tok = info.get("token") if isinstance(info, dict) else None
-    if not isinstance(tok, str) or len(tok) < 16:
-        raise ValueError(f"{path} is not an agent token file (expected {{\"token\": \"...\"}}, 16+ characters)")
-    return tok
 
 
 def load_or_create(path: str | os.PathLike[str]) -> str:

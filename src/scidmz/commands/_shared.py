@@ -141,6 +141,12 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
     g.add_argument("--ovs-port", default=None, help="hardware plant: OVS port to shape instead of --dev")
     g.add_argument("--ovs-db", default=None, help="hardware plant: OVSDB remote (default the system's db.sock)")
     g.add_argument("--ovs-mode", default=None, help="hardware plant: htb | meter | policing (default htb)")
+    g.add_argument("--dtn-agent", action="append", default=None, metavar="URL",
+                   help="hardware plant: a DTN's `scidmz agent`, e.g. http://192.0.2.7:8643, the host place "
+                        "(pacing policies); repeatable: the DTNs' target is split equally among them")
+    g.add_argument("--dtn-agent-token", action="append", default=None, metavar="FILE",
+                   help="hardware plant: a copy of the agent's token file; once for every --dtn-agent, or once "
+                        "per --dtn-agent in the same order")
     g.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
                    help="any other keyword option of the plant, e.g. egress_hook=tc (repeatable)")
 

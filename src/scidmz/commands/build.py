@@ -40,9 +40,9 @@ __all__ = ["Run", "build_run", "build_policies", "trained_files", "resolve_model
 DEFAULT_TARGET_FRACTION = 0.5
 
 
-#: The plant flags beyond ``--telemetry`` (the hardware plant's actuator target today); a plant takes
-#: those its registry entry names (``register_plant(cli=...)``).
-PLANT_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode")
+#: The plant flags beyond ``--telemetry`` (the hardware plant's rate actuator target and its host
+#: actuator, the DTN agents); a plant takes those its registry entry names (``register_plant(cli=...)``).
+PLANT_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token")
 
 
 def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] | tuple[str, ...] = (),
@@ -59,7 +59,7 @@ def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] |
     unknown = [k for k in flags if k not in PLANT_FLAGS]
     if unknown:
         raise TypeError(f"plant_choice() got an unexpected flag {unknown[0]!r}")
-    given = {k: v for k, v in {"telemetry": telemetry, **flags}.items() if v is not None}
+    given = {k: v for k, v in {"telemetry": telemetry, **flags}.items() if v is not None and v != []}
     entry = plant_entry(plant)
     refused = [k for k in given if k not in entry.cli]
     if refused:

@@ -9,9 +9,10 @@ applies it (``Plant.step(u)`` applies u and returns y measured at the end of
 the period; ARCHITECTURE.md alignment). The target can be changed while it
 runs (``set_target``, which the HTTP API of ``scidmz.controller.api`` calls).
 
-Safety (issue 5, item 8; issue 10): the daemon falls back to the trivial rate
-``B_max - target`` (MLC paper section 3.7, ``Scenario.trivial_rate``) and
-keeps running, logging why, when
+Safety (a live controller must never leave the campus unshaped nor stop on a
+fault): the daemon falls back to the trivial rate ``B_max - target`` (MLC
+paper section 3.7, ``Scenario.trivial_rate``) and keeps running, logging why,
+when
 
 * no telemetry sample arrived for 2T (``plant.step`` has not returned; if the
   plant exposes its ``actuator`` the fallback rate is applied through it at
@@ -21,7 +22,9 @@ keeps running, logging why, when
   and is handled the same way);
 * the policy raised or returned a non-finite rate, or (a policy with a
   ``fallbacks`` counter, the MLC) replaced its model's non-finite output by
-  the trivial rate itself.
+  the trivial rate itself;
+* the host place failed: a DTN's ``scidmz agent`` did not answer or refused
+  the pacing rate (cause ``host_agent``; the agent is tried again every period).
 
 A failure makes the next period use the trivial rate; the policy takes over
 again after one clean period. Every cause is counted (``errors`` in
@@ -31,7 +34,7 @@ Log: one JSON object per line, per period ``{"k", "time", "t", "y", "u",
 "u_policy", "target", "fallback", "reason", "cause"}`` and events
 ``{"event": "start"|"target"|"fallback"|"recovered"|"stop", ...}``.
 
-Shadow mode (``shadow=True``, ``control run --shadow``; issue 27): the loop
+Shadow mode (``shadow=True``, ``control run --shadow``: an admin's trial run before going live): the loop
 is the same -- telemetry, policy, fallback rules -- but the plant was built
 with a recording actuator (``actuators.recording``), so u is what the loop
 *would* apply and nothing is applied. ``status()["mode"]`` is ``"shadow"``
@@ -58,6 +61,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..actuators.base import ActuatorError
+from ..actuators.host_agent import HostAgentError
 from ..plant.base import Plant
 from ..policies.base import Policy
 from ..runner import Episode
@@ -123,7 +127,7 @@ class ControlLoop:
         if seed is not None:
             from ..limits import check
 
-            check("seed", seed, "seed")  # refused here, before any service starts (issue 29)
+            check("seed", seed, "seed")  # refused here, before any service starts (a bad seed must not leave a half-started daemon)
         self.seed = seed
         self.shadow = bool(shadow)
         # The first step may include one-off work (JIT compilation of the fluid kernel, traffic
@@ -218,6 +222,7 @@ class ControlLoop:
                 "errors": dict(self.errors),
                 "client_errors": dict(self.client_errors),
                 "telemetry_unmeasured": dict(self.unmeasured),
+                "host_agents": self._host_agents(),
                 "last_sample_age": None if self._last_sample_wall is None else now - self._last_sample_wall,
                 "period": self.period,
                 "capacity": self.scenario.capacity,
@@ -228,6 +233,11 @@ class ControlLoop:
                 "scenario": self.scenario.name,
                 **self._service_status(),
             }
+
+    def _host_agents(self) -> list[dict[str, Any]] | None:
+        """The plant's DTN agents (URL, rate last set, last error); None without a host place on agents."""
+        agents = getattr(self.plant, "host_status", None)
+        return agents() if callable(agents) else None
 
     def _service_status(self) -> dict[str, Any]:
         """What the services add to ``status()`` (the API's addresses; nothing here)."""
@@ -275,7 +285,7 @@ class ControlLoop:
         return summary
 
     def _shutdown(self) -> dict[str, Any]:
-        # Bounded in time whatever the state (issue 10: SIGTERM ends the daemon within 2 s).
+        # Bounded in time whatever the state (SIGTERM must end the daemon within 2 s: systemd's stop).
         self._stop.set()
         problems: list[str] = []
         if self._step_thread is not None and self._step_thread.is_alive():
@@ -312,6 +322,10 @@ class ControlLoop:
         try:
             raw = episode.propose(np.array([target])).reshape(-1)
             u_policy = float(raw[0])
+        except HostAgentError as exc:
+            # The host place failed (a DTN agent is unreachable): the campus goes to the trivial rate, the
+            # DTN runs unpaced once its agent's lease ends, and the next period tries the agent again.
+            return None, f"DTN agent unreachable: {_one_line(exc)}", "host_agent"
         except Exception as exc:
             return None, f"policy error: {_one_line(exc)}", "policy"
         if not math.isfinite(u_policy):
@@ -333,7 +347,7 @@ class ControlLoop:
             self.last = _Sample(float(state0.t), np.asarray(state0.y[0], dtype=np.float64))
             self._last_sample_wall = time.monotonic()
         t_loop = time.monotonic()
-        # --duration ends the loop at its time, also inside a period longer than it (issue 29:
+        # --duration ends the loop at its time, also inside a period longer than it (once,
         # `--set period=3600 --duration 2` ran for an hour).
         self._end = None if self.duration is None else t_loop + self.duration
         failure: tuple[str, str] | None = None  # (reason, cause) why the *next* period uses the trivial rate

@@ -38,8 +38,9 @@ import numpy as np
 from ..scenario import Scenario
 from ..units import check_rates
 from .base import StateBatch, register_plant
+from .hardware_host import HostPlace, open_host
 
-__all__ = ["HardwarePlant", "build_hardware_plant", "DEFAULT_OVS_DB"]
+__all__ = ["HardwarePlant", "HostHardwarePlant", "build_hardware_plant", "DEFAULT_OVS_DB"]
 
 DEFAULT_OVS_DB = "unix:/var/run/openvswitch/db.sock"
 
@@ -172,6 +173,22 @@ class HardwarePlant:
         return f"HardwarePlant(actuator={self.actuator!r}, scenario={self.scenario.name!r})"
 
 
+class HostHardwarePlant(HostPlace, HardwarePlant):
+    """A ``HardwarePlant`` that also paces the DTNs through their agents (``--dtn-agent``; ``hardware_host``)."""
+
+    def __init__(self, scenario: Scenario, actuator: Any, view: Any, *, host: Any, **kwargs: Any) -> None:
+        super().__init__(scenario, actuator, view, **kwargs)
+        self.host = host
+
+
+def _with_host(plant: HardwarePlant, host: Any) -> HardwarePlant:
+    """``plant`` with the host place when ``host`` (an ``AgentPacer``) is given."""
+    if host is None:
+        return plant
+    return HostHardwarePlant(plant.scenario, plant.actuator, plant._view, host=host, owns_view=plant._own_view,
+                             resources=plant._resources)
+
+
 def build_hardware_plant(
     scenario: Scenario,
     dev: str | None = None,
@@ -192,6 +209,8 @@ def build_hardware_plant(
     p4_pipeline: str | None = None,
     p4_thrift: str | None = None,
     tap_ports: Any = "1,2",
+    dtn_agent: list[str] | str | None = None,
+    dtn_agent_token: list[str] | str | None = None,
 ) -> HardwarePlant:
     """A ``HardwarePlant`` from command-line options: the actuator (``TbfActuator`` on ``dev`` or
     ``OvsQosActuator`` on ``ovs_port``, or ``actuator(target, netns=)``) and the telemetry view
@@ -202,7 +221,9 @@ def build_hardware_plant(
     at ``p4_thrift`` (checked to be BMv2's before the switch changes), and ``install`` writes the
     ``tap_ports`` ("INGRESS_PORT,EGRESS_PORT") and the prefix entries (``hardware_p4``). One-line
     errors for a missing or doubled actuator target, a malformed address, a pipeline folder
-    without its files; nothing is left open on failure."""
+    without its files; nothing is left open on failure. ``dtn_agent`` (URLs) with
+    ``dtn_agent_token`` (one token file, or one per URL): the host place (``hardware_host``), every
+    agent checked first, before anything is shaped."""
     if telemetry is None or telemetry == "":
         raise ValueError(
             "the hardware plant needs its telemetry: give the P4Runtime address (--telemetry HOST:PORT) of "
@@ -213,6 +234,7 @@ def build_hardware_plant(
     if actuator is not None and not callable(actuator):
         raise ValueError(f"actuator must be a factory (target, netns=) -> RateActuator, got {actuator!r}")
     ebpf = _ebpf_source(telemetry, scenario, netns, dtn_prefixes, remote_prefixes, egress_hook)
+    host = open_host(scenario, dtn_agent, dtn_agent_token)  # the agents answer, with the token, or exit 2
     p4 = None
     if isinstance(telemetry, str) and ebpf is None:
         from .hardware_p4 import P4Switch
@@ -228,11 +250,11 @@ def build_hardware_plant(
     try:
         if ebpf is not None:
             ebpf.open()  # build, load, claim, attach: one line if any of it fails, nothing left
-            return HardwarePlant(scenario, act, ebpf.view, resources=(ebpf,))
+            return _with_host(HardwarePlant(scenario, act, ebpf.view, resources=(ebpf,)), host)
         if p4 is not None:
             p4.open()  # connect, claim, load, install: one line if any of it fails, nothing left
-            return HardwarePlant(scenario, act, p4.view, resources=(p4,))  # p4.close closes the view
-        return HardwarePlant(scenario, act, telemetry)
+            return _with_host(HardwarePlant(scenario, act, p4.view, resources=(p4,)), host)  # p4.close: the view
+        return _with_host(HardwarePlant(scenario, act, telemetry), host)
     except BaseException:
         act.close()
         if p4 is not None:
@@ -272,4 +294,4 @@ def _ebpf_source(telemetry: Any, scenario: Scenario, netns: str | None, dtn: lis
 
 
 register_plant("hardware", build_hardware_plant, realtime=True,
-               cli=("telemetry", "dev", "netns", "ovs_port", "ovs_db", "ovs_mode"))
+               cli=("telemetry", "dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token"))

@@ -74,7 +74,10 @@
     $("fallback-card").classList.toggle("on", !!st.fallback);
     $("where").textContent = st.policy + " on " + st.plant + " (" + st.scenario + "), T = " + st.period + " s";
     const errs = Object.entries(st.errors || {}).map(([k, v]) => k + " " + v).join(", ");
-    $("meta").textContent = "faults by cause: " + (errs || "none") + "; fallback periods " + st.fallback_periods;
+    // The host place on real equipment: each DTN agent, answering or not (the host_agent fallback cause).
+    const agents = (st.host_agents || []).map((a) => a.url + (a.error ? " UNREACHABLE" : " ok")).join(", ");
+    $("meta").textContent = "faults by cause: " + (errs || "none") + "; fallback periods " + st.fallback_periods
+      + (agents ? "; DTN agents: " + agents : "");
   }
 
   function refused(body) {

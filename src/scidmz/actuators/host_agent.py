@@ -1,0 +1,131 @@
+"""``AgentPacer``: the host place on real equipment, the DTNs' pacing set through their ``scidmz agent`` s.
+
+The hardware plant's host actuator (``HostPlant.set_pacing``): one
+``AgentClient`` per DTN (``--dtn-agent URL``, repeatable), each with a copy of
+its agent's token file. ``set_pacing(R)`` splits the aggregate target R among
+the agents and sets each one's rate, which grants (and extends) its lease;
+``keep()`` renews the leases in a period where no rate was set (the controller
+on its fallback rate still holds the DTNs' last rate), so the lease runs out
+only when the controller itself stops. ``close()`` asks every agent to lift at
+once (a clean exit); a controller that dies leaves that to the lease.
+
+**Splitting R among several DTNs (ours): equally.** Each agent already shares
+its rate among its own connections by max-min water-filling on measured demand
+(``agent/share.py``); across DTNs we split evenly, because it needs no extra
+round trip per period, it is what an admin can predict from the target alone,
+and a Science DMZ's DTNs usually serve one transfer pool behind a load
+balancer. Its cost: a DTN with nothing to send leaves its share unused (then
+give that DTN's agent less weight by running it off the list).
+
+**Faults.** An agent that does not answer (or answers with an error) during a
+run raises ``HostAgentError`` (an ``ActuatorError``) naming it; the controller
+answers with the fallback cause ``host_agent`` (the campus held at the trivial
+rate) and tries again the next period, so an agent that comes back is paced
+again at once. At start (``check``) the same is bad input: one line, exit 2,
+before anything is shaped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .agent_client import AgentClient
+from .base import ActuatorError
+
+__all__ = ["AgentPacer", "HostAgentError", "agent_token_files"]
+
+log = logging.getLogger("scidmz.actuators.host_agent")
+
+
+class HostAgentError(ActuatorError):
+    """A DTN agent did not answer, or refused a rate, during a run (the ``host_agent`` fallback cause)."""
+
+
+def agent_token_files(urls: Sequence[str], tokens: Sequence[str] | str | None) -> list[str]:
+    """One token file per agent URL: a single file serves every agent, else one per URL in order
+    (``--dtn-agent-token`` given once, or as often as ``--dtn-agent``). One-line ValueError otherwise."""
+    toks = [tokens] if isinstance(tokens, str | os.PathLike) else list(tokens or [])
+    if not toks:
+        raise ValueError("--dtn-agent needs the agent's token file: --dtn-agent-token FILE (a copy of the DTN's "
+                         "/var/lib/scidmz/agent.token)")
+    if len(toks) == 1:
+        return [str(toks[0])] * len(urls)
+    if len(toks) != len(urls):
+        raise ValueError(f"{len(urls)} --dtn-agent URLs and {len(toks)} --dtn-agent-token files: give one token file "
+                         "for all, or one per agent in the same order")
+    return [str(t) for t in toks]
+
+
+class AgentPacer:
+    """The DTNs' aggregate pacing rate through their agents (module docstring)."""
+
+    def __init__(self, urls: Sequence[str], token_files: Sequence[str], period: float) -> None:
+        if not urls:
+            raise ValueError("AgentPacer needs at least one agent URL")
+        # On the management network an agent answers in milliseconds; a quarter period keeps a dead
+        # one from holding the loop past its period.
+        timeout = max(0.05, min(2.0, period / 4))
+        self.clients = [AgentClient(u, t, timeout=timeout) for u, t in zip(urls, token_files, strict=True)]
+        self.rates: list[float | None] = [None] * len(self.clients)
+        self.errors: list[str | None] = [None] * len(self.clients)
+        self._set_this_period = False
+
+    def check(self) -> list[dict[str, Any]]:
+        """Every agent's status, for the start-up check (one-line ValueError / PermissionError)."""
+        return [c.check() for c in self.clients]
+
+    def split(self, total: float) -> list[float]:
+        """The aggregate rate split among the agents (equally; module docstring)."""
+        return [float(total) / len(self.clients)] * len(self.clients)
+
+    def set_pacing(self, rates: np.ndarray | float) -> None:
+        """Set the DTNs' aggregate pacing rate (frame bit/s; a (1,) array or a scalar); HostAgentError if an
+        agent fails (the others are still set)."""
+        total = float(np.asarray(rates, dtype=np.float64).reshape(-1)[0])
+        self._set_this_period = True
+        self._each(lambda c, share: c.set_rate(share), self.split(total), "set the rate on")
+
+    def keep(self) -> None:
+        """Renew the leases when no rate was set this period (the fallback keeps the last one); never raises:
+        a failure here shows at the next ``set_pacing``."""
+        if not self._set_this_period:
+            for i, c in enumerate(self.clients):
+                if self.rates[i] is None:
+                    continue
+                try:
+                    if not c.renew():  # the agent lost the lease (restarted): give it its rate again
+                        c.set_rate(self.rates[i])
+                    self.errors[i] = None
+                except (ConnectionError, PermissionError, ValueError) as exc:
+                    self.errors[i] = str(exc)
+        self._set_this_period = False
+
+    def _each(self, call: Any, shares: list[float], what: str) -> None:
+        failed = []
+        for i, (c, share) in enumerate(zip(self.clients, shares, strict=True)):
+            try:
+                self.rates[i] = float(call(c, share))
+                self.errors[i] = None
+            except (ConnectionError, PermissionError, ValueError) as exc:
+                self.errors[i] = str(exc)
+                failed.append(str(exc))
+        if failed:
+            raise HostAgentError(f"cannot {what} {len(failed)} of {len(self.clients)} DTN agent(s): {failed[0]}")
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per agent: its URL, the rate last set, and the last error (None: answering)."""
+        return [{"url": c.url, "rate": r, "error": e} for c, r, e in zip(self.clients, self.rates, self.errors,
+                                                                        strict=True)]
+
+    def close(self) -> None:
+        """Ask every agent to lift its caps now; an agent that does not answer lifts at its lease's end."""
+        for c in self.clients:
+            try:
+                c.lift()
+            except (ConnectionError, PermissionError, ValueError) as exc:
+                log.warning("agent %s: could not lift at exit (its lease lifts): %s", c.url, exc)
