@@ -6,14 +6,15 @@ every period T, each of the DTN's streams is capped at R*_DTN(t) / streams by
 its sender's pacing rate, set live on the sockets when the target moves, and
 the campus TBF is held at the trivial rate B_max - R*_DTN(t) (MLC section 3.7).
 A paced DTN sends its share smoothly instead of in window bursts, which is
-what a shallow bottleneck buffer punishes. Ours (issue 25, item 2); not in the
-papers.
+what a shallow bottleneck buffer punishes. Ours (the first policy an admin
+would try, measured against the paper's); not in the papers.
 
 What it needs: control of the DTN host itself (the plant capability
 ``HostPlant.set_pacing``): root or CAP_SYS_PTRACE on the DTN to reach its
 sender's sockets (``actuators.pacing``), or a transfer tool that paces on
-request. The campus border alone, which the MLC needs, is not enough; a plant
-without DTN-host control (``hardware``) refuses this policy.
+request; on real equipment the DTNs' ``scidmz agent`` s (``hardware`` with
+``--dtn-agent``). The campus border alone, which the MLC needs, is not enough; a
+plant without DTN-host control (``hardware`` without agents) refuses this policy.
 """
 
 from __future__ import annotations

@@ -1,0 +1,174 @@
+"""The hardware plant's host place without root: ``AgentPacer`` against the agent's real HTTP API.
+
+The agent's own app (``agent.api.build_app``) is served in-process over a core
+that records what the controller asked (no sockets are paced: that needs
+rights and is what ``tests/test_rehearsal_dtn_agent.py`` does on real
+namespaces). Checked: the equal split among several agents, the token pairing
+rules, the start-up check as one line, a lost agent as ``HostAgentError`` (the
+controller's ``host_agent`` cause), the lease renewed in periods without a rate,
+the lift at close, and that the plant declares the host capability only with
+agents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("uvicorn")
+
+from scidmz.actuators.host_agent import AgentPacer, HostAgentError, agent_token_files  # noqa: E402
+
+
+class RecordingCore:
+    """What the agent's API calls on its core, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.leased = False
+
+    def set_rate(self, bps: float) -> float:
+        self.calls.append(("rate", bps))
+        self.leased = True
+        return bps
+
+    def renew(self) -> bool:
+        self.calls.append(("renew", None))
+        return self.leased
+
+    def lift(self, why: str) -> int:
+        self.calls.append(("lift", why))
+        self.leased = False
+        return 3
+
+    def status(self) -> dict[str, Any]:
+        return {"state": "pacing" if self.leased else "idle", "connections": []}
+
+    class lease:  # noqa: N801 - the attribute the API reads
+        @staticmethod
+        def remaining() -> float:
+            return 1.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def agents(tmp_path: Path) -> Iterator[list[tuple[str, Path, RecordingCore, Any]]]:
+    from scidmz.agent.api import AgentServer, build_app
+
+    out = []
+    try:
+        for i in range(2):
+            core, tok = RecordingCore(), tmp_path / f"a{i}.token"
+            tok.write_text(json.dumps({"token": f"secret-token-number-{i}"}))
+            os.chmod(tok, 0o600)
+            srv = AgentServer("127.0.0.1", 0)
+            _, port = srv.bind()
+            srv.start(build_app(core, f"secret-token-number-{i}"))
+            out.append((f"http://127.0.0.1:{port}", tok, core, srv))
+        yield out
+    finally:
+        for *_, srv in out:
+            srv.stop()
+
+
+def test_split_renew_lift(agents: list[tuple[str, Path, RecordingCore, Any]]) -> None:
+    pacer = AgentPacer([a[0] for a in agents], [str(a[1]) for a in agents], period=1.0)
+    assert len(pacer.check()) == 2
+    pacer.set_pacing(np.array([300e6]))
+    assert [a[2].calls for a in agents] == [[("rate", 150e6)], [("rate", 150e6)]]
+    pacer.keep()  # a rate was set this period: no renewal needed
+    pacer.keep()  # a period without one (the controller's fallback): the lease is renewed
+    assert all(a[2].calls[-1] == ("renew", None) for a in agents)
+    agents[1][2].leased = False  # that agent restarted: it is given its rate again
+    pacer.keep()
+    assert agents[1][2].calls[-1] == ("rate", 150e6)
+    assert [s["error"] for s in pacer.status()] == [None, None]
+    pacer.close()
+    assert all(a[2].calls[-1][0] == "lift" for a in agents)
+
+
+def test_a_lost_agent_is_a_host_agent_error(agents: list[tuple[str, Path, RecordingCore, Any]]) -> None:
+    pacer = AgentPacer([a[0] for a in agents], [str(a[1]) for a in agents], period=1.0)
+    agents[0][3].stop()
+    with pytest.raises(HostAgentError, match="1 of 2 DTN agent"):
+        pacer.set_pacing(200e6)
+    assert agents[1][2].calls == [("rate", 100e6)]  # the other one is still set
+    assert pacer.status()[0]["error"] and pacer.status()[1]["error"] is None
+    pacer.keep()  # never raises
+
+
+def test_start_up_check_is_one_line(agents: list[tuple[str, Path, RecordingCore, Any]], tmp_path: Path) -> None:
+    from scidmz.plant.hardware_host import open_host
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("testbed")
+    url, tok = agents[0][0], agents[0][1]
+    wrong = tmp_path / "wrong.token"
+    wrong.write_text(json.dumps({"token": "x" * 20}))
+    with pytest.raises(PermissionError, match="refused the token"):
+        open_host(sc, [url], str(wrong))
+    with pytest.raises(ValueError, match="does not answer"):
+        open_host(sc, [f"http://127.0.0.1:{_free_port()}"], str(tok))
+    assert open_host(sc, None, None) is None
+    with pytest.raises(ValueError, match="is for a --dtn-agent URL"):
+        open_host(sc, None, [str(tok)])
+
+
+def test_token_pairing() -> None:
+    assert agent_token_files(["u1", "u2"], ["t"]) == ["t", "t"]
+    assert agent_token_files(["u1", "u2"], ["t1", "t2"]) == ["t1", "t2"]
+    with pytest.raises(ValueError, match="needs the agent's token file"):
+        agent_token_files(["u1"], None)
+    with pytest.raises(ValueError, match="one per agent in the same order"):
+        agent_token_files(["u1", "u2", "u3"], ["t1", "t2"])
+
+
+def test_the_host_capability_comes_with_agents(agents: list[tuple[str, Path, RecordingCore, Any]]) -> None:
+    from scidmz.plant.base import plant_capabilities
+    from scidmz.plant.hardware import HardwarePlant, HostHardwarePlant
+    from scidmz.scenario import load_scenario
+
+    class Act:
+        def set_rate(self, bps: float) -> None: ...
+        def current_rate(self) -> float: return 0.0
+        def close(self) -> None: ...
+
+    class View:
+        def clock(self) -> float: return 0.0
+        def read_class_counters(self) -> Any: ...
+        def read_register(self, *a: Any) -> Any: ...
+        def drain_digests(self) -> list[Any]: return []
+
+    sc = load_scenario("testbed")
+    assert "host" not in plant_capabilities(HardwarePlant(sc, Act(), View()))
+    pacer = AgentPacer([agents[0][0]], [str(agents[0][1])], period=1.0)
+    plant = HostHardwarePlant(sc, Act(), View(), host=pacer)
+    assert "host" in plant_capabilities(plant)
+    plant.set_pacing(np.array([50e6]))
+    assert agents[0][2].calls == [("rate", 50e6)]
+    plant.close()
+    plant.close()
+    assert [c[0] for c in agents[0][2].calls] == ["rate", "lift"]  # lifted once
+
+
+def test_plant_flags_are_the_hardware_plants() -> None:
+    from scidmz.commands.build import plant_choice
+
+    spec = plant_choice("hardware", telemetry="ebpf:a,b", dev="b", dtn_agent=["http://192.0.2.7:8643"],
+                        dtn_agent_token=["/etc/scidmz/agent.token"])
+    assert spec.options["dtn_agent"] == ["http://192.0.2.7:8643"]
+    with pytest.raises(ValueError, match="--dtn-agent: for --plant hardware only"):
+        plant_choice("fluid", dtn_agent=["http://192.0.2.7:8643"])
+    assert "dtn_agent" not in plant_choice("fluid", dtn_agent=[]).options
