@@ -227,7 +227,8 @@ def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any]) -> None:
         assert "tbf" in sh("tc", "-n", ROUTER, "qdisc", "show", "dev", "wan1").stdout
         # The target moves through the API, as an admin moves it.
         k_set = periods(tmp)[-1]["k"]
-        sh(*CLI, "control", "set-target", "50M", "--token-file", str(tmp / "ctl.token"))
+        subprocess.run([*CLI, "control", "set-target", "50M", "--token-file", str(tmp / "ctl.token")], env=ENV,
+                       check=True, capture_output=True, timeout=30)
         wait_until(lambda: len(periods(tmp)) >= k_set + 10, 30, "ten periods at the new target")
 
         # A new connection: paced within a period (measured from its first data on the wire).
@@ -246,6 +247,8 @@ def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any]) -> None:
         metrics = wait_until(lambda: HOST_AGENT_PERIODS.search(m := api(tmp, "/metrics")) and m,
                              5 * PERIOD + 5, "a host_agent fallback period in the metrics")
         trivial_seen = st["u"]
+        said = subprocess.run([*CLI, "control", "status", "--token-file", str(tmp / "ctl.token")], env=ENV,
+                              capture_output=True, text=True, timeout=30).stdout
         assert ctl.poll() is None
         # systemd restarts the agent: it gives back what its dead self left, the controller paces again.
         agent = start_agent(tmp)
@@ -288,5 +291,6 @@ def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any]) -> None:
     assert lift_after <= (LEASE_PERIODS + 2) * PERIOD
     assert st["fallback"] and "DTN agent unreachable" in st["fallback_reason"]
     assert any(a["error"] for a in st["host_agents"])
+    assert "FALLBACK: DTN agent unreachable" in said and "UNREACHABLE" in said, said
     assert abs(trivial_seen - 200e6 + 50e6) < 1e3  # the trivial rate B_max - target
     assert re.search(r'scidmz_faults_total\{cause="host_agent"\} [1-9]', metrics), metrics[-800:]

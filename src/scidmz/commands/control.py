@@ -197,4 +197,14 @@ def status_text(st: dict[str, Any]) -> str:
         lines.append(f"DTN      {format_rate(y['rate_dtn'])}, RTT {format_time(y['rtt_dtn'])}")
         lines.append(f"campus   {format_rate(y['rate_campus'])}, RTT {format_time(y['rtt_campus'])}, "
                      f"{y['active_flows']:.0f} active flows")
+    lines += _agent_lines(st.get("host_agents"))
     return "\n".join(lines)
+
+
+def _agent_lines(agents: list[dict[str, Any]] | None) -> list[str]:
+    """One line per DTN agent of the host place (``--dtn-agent``): the rate it holds, or why it is lost."""
+    from ..units import format_rate
+
+    return [f"agent    {a['url']}: " + (f"UNREACHABLE ({a['error']})" if a.get("error") else
+                                        format_rate(a["rate"]) if a.get("rate") is not None else "no rate yet")
+            for a in agents or []]
