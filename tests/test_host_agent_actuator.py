@@ -172,3 +172,57 @@ def test_plant_flags_are_the_hardware_plants() -> None:
     with pytest.raises(ValueError, match="--dtn-agent: for --plant hardware only"):
         plant_choice("fluid", dtn_agent=["http://192.0.2.7:8643"])
     assert "dtn_agent" not in plant_choice("fluid", dtn_agent=[]).options
+
+
+def test_the_loop_falls_back_on_a_lost_agent_and_recovers(tmp_path: Path) -> None:
+    """The live loop with the fluid plant whose host place fails for a while: cause ``host_agent``, the
+    trivial rate, the loop keeps running, the policy takes over again once the agent answers."""
+    import threading
+    import time
+
+    from scidmz.controller.loop import ControlLoop
+    from scidmz.plant import make_plant
+    from scidmz.policies import make_policy
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario("testbed").replace(period=0.05)
+    inner = make_plant("fluid", sc)
+
+    class LosesItsAgent:
+        """The fluid plant, whose ``set_pacing`` fails as an unreachable agent does while ``lost`` is set."""
+
+        lost = threading.Event()
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(inner, name)
+
+        def set_pacing(self, rates: np.ndarray) -> None:
+            if self.lost.is_set():
+                raise HostAgentError("cannot set the rate on 1 of 1 DTN agent(s): agent http://x does not answer")
+            inner.set_pacing(rates)
+
+    plant = LosesItsAgent()
+    loop = ControlLoop(plant, make_policy("pacing"), 60e6, log=tmp_path / "loop.jsonl")
+    t = threading.Thread(target=loop.run)
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while loop.k < 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        plant.lost.set()
+        while loop.fallback_cause != "host_agent" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        st = loop.status()
+        k_lost = loop.k
+        while loop.k < k_lost + 5 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert loop.fallback_cause == "host_agent" and t.is_alive()  # still running, still on the fallback
+        plant.lost.clear()
+        while loop.fallback and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not loop.fallback
+    finally:
+        loop.stop("test over")
+        t.join(15)
+    assert st["fallback_reason"].startswith("DTN agent unreachable") and st["u"] == sc.trivial_rate(60e6)
+    assert st["errors"].get("host_agent", 0) >= 1

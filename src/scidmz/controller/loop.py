@@ -322,11 +322,12 @@ class ControlLoop:
         try:
             raw = episode.propose(np.array([target])).reshape(-1)
             u_policy = float(raw[0])
-        except HostAgentError as exc:
-            # The host place failed (a DTN agent is unreachable): the campus goes to the trivial rate, the
-            # DTN runs unpaced once its agent's lease ends, and the next period tries the agent again.
-            return None, f"DTN agent unreachable: {_one_line(exc)}", "host_agent"
         except Exception as exc:
+            lost = _in_chain(exc, HostAgentError)
+            if lost is not None:
+                # The host place failed (a DTN agent is unreachable): the campus goes to the trivial rate,
+                # the DTN runs unpaced once its agent's lease ends, and the next period tries the agent again.
+                return None, f"DTN agent unreachable: {_one_line(lost)}", "host_agent"
             return None, f"policy error: {_one_line(exc)}", "policy"
         if not math.isfinite(u_policy):
             return u_policy, f"policy returned a non-finite rate ({u_policy})", "policy_nonfinite"
@@ -558,13 +559,19 @@ def _step_into(plant: Plant, u: float, box: dict[str, Any], done: threading.Even
 
 
 def _is_actuator_error(exc: BaseException | None) -> bool:
+    return _in_chain(exc, ActuatorError) is not None
+
+
+def _in_chain(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of type ``kind`` in ``exc``'s chain (a wrapper, e.g. a configuration's, keeps
+    the cause), or None."""
     seen = 0
     while exc is not None and seen < 20:
-        if isinstance(exc, ActuatorError):
-            return True
+        if isinstance(exc, kind):
+            return exc
         exc = exc.__cause__ or exc.__context__
         seen += 1
-    return False
+    return None
 
 
 def _one_line(exc: BaseException) -> str:
