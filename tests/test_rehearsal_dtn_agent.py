@@ -162,11 +162,11 @@ def ss_pacing(dport: int) -> list[int | None]:
     return rates
 
 
-def control_cmd(tmp: Path, *extra: str) -> list[str]:
+def control_cmd(tmp: Path, *extra: str, policy: str = "pacing") -> list[str]:
     return [*CLI, "control", "run", "testbed", "--set", f"link.capacity={BOTTLENECK}", "--set", f"period={PERIOD}s",
             "--plant", "hardware", "--telemetry", "ebpf:lan0,lan1,wan0", "--dev", "wan1", "--netns", ROUTER,
             "--dtn-agent", f"http://{MGMT_DTN}:8643", "--dtn-agent-token", str(tmp / "ctl-agent.token"),
-            "--policy", "pacing", "--target", "100M", "--api", "127.0.0.1:0", "--token-file", str(tmp / "ctl.token"),
+            "--policy", policy, "--target", "100M", "--api", "127.0.0.1:0", "--token-file", str(tmp / "ctl.token"),
             "--log", str(tmp / "control.jsonl"), *extra]
 
 
@@ -196,14 +196,25 @@ def mrae(rows: list[dict[str, Any]]) -> float:
     return sum(errs) / len(errs)
 
 
-def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any]) -> None:
+def _configurations() -> bool:
+    """Whether this build runs configurations (one policy per place, ``pacing+pi``)."""
+    import importlib.util
+
+    return importlib.util.find_spec("scidmz.policies.configuration") is not None
+
+
+# pacing alone, and pacing on the host place with a PI on the campus's rate place (a configuration: the
+# host member through the agents, the rate member through the TBF), where this build has configurations.
+@pytest.mark.parametrize("policy", ["pacing", pytest.param("pacing+pi", marks=pytest.mark.skipif(
+    not _configurations(), reason="this build has no configurations (policies/configuration.py)"))])
+def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any], policy: str) -> None:
     tmp: Path = site["tmp"]
     agent = start_agent(tmp)
     shutil.copy(tmp / "agent" / "agent.token", tmp / "ctl-agent.token")  # the admin's copy for the controller
     os.chmod(tmp / "ctl-agent.token", 0o600)
 
     # Bad input, before anything is shaped: an agent that does not answer, then a wrong token.
-    cmd = control_cmd(tmp, "--duration", "2")
+    cmd = control_cmd(tmp, "--duration", "2", policy=policy)
     dead = [x.replace(f"{MGMT_DTN}:8643", f"{MGMT_DTN}:8644") for x in cmd]
     r = subprocess.run(dead, env=ENV, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "does not answer" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -219,7 +230,7 @@ def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any]) -> None:
                subprocess.Popen(["ip", "netns", "exec", CAMPUS, "iperf3", "-c", REMOTE_IP, "-p", "5202", "-t", "80",
                                  "-C", "cubic"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     site["procs"].extend(senders)
-    ctl = subprocess.Popen(control_cmd(tmp), env=ENV, stdout=subprocess.DEVNULL, stderr=(tmp / "ctl.err").open("w"))
+    ctl = subprocess.Popen(control_cmd(tmp, policy=policy), env=ENV, stdout=subprocess.DEVNULL, stderr=(tmp / "ctl.err").open("w"))
     site["procs"].append(ctl)
     try:
         wait_until(lambda: ctl.poll() is not None or len(periods(tmp)) >= 8, 60, "eight periods")
@@ -265,7 +276,7 @@ def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any]) -> None:
         lift_after = time.monotonic() - t_kill
         rows = periods(tmp)
         # The admin's restart reclaims what the dead controller left on the router, and a clean stop removes it.
-        r = subprocess.run(control_cmd(tmp, "--duration", "2"), env=ENV, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(control_cmd(tmp, "--duration", "2", policy=policy), env=ENV, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr[-2000:]
         assert leftovers() == ""
         assert not any(ss_pacing(5201)) and not any(ss_pacing(5203))
@@ -282,7 +293,7 @@ def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any]) -> None:
     err = mrae(settled)
     at_50 = [x for x in live if x["target"] == 50e6]
     retarget = next(x["k"] - at_50[0]["k"] for x in at_50 if abs(x["y"]["rate_dtn"] / 50e6 - 1) < 0.15)
-    print(json.dumps({"mrae": round(err, 4), "settled_periods": len(settled), "retarget_periods": retarget,
+    print(json.dumps({"policy": policy, "mrae": round(err, 4), "settled_periods": len(settled), "retarget_periods": retarget,
                       "new_conn_wait_s": round(new_conn_wait, 3), "lift_after_kill_s": round(lift_after, 3),
                       "fallback_u": trivial_seen, "period_s": PERIOD}))
     assert err < 0.15, [(x["target"], x["y"]["rate_dtn"]) for x in settled]
