@@ -23,8 +23,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -33,7 +31,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 __all__ = ["OneLineArgumentParser", "add_mkdir_flags", "check_args", "guarded", "json_line",
-           "finite_or_none", "OUTPUTS", "INPUTS", "COUNTS", "PlannedOutput", "planned_outputs", "command_of"]
+           "OUTPUTS", "INPUTS", "COUNTS", "PlannedOutput", "planned_outputs", "command_of"]
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):
@@ -379,36 +377,11 @@ def guarded(func: Callable[[], int]) -> int:
         return 1
 
 
-def finite_or_none(o: Any) -> Any:
-    """``o`` with every non-finite float (also NumPy's) replaced by None, recursively."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: finite_or_none(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [finite_or_none(v) for v in o]
-    if type(o).__module__ == "numpy":
-        try:
-            import numpy as np
-
-            if isinstance(o, np.ndarray):
-                return finite_or_none(o.tolist())
-            if isinstance(o, np.floating):
-                return finite_or_none(float(o))
-            if isinstance(o, np.integer):
-                return int(o)
-            if isinstance(o, np.bool_):
-                return bool(o)
-        except ImportError:  # pragma: no cover
-            pass
-    return o
-
-
 def json_line(result: Any, default: Callable[[Any], Any] | None = None) -> str:
     """Strict JSON for ``--json``: non-finite numbers as null, never ``Infinity``/``NaN``."""
-    # Round trip: ``default`` may itself produce non-finite floats.
-    text = json.dumps(finite_or_none(result), default=default)
-    return json.dumps(json.loads(text, parse_constant=lambda c: None), allow_nan=False)
+    from .strictjson import dumps
+
+    return dumps(result, default=default)
 
 
 #: Top-level module -> the pyproject extra that installs it.

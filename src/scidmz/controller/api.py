@@ -28,7 +28,6 @@ import asyncio
 import hmac
 import json
 import logging
-import math
 import socket
 import threading
 from importlib import resources
@@ -69,23 +68,13 @@ class DaemonView(Protocol):
     def client_error(self, kind: str) -> None: ...
 
 
-def _clean(o: Any) -> Any:
-    """JSON-safe: non-finite floats become null (NaN/Infinity are not JSON, issue 10)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_clean(v) for v in o]
-    return o
-
-
 def _json(code: int, obj: Any) -> Any:
     from starlette.responses import Response
 
     from ..state import json_default_lenient
+    from ..strictjson import dumps
 
-    body = json.dumps(_clean(obj), default=json_default_lenient, allow_nan=False) + "\n"
+    body = dumps(obj, default=json_default_lenient) + "\n"
     return Response(body, status_code=code, media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
