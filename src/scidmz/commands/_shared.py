@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from ..cli_guard import json_line
+from ..guard.jsonout import json_line
 
 __all__ = ["add_scenario_args", "add_set_arg", "add_json_arg", "add_seed_arg", "add_model_args", "add_tracking_arg",
            "add_policy_arg", "add_plant_args", "plant_arg", "emit", "resolve_model_args", "MODEL_HELP"]

@@ -76,7 +76,7 @@ def _default_out(a: argparse.Namespace) -> str:
 
 
 def prepare(a: argparse.Namespace) -> None:
-    """Before the path policy checks anything (``cli_guard.check_args``): refuse options this paper does
+    """Before the path policy checks anything (``guard.check.check_args``): refuse options this paper does
     not take, and fill in the default --out, so that the directory actually written is the one checked."""
     extra = [k for k, default in _DEFAULTS.items() if k not in APPLIES[a.paper] and getattr(a, k) != default]
     if extra:
