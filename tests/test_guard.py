@@ -48,5 +48,10 @@ def test_runtime_failures(exc: BaseException, code: int, capsys: pytest.CaptureF
     assert err.count("\n") == 1 and "internal" not in err
 
 
+def test_a_missing_optional_module_names_its_extra(capsys: pytest.CaptureFixture[str]) -> None:
+    assert guarded(_raising(ModuleNotFoundError("No module named 'kmeans1d'", name="kmeans1d"))) == 1
+    assert "pip install 'scidmz[baselines]'" in capsys.readouterr().err
+
+
 def test_bad_input_is_a_value_error() -> None:
     assert issubclass(BadInput, ValueError)

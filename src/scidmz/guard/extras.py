@@ -14,10 +14,12 @@ __all__ = ["EXTRA_OF_MODULE", "missing_extra_message"]
 #: Top-level module -> the pyproject extra that installs it.
 EXTRA_OF_MODULE = {
     "tensorflow": "ml", "keras": "ml", "pygad": "ml", "sklearn": "ml", "mlflow": "ml",
+    "joblib": "ml",  # not a direct requirement: scikit-learn installs it (the model's scalers.joblib)
     "pyroute2": "testbed", "ovsdbapp": "testbed", "prometheus_client": "testbed", "fastapi": "testbed",
     "uvicorn": "testbed", "starlette": "testbed", "netfilterqueue": "datapath",
     "dpkt": "telemetry", "grpc": "telemetry", "p4": "telemetry", "google": "telemetry", "thrift": "telemetry",
-    "jenkspy": "baselines", "gymnasium": "rl", "dask": "distributed", "distributed": "distributed",
+    "bm_runtime": "telemetry",
+    "jenkspy": "baselines", "kmeans1d": "baselines", "gymnasium": "rl", "dask": "distributed", "distributed": "distributed",
     "statsmodels": "stats",
 }
 
