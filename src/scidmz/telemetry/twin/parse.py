@@ -97,10 +97,14 @@ LINKTYPE_LINUX_SLL = 113
 LINKTYPE_IPV4 = 228
 LINKTYPE_IPV6 = 229
 LINKTYPE_LINUX_SLL2 = 276
+#: Raw IP under the DLT value some writers put in the file instead of LINKTYPE_RAW: 12 on most
+#: systems, 14 on OpenBSD.
+DLT_RAW = 12
+DLT_RAW_OPENBSD = 14
 #: The link types read, with their tcpdump names (for messages and docs).
 LINKTYPES: dict[int, str] = {
     LINKTYPE_NULL: "NULL (BSD loopback)", LINKTYPE_ETHERNET: "EN10MB (Ethernet)", LINKTYPE_PPP: "PPP",
-    12: "RAW (IP)", 14: "RAW (IP, OpenBSD)", LINKTYPE_PPP_HDLC: "PPP_HDLC", LINKTYPE_RAW: "RAW (IP)",
+    DLT_RAW: "RAW (IP)", DLT_RAW_OPENBSD: "RAW (IP, OpenBSD)", LINKTYPE_PPP_HDLC: "PPP_HDLC", LINKTYPE_RAW: "RAW (IP)",
     LINKTYPE_LOOP: "LOOP (OpenBSD loopback)", LINKTYPE_LINUX_SLL: "LINUX_SLL (Linux cooked v1)",
     LINKTYPE_IPV4: "IPV4", LINKTYPE_IPV6: "IPV6", LINKTYPE_LINUX_SLL2: "LINUX_SLL2 (Linux cooked v2)",
 }
@@ -206,61 +210,61 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
         et = np.int64(0)
         p = np.int64(0)
         eth = np.int64(-1)  # offset of the Ethernet header whose frame is counted, -1: none
-        reason = 0
-        if lt == 1:
+        reason = R_OK
+        if lt == LINKTYPE_ETHERNET:
             if cl < 14:
-                reason = 1
+                reason = R_TRUNC
             else:
                 et = _be16(buf, o + 12)
                 p = 14
                 eth = 0
-        elif lt == 113:
+        elif lt == LINKTYPE_LINUX_SLL:
             if cl < 16:
-                reason = 1
+                reason = R_TRUNC
             else:
                 et = _be16(buf, o + 14)
                 p = 16
-        elif lt == 276:
+        elif lt == LINKTYPE_LINUX_SLL2:
             if cl < 20:
-                reason = 1
+                reason = R_TRUNC
             else:
                 et = _be16(buf, o)
                 p = 20
-        elif lt == 101 or lt == 12 or lt == 14:
+        elif lt == LINKTYPE_RAW or lt == DLT_RAW or lt == DLT_RAW_OPENBSD:
             et = 0
-        elif lt == 228:
+        elif lt == LINKTYPE_IPV4:
             et = 0x0800
-        elif lt == 229:
+        elif lt == LINKTYPE_IPV6:
             et = 0x86DD
-        elif lt == 0 or lt == 108:
+        elif lt == LINKTYPE_NULL or lt == LINKTYPE_LOOP:
             if cl < 4:
-                reason = 1
+                reason = R_TRUNC
             else:
                 # AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24, 28 or 30 (the BSDs,
                 # macOS). DLT_NULL is in the capturing host's byte order: try both.
                 fam_be = _be32(buf, o)
                 fam_le = (np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8) | (np.int64(buf[o + 2]) << 16)
                           | (np.int64(buf[o + 3]) << 24))
-                fam = fam_be if (lt == 108 or fam_be < 256) else fam_le
+                fam = fam_be if (lt == LINKTYPE_LOOP or fam_be < 256) else fam_le
                 if fam == 2:
                     et = 0x0800
                 elif fam == 10 or fam == 24 or fam == 28 or fam == 30:
                     et = 0x86DD
                 else:
-                    reason = 2
+                    reason = R_NONIP
                 p = 4
-        elif lt == 9 or lt == 50:
+        elif lt == LINKTYPE_PPP or lt == LINKTYPE_PPP_HDLC:
             if cl >= 2 and buf[o] == 0xFF and buf[o + 1] == 0x03:
                 p = 2
             if cl < p + 1:
-                reason = 1
+                reason = R_TRUNC
             else:
                 if buf[o + p] & 1:  # a compressed 1-byte protocol field
                     proto_ppp = np.int64(buf[o + p])
                     p += 1
                 elif cl < p + 2:
                     proto_ppp = np.int64(-1)
-                    reason = 1
+                    reason = R_TRUNC
                 else:
                     proto_ppp = _be16(buf, o + p)
                     p += 2
@@ -268,16 +272,16 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                     et = 0x0800
                 elif proto_ppp == 0x57:
                     et = 0x86DD
-                elif reason == 0:
-                    reason = 2
+                elif reason == R_OK:
+                    reason = R_NONIP
         else:
-            reason = 10
+            reason = R_LINK
         if reason:
             r.reason = reason
             continue
         # -- L2.5, IP and one tunnel ------------------------------------------------------
         decaps = 0
-        kind = 0
+        kind = KIND_DROP
         ip = np.int64(0)  # offset of the measured IP header
         q = np.int64(0)  # its L4 header
         l4len = np.int64(0)
@@ -285,7 +289,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
         while True:
             while et == 0x8100 or et == 0x88A8 or et == 0x9100:
                 if cl < p + 4:
-                    reason = 1
+                    reason = R_TRUNC
                     break
                 et = _be16(buf, o + p + 2)
                 p += 4
@@ -294,7 +298,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
             if et == 0x8847 or et == 0x8848:
                 while True:
                     if cl < p + 4:
-                        reason = 1
+                        reason = R_TRUNC
                         break
                     bos = buf[o + p + 2] & 1
                     p += 4
@@ -303,7 +307,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                 if reason:
                     break
                 if cl < p + 1:
-                    reason = 1
+                    reason = R_TRUNC
                     break
                 nib = buf[o + p] >> 4
                 if nib == 4:
@@ -312,7 +316,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                     et = 0x86DD
                 elif nib == 0 and decaps == 0:  # pseudowire control word (RFC 4385), then Ethernet
                     if cl < p + 18:
-                        reason = 1
+                        reason = R_TRUNC
                         break
                     decaps = 1  # the one tunnel, as on the switch
                     eth = p + 4
@@ -320,37 +324,37 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                     p += 18
                     continue
                 else:
-                    reason = 11
+                    reason = R_MPLS
                     break
             if et == 0:
                 if cl < p + 1:
-                    reason = 1
+                    reason = R_TRUNC
                     break
                 v = buf[o + p] >> 4
                 et = 0x0800 if v == 4 else (0x86DD if v == 6 else -1)
                 if et < 0:
-                    reason = 3
+                    reason = R_VER
                     break
             ip = p
             avail = wl - p
             frag = False
             if et == 0x0800:
                 if cl < p + 20:
-                    reason = 1
+                    reason = R_TRUNC
                     break
                 b0 = buf[o + p]
                 if (b0 >> 4) != 4:
-                    reason = 3
+                    reason = R_VER
                     break
                 ihl = np.int64(b0 & 0x0F) * 4
                 if ihl < 20:
-                    reason = 4
+                    reason = R_IHL
                     break
                 tot = _be16(buf, o + p + 2)
                 if tot == 0:  # TSO / BIG TCP on the capturing sender: the wire length is the truth
                     tot = avail
                 if tot < ihl or tot > avail:
-                    reason = 5
+                    reason = R_IPLEN
                     break
                 proto = np.int64(buf[o + p + 9])
                 frag = (_be16(buf, o + p + 6) & 0x3FFF) != 0  # MF or an offset
@@ -369,17 +373,17 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                 l4len = tot - ihl
             elif et == 0x86DD:
                 if cl < p + 40:
-                    reason = 1
+                    reason = R_TRUNC
                     break
                 if (buf[o + p] >> 4) != 6:
-                    reason = 3
+                    reason = R_VER
                     break
                 plen = _be16(buf, o + p + 4)
                 nh = np.int64(buf[o + p + 6])
                 if plen == 0 and (nh == 0 or nh == 6 or nh == 17):  # jumbogram / BIG TCP
                     plen = avail - 40
                 if plen < 0 or 40 + plen > avail:
-                    reason = 5
+                    reason = R_IPLEN
                     break
                 r.fam = 6
                 r.ip_id = 0
@@ -394,7 +398,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                 n_ext = 0
                 while (nh == 0 or nh == 43 or nh == 60) and n_ext < 16:
                     if cl < q + 2:
-                        reason = 1
+                        reason = R_TRUNC
                         break
                     hl = (np.int64(buf[o + q + 1]) + 1) * 8
                     nh = np.int64(buf[o + q])
@@ -403,18 +407,18 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                 if reason:
                     break
                 if q > end:
-                    reason = 5
+                    reason = R_IPLEN
                     break
                 frag = nh == 44
                 proto = nh
                 r.proto = proto
                 l4len = end - q
             else:
-                reason = 2
+                reason = R_NONIP
                 break
             if frag:
-                kind = 1
-                reason = 6
+                kind = KIND_L3
+                reason = R_FRAG
                 break
             # one tunnel: GRE (IP, Ethernet, ERSPAN I/II/III) or VXLAN
             if decaps == 0 and proto == 47 and l4len >= 4 and cl >= q + 4:
@@ -429,7 +433,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                     ok = True
                     if gp == 0x22EB:
                         if cl < x + 12:
-                            reason = 1
+                            reason = R_TRUNC
                             break
                         ok = ((buf[o + x + 10] >> 2) & 0x1F) == 0  # frame type 0: Ethernet
                         x += 12 + (8 if buf[o + x + 11] & 1 else 0)  # O bit: platform subheader
@@ -441,7 +445,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
                             eth = -1
                             continue
                         if cl < x + 14:
-                            reason = 1
+                            reason = R_TRUNC
                             break
                         eth = x
                         et = _be16(buf, o + x + 12)
@@ -450,7 +454,7 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
             if decaps == 0 and proto == 17 and l4len >= 16 and cl >= q + 4 and _be16(buf, o + q + 2) == 4789:
                 x = q + 16  # UDP, then the 8-byte VXLAN header
                 if cl < x + 14:
-                    reason = 1
+                    reason = R_TRUNC
                     break
                 decaps = 1
                 eth = x
@@ -466,16 +470,16 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
         # -- L4 -----------------------------------------------------------------------------
         if proto == 6:
             if l4len < 20:
-                r.reason = 8
-                r.kind = 1
+                r.reason = R_DOFF
+                r.kind = KIND_L3
                 continue
             if cl < q + 14:
-                r.reason = 1
+                r.reason = R_TRUNC
                 continue
             doff = np.int64(buf[o + q + 12] >> 4) * 4
             if doff < 20 or doff > l4len:
-                r.reason = 8
-                r.kind = 1
+                r.reason = R_DOFF
+                r.kind = KIND_L3
                 continue
             r.sport = _be16(buf, o + q)
             r.dport = _be16(buf, o + q + 2)
@@ -485,29 +489,29 @@ def _parse_py(buf, off, caplen, origlen, linktype, out):
             r.payload = l4len - doff
             if r.fam == 6 and cl >= q + 18:
                 r.ip_id = _be16(buf, o + q + 16)
-            r.kind = 2
+            r.kind = KIND_TCP
         elif proto == 17:
             if l4len < 8:
-                r.reason = 9
-                r.kind = 1
+                r.reason = R_UDPLEN
+                r.kind = KIND_L3
                 continue
             if cl < q + 6:
-                r.reason = 1
+                r.reason = R_TRUNC
                 continue
             ulen = _be16(buf, o + q + 4)
             if ulen < 8 or ulen > l4len:
-                r.reason = 9
-                r.kind = 1
+                r.reason = R_UDPLEN
+                r.kind = KIND_L3
                 continue
             r.sport = _be16(buf, o + q)
             r.dport = _be16(buf, o + q + 2)
             r.payload = ulen - 8
             if r.fam == 6 and cl >= q + 8:
                 r.ip_id = _be16(buf, o + q + 6)
-            r.kind = 3
+            r.kind = KIND_UDP
         else:
-            r.kind = 1
-            r.reason = 7
+            r.kind = KIND_L3
+            r.reason = R_OTHER
 
 
 def parse_frames(buf: np.ndarray, off: np.ndarray, caplen: np.ndarray, origlen: np.ndarray,
