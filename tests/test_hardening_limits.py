@@ -1,4 +1,4 @@
-"""Issue 29: every count and size has a documented upper bound, checked before allocation.
+"""Every count and size has a documented upper bound, checked before allocation.
 
 The bounds are one table (``scidmz.limits.BOUNDS``); the CLI declares which option is which bound
 (``guard.counts.COUNTS``, and ``--seed`` everywhere). For every declared count, values just outside

@@ -1,4 +1,4 @@
-"""Issue 29: one path policy for every path option (``guard.paths.OUTPUTS``/``INPUTS``), as classes of input.
+"""One path policy for every path option (``guard.paths.OUTPUTS``/``INPUTS``), as classes of input.
 
 Every declared output option of every command gets the classes that got through before: the empty
 (and blank) string, a symlink where links are never followed (output directories, logs), an

@@ -1,4 +1,4 @@
-"""The eBPF telemetry programs against the software twin, on the same frames (issue 27).
+"""The eBPF telemetry programs against the software twin, on the same frames.
 
 Every frame runs through the JIT-compiled program of its hook with
 BPF_PROG_TEST_RUN (``replay.EbpfReplay``, the frame's time in

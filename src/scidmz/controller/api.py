@@ -1,7 +1,7 @@
 """The daemon's HTTP side on uvicorn + Starlette: the token-protected control API with its
 dashboard on loopback, and an optional token-less read-only ``/metrics`` listener.
 
-Why an async server (issue 10): the old ``ThreadingHTTPServer`` had a listen
+Why an async server: the old ``ThreadingHTTPServer`` had a listen
 backlog of 5, no socket timeouts and one thread per connection, so 300
 half-open connections held 304 threads and a Content-Length longer than the
 body blocked and then applied the partial body. Here one event-loop thread
@@ -197,7 +197,7 @@ LOG_INTERVAL = 10.0
 
 
 class ClientErrorLog(logging.Filter):
-    """uvicorn's and h11's log records about clients, as operators want them (issue 29).
+    """uvicorn's and h11's log records about clients, as operators want them.
 
     Attached to the uvicorn loggers: every record is classified (``metrics.CLIENT_ERRORS``) and
     counted through ``controller.client_error``; at most one line per kind per ``LOG_INTERVAL`` is
