@@ -1,4 +1,4 @@
-"""Figures in README.md and docs/ come from the committed results files (issue 25 item 7).
+"""Figures in README.md and docs/ come from the committed results files.
 
 ``scripts/render_results.py --check`` must pass on the repository; an edited
 number inside a rendered region must be caught; the leaderboard's verdict is
@@ -175,7 +175,7 @@ def test_verdict_says_whether_the_ann_pays_for_itself() -> None:
 
 
 def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
-    """Issue 25, item 6: per place (policy kind) its best on MRAE, with MRAE and FCT vs trivial;
+    """Per place (policy kind) its best on MRAE, with MRAE and FCT vs trivial;
     kinds kept out of the ranking are named as not comparable, never as a place's best."""
     def kind(row: dict, k: str) -> dict:
         return {**row, "kind": k}

@@ -1,4 +1,4 @@
-"""The packet noise in every queue a policy makes (issue 25, item 3: equal footing on the fluid plant).
+"""The packet noise in every queue a policy makes (equal footing on the fluid plant).
 
 HTB leaves get the noise at their own rate and lend its idle to the other leaves; behind ABC the
 noise's extra drops are the most active aggregate's; paced flows add no variance; ``noise_covers``

@@ -1,5 +1,5 @@
 """`scidmz leaderboard --plant netns`: Ctrl-C mid-trial leaves no ledger line and no testbed; --resume
-finishes the run (issue 25). Root, under the lock (``flock /tmp/scidmz-root.lock``)."""
+finishes the run. Root, under the lock (``flock /tmp/scidmz-root.lock``)."""
 
 from __future__ import annotations
 

@@ -529,24 +529,13 @@ def open_append(path: str | os.PathLike[str], what: str = "log") -> Any:
 
 
 def strict_json(obj: Any, **kw: Any) -> str:
-    """JSON text with every non-finite float (NaN, inf, also NumPy's) written as null: ``Infinity`` and
-    ``NaN`` are not JSON, and a result file must never hold them (issue 29: a model's meta.json did)."""
-    import json
-    import math
-
-    def clean(o: Any) -> Any:
-        if isinstance(o, float):
-            return o if math.isfinite(o) else None
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, list | tuple):
-            return [clean(v) for v in o]
-        if type(o).__module__ == "numpy" and hasattr(o, "tolist"):
-            return clean(o.tolist())
-        return o
+    """JSON text with every non-finite float (NaN, inf, also NumPy's) written as null (a model's
+    meta.json once held ``NaN``, which is not JSON); an object JSON cannot write becomes its ``str``
+    unless ``default`` says otherwise. The cleaning is :func:`scidmz.strictjson.clean`."""
+    from .strictjson import dumps
 
     kw.setdefault("default", str)
-    return json.dumps(clean(obj), allow_nan=False, **kw)
+    return dumps(obj, **kw)
 
 
 def pid_alive(pid: int) -> bool:

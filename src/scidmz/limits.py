@@ -8,7 +8,7 @@ chosen far outside what anyone runs and inside what a 2-core, 24 GB machine
 survives). :func:`check` refuses a value outside its bound with one line
 naming the option (a ``ValueError``: the CLI answers exit 2), and is called
 
-* at the CLI edge, before any work: ``cli_guard.COUNTS`` declares which
+* at the CLI edge, before any work: ``guard.counts.COUNTS`` declares which
   option of which command is which bound;
 * by the library's own planners (``TunePlan``, ``ExperimentPlan``,
   ``ReproducePlan``, ``identify``, ``train``, the scenario loader, the

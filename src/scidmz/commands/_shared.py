@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..cli_guard import json_line
+from ..guard.jsonout import json_line
 
 if TYPE_CHECKING:
     from ..plant.registry import PlantSpec

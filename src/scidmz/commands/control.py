@@ -83,8 +83,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     import logging
     import signal
 
-    from ..cli_guard import check_args
     from ..controller.build import run_daemon
+    from ..guard.check import check_args
     from ..units import parse_time
     from .build import build_run
 

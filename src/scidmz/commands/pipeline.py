@@ -98,7 +98,7 @@ def cmd_identify(a: argparse.Namespace) -> int:
 def cmd_train(a: argparse.Namespace) -> int:
     from ..models.train import train_model
 
-    if a.register is not None:  # a bad name must not cost a training run (issue 29)
+    if a.register is not None:  # a bad name must not cost a training run
         from ..tracking import check_model_name
 
         check_model_name(a.register, "--register")
@@ -139,7 +139,7 @@ def cmd_tune(a: argparse.Namespace) -> int:
                     seed=a.seed, workers=a.workers, executor=a.executor, delta_u=a.delta_u, limiter=a.limiter,
                     episodes=a.episodes, refine_plant=a.refine_plant, refine_episodes=a.refine_episodes,
                     refine_factors=factors)
-    # Every setting is checked before the model is fetched or the GA starts (issue 29).
+    # Every setting is checked before the model is fetched or the GA starts.
     plan_tune(resolve_scenario(a.scenario, a.set), TuneSettings(**settings))
     ref = resolve_model_args(a)
     result, human = tune_from_paths(

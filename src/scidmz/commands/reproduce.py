@@ -55,7 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 #: The options each paper takes besides --out, --quick, --notes, --render-only and --json; any other
-#: given with a value other than its default is refused (issue 29: ``reproduce abc --plant netns``
+#: given with a value other than its default is refused (``reproduce abc --plant netns``
 #: was silently accepted and ran on the fluid plant).
 _SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
           "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
@@ -83,7 +83,7 @@ def _default_out(a: argparse.Namespace) -> str:
 
 
 def prepare(a: argparse.Namespace) -> None:
-    """Before the path policy checks anything (``cli_guard.check_args``): refuse options this paper does
+    """Before the path policy checks anything (``guard.check.check_args``): refuse options this paper does
     not take, and fill in the default --out, so that the directory actually written is the one checked."""
     extra = [k for k, default in _DEFAULTS.items() if k not in APPLIES[a.paper] and getattr(a, k) != default]
     if extra:

@@ -273,7 +273,7 @@ def _leaderboard(root: Path) -> dict[str, Any]:
 
 
 def _saturator(root: Path) -> dict[str, Any]:
-    """Does the inverse ANN pay for itself once its saturator gives it authority (issue 25, item 1)?"""
+    """Does the inverse ANN pay for itself once its saturator gives it authority?"""
     from .verdict import saturator_verdict
 
     rel = "reports/saturator/results.json"

@@ -8,7 +8,7 @@ campus egress rate u is applied to a host interface (``TbfActuator`` on
 ``DataPlaneView`` object, e.g. ``telemetry.p4.bfrt.BfrtView`` on a Tofino) or
 from the same algorithms as eBPF programs on this Linux router's own
 interfaces (``telemetry="ebpf:LAN_IF[,LAN_IF...],WAN_IF"``,
-``telemetry.ebpf``: a campus without a P4 switch, issue 27), read by the
+``telemetry.ebpf``: a campus without a P4 switch), read by the
 collector (MLC Algorithms 3, 4, 6, 8) once per period T.
 
 Real time: ``step(u)`` applies u, waits until the end of the period and

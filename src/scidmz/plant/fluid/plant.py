@@ -157,7 +157,7 @@ class FluidPlant:
     shape (same flow counts and traffic kind, same period); otherwise all use
     ``scenario``. ``dt`` fixes the sub-step (default: adaptive, a fifth of the smallest current RTT,
     see constants.DT_RTT_DIVISOR). ``packet_noise=False`` turns off the bottleneck's packet-level
-    queue noise (constants.ARRIVAL_IDC), the deterministic fluid queue of before issue 9's fix.
+    queue noise (constants.ARRIVAL_IDC), the deterministic fluid queue (which left out the idle time a real shallow buffer has).
     """
 
     def __init__(
@@ -553,7 +553,7 @@ class FluidPlant:
         self.P[:, L.P_QID] = fq
         self._queues = (buf, w, fq.copy(), ce)
 
-    # -- which policies the packet-noise model covers (issue 25, equal footing) ---------------
+    # -- which policies the packet-noise model covers (every policy on an equal footing) -------
     #: Policy kinds whose queues the packet-noise model (``link.arrival_idc``) acts in: the rate and
     #: host policies' FIFO, a queue policy's HTB leaves (each at its own rate, lending its idle to
     #: the others), and the FIFO behind a discipline whose fluid hook has the noise hooks

@@ -113,7 +113,7 @@ def protos() -> P4Protos:
     root = Path(next(iter(spec.submodule_search_locations)))
     # The default pool, not a private one: copying the well-known types (Any,
     # Status) into a second pool makes upb crash intermittently when messages
-    # holding them are copied across threads (protobuf issue 12047).
+    # holding them are copied across threads (https://github.com/protocolbuffers/protobuf/issues/12047).
     pool = descriptor_pool.Default()
     for name, rel in _P4_FILES:
         try:
