@@ -122,22 +122,27 @@ def build_run(
     alone for ``pi``.
     """
     from ..plant.base import check_plant_options
-    from ..policies.registry import make_policy, split_policy_overrides
-    from ..scenario import resolve_scenario
+    from ..policies.configuration import parse_configuration
+    from ..scenario import parse_override, resolve_scenario
     from ..units import parse_rate
 
-    scen_over, options = split_policy_overrides(policy, overrides)
+    parse_configuration(policy)  # a bad policy is one line before the scenario is read
+    items = [o.strip() for o in overrides or []]
+    scen_over = [o for o in items if not o.startswith("policy.")]
+    options = dict(parse_override(o[len("policy."):]) for o in items if o.startswith("policy."))
+    # Trained files may come as --set policy.model=/policy.gains= (or policy.MEMBER.gains=) too.
+    for key in [k for k in options if k.rpartition(".")[2] in ("model", "gains")]:
+        given = options.pop(key)
+        model, gains = (model or given, gains) if key.endswith("model") else (model, gains or given)
     sc = resolve_scenario(scenario, scen_over, duration, seed)
     bps = DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target")
     tgt = sc.check_target(bps)
     plant_options = {**getattr(plant, "options", {}), **(plant_options or {})}
     plant = str(plant)
     check_plant_options(plant, 1, plant_options)
-    if policy in ARTIFACTS:
-        # Trained files: given ones, a registry reference, or the ones shipped for the scenario.
-        options.update(policy_files(policy, sc, model=model or options.pop("model", None),
-                                    gains=gains or options.pop("gains", None), tracking_uri=tracking_uri))
-    return Run(sc, make_policy(policy, **options), plant, tgt, dict(plant_options or {}))
+    built, _ = build_policies([policy], sc, files={policy: {"model": model, "gains": gains}},
+                              options={policy: options}, tracking_uri=tracking_uri)
+    return Run(sc, next(iter(built.values())), plant, tgt, dict(plant_options or {}))
 
 
 def policy_files(name: str, scenario: Scenario, *, model: str | None = None, gains: str | None = None,
@@ -196,22 +201,36 @@ def build_policies(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     tracking_uri: str | None = None,
 ) -> tuple[dict[str, Policy], dict[str, dict[str, str]]]:
-    """Policy objects by registry name, in ``names``' order, and the trained files each runs with.
+    """Policy objects by canonical name, in ``names``' order, and the trained files each runs with.
 
-    ``files``: per policy name, its given files (``{"mlc": {"model": ..., "gains": ...},
-    "pi": {"gains": ...}}``; None or missing: the shipped ones, ``policy_files``).
-    ``options``: per policy name, its factory options (``--set policy.KEY=VALUE``).
-    Unknown names, options and files are one line each, before any policy is built.
+    A name is a policy or a configuration of several (``pacing+pi``;
+    ``policies.configuration.parse_configuration`` is the one parse of a policy
+    string); both results are keyed by the canonical name. ``files``: per policy
+    (member) name, its given files (``{"mlc": {"model": ..., "gains": ...},
+    "pi": {"gains": ...}}``; None or missing: the shipped ones, ``policy_files``);
+    files given under a configuration's own name go to its member that runs from
+    files. ``options``: per name, its ``--set policy.KEY=VALUE`` options
+    (``configuration.split_member_options``). Unknown names, options and files
+    are one line each, before any policy is built.
     """
-    from ..policies.registry import make_policy, policy_kind
+    from ..policies.configuration import SEPARATOR, build_configuration, parse_configuration
 
-    for n in names:
-        policy_kind(n)  # every unknown name is one line before any file is resolved
+    members = {n: parse_configuration(n) for n in names}  # every bad name is one line before any file
     given = files or {}
-    found = {n: policy_files(n, scenario, **{k: v for k, v in (given.get(n) or {}).items() if v},
-                             tracking_uri=tracking_uri) for n in names}
+    per_member: dict[str, dict[str, dict[str, str]]] = {}
+    for n, ms in members.items():
+        whole = {k: v for k, v in (given.get(n) or {}).items() if v} if n not in ms else {}
+        holder = next((m for m in ms if m in ARTIFACTS), ms[0])
+        per_member[n] = {m: policy_files(m, scenario, tracking_uri=tracking_uri,
+                                         **{k: v for k, v in (given.get(m) or {}).items() if v},
+                                         **(whole if m == holder else {}))
+                         for m in ms}
     opts = options or {}
-    return {n: make_policy(n, **{**(opts.get(n) or {}), **found[n]}) for n in names}, found
+    built = {SEPARATOR.join(ms): build_configuration(n, opts.get(n), per_member[n].__getitem__)
+             for n, ms in members.items()}
+    found = {SEPARATOR.join(ms): {k: v for f in per_member[n].values() for k, v in f.items()}
+             for n, ms in members.items()}
+    return built, found
 
 
 def resolve_model_ref(model: str | None, gains: str | None,

@@ -1,4 +1,4 @@
-"""``scidmz leaderboard``: every policy on the same paired trials, resumable, ranked (issue 25).
+"""``scidmz leaderboard``: every policy on the same paired trials, resumable, ranked.
 
 Parses, builds the scenario and the policies through the one assembly
 (``build.build_policies``: names from the registry, the MLC's model and gains, pi's
@@ -13,8 +13,10 @@ import sys
 
 from ._shared import add_json_arg, add_seed_arg, add_tracking_arg, emit
 
-#: The policies a leaderboard runs without --policies: every built-in way of serving the DTN.
-DEFAULT_POLICIES = "trivial,pi,pacing,mlc,jenks,abc,ffs"
+#: The policies a leaderboard runs without --policies: every built-in way of serving the DTN, and the
+#: configuration that paces the DTN while a PI shapes the campus (the question: does acting in two
+#: places beat pacing alone?).
+DEFAULT_POLICIES = "trivial,pi,pacing,mlc,jenks,abc,ffs,pacing+pi"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "plan.short_duration, plan.target_low, plan.target_high, plan.fct_target")
     p.add_argument("--plant", default="fluid", help="fluid (default, batched) | netns (real time, root)")
     p.add_argument("--policies", default=DEFAULT_POLICIES,
-                   help=f"comma list of registered policies (default {DEFAULT_POLICIES}); trivial, the paired "
+                   help=f"comma list of registered policies or configurations of several, at most one per place "
+                        f"(NAME+NAME, e.g. pacing+pi) (default {DEFAULT_POLICIES}); trivial, the paired "
                         "baseline, is always run")
     p.add_argument("--trials", type=int, default=None,
                    help="MRAE (and short-flow) trials per policy, >= 2 (default 50 fluid, 20 netns, 4 --quick)")
@@ -71,8 +74,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _names(policies: str) -> list[str]:
     from ..evaluation.leaderboard.plan import MAX_POLICIES
     from ..evaluation.leaderboard.stats import BASELINE
+    from ..policies.configuration import canonical_name
 
-    names = list(dict.fromkeys(n.strip() for n in policies.split(",") if n.strip()))
+    # canonical names (pi+pacing -> pacing+pi): one configuration is one row, under one name
+    names = list(dict.fromkeys(canonical_name(n) for n in policies.split(",") if n.strip()))
     if not names:
         raise ValueError("--policies needs at least one policy")
     if BASELINE not in names:
@@ -80,6 +85,13 @@ def _names(policies: str) -> list[str]:
     if len(names) > MAX_POLICIES:
         raise ValueError(f"--policies: at most {MAX_POLICIES} policies, got {len(names)}")
     return names
+
+
+def _canonical_trials(fewer: tuple[tuple[str, int, int], ...]) -> tuple[tuple[str, int, int], ...]:
+    """``--policy-trials`` under the policies' canonical names, as ``--policies`` (one line if unknown)."""
+    from ..policies.configuration import canonical_name
+
+    return tuple((canonical_name(n), t, f) for n, t, f in fewer)
 
 
 def _check_policy_trials(fewer: tuple[tuple[str, int, int], ...], names: list[str]) -> None:
@@ -136,7 +148,6 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     from ..evaluation.leaderboard.results import DEFAULT_MAX_STARVED
     from ..evaluation.leaderboard.run import prepare, run_leaderboard
     from ..plant.base import check_plant_options
-    from ..policies.registry import policy_kind
     from ..scenario import resolve_scenario
     from .build import build_policies
 
@@ -155,12 +166,10 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
                          "time, one testbed at a time")
     scen_over, plan_over = split_plan_overrides(a.set)
     names = _names(a.policies)
-    fewer = parse_policy_trials(a.policy_trials)
+    fewer = _canonical_trials(parse_policy_trials(a.policy_trials))
     _check_policy_trials(fewer, names)
     plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
                      plan_over, fewer)
-    for n in names:
-        policy_kind(n)  # unknown names: one line before anything is resolved
     sc = resolve_scenario(a.scenario, scen_over)
     try:
         policies, files = build_policies(names, sc, files={"mlc": {"model": a.mlc_model, "gains": a.mlc_gains},

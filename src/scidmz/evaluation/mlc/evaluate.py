@@ -27,11 +27,15 @@ EVALUABLE = ("mlc", "pi", "pacing", "jenks", "abc", "ffs", "none")
 
 
 def policy_list(policies: str | Sequence[str]) -> list[str]:
-    """``--policies`` as names, the trivial baseline last (added if missing); one line if unknown."""
-    names = [n.strip() for n in (policies.split(",") if isinstance(policies, str) else policies) if n.strip()]
+    """``--policies`` as canonical names (a configuration ``pi+pacing`` is ``pacing+pi``), the trivial
+    baseline last (added if missing); one line if unknown."""
+    from ...policies.configuration import SEPARATOR, canonical_name
+
+    names = [canonical_name(n) for n in (policies.split(",") if isinstance(policies, str) else policies)
+             if n.strip()]
     if not names:
         raise ValueError("--policies needs at least one policy")
-    unknown = [n for n in names if n not in (*EVALUABLE, BASELINE)]
+    unknown = [n for n in names if SEPARATOR not in n and n not in (*EVALUABLE, BASELINE)]
     if unknown:
         raise ValueError(f"--policies: unknown policy {unknown[0]!r} (choose from {', '.join(EVALUABLE)})")
     return [*dict.fromkeys(n for n in names if n != BASELINE), BASELINE]
@@ -125,7 +129,7 @@ def evaluate(
         results = run_experiments(scenario, policies, plan, exps, plant=plant, progress=progress and ex is None,
                                   executor=ex)
         # The files written, not the directory: --out may be a directory holding other things (the
-        # working directory, mlruns itself), which must not be copied into the run (issue 29).
+        # working directory, mlruns itself), which must not be copied into the tracked run.
         written = write_results(results, out, scenario, plan) if out else {}
         log_results(run, clean({k: v.summary for k, v in results.items()}), written.values(),
                     {"gains_sha256": file_sha256(gp)} if gp is not None else None)
