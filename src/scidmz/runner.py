@@ -76,10 +76,13 @@ def check_runnable(plant: Plant, policy: Policy) -> str:
     return "+".join(check_places(plant, policy))
 
 
-def check_places(plant: Plant, policy: Policy) -> dict[str, Any]:
+def check_places(plant: Plant | type, policy: Policy) -> dict[str, Any]:
     """The policy's members by place (``kinds.policy_places``), each kind checked against the plant's
-    capabilities; one-line ValueError naming the member and the place the plant lacks."""
+    capabilities; one-line ValueError naming the member and the place the plant lacks.
+
+    ``plant``: a plant, or a plant class (to check before building one)."""
     name = getattr(policy, "name", type(policy).__name__)
+    pname = plant.__name__ if isinstance(plant, type) else type(plant).__name__
     places = policy_places(policy)
     caps = plant_capabilities(plant)
     for kind, member in places.items():
@@ -88,7 +91,7 @@ def check_places(plant: Plant, policy: Policy) -> dict[str, Any]:
         if kind not in POLICY_KINDS:
             raise ValueError(f"policy {label} declares no kind (kind = {kind!r}; choose from {', '.join(POLICY_KINDS)})")
         if kind not in caps:
-            raise ValueError(f"plant '{type(plant).__name__}' {_MISSING[kind]}; {kind} policy {label} needs one "
+            raise ValueError(f"plant '{pname}' {_MISSING[kind]}; {kind} policy {label} needs one "
                              f"(it runs: {', '.join(caps)} policies)")
     return places
 

@@ -76,7 +76,8 @@ def add_policy_arg(p: argparse.ArgumentParser, note: str = "") -> None:
     from ..policies.registry import policy_names
 
     p.add_argument("--policy", default="trivial",
-                   help=f"{' | '.join(policy_names())} (default trivial){note}")
+                   help=f"{' | '.join(policy_names())}, or a configuration of several, at most one per place "
+                        f"(NAME+NAME, e.g. pacing+pi) (default trivial){note}")
 
 
 def resolve_model_args(a: argparse.Namespace) -> str | None:

@@ -123,6 +123,7 @@ def build_run(
     """
     from ..plant.base import check_plant_options
     from ..policies.configuration import parse_configuration
+    from ..runner import check_places
     from ..scenario import parse_override, resolve_scenario
     from ..units import parse_rate
 
@@ -139,10 +140,13 @@ def build_run(
     tgt = sc.check_target(bps)
     plant_options = {**getattr(plant, "options", {}), **(plant_options or {})}
     plant = str(plant)
-    check_plant_options(plant, 1, plant_options)
+    backend = check_plant_options(plant, 1, plant_options)
     built, _ = build_policies([policy], sc, files={policy: {"model": model, "gains": gains}},
                               options={policy: options}, tracking_uri=tracking_uri)
-    return Run(sc, next(iter(built.values())), plant, tgt, dict(plant_options or {}))
+    pol = next(iter(built.values()))
+    if isinstance(backend.cls, type):  # a plant class: every place checked before it is built (a factory
+        check_places(backend.cls, pol)  # composes its actuators; the runner checks what it built)
+    return Run(sc, pol, plant, tgt, dict(plant_options or {}))
 
 
 def policy_files(name: str, scenario: Scenario, *, model: str | None = None, gains: str | None = None,
