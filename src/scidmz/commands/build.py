@@ -127,12 +127,13 @@ def build_run(
     from ..scenario import parse_override, resolve_scenario
     from ..units import parse_rate
 
-    parse_configuration(policy)  # a bad policy is one line before the scenario is read
+    members = parse_configuration(policy)  # a bad policy is one line before the scenario is read
     items = [o.strip() for o in overrides or []]
     scen_over = [o for o in items if not o.startswith("policy.")]
     options = dict(parse_override(o[len("policy."):]) for o in items if o.startswith("policy."))
     # Trained files may come as --set policy.model=/policy.gains= (or policy.MEMBER.gains=) too.
-    for key in [k for k in options if k.rpartition(".")[2] in ("model", "gains")]:
+    for key in [k for k in options if k.rpartition(".")[2] in ("model", "gains")
+                and k.rpartition(".")[0] in ("", *members)]:
         given = options.pop(key)
         model, gains = (model or given, gains) if key.endswith("model") else (model, gains or given)
     sc = resolve_scenario(scenario, scen_over, duration, seed)
