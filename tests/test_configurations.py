@@ -10,6 +10,7 @@ with a configuration row (fluid plant).
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import numpy as np
@@ -290,3 +291,20 @@ def test_leaderboard_quick_has_a_configuration_row(tmp_path, capsys) -> None:
     assert main(["leaderboard", "small-cubic", "--quick", "--trials", "2", "--experiments", "mrae,short",
                  "--policies", "trivial,pacing+jenks", "--out", str(out), "--resume", "--json"]) == 0
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["units_run"] == 0
+
+
+@pytest.mark.root
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+def test_netns_pacing_pi_paces_the_kernel_dtn_while_the_pi_sets_u() -> None:
+    from scidmz.scenario import load_scenario
+
+    sc = load_scenario(SCENARIO).with_overrides(["campus.hosts=2", "link.capacity=40M", "dtn.streams=2"])
+    config = Configuration([Spy(m) for m in build_run(SCENARIO, policy="pi+pacing").policy.members.values()])
+    tg = np.repeat([12e6, 20e6], 5)
+    with make_plant("netns", sc, prefix=f"cfg{os.getpid() % 10000}", telemetry="kernel") as pl:
+        tr = run_episode(pl, config, tg, seed=4)[0]
+    assert tr.meta["policy"] == "pacing+pi" and np.all(np.isfinite(tr.column("rate_dtn")))
+    np.testing.assert_array_equal(tr.column("pacing"), tg)  # the kernel DTN's sockets paced at the target
+    assert tr.column("dtn_paced_sockets")[-1] >= 2
+    pi_u = np.vstack(config.members["rate"].calls["decide"])[:, 0]
+    np.testing.assert_array_equal(tr.column("u"), np.clip(pi_u, sc.u_min, sc.u_max))  # u is the PI's
