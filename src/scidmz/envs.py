@@ -97,16 +97,14 @@ def agent_configuration(agent: AgentAction, places: str | Any | None) -> Any:
     from .policies.configuration import Configuration, build_configuration, parse_configuration
     from .policies.registry import policy_kind
 
-    if isinstance(places, str):
-        rate = [n for n in parse_configuration(places) if policy_kind(n) == "rate"]
-        pol = None if rate else build_configuration(places)
-    else:
-        pol = places
-        rate = [getattr(pol, "name", "?")] if "rate" in policy_places(pol) else []
-    if rate or pol is None:
-        raise ValueError(f"places={places if isinstance(places, str) else getattr(places, 'name', places)!r}: "
-                         "the agent's action is the campus rate; give policies for the other places only "
-                         "(host, queue, discipline)")
+    # the kinds first: a rate member is refused before anything is built (pi would want its gains)
+    kinds = [policy_kind(n) for n in parse_configuration(places)] if isinstance(places, str) \
+        else list(policy_places(places))
+    if "rate" in kinds:
+        name = places if isinstance(places, str) else getattr(places, "name", places)
+        raise ValueError(f"places={name!r}: the agent's action is the campus rate; give policies for the other "
+                         "places only (host, queue, discipline)")
+    pol = build_configuration(places) if isinstance(places, str) else places
     return Configuration([agent, *policy_places(pol).values()])
 
 
@@ -200,7 +198,7 @@ class ScidmzEnv(gym.Env):
         self._plant: Any = None
         self._agent = AgentAction()
         self._policy = agent_configuration(self._agent, places)
-        if isinstance(plant, str):  # a plant class: its places checked now, not at the first reset
+        if places is not None and isinstance(plant, str):  # the places checked now, not at the first reset
             from .plant.base import check_plant_options
 
             cls = check_plant_options(plant, 1, self.plant_kwargs).cls
