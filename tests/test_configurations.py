@@ -275,6 +275,17 @@ def test_simulate_refuses_a_place_the_plant_lacks(capsys) -> None:
     assert len(err) == 1 and "cannot pace the DTN's streams" in err[0] and "pacing+pi" in err[0]
 
 
+def test_evaluate_runs_a_configuration_and_tracks_it_in_mlflow(tmp_path, capsys) -> None:
+    uri = (tmp_path / "mlruns").as_uri()
+    assert main(["evaluate", "small-cubic", "--policies", "jenks+pacing", "--quick", "--trials", "2",
+                 "--experiments", "mrae", "--tracking-uri", uri, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert "pacing+jenks" in json.dumps(doc) and "jenks+pacing" not in json.dumps(doc)
+    from scidmz.evaluation.mlc.tracking import summary_metrics
+
+    assert "mrae_mean_pacing:jenks" in summary_metrics({"mrae": {"pacing+jenks": {"mean": 0.1}}})
+
+
 def test_leaderboard_quick_has_a_configuration_row(tmp_path, capsys) -> None:
     out = tmp_path / "lb"
     assert main(["leaderboard", "small-cubic", "--quick", "--trials", "2", "--experiments", "mrae,short",
