@@ -286,6 +286,15 @@ def test_evaluate_runs_a_configuration_and_tracks_it_in_mlflow(tmp_path, capsys)
     assert "mrae_mean_pacing:jenks" in summary_metrics({"mrae": {"pacing+jenks": {"mean": 0.1}}})
 
 
+def test_control_run_logs_the_configuration_by_its_canonical_name(tmp_path, capsys) -> None:
+    log = tmp_path / "control.jsonl"
+    assert main(["control", "run", SCENARIO, "--plant", "fluid", "--policy", "pi+pacing", "--target", "50M",
+                 "--duration", "2s", "--no-api", "--log", str(log), "--json"]) == 0
+    capsys.readouterr()
+    start = json.loads(log.read_text().splitlines()[0])
+    assert start["event"] == "start" and start["policy"] == "pacing+pi"
+
+
 def test_leaderboard_quick_has_a_configuration_row(tmp_path, capsys) -> None:
     out = tmp_path / "lb"
     assert main(["leaderboard", "small-cubic", "--quick", "--trials", "2", "--experiments", "mrae,short",
