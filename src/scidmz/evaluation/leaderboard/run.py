@@ -45,26 +45,31 @@ def plant_model(plant: str, scenario: Scenario) -> dict[str, Any]:
 
 
 def check_capabilities(plant: str, policies: Mapping[str, Policy]) -> None:
-    """One line for a policy whose kind the plant does not declare (``plant.base.plant_capabilities``)."""
+    """One line for a policy (or a configuration's member) whose kind the plant does not declare
+    (``plant.base.plant_capabilities``)."""
+    from ...kinds import policy_places
     from ...plant.base import plant_capabilities, plant_entry
 
     caps = plant_capabilities(plant_entry(plant).cls)
     for name, pol in policies.items():
-        kind = getattr(pol, "kind", None)
-        if kind not in caps:
-            raise ValueError(f"policy {name} ({kind} policy) cannot run on the {plant} plant: it runs "
-                             f"{', '.join(caps)} policies only")
+        for kind in policy_places(pol):
+            if kind not in caps:
+                raise ValueError(f"policy {name} ({kind} policy) cannot run on the {plant} plant: it runs "
+                                 f"{', '.join(caps)} policies only")
 
 
 def comparable_policies(plant: str, scenario: Scenario, policies: Mapping[str, Policy]) -> dict[str, bool]:
-    """Which policies the plant models on equal footing: the plant's ``noise_covers(kind)`` where it
-    declares one (the fluid plant), else all (a real network has no model to be unequal in)."""
+    """Which policies the plant models on equal footing: the plant's ``noise_covers(kind)`` for every
+    place a policy (or each member of a configuration) acts in, where it declares one (the fluid plant),
+    else all (a real network has no model to be unequal in)."""
+    from ...kinds import policy_places
     from ...plant.base import make_plant, plant_entry
 
     if not hasattr(plant_entry(plant).cls, "noise_covers"):
         return dict.fromkeys(policies, True)
     with make_plant(plant, scenario) as pl:
-        return {n: bool(pl.noise_covers(p.kind)) for n, p in policies.items()}  # type: ignore[attr-defined]
+        return {n: all(pl.noise_covers(k) for k in policy_places(p))  # type: ignore[attr-defined]
+                for n, p in policies.items()}
 
 
 def _scenario_id(sc: Scenario) -> dict[str, Any]:
