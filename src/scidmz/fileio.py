@@ -39,6 +39,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -56,13 +57,23 @@ __all__ = [
     "check_input_file",
     "check_model_destination",
     "check_output_dir",
+    "check_member",
     "check_output_file",
     "ensure_dir",
+    "FolderBusy",
+    "LOCK_NAME",
+    "open_member",
+    "own_folder",
+    "OwnedFolder",
+    "read_fd",
+    "read_member",
     "load_npz",
     "make_parents",
     "open_append",
     "parse_json",
     "parse_toml",
+    "prescan_json",
+    "prescan_toml",
     "strict_json",
     "read_json_input",
     "read_text_input",
@@ -322,6 +333,9 @@ def atomic_path(path: str | os.PathLike[str], mode: int | None = None, parents: 
     missing parent directories (default: the process setting, off).
     """
     dest = check_output_file(path, what, parents)
+    if _owner_of(dest) is not None:
+        # In a folder a run owns, a planted link or a second hard link is refused, not replaced.
+        check_member(dest, what)
     make = _MAKE_PARENTS if parents is None else parents
     try:
         if make:
@@ -435,6 +449,12 @@ def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
     from .limits import MAX_TEXT_BYTES
 
     max_bytes = MAX_TEXT_BYTES if max_bytes is None else max_bytes
+    if _owner_of(Path(path)) is not None:
+        # A file of a folder this run owns (a results.json read back): never through a link.
+        data = read_member(path, what, max_bytes)
+        if data is None:
+            raise FileNotFoundError(f"{what} not found: {path}")
+        return _decode_text(data, what, Path(path))
     p = check_input_file(path, what)
     try:
         size = p.stat().st_size
@@ -443,6 +463,10 @@ def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
         data = p.read_bytes()
     except OSError as exc:
         raise ValueError(f"{what} {p}: {_strerror(exc)}") from None
+    return _decode_text(data, what, p)
+
+
+def _decode_text(data: bytes, what: str, p: Path) -> str:
     if b"\x00" in data:
         raise ValueError(f"{what} {p}: binary data, not a text file")
     try:
@@ -470,14 +494,52 @@ def load_npz(path: str | os.PathLike[str], what: str = "weights file") -> dict[s
         raise ValueError(f"{what} {p}: unreadable ({msg})") from None
 
 
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_KEY_AFTER = re.compile(r"\s*:")
+
+
+def prescan_json(text: str | bytes, what: str) -> None:
+    """Bound a JSON document before it is parsed: its size (``limits.MAX_TEXT_BYTES``), its nesting
+    (``MAX_DEPTH``, brackets outside strings: Python's parser recurses per level and a deep document
+    ends in RecursionError, after allocating every level) and its keys' length (``MAX_KEY_CHARS``).
+    One-line ``ValueError`` naming ``what``."""
+    from .limits import MAX_DEPTH, MAX_KEY_CHARS, MAX_TEXT_BYTES
+
+    if len(text) > MAX_TEXT_BYTES:
+        raise ValueError(f"{what}: {len(text)} bytes is more than a JSON document may hold ({MAX_TEXT_BYTES})")
+    s = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    if "[" not in s and "{" not in s:
+        return
+    kept: list[str] = []
+    last = 0
+    for m in _JSON_STRING.finditer(s):
+        if m.end() - m.start() - 2 > MAX_KEY_CHARS and _JSON_KEY_AFTER.match(s, m.end()):
+            raise ValueError(f"{what}: a key of {m.end() - m.start() - 2} characters "
+                             f"(at most {MAX_KEY_CHARS})")
+        kept.append(s[last:m.start()])
+        last = m.end()
+    kept.append(s[last:])
+    _check_nesting("".join(kept), what, MAX_DEPTH)
+
+
+def _check_nesting(bare: str, what: str, limit: int) -> None:
+    """Refuse text (strings and comments already removed) whose brackets nest deeper than ``limit``."""
+    import numpy as np
+
+    b = np.frombuffer(bare.encode("utf-8", errors="replace"), dtype=np.uint8)
+    step = np.isin(b, (0x5B, 0x7B)).astype(np.int64) - np.isin(b, (0x5D, 0x7D)).astype(np.int64)
+    if step.size and int(np.cumsum(step).max()) > limit:
+        raise ValueError(f"{what}: nested deeper than {limit} levels")
+
+
 def parse_json(text: str | bytes, what: str) -> Any:
-    """JSON ``text`` (from ``what``, e.g. a file name) with one-line errors: malformed, or nested deeper
-    than ``limits.MAX_DEPTH`` (Python's parser would raise RecursionError, an exit-1 crash that does not
-    name the file)."""
+    """JSON ``text`` (from ``what``, e.g. a file name) with one-line errors: malformed, or bigger,
+    deeper or with longer keys than the limits (:func:`prescan_json`, checked before parsing)."""
     import json
 
     from .limits import check_depth
 
+    prescan_json(text, what)
     try:
         doc = json.loads(text)
     except RecursionError:
@@ -492,12 +554,57 @@ def read_json_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
     return parse_json(read_text_input(path, what, max_bytes), f"{what} {path}")
 
 
+# Strings and comments of a TOML document: their insides are neither keys nor brackets.
+_TOML_STRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
+_TOML_KEY_AFTER = re.compile(r"[ \t]*[=.\]]")
+# A key: at a line's start or after an inline table's "{" or ",", up to its "=".
+_TOML_KEY = re.compile(r"(?:^|(?<=[{,]))[ \t]*([^=\n{},\[\]]+?)[ \t]*=", re.M)
+_TOML_HEADER = re.compile(r"^[ \t]*\[\[?([^\]\n]*)\]", re.M)
+
+
+def prescan_toml(text: str, what: str) -> None:
+    """Bound a TOML document before ``tomllib`` builds anything: nesting (``MAX_DEPTH``), keys
+    (``MAX_KEYS``), parts of one dotted key (``MAX_DEPTH``), dots of all of them (``MAX_KEY_DOTS``:
+    tomllib's memory grows with the square of a dotted key's parts) and key length
+    (``MAX_KEY_CHARS``). Callers bound the size when reading. One-line ``ValueError`` naming ``what``."""
+    from .limits import MAX_DEPTH, MAX_KEY_CHARS, MAX_KEY_DOTS, MAX_KEYS
+
+    kept: list[str] = []
+    last = 0
+    for m in _TOML_STRING.finditer(text):
+        tok = m.group()
+        if tok[0] != "#" and len(tok) - 2 > MAX_KEY_CHARS and _TOML_KEY_AFTER.match(text, m.end()):
+            raise ValueError(f"{what}: a key of {len(tok) - 2} characters (at most {MAX_KEY_CHARS})")
+        kept.append(text[last:m.start()])
+        kept.append("" if tok[0] == "#" else "s")
+        last = m.end()
+    kept.append(text[last:])
+    bare = "".join(kept)
+    keys = [m.group(1) for m in _TOML_KEY.finditer(bare)]
+    keys += [m.group(1) for m in _TOML_HEADER.finditer(bare)]
+    if len(keys) > MAX_KEYS:
+        raise ValueError(f"{what}: {len(keys)} keys and tables (at most {MAX_KEYS})")
+    dots = 0
+    for k in keys:
+        if len(k) > MAX_KEY_CHARS:
+            raise ValueError(f"{what}: a key of {len(k)} characters (at most {MAX_KEY_CHARS})")
+        n = k.count(".")
+        if n + 1 > MAX_DEPTH:
+            raise ValueError(f"{what}: a dotted key of {n + 1} parts nests deeper than {MAX_DEPTH} levels")
+        dots += n
+    if dots > MAX_KEY_DOTS:
+        raise ValueError(f"{what}: {dots} dots in its keys (at most {MAX_KEY_DOTS})")
+    _check_nesting(_TOML_HEADER.sub("", bare), what, MAX_DEPTH)
+
+
 def parse_toml(text: str, what: str) -> dict[str, Any]:
-    """TOML ``text`` with one-line errors, depth checked as for :func:`parse_json`."""
+    """TOML ``text`` with one-line errors, pre-scanned (:func:`prescan_toml`) before it is parsed and
+    depth checked after, as for :func:`parse_json`."""
     import tomllib
 
     from .limits import check_depth
 
+    prescan_toml(text, what)
     try:
         doc = tomllib.loads(text)
     except RecursionError:
@@ -559,3 +666,227 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# -- files inside a folder a run writes, and the run's lock on it ---------------------
+#
+# A run folder (leaderboard, reproduce, evaluate, tune, the saturator study) holds files that
+# scidmz both writes and reads back: ledger.jsonl, command.txt, results.json, report.md, ...
+# Anyone who can write in the folder could plant a link there, and a root run that followed it
+# would read a foreign file (and copy it into a world-readable one) or truncate one. So every
+# such member is opened with O_NOFOLLOW, must be a regular file of its own (one hard link: a
+# second name could be a file outside), and is checked before a byte is written or cut.
+
+#: The lock file a run holds (flock, exclusive) in its output folder for its whole life.
+LOCK_NAME = ".scidmz.lock"
+#: Flags every member open uses: never through a link, never blocking on a FIFO, never a tty.
+_MEMBER_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class FolderBusy(ValueError):
+    """Another run holds the output folder's lock (one line; the CLI answers exit 2)."""
+
+
+def _member_problem(st: os.stat_result) -> str | None:
+    """Why a member with this ``lstat``/``fstat`` must not be opened, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink; files in an output folder are never opened through links"
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_kind(st.st_mode)}, not a regular file"
+    if st.st_nlink != 1:
+        return (f"has {st.st_nlink} hard links; a file in an output folder must be its own "
+                "(another name may be a file outside the folder)")
+    return None
+
+
+def check_member(path: str | os.PathLike[str], what: str = "output folder file") -> os.stat_result | None:
+    """``lstat`` of a file in an output folder, None if absent; ``DestinationError`` (one line naming
+    it) if it is a link, not a regular file, or has more than one hard link."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DestinationError(f"{what} {p}: {_strerror(exc)}") from None
+    why = _member_problem(st)
+    if why is not None:
+        raise DestinationError(f"{what} {p}: {why}")
+    return st
+
+
+def open_member(path: str | os.PathLike[str], flags: int, what: str = "output folder file",
+                mode: int = 0o644) -> int:
+    """A descriptor on a file of an output folder: ``O_NOFOLLOW`` (a link is refused, its target never
+    opened), non-blocking while opened (a FIFO cannot hang it), then checked by ``fstat`` to be a
+    regular file with one link. ``flags`` must not hold ``O_TRUNC``: a member is cut only after the
+    caller checked it (``os.ftruncate``). One-line ``DestinationError`` naming the file otherwise;
+    ``FileNotFoundError`` when it is absent and ``flags`` do not create it."""
+    if flags & os.O_TRUNC:
+        raise ValueError("open_member: O_TRUNC cuts before the check; use os.ftruncate after it")
+    p = Path(path)
+    parent = _owner_of(p)
+    try:
+        if parent is not None:
+            fd = os.open(p.name, flags | _MEMBER_FLAGS, mode, dir_fd=parent.dir_fd)
+        else:
+            fd = os.open(p, flags | _MEMBER_FLAGS, mode)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DestinationError(f"{what} {p}: is a symlink; files in an output folder are never "
+                                   "opened through links") from None
+        if exc.errno == errno.EEXIST:
+            raise DestinationError(f"{what} {p}: appeared while this run was starting; "
+                                   "another process writes in this folder") from None
+        raise DestinationError(f"{what} {p}: {_strerror(exc)}") from None
+    try:
+        why = _member_problem(os.fstat(fd))
+        if why is not None:
+            raise DestinationError(f"{what} {p}: {why}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_fd(fd: int, limit: int, what: str) -> bytes:
+    """All bytes of the open regular file ``fd``, refused (one line) past ``limit`` bytes: the size is
+    checked before the read, and the read stops at ``limit + 1`` in case the file grew."""
+    size = os.fstat(fd).st_size
+    if size > limit:
+        raise ValueError(f"{what}: {size} bytes is more than the {limit} this file may hold")
+    chunks, got = [], 0
+    while got <= limit:
+        b = os.read(fd, min(1 << 20, limit + 1 - got))
+        if not b:
+            break
+        chunks.append(b)
+        got += len(b)
+    if got > limit:
+        raise ValueError(f"{what}: grew past the {limit} bytes this file may hold while being read")
+    return b"".join(chunks)
+
+
+def read_member(path: str | os.PathLike[str], what: str = "output folder file",
+                max_bytes: int | None = None) -> bytes | None:
+    """The bytes of a file in an output folder (``open_member`` rules, at most ``max_bytes``,
+    default ``limits.MAX_TEXT_BYTES``); None if it does not exist."""
+    from .limits import MAX_TEXT_BYTES
+
+    try:
+        fd = open_member(path, os.O_RDONLY, what)
+    except FileNotFoundError:
+        return None
+    try:
+        return read_fd(fd, MAX_TEXT_BYTES if max_bytes is None else max_bytes, f"{what} {path}")
+    finally:
+        os.close(fd)
+
+
+class OwnedFolder:
+    """An output folder a run owns: its directory opened without following links, and an exclusive
+    ``flock`` on ``LOCK_NAME`` inside it, held until :meth:`release`. Made by :func:`own_folder`."""
+
+    def __init__(self, path: Path, dir_fd: int, lock_fd: int) -> None:
+        self.path = path
+        self.dir_fd = dir_fd
+        self.lock_fd = lock_fd
+        self.holds = 1  # nested own_folder calls of one process share the lock
+
+    def check_members(self, names: list[str], what: str = "--out") -> None:
+        """Refuse the run (one line naming the first) if any of ``names`` in the folder is a link,
+        not a regular file, or has a second hard link: checked before the run writes anything."""
+        for name in names:
+            check_member(self.path / name, f"{what} {self.path}: {name}")
+
+    def release(self) -> None:
+        self.holds -= 1
+        if self.holds:
+            return
+        _OWNED.pop(self.path, None)
+        os.close(self.lock_fd)  # closing the last descriptor drops the flock
+        os.close(self.dir_fd)
+
+
+#: The folders this process owns, by absolute path (``own_folder``).
+_OWNED: dict[Path, OwnedFolder] = {}
+
+
+def _owner_of(p: Path) -> OwnedFolder | None:
+    return _OWNED.get(Path(os.path.abspath(p)).parent)
+
+
+def _busy_message(lock_fd: int, folder: Path, what: str) -> str:
+    try:
+        os.lseek(lock_fd, 0, os.SEEK_SET)
+        pid = os.read(lock_fd, 32).decode("ascii", "replace").strip()
+    except OSError:
+        pid = ""
+    who = f"another scidmz run (pid {pid})" if pid.isdigit() else "another scidmz run"
+    return f"{what} {folder}: {who} is using this folder; wait for it to end, or give another {what}"
+
+
+def _lock(dir_fd: int, folder: Path, what: str) -> int:
+    import fcntl
+
+    try:
+        fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | _MEMBER_FLAGS, 0o644, dir_fd=dir_fd)
+    except OSError as exc:
+        why = "is a symlink" if exc.errno == errno.ELOOP else _strerror(exc)
+        raise DestinationError(f"{what} {folder}: lock file {LOCK_NAME} {why}") from None
+    try:
+        why = _member_problem(os.fstat(fd))
+        if why is not None:
+            raise DestinationError(f"{what} {folder}: lock file {LOCK_NAME} {why}")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FolderBusy(_busy_message(fd, folder, what)) from None
+        os.ftruncate(fd, 0)  # ours now: say who holds it, for the next run's message
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def own_folder(path: str | os.PathLike[str], what: str = "--out", members: list[str] | None = None,
+               create: bool = True) -> Iterator[OwnedFolder]:
+    """Own the output folder ``path`` for the ``with`` block: make it (``ensure_dir`` rules) unless
+    ``create`` is false, open it without following a link, take the exclusive lock (``FolderBusy``,
+    one line, if another run holds it) and check ``members`` (:meth:`OwnedFolder.check_members`).
+    Inside the block, :func:`open_member` and :func:`read_member` open its files relative to the
+    directory opened here, so a folder swapped for a link meanwhile is not followed either.
+    Nested calls for the same folder in one process share the lock."""
+    folder = Path(os.path.abspath(ensure_dir(path, what) if create else Path(path)))
+    held = _OWNED.get(folder)
+    if held is not None:
+        held.holds += 1
+        try:
+            held.check_members(list(members or []), what)
+            yield held
+        finally:
+            held.release()
+        return
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        why = "is a symlink; output folders are never followed through links" if exc.errno == errno.ELOOP \
+            else _strerror(exc)
+        raise DestinationError(f"{what} {folder}: {why}") from None
+    try:
+        lock_fd = _lock(dir_fd, folder, what)
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    owned = OwnedFolder(folder, dir_fd, lock_fd)
+    _OWNED[folder] = owned
+    try:
+        owned.check_members(list(members or []), what)
+        yield owned
+    finally:
+        owned.release()

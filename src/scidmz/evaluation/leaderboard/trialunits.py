@@ -34,7 +34,7 @@ from ..trials import run_trials
 from .ledger import Ledger
 from .plan import LeaderboardPlan
 
-__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "todo_count", "realtime_order"]
+__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "planned_units", "todo_count", "realtime_order"]
 
 #: Fluid trials per batched plant: bounds memory and how much an interruption loses.
 CHUNK = 50
@@ -124,6 +124,11 @@ def _runs(todo: list[int], chunk: int) -> list[tuple[int, int]]:
         else:
             out.append((i, i + 1))
     return out
+
+
+def planned_units(plan: LeaderboardPlan, names: list[str]) -> set[tuple[str, str, int]]:
+    """Every unit (trial kind, policy, trial) the plan names: a ledger counts these and no other."""
+    return {(u, n, i) for u in plan.units for n in names for i in range(plan.count(u, n))}
 
 
 def todo_count(plan: LeaderboardPlan, names: list[str], ledger: Ledger) -> int:
