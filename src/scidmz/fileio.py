@@ -725,10 +725,10 @@ def open_member(path: str | os.PathLike[str], flags: int, what: str = "output fo
     if flags & os.O_TRUNC:
         raise ValueError("open_member: O_TRUNC cuts before the check; use os.ftruncate after it")
     p = Path(path)
-    parent = _owner_of(p)
+    owner, parts = _owned_root(p)
     try:
-        if parent is not None:
-            fd = os.open(p.name, flags | _MEMBER_FLAGS, mode, dir_fd=parent.dir_fd)
+        if owner is not None:
+            fd = _open_below(owner, parts, flags | _MEMBER_FLAGS, mode)
         else:
             fd = os.open(p, flags | _MEMBER_FLAGS, mode)
     except FileNotFoundError:
@@ -800,7 +800,7 @@ class OwnedFolder:
         """Refuse the run (one line naming the first) if any of ``names`` in the folder is a link,
         not a regular file, or has a second hard link: checked before the run writes anything."""
         for name in names:
-            check_member(self.path / name, f"{what} {self.path}: {name}")
+            check_member(self.path / name, what)
 
     def release(self) -> None:
         self.holds -= 1
@@ -816,7 +816,35 @@ _OWNED: dict[Path, OwnedFolder] = {}
 
 
 def _owner_of(p: Path) -> OwnedFolder | None:
-    return _OWNED.get(Path(os.path.abspath(p)).parent)
+    """The owned folder ``p`` lies in (at any depth), or None."""
+    return _owned_root(p)[0]
+
+
+def _owned_root(p: Path) -> tuple[OwnedFolder | None, tuple[str, ...]]:
+    """(the owned folder ``p`` lies in, the path's parts below it), or (None, ())."""
+    if not _OWNED:
+        return None, ()
+    full = Path(os.path.abspath(p))
+    for anc in full.parents:
+        owner = _OWNED.get(anc)
+        if owner is not None:
+            return owner, full.relative_to(anc).parts
+    return None, ()
+
+
+def _open_below(owner: OwnedFolder, parts: tuple[str, ...], flags: int, mode: int) -> int:
+    """``openat`` one component at a time from the owned folder, each with ``O_NOFOLLOW``: a
+    sub-folder swapped for a link is refused like a file (ELOOP)."""
+    cur = owner.dir_fd
+    opened: list[int] = []
+    try:
+        for part in parts[:-1]:
+            cur = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
+            opened.append(cur)
+        return os.open(parts[-1], flags, mode, dir_fd=cur)
+    finally:
+        for fd in opened:
+            os.close(fd)
 
 
 def _busy_message(lock_fd: int, folder: Path, what: str) -> str:
@@ -855,10 +883,12 @@ def _lock(dir_fd: int, folder: Path, what: str) -> int:
 
 @contextlib.contextmanager
 def own_folder(path: str | os.PathLike[str], what: str = "--out", members: list[str] | None = None,
-               create: bool = True) -> Iterator[OwnedFolder]:
+               create: bool = True) -> Iterator[OwnedFolder | None]:
     """Own the output folder ``path`` for the ``with`` block: make it (``ensure_dir`` rules) unless
-    ``create`` is false, open it without following a link, take the exclusive lock (``FolderBusy``,
-    one line, if another run holds it) and check ``members`` (:meth:`OwnedFolder.check_members`).
+    ``create`` is false (then a folder that does not exist yields None: nothing to own, the caller
+    says what is missing), open it without following a link, take the exclusive lock
+    (``FolderBusy``, one line, if another run holds it) and check ``members``
+    (:meth:`OwnedFolder.check_members`).
     Inside the block, :func:`open_member` and :func:`read_member` open its files relative to the
     directory opened here, so a folder swapped for a link meanwhile is not followed either.
     Nested calls for the same folder in one process share the lock."""
@@ -874,6 +904,11 @@ def own_folder(path: str | os.PathLike[str], what: str = "--out", members: list[
         return
     try:
         dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if create:
+            raise
+        yield None
+        return
     except OSError as exc:
         why = "is a symlink; output folders are never followed through links" if exc.errno == errno.ELOOP \
             else _strerror(exc)

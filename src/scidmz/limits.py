@@ -29,7 +29,7 @@ from typing import Any
 __all__ = ["Bound", "BOUNDS", "check", "check_depth", "depth", "MAX_BATCH_FLOWS", "MAX_DEPTH",
            "MAX_SCENARIO_BYTES", "MAX_TEXT_BYTES", "MAX_TOKEN_BYTES", "MAX_RESPONSE_BYTES", "MAX_NAME",
            "MAX_STEPS", "MIN_DATASET_ROWS", "DATASET_RANGES", "MAX_KEY_CHARS", "MAX_KEYS", "MAX_KEY_DOTS",
-           "MAX_LEDGER_BYTES"]
+           "MAX_LEDGER_BYTES", "MAX_TRIAL_CELLS", "MAX_TRIAL_SECONDS"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,12 @@ MAX_KEY_DOTS = 20_000
 #: A leaderboard ledger read back on --resume (ours: 10,000 trials x 3 kinds x 10 policies at
 #: ~400 bytes a line is 120 MB).
 MAX_LEDGER_BYTES = 256 << 20
+#: Periods x trials of one leaderboard trial kind: its targets are one (periods, trials) array
+#: allocated before the first trial (ours: 400 MB of float64; the paper's 100 trials of 1,200
+#: periods are 120,000).
+MAX_TRIAL_CELLS = 50_000_000
+#: Simulated seconds of one trial (ours, as the leaderboard plan's durations: one day).
+MAX_TRIAL_SECONDS = 86_400.0
 #: A scenario file (ours: the largest built-in is 2 kB; 10,000 [[flows]] tables fit in ~600 kB).
 MAX_SCENARIO_BYTES = 1 << 20
 #: Other text inputs: gains, notes, model metadata, results.json.
@@ -121,6 +127,10 @@ BOUNDS: dict[str, Bound] = {
     "flows": Bound(0, 100_000, "flows in all [[flows]] tables (their counts summed)", "ours, issue 10"),
     "schedule": Bound(0, 10_000, "[time, rate] entries of one flow's schedule", "ours"),
     "depth": Bound(1, MAX_DEPTH, "nesting depth of TOML and JSON inputs", "ours: the deepest real one has 8"),
+    "trial_cells": Bound(1, MAX_TRIAL_CELLS, "periods x trials of one leaderboard trial kind",
+                         "ours: its (periods, trials) targets are allocated before the first trial"),
+    "trial_seconds": Bound(0, MAX_TRIAL_SECONDS, "simulated seconds of one trial (an FCT trial: its bound, "
+                           "4 x transfer / rate + 60 s)", "ours: one day, as the plan's durations"),
     "key_chars": Bound(1, MAX_KEY_CHARS, "characters of one key of a TOML or JSON input",
                        "ours: the longest real key has ~40"),
     "keys": Bound(0, MAX_KEYS, "keys (key = value pairs and table headers) of one TOML input",

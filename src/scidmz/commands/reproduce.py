@@ -125,8 +125,17 @@ def _command() -> str | None:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
+    from ..fileio import own_folder
+
     if a.out is None:  # called without cli.main (prepare not run): the same checks
         prepare(a)
+    # The run owns --out for its whole life (fileio.own_folder): a second run on it is refused,
+    # and its files are never opened through links. --render-only writes the report only.
+    with own_folder(a.out, "--out", ["results.json", "report.md"], create=not a.render_only):
+        return _reproduce(a)
+
+
+def _reproduce(a: argparse.Namespace) -> int:
     notes = _notes(a.notes, a)
     if a.paper == "jenks":
         from ..evaluation.jenks.reproduce import reproduce_jenks

@@ -29,7 +29,7 @@ from .ledger import LEDGER_NAME, Ledger, code_identity, files_sha256
 from .plan import LeaderboardPlan
 from .results import DEFAULT_MAX_STARVED, load_avg, render_outputs, results_doc, write_results
 from .stats import BASELINE
-from .trialunits import planned_units, run_batched, run_realtime, todo_count
+from .trialunits import check_sizes, planned_units, run_batched, run_realtime, todo_count
 
 #: The files a leaderboard run folder holds: each must be a regular file of its own (or absent)
 #: before the run writes anything (``fileio.own_folder``).
@@ -118,6 +118,7 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
     if BASELINE not in policies:
         raise ValueError(f"the {BASELINE} baseline must be among the policies (it is the paired reference)")
     check_capabilities(plant, policies)
+    check_sizes(plan, scenario)
     if check_plant_options(plant).max_batch is not None and "short" in plan.units and len(plan.units) > 1:
         raise ValueError(f"short-flow trials on the {plant} plant need a testbed of their own (an extra sender): "
                          "run them in a leaderboard of their own (--experiments short)")
@@ -129,7 +130,9 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
     }
     hold = contextlib.ExitStack()
     try:
-        out_dir = hold.enter_context(own_folder(out, "--out", MEMBERS)).path
+        folder = hold.enter_context(own_folder(out, "--out", MEMBERS))
+        assert folder is not None  # made when missing
+        out_dir = folder.path
         ledger = Ledger.open(out_dir, header, resume, allow_drift, planned_units(plan, list(policies)))
         hold.callback(ledger.close)
         return Prepared(scenario, dict(policies), plant, plan, out_dir, ledger,
@@ -253,8 +256,8 @@ def render_only(out: str | os.PathLike[str], command: str) -> dict[str, Any]:
     meanwhile (``prepare``) so a run cannot write it at the same time."""
     from ...fileio import own_folder
 
-    with own_folder(out, "--out", MEMBERS, create=False) as folder:
-        doc = read_results(folder.path / "results.json", "scidmz leaderboard")
+    with own_folder(out, "--out", MEMBERS, create=False):
+        doc = read_results(Path(out) / "results.json", "scidmz leaderboard")
         if not isinstance(doc.get("rows"), list):
             raise ValueError(f"{Path(out) / 'results.json'}: not a leaderboard results file (no \"rows\" list)")
         files = render_outputs(out, doc, rendered=command)
