@@ -328,3 +328,37 @@ def test_two_runs_interleaved_in_one_ledger_are_refused_on_resume(base_run, tmp_
     code, err = _lb(capsys, "small-cubic", *_QUICK, "--out", str(run), "--resume")
     assert code == 2 and "repeats" in _one_line(err.strip())
     assert (run / LEDGER_NAME).read_bytes() == data
+
+
+# -- a Ctrl-C at the last moment ------------------------------------------------------------------
+
+_LB = "scidmz.evaluation.leaderboard"
+_STAGES = [(f"{_LB}.run", "results_doc"), (f"{_LB}.run", "write_results"), (f"{_LB}.run", "render_outputs"),
+           ("scidmz.plots", "plot_ranking"), ("scidmz.plots", "save_figure"), (f"{_LB}.results", "render"),
+           (f"{_LB}.results", "write_report")]
+
+
+@pytest.mark.parametrize("module,stage", _STAGES)
+def test_a_ctrl_c_in_any_stage_of_the_final_pass_leaves_results_json(tmp_path, monkeypatch, module, stage) -> None:
+    """The probe: a Ctrl-C during the final render lost results.json although the ledger held every
+    unit. A real SIGINT is sent inside each stage; results.json must be written from the ledger."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    real = getattr(mod, stage)
+    hit = []
+
+    def interrupted(*a, **k):
+        if not hit:
+            hit.append(stage)
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*a, **k)
+
+    monkeypatch.setattr(mod, stage, interrupted)
+    out = tmp_path / "run"
+    code = main(["leaderboard", "small-cubic", *_QUICK, "--out", str(out), "--json"])
+    assert hit and code == 130
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["complete"] is True and doc["units_left"] == 0
+    led = [json.loads(s) for s in (out / LEDGER_NAME).read_text().splitlines()[1:]]
+    assert sum(r["trials"] for r in doc["rows"] if r["experiment"] == "mrae") == len(led)
