@@ -1,4 +1,4 @@
-"""Does the MLC's inverse ANN beat ``pi`` once its saturator gives it authority? (issue 25, item 1)
+"""Does the MLC's inverse ANN beat ``pi`` once its saturator gives it authority?
 
 Within the default +-0.02 B_max band around the trivial rate, the ANN's u_hat is
 clipped to almost where the trivial rate is, so ``mlc`` and ``pi`` (the same

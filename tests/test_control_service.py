@@ -1,4 +1,4 @@
-"""``control run`` as a service (issue 27), no root needed: the plant flags every command shares,
+"""``control run`` as a service (a systemd unit), no root needed: the plant flags every command shares,
 ``--config FILE`` (TOML), shadow mode's loop, metrics and refusals, the recording actuator.
 
 The shadow mode on real plants (no qdisc, class or OVS QoS made) is in

@@ -251,7 +251,8 @@ def test_own_folder_is_exclusive_across_processes_and_reentrant_within_one(tmp_p
     with own_folder(folder, "--out") as a, own_folder(folder, "--out") as b:
         assert a is b  # nested in one process: one lock
     with own_folder(folder, "--out"):  # released after the outer block
-        pass
+        assert (folder / fileio.LOCK_NAME).read_text().strip() == str(os.getpid())
+    assert not (folder / fileio.LOCK_NAME).exists()  # the folder keeps nothing of the lock
 
 
 @pytest.mark.parametrize("argv", [

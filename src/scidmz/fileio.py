@@ -637,7 +637,7 @@ def open_append(path: str | os.PathLike[str], what: str = "log") -> Any:
 
 def strict_json(obj: Any, **kw: Any) -> str:
     """JSON text with every non-finite float (NaN, inf, also NumPy's) written as null: ``Infinity`` and
-    ``NaN`` are not JSON, and a result file must never hold them (issue 29: a model's meta.json did)."""
+    ``NaN`` are not JSON, and a result file must never hold them (a model's meta.json once did)."""
     import json
     import math
 
@@ -807,6 +807,10 @@ class OwnedFolder:
         if self.holds:
             return
         _OWNED.pop(self.path, None)
+        # Removed while still locked, so the folder keeps nothing of the run's lock; a run that
+        # opened the old file meanwhile finds it unlinked after its flock and tries again (_lock).
+        with contextlib.suppress(OSError):
+            os.unlink(LOCK_NAME, dir_fd=self.dir_fd)
         os.close(self.lock_fd)  # closing the last descriptor drops the flock
         os.close(self.dir_fd)
 
@@ -858,6 +862,18 @@ def _busy_message(lock_fd: int, folder: Path, what: str) -> str:
 
 
 def _lock(dir_fd: int, folder: Path, what: str) -> int:
+    """The exclusive flock on the folder's lock file, as a descriptor; ``FolderBusy`` if held."""
+    for _ in range(10):
+        fd = _try_lock(dir_fd, folder, what)
+        if fd is not None:
+            return fd
+    raise FolderBusy(f"{what} {folder}: its lock file {LOCK_NAME} keeps being replaced; "
+                     "another process is using this folder")
+
+
+def _try_lock(dir_fd: int, folder: Path, what: str) -> int | None:
+    """The lock's descriptor; None if the file was removed or replaced between open and flock (its
+    holder ended): the caller opens the new one."""
     import fcntl
 
     try:
@@ -873,6 +889,14 @@ def _lock(dir_fd: int, folder: Path, what: str) -> int:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise FolderBusy(_busy_message(fd, folder, what)) from None
+        try:
+            now = os.stat(LOCK_NAME, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        mine = os.fstat(fd)
+        if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            os.close(fd)
+            return None
         os.ftruncate(fd, 0)  # ours now: say who holds it, for the next run's message
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     except BaseException:

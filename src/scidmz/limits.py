@@ -1,4 +1,4 @@
-"""Every count and size scidmz accepts, with its bounds: one table, checked before any allocation (issue 29).
+"""Every count and size scidmz accepts, with its bounds: one table, checked before any allocation.
 
 A count without an upper bound is a way to exhaust the machine: ``evaluate
 --trials 1000000000`` reached 15 GB in 30 s before this table existed. Each
@@ -124,7 +124,7 @@ BOUNDS: dict[str, Bound] = {
     "batch_flows": Bound(1, MAX_BATCH_FLOWS, "plant instances x flows per instance in one batched plant",
                          "ours: bounds one batched plant's memory, which grows linearly with it"),
     "flow_tables": Bound(0, 10_000, "[[flows]] tables in a scenario", "ours: the Jenks tests use up to 8"),
-    "flows": Bound(0, 100_000, "flows in all [[flows]] tables (their counts summed)", "ours, issue 10"),
+    "flows": Bound(0, 100_000, "flows in all [[flows]] tables (their counts summed)", "ours: far above any real scenario, and one batched plant's memory grows with it"),
     "schedule": Bound(0, 10_000, "[time, rate] entries of one flow's schedule", "ours"),
     "depth": Bound(1, MAX_DEPTH, "nesting depth of TOML and JSON inputs", "ours: the deepest real one has 8"),
     "trial_cells": Bound(1, MAX_TRIAL_CELLS, "periods x trials of one leaderboard trial kind",

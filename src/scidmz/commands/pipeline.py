@@ -95,7 +95,7 @@ def cmd_identify(a: argparse.Namespace) -> int:
 def cmd_train(a: argparse.Namespace) -> int:
     from ..models.train import train_model
 
-    if a.register is not None:  # a bad name must not cost a training run (issue 29)
+    if a.register is not None:  # a bad name must not cost a training run
         from ..tracking import check_model_name
 
         check_model_name(a.register, "--register")
@@ -137,7 +137,8 @@ def cmd_tune(a: argparse.Namespace) -> int:
                     seed=a.seed, workers=a.workers, executor=a.executor, delta_u=a.delta_u, limiter=a.limiter,
                     episodes=a.episodes, refine_plant=a.refine_plant, refine_episodes=a.refine_episodes,
                     refine_factors=factors)
-    # Every setting is checked before the model is fetched or the GA starts (issue 29).
+    # Every setting is checked before the model is fetched or the GA starts: a bad one costs
+    # milliseconds, not a download and minutes of GA.
     plan_tune(resolve_scenario(a.scenario, a.set), TuneSettings(**settings))
     ref = resolve_model_args(a)
     # The run owns the folder of its convergence files (X.tune/ beside X.json, or the --out

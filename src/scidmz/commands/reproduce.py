@@ -55,8 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 #: The options each paper takes besides --out, --quick, --notes, --render-only and --json; any other
-#: given with a value other than its default is refused (issue 29: ``reproduce abc --plant netns``
-#: was silently accepted and ran on the fluid plant).
+#: given with a value other than its default is refused (``reproduce abc --plant netns``
+#: used to be accepted silently and ran on the fluid plant).
 _SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
           "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
 APPLIES: dict[str, frozenset[str]] = {
