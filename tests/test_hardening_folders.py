@@ -253,6 +253,11 @@ def test_own_folder_is_exclusive_across_processes_and_reentrant_within_one(tmp_p
     with own_folder(folder, "--out"):  # released after the outer block
         assert (folder / fileio.LOCK_NAME).read_text().strip() == str(os.getpid())
     assert not (folder / fileio.LOCK_NAME).exists()  # the folder keeps nothing of the lock
+    new = tmp_path / "new"
+    with pytest.raises(RuntimeError), own_folder(new, "--out"):
+        assert new.is_dir()
+        raise RuntimeError("a later check refused the run")
+    assert not new.exists()  # a folder made for a refused run is not left behind
 
 
 @pytest.mark.parametrize("argv", [

@@ -790,10 +790,11 @@ class OwnedFolder:
     """An output folder a run owns: its directory opened without following links, and an exclusive
     ``flock`` on ``LOCK_NAME`` inside it, held until :meth:`release`. Made by :func:`own_folder`."""
 
-    def __init__(self, path: Path, dir_fd: int, lock_fd: int) -> None:
+    def __init__(self, path: Path, dir_fd: int, lock_fd: int, made: bool = False) -> None:
         self.path = path
         self.dir_fd = dir_fd
         self.lock_fd = lock_fd
+        self.made = made  # own_folder made the folder: removed at release if the run left it empty
         self.holds = 1  # nested own_folder calls of one process share the lock
 
     def check_members(self, names: list[str], what: str = "--out") -> None:
@@ -813,6 +814,11 @@ class OwnedFolder:
             os.unlink(LOCK_NAME, dir_fd=self.dir_fd)
         os.close(self.lock_fd)  # closing the last descriptor drops the flock
         os.close(self.dir_fd)
+        if self.made:
+            # A run refused after the folder was made (a bad option found by a later check)
+            # leaves nothing behind; rmdir removes only an empty folder.
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path)
 
 
 #: The folders this process owns, by absolute path (``own_folder``).
@@ -916,6 +922,7 @@ def own_folder(path: str | os.PathLike[str], what: str = "--out", members: list[
     Inside the block, :func:`open_member` and :func:`read_member` open its files relative to the
     directory opened here, so a folder swapped for a link meanwhile is not followed either.
     Nested calls for the same folder in one process share the lock."""
+    made = create and not os.path.lexists(path)
     folder = Path(os.path.abspath(ensure_dir(path, what) if create else Path(path)))
     held = _OWNED.get(folder)
     if held is not None:
@@ -942,7 +949,7 @@ def own_folder(path: str | os.PathLike[str], what: str = "--out", members: list[
     except BaseException:
         os.close(dir_fd)
         raise
-    owned = OwnedFolder(folder, dir_fd, lock_fd)
+    owned = OwnedFolder(folder, dir_fd, lock_fd, made)
     _OWNED[folder] = owned
     try:
         owned.check_members(list(members or []), what)
