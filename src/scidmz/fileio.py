@@ -75,6 +75,7 @@ __all__ = [
     "prescan_json",
     "prescan_toml",
     "strict_json",
+    "read_bytes_input",
     "read_json_input",
     "read_text_input",
     "replace_dir",
@@ -455,15 +456,36 @@ def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
         if data is None:
             raise FileNotFoundError(f"{what} not found: {path}")
         return _decode_text(data, what, Path(path))
+    p = Path(path)
+    return _decode_text(read_bytes_input(p, what, max_bytes), what, p)
+
+
+def read_bytes_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> bytes:
+    """The input gate: the bytes of ``path``, which must be a regular file (checked before it is opened,
+    and again on the descriptor: a FIFO never blocks, ``/dev/zero`` is never read) of at most
+    ``max_bytes`` (default ``limits.MAX_TEXT_BYTES``; checked before the read, and the read stops
+    there). Every path a command line, a config file or a plant option names is read through here;
+    one line naming ``what`` and the path otherwise."""
+    from .limits import MAX_TEXT_BYTES
+
+    limit = MAX_TEXT_BYTES if max_bytes is None else max_bytes
     p = check_input_file(path, what)
     try:
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise ValueError(f"{what} {p}: {size} bytes is too large for a text input (limit {max_bytes})")
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
         raise ValueError(f"{what} {p}: {_strerror(exc)}") from None
-    return _decode_text(data, what, p)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{what} {p}: is {_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise ValueError(f"{what} {p}: {st.st_size} bytes is too large for this input (limit {limit})")
+        os.set_blocking(fd, True)
+        return read_fd(fd, limit, f"{what} {p}")
+    except OSError as exc:
+        raise ValueError(f"{what} {p}: {_strerror(exc)}") from None
+    finally:
+        os.close(fd)
 
 
 def _decode_text(data: bytes, what: str, p: Path) -> str:
