@@ -519,32 +519,76 @@ def load_npz(path: str | os.PathLike[str], what: str = "weights file") -> dict[s
         raise ValueError(f"{what} {p}: unreadable ({msg})") from None
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_JSON_KEY_AFTER = re.compile(r"\s*:")
+def _long_toml_key(limit: int) -> re.Pattern[str]:
+    """A quoted TOML key longer than ``limit`` characters: a string followed by what follows a key
+    (``=``, ``.`` or ``]``); only a key's closing quote is followed so."""
+    n = str(limit + 1)
+    return re.compile(r'"(?:[^"\\\n]|\\.){' + n + r',}"[ \t]*[=.\]]|\'[^\'\n]{' + n + r',}\'[ \t]*[=.\]]')
 
 
 def prescan_json(text: str | bytes, what: str) -> None:
     """Bound a JSON document before it is parsed: its size (``limits.MAX_TEXT_BYTES``), its nesting
     (``MAX_DEPTH``, brackets outside strings: Python's parser recurses per level and a deep document
     ends in RecursionError, after allocating every level) and its keys' length (``MAX_KEY_CHARS``).
-    One-line ``ValueError`` naming ``what``."""
+    One-line ``ValueError`` naming ``what``. Regular expressions and NumPy do the scanning, so it
+    costs less than the parse it guards."""
     from .limits import MAX_DEPTH, MAX_KEY_CHARS, MAX_TEXT_BYTES
 
     if len(text) > MAX_TEXT_BYTES:
         raise ValueError(f"{what}: {len(text)} bytes is more than a JSON document may hold ({MAX_TEXT_BYTES})")
-    s = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
-    if "[" not in s and "{" not in s:
+    raw = text.encode("utf-8", errors="replace") if isinstance(text, str) else bytes(text)
+    if b"[" not in raw and b"{" not in raw:
         return
-    kept: list[str] = []
-    last = 0
-    for m in _JSON_STRING.finditer(s):
-        if m.end() - m.start() - 2 > MAX_KEY_CHARS and _JSON_KEY_AFTER.match(s, m.end()):
-            raise ValueError(f"{what}: a key of {m.end() - m.start() - 2} characters "
-                             f"(at most {MAX_KEY_CHARS})")
-        kept.append(s[last:m.start()])
-        last = m.end()
-    kept.append(s[last:])
-    _check_nesting("".join(kept), what, MAX_DEPTH)
+    _json_scan(raw, what, MAX_DEPTH, MAX_KEY_CHARS)
+
+
+def _bracket_table() -> Any:
+    import numpy as np
+
+    t = np.zeros(256, dtype=np.int8)
+    t[[0x5B, 0x7B]] = 1
+    t[[0x5D, 0x7D]] = -1
+    return t
+
+
+_BRACKETS: Any = None
+
+
+def _json_scan(raw: bytes, what: str, max_depth: int, max_key: int) -> None:
+    """Nesting and key length of JSON bytes, vectorised (NumPy): which bytes lie inside strings
+    follows from the unescaped quotes; brackets outside them are summed; a string longer than
+    ``max_key`` followed by ``:`` is a key too long. Hand-written because no parser bounds these
+    before it allocates; NumPy keeps it a few passes over the bytes."""
+    import numpy as np
+
+    global _BRACKETS
+    if _BRACKETS is None:
+        _BRACKETS = _bracket_table()
+    b = np.frombuffer(raw, dtype=np.uint8)
+    q = np.flatnonzero(b == 0x22)
+    if q.size:
+        esc = q[(q > 0) & (b[np.maximum(q - 1, 0)] == 0x5C)]
+        if esc.size:  # a quote after a backslash: escaped if an odd run of backslashes precedes it
+            drop = []
+            for i in esc.tolist():
+                j = i - 1
+                while j >= 0 and raw[j] == 0x5C:
+                    j -= 1
+                if (i - 1 - j) % 2:
+                    drop.append(i)
+            q = np.setdiff1d(q, np.asarray(drop, dtype=q.dtype)) if drop else q
+    step = _BRACKETS[b]
+    at = np.flatnonzero(step)
+    at = at[(np.searchsorted(q, at) & 1) == 0]  # an even number of quotes before it: outside strings
+    if at.size and int(np.cumsum(step[at], dtype=np.int64).max()) > max_depth:
+        raise ValueError(f"{what}: nested deeper than {max_depth} levels")
+    if q.size >= 2:
+        opens, closes = q[0:q.size - 1:2], q[1::2]
+        for o, c in zip(opens[closes - opens - 1 > max_key].tolist(), closes[closes - opens - 1 > max_key].tolist(),
+                        strict=True):
+            rest = raw[c + 1:c + 65].lstrip()
+            if rest.startswith(b":"):
+                raise ValueError(f"{what}: a key of {c - o - 1} bytes (at most {max_key})")
 
 
 def _check_nesting(bare: str, what: str, limit: int) -> None:
@@ -581,7 +625,6 @@ def read_json_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
 
 # Strings and comments of a TOML document: their insides are neither keys nor brackets.
 _TOML_STRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
-_TOML_KEY_AFTER = re.compile(r"[ \t]*[=.\]]")
 # A key: at a line's start or after an inline table's "{" or ",", up to its "=".
 _TOML_KEY = re.compile(r"(?:^|(?<=[{,]))[ \t]*([^=\n{},\[\]]+?)[ \t]*=", re.M)
 _TOML_HEADER = re.compile(r"^[ \t]*\[\[?([^\]\n]*)\]", re.M)
@@ -594,29 +637,20 @@ def prescan_toml(text: str, what: str) -> None:
     (``MAX_KEY_CHARS``). Callers bound the size when reading. One-line ``ValueError`` naming ``what``."""
     from .limits import MAX_DEPTH, MAX_KEY_CHARS, MAX_KEY_DOTS, MAX_KEYS
 
-    kept: list[str] = []
-    last = 0
-    for m in _TOML_STRING.finditer(text):
-        tok = m.group()
-        if tok[0] != "#" and len(tok) - 2 > MAX_KEY_CHARS and _TOML_KEY_AFTER.match(text, m.end()):
-            raise ValueError(f"{what}: a key of {len(tok) - 2} characters (at most {MAX_KEY_CHARS})")
-        kept.append(text[last:m.start()])
-        kept.append("" if tok[0] == "#" else "s")
-        last = m.end()
-    kept.append(text[last:])
-    bare = "".join(kept)
-    keys = [m.group(1) for m in _TOML_KEY.finditer(bare)]
-    keys += [m.group(1) for m in _TOML_HEADER.finditer(bare)]
+    m = _long_toml_key(MAX_KEY_CHARS).search(text)
+    if m is not None:
+        raise ValueError(f"{what}: a quoted key of more than {MAX_KEY_CHARS} characters")
+    bare = _TOML_STRING.sub(lambda t: "" if t.group().startswith("#") else "s", text)
+    keys = _TOML_KEY.findall(bare) + _TOML_HEADER.findall(bare)
     if len(keys) > MAX_KEYS:
         raise ValueError(f"{what}: {len(keys)} keys and tables (at most {MAX_KEYS})")
-    dots = 0
-    for k in keys:
-        if len(k) > MAX_KEY_CHARS:
-            raise ValueError(f"{what}: a key of {len(k)} characters (at most {MAX_KEY_CHARS})")
-        n = k.count(".")
-        if n + 1 > MAX_DEPTH:
-            raise ValueError(f"{what}: a dotted key of {n + 1} parts nests deeper than {MAX_DEPTH} levels")
-        dots += n
+    longest = max(keys, key=len, default="")
+    if len(longest) > MAX_KEY_CHARS:
+        raise ValueError(f"{what}: a key of {len(longest)} characters (at most {MAX_KEY_CHARS})")
+    parts = max((k.count(".") for k in keys), default=0) + 1
+    if parts > MAX_DEPTH:
+        raise ValueError(f"{what}: a dotted key of {parts} parts nests deeper than {MAX_DEPTH} levels")
+    dots = sum(k.count(".") for k in keys)
     if dots > MAX_KEY_DOTS:
         raise ValueError(f"{what}: {dots} dots in its keys (at most {MAX_KEY_DOTS})")
     _check_nesting(_TOML_HEADER.sub("", bare), what, MAX_DEPTH)
