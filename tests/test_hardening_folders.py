@@ -24,6 +24,7 @@ import pytest
 from scidmz import fileio
 from scidmz.cli import main
 from scidmz.evaluation.leaderboard.ledger import LEDGER_NAME, Ledger, parse_ledger
+from scidmz.evaluation.leaderboard.recheck import read_ledger
 from scidmz.evaluation.leaderboard.run import MEMBERS
 from scidmz.fileio import DestinationError, FolderBusy, own_folder
 
@@ -101,6 +102,7 @@ def _ways(folder: Path, name: str):
         "atomic write": lambda: fileio.atomic_write_text(p, "new\n"),
         "read_text_input": lambda: fileio.read_text_input(p),
         "ledger resume": lambda: Ledger.open(folder, {"plan": {}}, resume=True),
+        "ledger recheck": lambda: read_ledger(p),
     }
 
 
@@ -114,7 +116,7 @@ def test_no_planted_entry_is_followed_read_or_changed(tmp_path, kind, name) -> N
     with own_folder(folder, "--out") as owned:
         assert owned is not None
         for way, call in _ways(folder, name).items():
-            if way == "ledger resume" and name != LEDGER_NAME:
+            if way.startswith("ledger") and name != LEDGER_NAME:
                 continue
             _plant(kind, folder / name, outside)
             with pytest.raises((DestinationError, ValueError)) as exc:
