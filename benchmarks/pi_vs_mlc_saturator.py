@@ -364,12 +364,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def _own_folders(hold: contextlib.ExitStack, a: argparse.Namespace, doc: dict[str, Any],
                  ccas: list[str]) -> Path:
-    """The study's work folder (``--work``, else a temporary one), owned with the folder of ``--out``
-    for the whole run (``fileio.own_folder``: a second study on either is refused with one line)."""
+    """The study's work folder (``--work``, else a temporary one), owned for the whole run
+    (``fileio.own_folder``: a second study on it is refused with one line). ``--out`` is a file
+    (replaced atomically, as every result file) whose folder is the user's, not the run's: owning
+    it would put every file below it, the models given with --from included, under the run's rules."""
     from scidmz.fileio import ensure_dir, own_folder
 
-    if a.out:
-        hold.enter_context(own_folder(Path(os.path.abspath(a.out)).parent, "--out", [Path(a.out).name, "report.md"]))
     if not a.work:
         return Path(hold.enter_context(tempfile.TemporaryDirectory(prefix="scidmz-saturator-")))
     work = ensure_dir(a.work, "--work", parents=True)

@@ -370,3 +370,15 @@ def test_a_ctrl_c_in_any_stage_of_the_final_pass_leaves_results_json(tmp_path, m
     assert doc["complete"] is True and doc["units_left"] == 0
     led = [json.loads(s) for s in (out / LEDGER_NAME).read_text().splitlines()[1:]]
     assert sum(r["trials"] for r in doc["rows"] if r["experiment"] == "mrae") == len(led)
+
+
+def test_a_second_saturator_study_on_one_work_folder_is_one_line_exit_2(tmp_path) -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "pi_vs_mlc_saturator.py"
+    work = tmp_path / "work"
+    with _held(work) as pid:
+        r = subprocess.run([sys.executable, str(script), "--cca", "cubic", "--quick", "--work", str(work)],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")})
+    assert r.returncode == 2, r.stderr
+    assert f"another scidmz run (pid {pid})" in _one_line(r.stderr.strip())
+    assert not (work / "identity.json").exists()
