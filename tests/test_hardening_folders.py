@@ -382,3 +382,19 @@ def test_a_second_saturator_study_on_one_work_folder_is_one_line_exit_2(tmp_path
     assert r.returncode == 2, r.stderr
     assert f"another scidmz run (pid {pid})" in _one_line(r.stderr.strip())
     assert not (work / "identity.json").exists()
+
+
+@pytest.mark.parametrize("kind", PLANTS)
+def test_reproduce_resume_never_reads_a_planted_dataset(tmp_path, kind) -> None:
+    from scidmz.evaluation.mlc.reproduce import _reusable_dataset
+    from scidmz.scenario import load_scenario
+
+    outside = _outside(tmp_path)
+    before = _snapshot(outside)
+    folder = tmp_path / "rep" / "cubic"
+    folder.mkdir(parents=True)
+    with own_folder(tmp_path / "rep", "--out"):
+        _plant(kind, folder / "identification.parquet", outside)
+        with pytest.raises(DestinationError, match="identification.parquet"):
+            _reusable_dataset(folder / "identification.parquet", load_scenario("testbed"), 10.0, 0, "fluid", None)
+    assert _snapshot(outside) == before
