@@ -27,10 +27,21 @@ all of them:
 * **Unwritable destinations** (read-only file system, no permission) are
   refused up front with one line, before any work.
 
-Inputs: :func:`read_text_input` and :func:`load_npz` turn unreadable,
-binary or truncated files into one line naming the file, instead of a
-``UnicodeDecodeError``, ``BadZipFile`` or a misleading "pickled data"
-message.
+Inputs: :func:`read_bytes_input` is the one input gate (a regular file,
+checked again on the descriptor, opened non-blocking, of bounded size);
+:func:`read_text_input`, :func:`read_json_input` and :func:`load_npz` turn
+unreadable, binary or truncated files into one line naming the file, instead
+of a ``UnicodeDecodeError``, ``BadZipFile`` or a misleading "pickled data"
+message. Documents are pre-scanned before they are parsed
+(:func:`prescan_toml`, :func:`prescan_json`: nesting, keys, dotted-key parts,
+key length), since the parsers allocate before any later check could run.
+
+Output folders: :func:`own_folder` gives a run its folder for its whole life
+(an exclusive ``flock``; a second run gets one line), and every file in it is
+opened by :func:`open_member` / :func:`read_member`: ``O_NOFOLLOW``, non-blocking,
+a regular file with one link, checked before anything is written or cut.
+Records of what a run made are read by :func:`read_record` and
+:func:`load_records`, which skip and name a malformed one.
 """
 
 from __future__ import annotations
