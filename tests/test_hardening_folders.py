@@ -398,3 +398,20 @@ def test_reproduce_resume_never_reads_a_planted_dataset(tmp_path, kind) -> None:
         with pytest.raises(DestinationError, match="identification.parquet"):
             _reusable_dataset(folder / "identification.parquet", load_scenario("testbed"), 10.0, 0, "fluid", None)
     assert _snapshot(outside) == before
+
+
+def test_the_probe_two_leaderboards_started_together_on_one_out(tmp_path) -> None:
+    """The probe: two runs on one --out both exited 0, one's trials under the other's header. Now
+    exactly one runs; the other is one line, exit 2; the ledger holds each unit once."""
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "scidmz.cli", "leaderboard", "small-cubic", *_QUICK, "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    res = [(p.wait(timeout=600), p.stderr.read() if p.stderr else "") for p in procs]
+    assert sorted(c for c, _ in res) == [0, 2], res  # one ran; the other was refused (held, or its ledger)
+    refused = next(err for c, err in res if c == 2)
+    assert len(refused.strip().splitlines()) == 1 and ("another scidmz run" in refused or "exists" in refused)
+    lines = [json.loads(s) for s in (out / LEDGER_NAME).read_text().splitlines()]
+    keys = [(r["unit"], r["policy"], r["trial"]) for r in lines[1:]]
+    assert len(keys) == len(set(keys)) == 2 * 2  # two policies x two trials, once each
