@@ -37,6 +37,7 @@ rewrites the report alone, without rerunning (Flent's model: plotting is a separ
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -105,11 +106,12 @@ def _cached(work: Path, name: str, compute: Any) -> Any:
     resume of ``--work``); the tables round-trip as records."""
     import pandas as pd
 
-    from scidmz.fileio import atomic_write_text
+    from scidmz.fileio import atomic_write_text, parse_json, read_member
 
     path = work / f"{name}.json"
-    if path.is_file():
-        doc = json.loads(path.read_text())
+    raw = read_member(path, "--work file")  # never through a link, only a regular file of its own
+    if raw is not None:
+        doc = parse_json(raw, f"--work file {path}")
         print(f"{name}: reused from {path}", file=sys.stderr, flush=True)
         return doc["payload"], pd.DataFrame.from_records(doc["mrae"]), pd.DataFrame.from_records(doc["fct"])
     payload, m, f = compute()
@@ -304,11 +306,12 @@ def _identity(doc: dict[str, Any], a: argparse.Namespace, ccas: list[str]) -> di
 
 def _open_work(work: Path, ident: dict[str, Any]) -> None:
     """Record ``ident`` in a new ``work``, or check an existing one holds the same (ValueError: one line)."""
-    from scidmz.fileio import atomic_write_text
+    from scidmz.fileio import atomic_write_text, parse_json, read_member
 
     path = work / "identity.json"
-    if path.is_file():
-        have = json.loads(path.read_text())
+    raw = read_member(path, "--work file")  # never through a link, only a regular file of its own
+    if raw is not None:
+        have = parse_json(raw, f"--work file {path}")
         diff = next((k for k in ("plan", "code") if have.get(k) != ident[k]), None)
         models = have.get("models", {})
         diff = diff or next((f"model for {c}" for c in ident["models"] if c in models
@@ -319,7 +322,6 @@ def _open_work(work: Path, ident: dict[str, Any]) -> None:
             atomic_write_text(path, json.dumps({**have, "models": {**models, **ident["models"]}}, indent=2,
                                                default=str) + "\n")
         return
-    work.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(ident, indent=2, default=str) + "\n")
 
 
@@ -340,26 +342,40 @@ def main(argv: list[str] | None = None) -> int:
                                     "quick": bool(a.quick), "seed": a.seed,
                                     "configs": [list(c) for c in configs], "plant": "fluid"},
                            "results": {}}
-    with tempfile.TemporaryDirectory(prefix="scidmz-saturator-") as tmp:
-        work = Path(a.work) if a.work else Path(tmp)
-        if a.work:
-            try:
-                _open_work(work, _identity(doc, a, ccas))
-            except (ValueError, OSError) as exc:
-                print(f"pi_vs_mlc_saturator: {exc}", file=sys.stderr)
-                return 2
+    with contextlib.ExitStack() as hold:
+        try:
+            work = _own_folders(hold, a, doc, ccas)
+        except (ValueError, OSError) as exc:
+            print(f"pi_vs_mlc_saturator: {exc}", file=sys.stderr)
+            return 2
         for cca in ccas:
             doc["results"][cca] = one_cca(cca, _model(a.src, cca), configs, a, work)
-    doc["load_end"] = list(os.getloadavg())
-    doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    text = json.dumps(doc, default=str)
-    if a.out:
-        from scidmz.fileio import atomic_write_text
+        doc["load_end"] = list(os.getloadavg())
+        doc["wall_s"] = round(time.perf_counter() - t0, 1)
+        text = json.dumps(doc, default=str)
+        if a.out:
+            from scidmz.fileio import atomic_write_text
 
-        atomic_write_text(a.out, json.dumps(doc, indent=2, default=str) + "\n")
-        print(f"report: {render_report(Path(a.out))}", file=sys.stderr)
+            atomic_write_text(a.out, json.dumps(doc, indent=2, default=str) + "\n")
+            print(f"report: {render_report(Path(a.out))}", file=sys.stderr)
     print(text)
     return 0
+
+
+def _own_folders(hold: contextlib.ExitStack, a: argparse.Namespace, doc: dict[str, Any],
+                 ccas: list[str]) -> Path:
+    """The study's work folder (``--work``, else a temporary one), owned for the whole run
+    (``fileio.own_folder``: a second study on it is refused with one line). ``--out`` is a file
+    (replaced atomically, as every result file) whose folder is the user's, not the run's: owning
+    it would put every file below it, the models given with --from included, under the run's rules."""
+    from scidmz.fileio import ensure_dir, own_folder
+
+    if not a.work:
+        return Path(hold.enter_context(tempfile.TemporaryDirectory(prefix="scidmz-saturator-")))
+    work = ensure_dir(a.work, "--work", parents=True)
+    hold.enter_context(own_folder(work, "--work", ["identity.json"]))
+    _open_work(work, _identity(doc, a, ccas))
+    return work
 
 
 def _render_only(results: Path) -> int:

@@ -138,8 +138,12 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
         raise ValueError("--out DIR is required (the run's ledger and results go there)")
     if a.merge:
         from ..evaluation.leaderboard.results import write_merged
+        from ..fileio import own_folder
 
-        files = write_merged(a.out, command)
+        # Owned while merging (a run cannot write it meanwhile); the runs' results.json below it
+        # are read without following links, like every file of an owned folder.
+        with own_folder(a.out, "--out", ["results.json", "report.md"], create=False):
+            files = write_merged(a.out, command)
         emit({"out": a.out, **files}, a.json, f"merged: {files['report']}")
         return 0
     if a.render_only:

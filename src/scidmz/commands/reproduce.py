@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 #: The options each paper takes besides --out, --quick, --notes, --render-only and --json; any other
 #: given with a value other than its default is refused (``reproduce abc --plant netns``
-#: was silently accepted and ran on the fluid plant).
+#: used to be accepted silently and ran on the fluid plant).
 _SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
           "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
 APPLIES: dict[str, frozenset[str]] = {
@@ -132,8 +132,17 @@ def _command() -> str | None:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
+    from ..fileio import own_folder
+
     if a.out is None:  # called without cli.main (prepare not run): the same checks
         prepare(a)
+    # The run owns --out for its whole life (fileio.own_folder): a second run on it is refused,
+    # and its files are never opened through links. --render-only writes the report only.
+    with own_folder(a.out, "--out", ["results.json", "report.md"], create=not a.render_only):
+        return _reproduce(a)
+
+
+def _reproduce(a: argparse.Namespace) -> int:
     notes = _notes(a.notes, a)
     if a.paper == "jenks":
         from ..evaluation.jenks.reproduce import reproduce_jenks

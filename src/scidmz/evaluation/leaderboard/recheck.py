@@ -32,10 +32,15 @@ __all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context", 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, unit lines) of a ``ledger.jsonl``, read only; one-line ``ValueError`` if it is not one."""
+    from ...fileio import read_member
+    from ...limits import MAX_LEDGER_BYTES
+
     p = Path(path)
-    if not p.is_file():
+    # Never through a link, only a regular file of its own, bounded (docs/safety.md, output folders).
+    data = read_member(p, "ledger", MAX_LEDGER_BYTES)
+    if data is None:
         raise ValueError(f"{p}: no such ledger")
-    head, done, _ = parse_ledger(p.read_bytes(), str(p))  # read only: a partial last line stays in the file
+    head, done, _ = parse_ledger(data, str(p))  # read only: a partial last line stays in the file
     return head, list(done.values())
 
 

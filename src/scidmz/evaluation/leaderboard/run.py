@@ -10,26 +10,32 @@ the policies against the plant's declared capabilities, the plan's bounds, the l
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import signal
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...policies.base import Policy
 from ...scenario import Scenario
 from ..results import provenance, read_results
-from .ledger import Ledger, code_identity, files_sha256
+from .ledger import LEDGER_NAME, Ledger, code_identity, files_sha256
 from .plan import LeaderboardPlan
 from .results import DEFAULT_MAX_STARVED, load_avg, render_outputs, results_doc, write_results
 from .stats import BASELINE
-from .trialunits import run_batched, run_realtime, todo_count
+from .trialunits import check_sizes, planned_units, run_batched, run_realtime, todo_count
 
-__all__ = ["Prepared", "prepare", "run_leaderboard", "render_only", "plant_model", "comparable_policies",
+#: The files a leaderboard run folder holds: each must be a regular file of its own (or absent)
+#: before the run writes anything (``fileio.own_folder``).
+MEMBERS = [LEDGER_NAME, "command.txt", "results.json", "report.md", "ranking.png"]
+
+__all__ = ["MEMBERS", "Prepared", "prepare", "run_leaderboard", "render_only", "plant_model", "comparable_policies",
            "check_capabilities"]
 
 
@@ -91,19 +97,26 @@ class Prepared:
     out: Path
     ledger: Ledger
     comparable: dict[str, bool]
+    #: holds the run's exclusive lock on ``out`` (``fileio.own_folder``) until ``run_leaderboard`` ends
+    hold: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
 
 def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[str, Mapping[str, str]],
             plant: str, plan: LeaderboardPlan, out: str | os.PathLike[str], resume: bool = False,
             allow_drift: bool = False) -> Prepared:
-    """Check the run and open its ledger (module docstring); one-line ValueError for bad input.
-    ``allow_drift``: a resume may cross a change of code or kernel build (``ledger``)."""
-    from ...fileio import ensure_dir
+    """Check the run, own its folder and open its ledger (module docstring); one-line ValueError for
+    bad input. ``allow_drift``: a resume may cross a change of code or kernel build (``ledger``).
+
+    The run holds an exclusive lock on ``out`` from here until ``run_leaderboard`` ends (a second
+    run on the folder is refused with one line), and every file the folder holds (``MEMBERS``) is
+    checked to be a regular file of its own before anything is written."""
+    from ...fileio import own_folder
     from ...plant.base import plant_entry
 
     if BASELINE not in policies:
         raise ValueError(f"the {BASELINE} baseline must be among the policies (it is the paired reference)")
     check_capabilities(plant, policies)
+    check_sizes(plan, scenario)
     if plant_entry(plant).realtime and "short" in plan.units and len(plan.units) > 1:
         raise ValueError(f"short-flow trials on the {plant} plant need a testbed of their own (an extra sender): "
                          "run them in a leaderboard of their own (--experiments short)")
@@ -113,10 +126,18 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
         "policies": {n: {"kind": p.kind, "files": {k: files_sha256(v) for k, v in (files.get(n) or {}).items()}}
                      for n, p in policies.items()},
     }
-    out_dir = ensure_dir(out, "--out")
-    ledger = Ledger.open(out_dir, header, resume, allow_drift)
-    return Prepared(scenario, dict(policies), plant, plan, out_dir, ledger,
-                    comparable_policies(plant, scenario, policies))
+    hold = contextlib.ExitStack()
+    try:
+        folder = hold.enter_context(own_folder(out, "--out", MEMBERS))
+        assert folder is not None  # made when missing
+        out_dir = folder.path
+        ledger = Ledger.open(out_dir, header, resume, allow_drift, planned_units(plan, list(policies)))
+        hold.callback(ledger.close)
+        return Prepared(scenario, dict(policies), plant, plan, out_dir, ledger,
+                        comparable_policies(plant, scenario, policies), hold)
+    except BaseException:
+        hold.close()
+        raise
 
 
 def _progress(total: int) -> Any:
@@ -129,10 +150,13 @@ def _progress(total: int) -> Any:
 
 
 def _command_file(out: Path, command: str, resumed: bool) -> None:
-    from ...fileio import atomic_write_text
+    from ...fileio import atomic_write_text, read_member
 
     path = out / "command.txt"
-    old = path.read_text() if resumed and path.is_file() else ""
+    # Never read through a link (a planted command.txt -> a 0600 file would be copied into a new,
+    # readable one): read_member opens it O_NOFOLLOW and only as a regular file of its own.
+    raw = read_member(path, "--out: command.txt", 1 << 20) if resumed else None
+    old = raw.decode("utf-8", errors="replace") if raw else ""
     atomic_write_text(path, old + ("# resumed\n" if old else "") + command + "\n")
 
 
@@ -144,12 +168,20 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
     ``dask://HOST:PORT``; ``evaluation.trials.using_executor``): the same seeds per trial, so
     the same numbers.
     """
+    t0 = time.perf_counter()
+    load0 = load_avg()
+    try:
+        return _run_owned(prep, command, max_starved, executor, t0, load0)
+    finally:
+        prep.hold.close()  # the ledger's descriptor, then the folder's lock
+
+
+def _run_owned(prep: Prepared, command: str, max_starved: float, executor: str | None, t0: float,
+               load0: list[float] | None) -> dict[str, Any]:
     from ...executors import open_executor, parse_executor
     from ...plant.base import plant_entry
     from ..trials import using_executor
 
-    t0 = time.perf_counter()
-    load0 = load_avg()
     resumed = prep.ledger.path.exists()
     if prep.ledger.cut:
         print(f"scidmz: leaderboard: cut a partial last line ({prep.ledger.cut} bytes) off {prep.ledger.path}: "
@@ -182,25 +214,49 @@ def run_leaderboard(prep: Prepared, command: str, max_starved: float = DEFAULT_M
             "rows": doc["rows"]}
 
 
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold a Ctrl-C (SIGINT) until the block ends, then raise it: results.json is written from the
+    ledger whatever moment the interruption hit (a Ctrl-C during the final pass used to leave no
+    results.json although the ledger held every unit). Outside the main thread, no deferral."""
+    got: list[int] = []
+    try:
+        old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if got:
+        raise KeyboardInterrupt
+
+
 def _write(prep: Prepared, command: str, max_starved: float,
            load0: list[float] | None) -> tuple[dict[str, Any], Path, dict[str, str]]:
     """results.json, report.md and ranking.png from the ledger as it stands; ``complete`` says
     whether every unit of the plan is in it (an interrupted run's results are only so far)."""
     names = list(prep.policies)
-    doc = results_doc(prep.ledger.header, prep.ledger.done.values(), prep.comparable, command=command,
-                      max_starved=max_starved, load_start=load0, cut=prep.ledger.cut,
-                      scenario=prep.scenario.to_dict(), drift=prep.ledger.drifts)
-    left = todo_count(prep.plan, names, prep.ledger)
-    doc["complete"] = left == 0
-    doc["units_left"] = left
-    res = write_results(doc, prep.out)
+    with _sigint_deferred():
+        doc = results_doc(prep.ledger.header, prep.ledger.done.values(), prep.comparable, command=command,
+                          max_starved=max_starved, load_start=load0, cut=prep.ledger.cut,
+                          scenario=prep.scenario.to_dict(), drift=prep.ledger.drifts)
+        left = todo_count(prep.plan, names, prep.ledger)
+        doc["complete"] = left == 0
+        doc["units_left"] = left
+        res = write_results(doc, prep.out)
     return doc, res, render_outputs(prep.out, doc)
 
 
 def render_only(out: str | os.PathLike[str], command: str) -> dict[str, Any]:
-    """Re-render report.md and ranking.png from ``out/results.json`` (nothing is run)."""
-    doc = read_results(Path(out) / "results.json", "scidmz leaderboard")
-    if not isinstance(doc.get("rows"), list):
-        raise ValueError(f"{Path(out) / 'results.json'}: not a leaderboard results file (no \"rows\" list)")
-    files = render_outputs(out, doc, rendered=command)
+    """Re-render report.md and ranking.png from ``out/results.json`` (nothing is run), owning ``out``
+    meanwhile (``prepare``) so a run cannot write it at the same time."""
+    from ...fileio import own_folder
+
+    with own_folder(out, "--out", MEMBERS, create=False):
+        doc = read_results(Path(out) / "results.json", "scidmz leaderboard")
+        if not isinstance(doc.get("rows"), list):
+            raise ValueError(f"{Path(out) / 'results.json'}: not a leaderboard results file (no \"rows\" list)")
+        files = render_outputs(out, doc, rendered=command)
     return {"out": str(out), **files, "rows": doc["rows"]}

@@ -34,15 +34,37 @@ from ..trials import run_trials
 from .ledger import Ledger
 from .plan import LeaderboardPlan
 
-__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "todo_count", "realtime_order"]
+__all__ = ["CHUNK", "check_sizes", "targets", "unit_metrics", "run_batched", "run_realtime", "planned_units", "todo_count", "realtime_order"]
 
 #: Fluid trials per batched plant: bounds memory and how much an interruption loses.
 CHUNK = 50
 
 
+def check_sizes(plan: LeaderboardPlan, scenario: Scenario) -> None:
+    """Refuse (one line) a plan whose derived sizes exceed ``limits.BOUNDS`` before anything is
+    allocated: each trial kind's simulated seconds per trial (an FCT trial's bound grows with
+    ``plan.transfer`` / the target rate: 10 TB at a small share ran 74 simulated days), its periods,
+    and periods x trials (its targets array: 10 TB x 400 trials asked for 20.5 GB)."""
+    from ...limits import check
+
+    for unit in plan.units:
+        seconds = plan.fct_bound(scenario) if unit == "fct" else \
+            plan.short_duration if unit == "short" else plan.duration
+        what = f"leaderboard {unit} trial"
+        if unit == "fct" and plan.fct_max_time is None:
+            what += (f" (4 x plan.transfer {plan.transfer:g} bytes at plan.fct_target "
+                     f"{plan.fct_target:g} x B_max + 60 s; lower plan.transfer or set plan.fct_max_time)")
+        check("trial_seconds", seconds, f"{what}: simulated seconds")
+        steps = int(math.ceil(seconds / scenario.period - 1e-9))
+        check("steps", steps, f"{what}: periods ({seconds:g} s / T = {scenario.period:g} s)")
+        check("trial_cells", steps * plan.count(unit), f"{what}: periods x {plan.count(unit)} trials")
+
+
 def targets(unit: str, sc: Scenario, plan: LeaderboardPlan) -> np.ndarray:
     """(steps, trials) R*_DTN of one trial kind: the MLC evaluation's stepping targets for MRAE
-    (column i: trial i), ``fct_target`` x B_max for the FCT and short-flow trials."""
+    (column i: trial i), ``fct_target`` x B_max for the FCT and short-flow trials. The sizes are
+    checked first (``check_sizes``)."""
+    check_sizes(plan, sc)
     if unit == "mrae":
         from ..mlc.experiments import mrae_targets
 
@@ -124,6 +146,11 @@ def _runs(todo: list[int], chunk: int) -> list[tuple[int, int]]:
         else:
             out.append((i, i + 1))
     return out
+
+
+def planned_units(plan: LeaderboardPlan, names: list[str]) -> set[tuple[str, str, int]]:
+    """Every unit (trial kind, policy, trial) the plan names: a ledger counts these and no other."""
+    return {(u, n, i) for u in plan.units for n in names for i in range(plan.count(u, n))}
 
 
 def todo_count(plan: LeaderboardPlan, names: list[str], ledger: Ledger) -> int:

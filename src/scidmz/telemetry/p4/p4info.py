@@ -220,16 +220,21 @@ class P4InfoIndex:
 
     @classmethod
     def from_file(cls, path: str | Path) -> P4InfoIndex:
+        from ...fileio import read_bytes_input, read_text_input
+
         path = Path(path)
         if not path.exists():
             raise ValueError(f"P4Info file not found: {path}")
+        # Through the input gate: a regular file of bounded size (/dev/zero or a FIFO given as the
+        # P4Info was read until the OOM killer stopped it, or hung).
         if path.suffix in (".bin", ".pb"):
             p = protos()
             msg = p.msg("p4.config.v1.P4Info")()
-            msg.ParseFromString(path.read_bytes())
+            msg.ParseFromString(read_bytes_input(path, "P4Info file"))
             return cls.from_message(msg)
+        text = read_text_input(path, "P4Info file")
         try:
-            return cls.from_text(path.read_text(encoding="utf-8"))
+            return cls.from_text(text)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
 

@@ -339,7 +339,9 @@ class P4RuntimeView:
         try:
             self.client.connect(on_digest=self._on_digest)
             if bmv2_json is not None:
-                self.client.set_pipeline(self.info.p4info, Path(bmv2_json).read_bytes())
+                from ...fileio import read_bytes_input
+
+                self.client.set_pipeline(self.info.p4info, read_bytes_input(bmv2_json, "BMv2 JSON file"))
             if registers == "thrift":
                 self._thrift = BMv2ThriftRegisters(thrift_address, timeout)
         except BaseException:
