@@ -36,6 +36,7 @@ from typing import Any
 
 from ..fileio import pid_alive
 from .base import ActuatorError, check_rate
+from .owner import proc_start
 
 __all__ = ["OvsQosActuator", "OVS_MODES", "EXT_ID", "which"]
 
@@ -44,9 +45,12 @@ EXT_ID = "scidmz-owner"  # external_ids key marking rows this module created
 # Which process on which host made the rows, so a restart can tell a crashed run's leftover
 # (reclaimed) from a live run's QoS (refused).
 EXT_PID, EXT_HOST = "scidmz-pid", "scidmz-host"
+#: The owner's start time (``/proc/PID/stat`` field 22), so a recycled pid is not taken for it.
+EXT_START = "scidmz-start"
 # The same for meter mode, on the Bridge row: an OpenFlow meter has no external_ids of its own
 # (ours: the bridge that holds the meter is the one OVSDB row that outlives the process).
 METER_PID, METER_HOST = "scidmz-meter-pid", "scidmz-meter-host"
+METER_START = "scidmz-meter-start"
 
 
 def which(name: str) -> str:
@@ -102,7 +106,8 @@ class _Ovsdb:
         return None if qos in ([], None) else _uuid(qos)
 
     def create_htb(self, port: str, rate: int) -> None:
-        ext = {EXT_ID: "scidmz", EXT_PID: str(os.getpid()), EXT_HOST: socket.gethostname()}
+        ext = {EXT_ID: "scidmz", EXT_PID: str(os.getpid()), EXT_HOST: socket.gethostname(),
+               EXT_START: str(proc_start(os.getpid()))}
         with self.api.transaction(check_error=True) as txn:
             q = txn.add(self.api.db_create("Queue", other_config={"max-rate": str(rate)}, external_ids=ext))
             qos = txn.add(self.api.db_create("QoS", type="linux-htb", other_config={"max-rate": str(rate)},
@@ -130,17 +135,18 @@ class _Ovsdb:
         qos = self._qos_uuid(port)
         return {} if qos is None else dict(self.api.db_get("QoS", qos, "external_ids").execute(check_error=True))
 
-    def meter_owner(self, bridge: str) -> tuple[str, str | None]:
-        """(pid, host) recorded on the bridge for its scidmz meter; ("", None) when none is."""
+    def meter_owner(self, bridge: str) -> tuple[str, str | None, str | None]:
+        """(pid, host, start time) recorded on the bridge for its scidmz meter; ("", None, None) when none is."""
         ext = self.api.db_get("Bridge", bridge, "external_ids").execute(check_error=True)
-        return ext.get(METER_PID, ""), ext.get(METER_HOST)
+        return ext.get(METER_PID, ""), ext.get(METER_HOST), ext.get(METER_START)
 
     def set_meter_owner(self, bridge: str) -> None:
-        owner = {METER_PID: str(os.getpid()), METER_HOST: socket.gethostname()}
+        owner = {METER_PID: str(os.getpid()), METER_HOST: socket.gethostname(),
+                 METER_START: str(proc_start(os.getpid()))}
         self.api.db_set("Bridge", bridge, ("external_ids", owner)).execute(check_error=True)
 
     def clear_meter_owner(self, bridge: str) -> None:
-        self.api.db_remove("Bridge", bridge, "external_ids", METER_PID, METER_HOST,
+        self.api.db_remove("Bridge", bridge, "external_ids", METER_PID, METER_HOST, METER_START,
                            if_exists=True).execute(check_error=True)
 
     def clear_htb(self, port: str) -> None:
@@ -249,7 +255,7 @@ class OvsQosActuator:
         ext = self._be.htb_owner(port)
         if ext.get(EXT_ID) != "scidmz":
             raise ValueError(f"OVS port '{port}' already has a QoS; refusing to replace it")
-        who = _live_owner(ext.get(EXT_PID, ""), ext.get(EXT_HOST))
+        who = _live_owner(ext.get(EXT_PID, ""), ext.get(EXT_HOST), ext.get(EXT_START))
         if who:
             raise ValueError(f"OVS port '{port}' already has a QoS made by {who}; refusing to replace it "
                              f"(remove it with: ovs-vsctl clear Port {port} qos, once that run is gone)")
@@ -257,11 +263,11 @@ class OvsQosActuator:
 
     def _reclaim_meter(self) -> None:
         """The meter-mode twin of ``_reclaim_leftover``: the bridge already has a meter with our id."""
-        pid, host = self._be.meter_owner(str(self.bridge))
+        pid, host, start = self._be.meter_owner(str(self.bridge))
         if not pid:
             raise ValueError(f"OVS bridge '{self.bridge}' already has meter {_METER_ID} and scidmz did not "
                              "record making it; refusing to replace it")
-        who = _live_owner(pid, host)
+        who = _live_owner(pid, host, start)
         if who:
             raise ValueError(f"OVS bridge '{self.bridge}' already has a meter made by {who}; refusing to replace "
                              f"it (remove it with: ovs-ofctl del-meter {self.ofctl_target} meter={_METER_ID}, "
@@ -389,10 +395,15 @@ _METER_ID = 0x5C1D
 _COOKIE = 0x5C1D
 
 
-def _live_owner(pid: str, host: str | None) -> str:
-    """Who holds a scidmz row or meter, or "" when it is a leftover of a dead scidmz of this host."""
-    if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
-        return ""
+def _live_owner(pid: str, host: str | None, start: str | None = None) -> str:
+    """Who holds a scidmz row or meter, or "" when it is a leftover of a dead scidmz of this host:
+    its pid is gone, or now names a process started at another time (a recycled pid; rows made
+    before the start time was recorded fall back on the pid alone)."""
+    if host == socket.gethostname() and pid.isdigit():
+        if not pid_alive(int(pid)):
+            return ""
+        if start is not None and start.isdigit() and proc_start(int(pid)) != int(start):
+            return ""
     return f"scidmz process {pid} on {host}" if pid.isdigit() else "an older scidmz"
 
 

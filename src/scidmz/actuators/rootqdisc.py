@@ -7,7 +7,11 @@ root qdisc someone else configured (an explicit handle: its classes and
 filters could not be restored); a kernel default root (noqueue, pfifo_fast,
 mq, fq_codel with handle 0) is fine, it comes back when ours is deleted.
 ``delete_ours`` removes our root only if it is still ours; ``close`` closes
-the netlink socket. Errors are one line: ``ValueError`` for bad input,
+the netlink socket. An owner record (``owner.claim``) names the process that
+holds the device's root: a fresh start reclaims the root a dead scidmz left
+under our handle (a SIGKILLed controller's TBF, or its HTB tree with the u32
+filters under it), and refuses one a live scidmz holds or that no record
+accounts for. Errors are one line: ``ValueError`` for bad input,
 ``RuntimeError`` when netlink cannot be opened. pyroute2 is imported here only.
 """
 
@@ -15,6 +19,8 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from .owner import OwnerClaim, claim
 
 __all__ = ["RootQdisc", "TC_H_ROOT"]
 
@@ -49,11 +55,34 @@ class RootQdisc:
                     f"device '{dev}' already has a configured root qdisc '{prev.get_attr('TCA_KIND')}' "
                     f"(handle {prev['handle'] >> 16:x}:); refusing to replace what it could not restore"
                 )
+            self.claim = self._claim(prev)
+            if self.claim.reclaimed is not None:
+                prev = self.root()
             #: The kind of the root qdisc found at start (None: none), e.g. "noqueue".
             self.previous_kind: str | None = None if prev is None else prev.get_attr("TCA_KIND")
         except BaseException:
             self.ipr.close()
             raise
+
+    def _claim(self, prev: Any | None) -> OwnerClaim:
+        """Our owner record for this device's root; a dead scidmz's root under our handle is removed
+        (with its classes and filters), one a live scidmz holds or that no record accounts for is refused."""
+        where = f"'{self.dev}'" + (f" in namespace '{self.netns}'" if self.netns else "")
+        h = f"{self.handle >> 16:x}:"
+        c = claim(f"tc-{self.netns or 'host'}-{self.dev}-{h[:-1]}", f"the root {self.kind} {h} of {where}")
+        left = prev is not None and prev["handle"] == self.handle
+        if left and c.reclaimed is None:
+            c.release()
+            ns = f"ip netns exec {self.netns} " if self.netns else ""
+            raise ValueError(f"{where} has a root qdisc {h} that no live or dead scidmz record accounts for "
+                             f"(an older scidmz, or another tool); check it, then `{ns}tc qdisc del dev {self.dev} root`")
+        if left:
+            try:
+                self.delete_ours()
+            except BaseException:
+                c.release()
+                raise
+        return c
 
     def mtu(self) -> int:
         """The device's MTU (1500 when the kernel does not say)."""
@@ -86,4 +115,10 @@ class RootQdisc:
                 raise
 
     def close(self) -> None:
-        self.ipr.close()
+        """Close the netlink socket and give up the owner record (after ``delete_ours``)."""
+        try:
+            self.ipr.close()
+        finally:
+            claim_ = getattr(self, "claim", None)
+            if claim_ is not None:
+                claim_.release()

@@ -42,6 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="built-in scenario name or .toml file (default: testbed)")
     add_set_arg(r, policy=True)
     add_plant_args(r, realtime_note=": a real-time paced simulator")
+    _add_p4_args(r)
     add_policy_arg(r, note="; jenks needs a plant with queues, abc/ffs one with a bottleneck discipline, "
                            "pacing control of the DTN host (fluid, netns; not hardware)")
     r.add_argument("--target", default=None,
@@ -79,12 +80,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda a: p.error("a subcommand is required: run, set-target or status"))
 
 
+def _add_p4_args(r: argparse.ArgumentParser) -> None:
+    """The P4 telemetry switch's options (``--plant hardware --telemetry p4:HOST:PORT``)."""
+    g = r.add_argument_group("P4 telemetry switch (--plant hardware --telemetry p4:HOST:PORT)")
+    g.add_argument("--p4-pipeline", default=None, metavar="DIR",
+                   help="load this pipeline on the switch first: p4c's output folder (the BMv2 JSON and the "
+                        "P4Info, p4c --target bmv2 --p4runtime-files); default: use what the switch runs")
+    g.add_argument("--p4-thrift", default=None, metavar="HOST:PORT",
+                   help="BMv2's Thrift runtime address, for its registers (checked before the switch changes); "
+                        "default: the switch's host, port 9090, tried when P4Runtime has no register reads")
+    g.add_argument("--p4-taps", default=None, metavar="IN,OUT",
+                   help="the switch ports the ingress and the egress tap enter (default 1,2)")
+
+
+def _p4_options(a: argparse.Namespace) -> dict[str, Any]:
+    """``_add_p4_args``' flags as the hardware plant's options (only those given)."""
+    given = {"p4_pipeline": a.p4_pipeline, "p4_thrift": a.p4_thrift, "tap_ports": a.p4_taps}
+    given = {k: v for k, v in given.items() if v is not None}
+    if given:  # the plants that take them, by their registry entries (one line naming them)
+        from ..plant.registry import plant_entry, plant_names
+
+        if any(k not in plant_entry(a.plant).options() for k in given):
+            takers = [n for n in plant_names() if all(k in plant_entry(n).options() for k in given)]
+            raise ValueError(f"--p4-pipeline, --p4-thrift and --p4-taps are for --plant {' or '.join(takers)} "
+                             "with a P4 switch")
+    return given
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     import logging
     import signal
 
     from ..controller.build import run_daemon
     from ..guard.check import check_args
+    from ..plant.registry import plant_spec
     from ..units import parse_time
     from .build import build_run
 
@@ -120,7 +149,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     try:
         summary = run_daemon(
-            scenario=run.scenario, policy=run.policy, target=run.target, plant=run.plant,
+            scenario=run.scenario, policy=run.policy, target=run.target, plant=plant_spec(run.plant, _p4_options(a)),
             api=None if a.no_api else a.api, metrics_addr=a.metrics_addr,
             token_file=a.token_file, log_path=a.log, duration=duration, seed=a.seed, on_start=install,
             shadow=a.shadow,

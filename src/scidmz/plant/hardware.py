@@ -4,7 +4,8 @@ This is the deployment of the MLC paper's Fig. 2 on real equipment: the
 campus egress rate u is applied to a host interface (``TbfActuator`` on
 ``dev``, the paper's S1-eth1) or to an Open vSwitch port
 (``OvsQosActuator``), and y comes from the telemetry program on a P4 switch
-(``telemetry.p4.p4runtime.P4RuntimeView`` at ``telemetry="HOST:PORT"``, or any
+(``telemetry.p4.p4runtime.P4RuntimeView`` at ``telemetry="p4:HOST:PORT"``, set up by
+``hardware_p4.P4Switch``: pipeline, tap ports, prefixes, owner record; or any
 ``DataPlaneView`` object, e.g. ``telemetry.p4.bfrt.BfrtView`` on a Tofino) or
 from the same algorithms as eBPF programs on this Linux router's own
 interfaces (``telemetry="ebpf:LAN_IF[,LAN_IF...],WAN_IF"``,
@@ -73,33 +74,6 @@ class HardwarePlant:
         self.collector: Any = None
         self._t0 = 0.0
         self._next = 0.0
-
-    @staticmethod
-    def connect(address: str, dtn: list[str] | None, remote: list[str] | None, install: bool,
-                 p4info: str | None, options: dict[str, Any]) -> Any:
-        try:
-            from ..telemetry import constants as C
-            from ..telemetry.p4.p4runtime import P4RuntimeView
-        except ImportError as exc:
-            raise RuntimeError(f"the P4Runtime telemetry adapter is not available: {exc}") from None
-        kw = dict(options)
-        if p4info is not None:
-            kw["p4info"] = p4info
-        try:
-            view = P4RuntimeView(address, **kw)
-        except (ValueError, FileNotFoundError):
-            raise
-        except Exception as exc:  # grpc and the adapter raise several types for "not there"
-            raise RuntimeError(f"cannot use the P4Runtime switch at {address}: {_one_line(exc)}") from None
-        if install:
-            try:
-                view.install(dtn or [C.DEFAULT_DTN_PREFIX], remote or [C.DEFAULT_REMOTE_PREFIX])
-            except BaseException as exc:
-                view.close()
-                if isinstance(exc, ValueError):
-                    raise
-                raise RuntimeError(f"installing the telemetry entries on {address} failed: {_one_line(exc)}") from None
-        return view
 
     # -- Plant ------------------------------------------------------------------------------------------
     @property
@@ -198,11 +172,6 @@ class HardwarePlant:
         return f"HardwarePlant(actuator={self.actuator!r}, scenario={self.scenario.name!r})"
 
 
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}".rstrip(": ")
-
-
 def build_hardware_plant(
     scenario: Scenario,
     dev: str | None = None,
@@ -220,13 +189,20 @@ def build_hardware_plant(
     view_options: dict[str, Any] | None = None,
     egress_hook: str = "xmit",
     actuator: Any = None,
+    p4_pipeline: str | None = None,
+    p4_thrift: str | None = None,
+    tap_ports: Any = "1,2",
 ) -> HardwarePlant:
     """A ``HardwarePlant`` from command-line options: the actuator (``TbfActuator`` on ``dev`` or
     ``OvsQosActuator`` on ``ovs_port``, or ``actuator(target, netns=)``) and the telemetry view
     (``P4RuntimeView`` at ``telemetry="HOST:PORT"``, the eBPF programs at
     ``telemetry="ebpf:LAN_IF[,LAN_IF...],WAN_IF"`` in ``netns`` with ``egress_hook``, or a
-    ``DataPlaneView`` object used as given). One-line errors for a missing or doubled actuator
-    target and a malformed address; nothing is left open on failure."""
+    ``DataPlaneView`` object used as given). A P4 switch (``p4:HOST:PORT`` or ``HOST:PORT``) gets
+    the pipeline in the folder ``p4_pipeline`` when given, BMv2's registers are read over Thrift
+    at ``p4_thrift`` (checked to be BMv2's before the switch changes), and ``install`` writes the
+    ``tap_ports`` ("INGRESS_PORT,EGRESS_PORT") and the prefix entries (``hardware_p4``). One-line
+    errors for a missing or doubled actuator target, a malformed address, a pipeline folder
+    without its files; nothing is left open on failure."""
     if telemetry is None or telemetry == "":
         raise ValueError(
             "the hardware plant needs its telemetry: give the P4Runtime address (--telemetry HOST:PORT) of "
@@ -238,38 +214,33 @@ def build_hardware_plant(
         raise ValueError(f"actuator must be a factory (target, netns=) -> RateActuator, got {actuator!r}")
     _check_files_and_names(p4info, netns)
     ebpf = _ebpf_source(telemetry, scenario, netns, dtn_prefixes, remote_prefixes, egress_hook)
+    p4 = None
     if isinstance(telemetry, str) and ebpf is None:
-        host, sep, port = telemetry.rpartition(":")
-        if not sep or not host or not port.isdigit():
-            raise ValueError(f"telemetry address {telemetry!r}: expected HOST:PORT, e.g. 10.0.0.5:9559, "
-                             "or ebpf:LAN_IF,WAN_IF")
+        from .hardware_p4 import P4Switch
+
+        # every option is checked here, before the actuator or the switch is touched
+        p4 = P4Switch(telemetry, pipeline=p4_pipeline, thrift=p4_thrift, tap_ports=tap_ports, p4info=p4info,
+                      dtn_prefixes=dtn_prefixes, remote_prefixes=remote_prefixes, install=install,
+                      options=view_options or {})
+    elif p4_pipeline is not None or p4_thrift is not None:
+        raise ValueError("--p4-pipeline and --p4-thrift are for a P4 telemetry switch (--telemetry p4:HOST:PORT)")
     # The actuator first: it validates the local side without touching the network.
     act = _actuator(scenario, dev, ovs_port, netns, ovs_db, ovs_mode, ovs_bridge, actuator)
-    view = None
     try:
         if ebpf is not None:
             ebpf.open()  # build, load, claim, attach: one line if any of it fails, nothing left
             return HardwarePlant(scenario, act, ebpf.view, resources=(ebpf,))
-        if isinstance(telemetry, str):
-            view = HardwarePlant.connect(telemetry, _prefixes(dtn_prefixes), _prefixes(remote_prefixes), install,
-                                         p4info, view_options or {})
-            return HardwarePlant(scenario, act, view, owns_view=True)
+        if p4 is not None:
+            p4.open()  # connect, claim, load, install: one line if any of it fails, nothing left
+            return HardwarePlant(scenario, act, p4.view, resources=(p4,))  # p4.close closes the view
         return HardwarePlant(scenario, act, telemetry)
     except BaseException:
         act.close()
-        if view is not None:
-            view.close()
+        if p4 is not None:
+            p4.close()
         if ebpf is not None:
             ebpf.close()
         raise
-
-
-def _prefixes(value: Any) -> list[str] | None:
-    """A prefix list as the P4 views take it: ``--plant-opt dtn_prefixes=A,B`` arrives as one string
-    (iterated as is, it would be its characters)."""
-    if isinstance(value, str):
-        return [p.strip() for p in value.split(",") if p.strip()]
-    return value
 
 
 def _check_files_and_names(p4info: str | None, netns: str | None) -> None:

@@ -117,12 +117,13 @@ class BfrtView:
         }
 
     # -- setup ---------------------------------------------------------------------------
-    def install(self, dtn_prefixes: Iterable[str] = (C.DEFAULT_DTN_PREFIX,),
-                remote_prefixes: Iterable[str] = (C.DEFAULT_REMOTE_PREFIX,),
+    def install(self, dtn_prefixes: Iterable[str] | str = (C.DEFAULT_DTN_PREFIX,),
+                remote_prefixes: Iterable[str] | str = (C.DEFAULT_REMOTE_PREFIX,),
                 tap_ports: Mapping[int, int] | None = None) -> None:
         gc = self.gc
-        entries = [(n, C.CLASS_DTN) for n in parse_prefixes(list(dtn_prefixes))]
-        entries += [(n, C.CLASS_CAMPUS) for n in parse_prefixes(list(remote_prefixes))]
+        # parse_prefixes takes "A,B" text or a list alike: never list("A,B"), which is its characters
+        entries = [(n, C.CLASS_DTN) for n in parse_prefixes(dtn_prefixes)]
+        entries += [(n, C.CLASS_CAMPUS) for n in parse_prefixes(remote_prefixes)]
         if not entries:
             raise ValueError("install needs at least one DTN or remote prefix")
         t_port = self.info.table_get(f"{PIPE}.tap_port")

@@ -54,14 +54,16 @@ from .p4info import P4RT_SERVICE, P4InfoIndex, decode_uint, encode_uint, protos
 
 __all__ = [
     "P4RuntimeClient", "P4RuntimeView", "P4RuntimeError", "BMv2ThriftRegisters", "SwitchSource",
-    "DEFAULT_P4INFO", "DEFAULT_ADDRESS", "DEFAULT_THRIFT_ADDRESS",
+    "DEFAULT_P4INFO", "DEFAULT_ADDRESS", "DEFAULT_THRIFT_ADDRESS", "THRIFT_PORT", "pipeline_files",
+    "thrift_address_of",
 ]
 
 DEFAULT_P4INFO = (
     Path(__file__).resolve().parents[4] / "telemetry_p4" / "v1model" / "scidmz_telemetry.p4info.txtpb"
 )
 DEFAULT_ADDRESS = "127.0.0.1:9559"  # simple_switch_grpc's default P4Runtime port
-DEFAULT_THRIFT_ADDRESS = "127.0.0.1:9090"  # BMv2's default Thrift runtime port
+THRIFT_PORT = 9090  # BMv2's Thrift runtime port: simple_switch_grpc binds it on every address
+DEFAULT_THRIFT_ADDRESS = f"127.0.0.1:{THRIFT_PORT}"
 _GRPC_CODE_OK = 0
 
 
@@ -71,6 +73,34 @@ class P4RuntimeError(RuntimeError):
     def __init__(self, message: str, code: str = "UNKNOWN") -> None:
         super().__init__(message)
         self.code = code
+
+
+def thrift_address_of(address: str) -> str:
+    """BMv2's Thrift address on the host of the P4Runtime ``address`` (HOST:PORT, [V6]:PORT):
+    simple_switch_grpc serves both, Thrift on ``THRIFT_PORT`` of every address it has."""
+    host = address.rpartition(":")[0] or "127.0.0.1"
+    return f"{host}:{THRIFT_PORT}"
+
+
+def pipeline_files(directory: str | Path) -> tuple[Path, Path]:
+    """(BMv2 JSON, P4Info) in ``directory``, the output of ``p4c --target bmv2 --p4runtime-files``;
+    one-line ``ValueError`` naming what is missing or ambiguous. Nothing is read beyond names."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise ValueError(f"--p4-pipeline {d}: not a directory (give p4c's output folder)")
+    infos = sorted(p for p in d.iterdir() if p.is_file() and ".p4info." in p.name)
+    jsons = sorted(p for p in d.glob("*.json") if p.is_file() and ".p4info." not in p.name)
+    if not jsons or not infos:
+        missing = " and ".join(w for w, got in (("the BMv2 JSON (*.json)", jsons),
+                                                ("the P4Info (*.p4info.txtpb)", infos)) if not got)
+        raise ValueError(f"--p4-pipeline {d}: missing {missing} (p4c --target bmv2 --p4runtime-files writes both)")
+    if len(jsons) > 1 or len(infos) > 1:  # the stem p4c gives both files decides
+        pairs = [(j, i) for j in jsons for i in infos if i.name.split(".p4info.")[0] == j.stem]
+        if len(pairs) != 1:
+            raise ValueError(f"--p4-pipeline {d}: {len(jsons)} JSON and {len(infos)} P4Info files and no "
+                             "single pair with one name; keep one program's output in the folder")
+        return pairs[0]
+    return jsons[0], infos[0]
 
 
 class P4RuntimeClient:
@@ -285,6 +315,19 @@ class BMv2ThriftRegisters:
             raise ConnectionError(f"BMv2 Thrift server at {address} unreachable: {exc}") from None
         self._lock = threading.Lock()
 
+    def probe(self) -> str:
+        """The MD5 of the pipeline JSON the switch runs: an answer only BMv2's ``standard`` Thrift
+        service gives, so a port that accepts connections but speaks something else (the P4Runtime
+        port, an HTTP server) fails here, before any register read. ``ValueError`` (one line) if not."""
+        try:
+            with self._lock:
+                md5 = self.client.bm_get_config_md5()
+        except Exception as exc:  # a wrong protocol shows as a transport or protocol error
+            self.close()
+            raise ValueError(f"{self.address} is not BMv2's Thrift runtime service "
+                             f"({type(exc).__name__}); give the switch's Thrift port (--p4-thrift HOST:9090)") from None
+        return md5.hex() if isinstance(md5, bytes) else str(md5)
+
     def read(self, name: str, bitwidth: int, index: list[int] | None) -> np.ndarray:
         mask = (1 << bitwidth) - 1
         try:
@@ -310,12 +353,12 @@ class P4RuntimeView:
                  device_id: int = 0, election_id: tuple[int, int] = (0, 1), timeout: float = 5.0,
                  clock: Callable[[], float] | None = None, bmv2_json: str | Path | None = None,
                  ack_digests: bool = True, registers: str = "auto",
-                 thrift_address: str = DEFAULT_THRIFT_ADDRESS) -> None:
+                 thrift_address: str | None = None) -> None:
         if registers not in ("auto", "p4runtime", "thrift"):
             raise ValueError(f"registers must be 'auto', 'p4runtime' or 'thrift', got {registers!r}")
         self.info = p4info if isinstance(p4info, P4InfoIndex) else P4InfoIndex.from_file(p4info)
         self.registers = registers
-        self.thrift_address = thrift_address
+        self.thrift_address = thrift_address or thrift_address_of(address)
         self._thrift: BMv2ThriftRegisters | None = None
         self.p = protos()
         self._lock = threading.Lock()
@@ -338,27 +381,71 @@ class P4RuntimeView:
         self.client = P4RuntimeClient(address, device_id, election_id, timeout)
         try:
             self.client.connect(on_digest=self._on_digest)
+            if registers == "thrift":  # checked before the pipeline changes: a wrong port changes nothing
+                self._thrift = BMv2ThriftRegisters(self.thrift_address, timeout)
+                self._thrift.probe()
             if bmv2_json is not None:
-                from ...fileio import read_bytes_input
-
-                self.client.set_pipeline(self.info.p4info, read_bytes_input(bmv2_json, "BMv2 JSON file"))
-            if registers == "thrift":
-                self._thrift = BMv2ThriftRegisters(thrift_address, timeout)
+                self.load_pipeline(bmv2_json)
         except BaseException:
             self.client.close()
+            if self._thrift is not None:
+                self._thrift.close()
             raise
 
     # -- setup -------------------------------------------------------------------------
-    def install(self, dtn_prefixes: Iterable[str] = (C.DEFAULT_DTN_PREFIX,),
-                remote_prefixes: Iterable[str] = (C.DEFAULT_REMOTE_PREFIX,),
+    def load_pipeline(self, bmv2_json: str | Path) -> None:
+        """Push this view's P4Info and the BMv2 JSON (SetForwardingPipelineConfig; BMv2 then
+        starts the program with empty tables)."""
+        from ...fileio import read_bytes_input  # the input gate: a regular file of bounded size
+
+        self.client.set_pipeline(self.info.p4info, read_bytes_input(bmv2_json, "BMv2 JSON file"))
+
+    #: The tables ``install`` writes (the entries a controller owns on the switch).
+    INSTALLED_TABLES = ("tap_port", "class_lpm", "class_lpm_src")
+
+    def installed_entries(self) -> list[Any]:
+        """The entries of ``INSTALLED_TABLES`` the switch holds ([] when it runs no pipeline yet,
+        or another one: those tables' ids are then unknown to it)."""
+        out = []
+        for name in self.INSTALLED_TABLES:
+            e = self.p.Entity()
+            e.table_entry.table_id = self.info.table(name).id
+            try:
+                out += [ent for ent in self.client.read([e]) if ent.table_entry.table_id == e.table_entry.table_id]
+            except P4RuntimeError:
+                return []
+        return out
+
+    def remove_installed(self, entries: list[Any] | None = None) -> int:
+        """Delete the table entries ``install`` writes (``entries``: as read by ``installed_entries``,
+        read now if None); returns how many went. Without its ``tap_port`` entries the program
+        ignores every frame. The digest configs stay (``install`` modifies them): BMv2's P4Runtime
+        server (PI) aborts on deleting a digest config while it holds undelivered digests
+        (``DigestData::reset: Assertion `cache.empty()' failed``, seen here under traffic)."""
+        p = self.p
+        delete = p.enum_value("p4.v1.Update.Type", "DELETE")
+        ents = self.installed_entries() if entries is None else entries
+        ups = []
+        for ent in ents:
+            u = p.Update()
+            u.type = delete
+            u.entity.table_entry.CopyFrom(ent.table_entry)
+            u.entity.table_entry.ClearField("counter_data")  # a key and an action name an entry
+            ups.append(u)
+        self.client.write(ups)
+        return len(ups)
+
+    def install(self, dtn_prefixes: Iterable[str] | str = (C.DEFAULT_DTN_PREFIX,),
+                remote_prefixes: Iterable[str] | str = (C.DEFAULT_REMOTE_PREFIX,),
                 tap_ports: Mapping[int, int] | None = None, *, max_list_size: int = 64,
                 max_timeout_ns: int = 1_000_000, ack_timeout_ns: int = 100_000_000) -> None:
         """Write the tap ports, class LPM entries and digest configs (MLC Algorithm 2's rules).
 
         ``tap_ports`` maps switch ingress ports to ``TAP_INGRESS`` / ``TAP_EGRESS``.
         """
-        entries = [(n, C.CLASS_DTN) for n in parse_prefixes(list(dtn_prefixes))]
-        entries += [(n, C.CLASS_CAMPUS) for n in parse_prefixes(list(remote_prefixes))]
+        # parse_prefixes takes "A,B" text or a list alike: never list("A,B"), which is its characters
+        entries = [(n, C.CLASS_DTN) for n in parse_prefixes(dtn_prefixes)]
+        entries += [(n, C.CLASS_CAMPUS) for n in parse_prefixes(remote_prefixes)]
         if not entries:
             raise ValueError("install needs at least one DTN or remote prefix")
         if len(entries) * C.N_TAPS > self.info.table("class_lpm").size:
@@ -379,6 +466,7 @@ class P4RuntimeView:
                                               "set_class", {"class_id": cls}))
             ups.append(self._table_update(insert, "class_lpm_src", {"src_addr": key}, "set_class_src",
                                           {"class_id": cls}))
+        self.client.write(ups)
         for d, _, _ in self._digests.values():
             u = p.Update()
             u.type = insert
@@ -387,8 +475,13 @@ class P4RuntimeView:
             de.config.max_timeout_ns = max_timeout_ns
             de.config.max_list_size = max_list_size
             de.config.ack_timeout_ns = ack_timeout_ns
-            ups.append(u)
-        self.client.write(ups)
+            try:
+                self.client.write([u])
+            except P4RuntimeError as exc:  # a config an earlier controller left (remove_installed keeps it)
+                if exc.code != "ALREADY_EXISTS" and "ALREADY_EXISTS" not in str(exc):
+                    raise
+                u.type = p.enum_value("p4.v1.Update.Type", "MODIFY")
+                self.client.write([u])
 
     def _table_update(self, utype: int, table: str, keys: dict[str, tuple[int, ...]], action: str,
                       params: dict[str, int]) -> Any:
