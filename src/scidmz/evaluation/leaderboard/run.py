@@ -27,7 +27,7 @@ from .ledger import Ledger, code_identity, files_sha256
 from .plan import LeaderboardPlan
 from .results import DEFAULT_MAX_STARVED, load_avg, render_outputs, results_doc, write_results
 from .stats import BASELINE
-from .trialunits import run_batched, run_realtime, todo_count
+from .trialunits import run_batched, run_realtime, target_hashes, todo_count
 
 __all__ = ["Prepared", "prepare", "run_leaderboard", "render_only", "plant_model", "comparable_policies",
            "check_capabilities"]
@@ -111,7 +111,7 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
                          "run them in a leaderboard of their own (--experiments short)")
     header = {
         "scenario": _scenario_id(scenario), "plant": plant, "plant_model": plant_model(plant, scenario),
-        "code": code_identity(), "plan": plan.to_dict(),
+        "code": code_identity(), "plan": plan.to_dict(), "targets": target_hashes(plan, scenario),
         "policies": {n: {"kind": p.kind, "files": {k: files_sha256(v) for k, v in (files.get(n) or {}).items()}}
                      for n, p in policies.items()},
     }

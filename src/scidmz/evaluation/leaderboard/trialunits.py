@@ -34,7 +34,7 @@ from ..trials import run_trials
 from .ledger import Ledger
 from .plan import LeaderboardPlan
 
-__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "todo_count", "realtime_order"]
+__all__ = ["CHUNK", "targets", "target_hashes", "unit_metrics", "run_batched", "run_realtime", "todo_count", "realtime_order"]
 
 #: Fluid trials per batched plant: bounds memory and how much an interruption loses.
 CHUNK = 50
@@ -49,6 +49,19 @@ def targets(unit: str, sc: Scenario, plan: LeaderboardPlan) -> np.ndarray:
         return mrae_targets(sc, plan)  # type: ignore[arg-type]  # reads the same fields as ExperimentPlan's
     steps = int(math.ceil((plan.fct_bound(sc) if unit == "fct" else plan.short_duration) / sc.period - 1e-9))
     return np.full((steps, plan.count(unit)), plan.fct_target * sc.capacity)
+
+
+def target_hashes(plan: LeaderboardPlan, scenario: Scenario) -> dict[str, list[str]]:
+    """Per trial kind, one ``signals.signal_sha256`` per trial of the plan's target signal (trial i at
+    index i): the ledger header records them, and a resume, merge or re-check compares them, so two
+    runs that claim trial i tracked the same target are checked to have done so."""
+    from ...signals import signal_sha256
+
+    out = {}
+    for unit in plan.units:
+        tg = targets(unit, plan.variant(scenario, unit), plan)
+        out[unit] = [signal_sha256(tg[:, i]) for i in range(tg.shape[1])]
+    return out
 
 
 def _starved(df: Any) -> int:

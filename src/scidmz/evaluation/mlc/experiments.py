@@ -40,7 +40,7 @@ from ...metrics import fct as fct_metric
 from ...metrics import mrae, utilization
 from ...policies.base import Policy
 from ...scenario import Scenario
-from ...signals import random_steps
+from ...signals import trial_steps
 from ...state import Trace
 from ...units import WIRE_PER_PAYLOAD
 from ..results import current_meta, provenance, write_csv, write_json
@@ -110,12 +110,13 @@ def _ideal_fct(plan: ExperimentPlan, target: float) -> float:
 
 
 def mrae_targets(scenario: Scenario, plan: ExperimentPlan) -> np.ndarray:
-    """(steps, trials) R*_DTN: seeded pseudo-random steps per trial (see the module doc)."""
+    """(steps, trials) R*_DTN: seeded pseudo-random steps per trial (see the module doc); column i
+    depends on (plan.seed, i) alone (``signals.trial_steps``), so runs of any size share trial i."""
     steps = int(round(plan.duration / scenario.period))
     hold = max(1, int(round(plan.target_hold / scenario.period)))
-    return random_steps(
+    return trial_steps(
         steps, plan.target_low * scenario.capacity, plan.target_high * scenario.capacity,
-        hold=min(hold, steps), seed=plan.seed, batch=plan.trials,
+        hold=min(hold, steps), seed=plan.seed, trials=plan.trials,
     )
 
 
