@@ -1,4 +1,5 @@
-"""Figures in README.md and docs/ come from the committed results files (issue 25 item 7).
+"""Figures in README.md and docs/ come from the committed results files, so no figure can drift
+from the evidence it cites.
 
 ``scripts/render_results.py --check`` must pass on the repository; an edited
 number inside a rendered region must be caught; the leaderboard's verdict is
@@ -168,14 +169,14 @@ def test_verdict_says_whether_the_ann_pays_for_itself() -> None:
             {**_row("fluid", "cubic", "mlc", "mrae", 0.054, 0.0004, 13.6), "vs_pi_pct": 2.0, "vs_pi_p": 0.31},
             _row("fluid", "cubic", "pi", "mrae", 0.055, 0.001, 12.0, p_best=0.31)]
     (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
-    assert "The inverse ANN (mlc vs pi, +2.0 %, p = 0.31) makes no significant difference." in line
+    assert "The inverse ANN (mlc vs pi, +2.0 %, p = 0.31, Holm) makes no significant difference." in line
     rows[1] = {**rows[1], "vs_pi_pct": 9.0, "vs_pi_p": 0.001}
     (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
-    assert "(mlc vs pi, +9.0 %, p = 0.001) pays for itself." in line
+    assert "(mlc vs pi, +9.0 %, p = 0.001, Holm) pays for itself." in line
 
 
 def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
-    """Issue 25, item 6: per place (policy kind) its best on MRAE, with MRAE and FCT vs trivial;
+    """Where an admin should act: per place (policy kind) its best on MRAE, with MRAE and FCT vs trivial;
     kinds kept out of the ranking are named as not comparable, never as a place's best."""
     def kind(row: dict, k: str) -> dict:
         return {**row, "kind": k}
@@ -192,9 +193,10 @@ def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
     (g,) = leaderboard_context({"rows": rows})["regimes"]
     # mlc ranks above pi on MRAE (0.051 < 0.052), so it is the uplink's best; jenks has no FCT row.
     assert g["by_place"] == ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, "
-                             "* p < 0.05, ° too few pairs for any test to reach it): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
+                             "* significantly better, † significantly worse (p < 0.05, Holm), ° too few pairs for any "
+                             "test to reach it): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
                              "rate: mlc (MRAE +14.4 %*, FCT +4.8 %*); the border router's queues: jenks "
-                             "(MRAE -148.9 %*); not comparable on this plant: abc.")
+                             "(MRAE -148.9 %†); not comparable on this plant: abc.")
     rows[0] = {**rows[0], "mean": 0.04}  # the trivial TBF now beats every other rate policy
     (g,) = leaderboard_context({"rows": rows})["regimes"]
     assert "the campus uplink rate: the trivial TBF itself (no policy of this kind beats it);" in g["by_place"]
@@ -270,22 +272,35 @@ def test_saturator_figure_gives_each_policys_best_and_the_verdict_on_the_ann(tmp
 
 def test_verdict_names_dtns_that_finished_faster_than_their_target_allows() -> None:
     """A kernel BBR v1 DTN overshoots its target: its lower FCT is campus traffic's loss, and the
-    FCT sentence says so for every policy under the ideal at the target (from the run's plan)."""
+    FCT sentence says so for every policy under the ideal at the target (from the run's plan, for
+    rows without their DTN's rate / target), never calling it the best."""
     rows = [{**_row("netns", "bbr", "trivial", "fct", 36.3, None, 0.0), "run": "r"},
             {**_row("netns", "bbr", "pacing", "fct", 51.8, 0.001, -42.7), "run": "r"}]
     doc = {"rows": rows, "runs": [{"run": "r", "fct_ideal_s": 48.0}]}
     (line,) = leaderboard_context(doc)["regimes"][0]["verdict"]
-    assert line.endswith("At exactly its target the DTN would take 48.0 s; faster, it ran above its target at "
-                         "campus traffic's expense, so for trivial (36.3 s) read the MRAE, not this FCT.")
+    assert line.startswith("fct: best is pacing (-42.7 % vs trivial, p = 0.001), significantly **worse** than")
+    assert line.endswith("At exactly its target the DTN would take 48.0 s. Overshoot, not better service (the DTN ran "
+                         "above its target at campus traffic's expense; read the MRAE): trivial (36.3 s).")
     doc["runs"][0]["fct_ideal_s"] = 30.0
     assert "At exactly its target" not in leaderboard_context(doc)["regimes"][0]["verdict"][0]
     assert "At exactly its target" not in leaderboard_context({"rows": rows})["regimes"][0]["verdict"][0]
 
 
 def test_merged_runs_carry_their_ideal_fct() -> None:
+    from scidmz.evaluation import fct
     from scidmz.evaluation.leaderboard.plan import ideal_fct
     from scidmz.evaluation.leaderboard.results import fct_ideal_of
+    from scidmz.evaluation.mlc.plan import ExperimentPlan
+    from scidmz.units import WIRE_PER_PAYLOAD
 
+    # one formula for both studies: payload bytes on a frame-byte rate (48.0 s without the frames)
     doc = {"plan": {"transfer": 300e6, "fct_target": 0.5}, "fingerprint": {"capacity": 100e6}}
-    assert fct_ideal_of(doc) == pytest.approx(48.0) == ideal_fct(300e6, 0.5, 100e6)
+    assert fct_ideal_of(doc) == pytest.approx(48.0 * WIRE_PER_PAYLOAD) == ideal_fct(300e6, 0.5, 100e6)
+    assert fct.ideal_fct(300e6, 50e6) == ideal_fct(300e6, 0.5, 100e6) == pytest.approx(50.19, abs=0.01)
+
+    class Sc:
+        capacity = 100e6
+
+    plan = ExperimentPlan(transfer=300e6, fct_target=0.5, fct_max_time=None)
+    assert plan.fct_bound(Sc()) == pytest.approx(4 * fct.ideal_fct(300e6, 50e6) + 60)
     assert fct_ideal_of({"plan": {"transfer": 300e6}}) is None

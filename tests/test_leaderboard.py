@@ -1,4 +1,4 @@
-"""`scidmz leaderboard` (issue 25): statistics against scipy/statsmodels, the ledger's resume and
+"""`scidmz leaderboard`: statistics against scipy/statsmodels, the ledger's resume and
 refusals, the results.json schema, --render-only, bad input, and a --quick --json run."""
 
 from __future__ import annotations
@@ -83,10 +83,17 @@ def test_family_ranks_tests_and_corrects() -> None:
     assert fam["good"]["best"] and fam["good"]["vs_trivial_pct"] > 5 and fam["bad"]["vs_trivial_pct"] < 0
     raw = [wilcoxon(base, vals[k]).pvalue for k in ("good", "bad", "odd")]
     assert [fam[k]["p_vs_trivial_raw"] for k in ("good", "bad", "odd")] == pytest.approx(raw)
-    assert [fam[k]["p_vs_trivial"] for k in ("good", "bad", "odd")] == pytest.approx(
-        list(multipletests(raw, method="holm")[1]))
     assert fam["trivial"]["p_vs_best_raw"] == pytest.approx(wilcoxon(vals["good"], base).pvalue)
-    assert math.isnan(fam["good"]["p_vs_best_raw"]) and math.isnan(fam["trivial"]["p_vs_trivial"])
+    assert math.isnan(fam["good"]["p_vs_best_raw"]) and math.isnan(fam["trivial"]["p_vs_trivial_raw"])
+    # Holm over the page, not the family: every raw p of every row at once (stats.holm_rows)
+    rows = [{"policy": k, **v} for k, v in fam.items()]
+    n = stats.holm_rows(rows)
+    flat = [(r["policy"], key) for r in rows for key in ("p_vs_trivial_raw", "p_vs_best_raw")
+            if math.isfinite(r[key])]
+    assert n == len(flat) == 6
+    ref = multipletests([fam[k][key] for k, key in flat], method="holm")[1]
+    got = [next(r for r in rows if r["policy"] == k)[key.replace("_raw", "")] for k, key in flat]
+    assert got == pytest.approx(list(ref))
     assert fam["trivial"]["vs_trivial_pct"] == 0.0
     m = base.mean()
     assert fam["bad"]["mean"] == pytest.approx(vals["bad"].mean())

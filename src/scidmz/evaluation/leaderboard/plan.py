@@ -33,7 +33,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "utilization": ("utilization", "higher"),
     "short": ("short_fct_median", "lower"),
 }
-#: Bounds on every count (issue 29: checked before any work; docs/safety.md).
+#: Bounds on every count, checked before any work, so a typo cannot allocate or run for days (docs/safety.md).
 MAX_TRIALS = 10_000
 MAX_POLICIES = 16
 MAX_SEED = 2**31 - 1
@@ -46,10 +46,11 @@ PLAN_KEYS: dict[str, str] = {"duration": "time", "target_low": "share", "target_
 
 
 def ideal_fct(transfer: float, share: float, capacity: float) -> float:
-    """Seconds the FCT trial's transfer (bytes) takes at exactly its target, ``share`` x ``capacity``
-    (bit/s): the DTN FCT an exact tracker would give, slow start aside. Faster means the DTN ran
-    above its target, taking the difference from campus traffic."""
-    return 8.0 * transfer / (share * capacity)
+    """Seconds the FCT trial's transfer (payload bytes) takes at exactly its target, ``share`` x
+    ``capacity`` (bit/s of frames): ``evaluation.fct.ideal_fct``, the MLC study's formula too."""
+    from ..fct import ideal_fct as ideal
+
+    return ideal(transfer, share * capacity)
 
 
 def unit_of(experiment: str) -> str:

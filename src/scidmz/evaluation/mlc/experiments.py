@@ -42,7 +42,7 @@ from ...policies.base import Policy
 from ...scenario import Scenario
 from ...signals import trial_steps
 from ...state import Trace
-from ...units import WIRE_PER_PAYLOAD
+from ..fct import ideal_fct
 from ..results import current_meta, provenance, write_csv, write_json
 from ..stats import BASELINE, by_policy, compare, paired, per_policy
 from ..trials import run_trials, using_executor
@@ -103,7 +103,7 @@ def _starved(df: Any) -> dict[str, int]:
 def _ideal_fct(plan: ExperimentPlan, target: float) -> float:
     # A DTN held exactly at R*_DTN finishes in this time: the FCT a perfect tracking controller
     # gets (the transfer is payload, the target a rate of frame bytes: ARCHITECTURE.md).
-    return 8.0 * plan.transfer * WIRE_PER_PAYLOAD / target
+    return ideal_fct(plan.transfer, target)
 
 
 # -- section 4.2: MRAE -----------------------------------------------------------

@@ -1,0 +1,125 @@
+"""The statistics a reviewer recomputed, each finding with a test that would have caught it.
+
+- ranks and "best" are paired comparisons on the trials every ranked policy kept, not means
+  over unequal trial sets (a policy climbed by losing its worst trial to the starvation filter);
+- the Wilcoxon tests come with their effect, the Hodges-Lehmann estimate and its interval;
+- Holm spans every test a page renders, the planned mlc-vs-pi test included;
+- the verdict's words check the sign ("-8.0 % vs trivial ... significantly better" could be rendered);
+- a DTN above its target is overshoot, never the FCT's best;
+- one all-ties convention (p = 1.0) for every study.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scidmz.evaluation import stats as core
+from scidmz.evaluation.leaderboard import stats
+from scidmz.evaluation.verdict import leaderboard_context
+
+
+def test_signed_rank_cdf_is_scipys_exact_null() -> None:
+    from scipy.stats import wilcoxon
+
+    rng = np.random.default_rng(5)
+    for n in (3, 7, 12, 20):
+        d = rng.normal(0.2, 1.0, n)
+        res = wilcoxon(d, method="exact")
+        t = int(min(res.statistic, n * (n + 1) / 2 - res.statistic))
+        assert min(1.0, 2 * core.signed_rank_cdf(n)[t]) == pytest.approx(res.pvalue, rel=1e-12)
+
+
+def test_hodges_lehmann_is_the_median_of_walsh_averages_and_inverts_the_test() -> None:
+    """The interval is the set of shifts the exact two-sided test at 5 % does not reject."""
+    from scipy.stats import wilcoxon
+
+    rng = np.random.default_rng(8)
+    d = rng.normal(0.5, 1.0, 15)
+    est, lo, hi = core.hodges_lehmann(d)
+    walsh = [(d[i] + d[j]) / 2 for i in range(15) for j in range(i, 15)]
+    assert est == pytest.approx(np.median(walsh))
+    eps = 1e-9
+    for inside in (lo + eps, hi - eps, est):
+        assert wilcoxon(d - inside, method="exact").pvalue >= 0.05
+    for outside in (lo - eps, hi + eps):
+        assert wilcoxon(d - outside, method="exact").pvalue < 0.05
+    assert core.hodges_lehmann(np.zeros(6)) == (0.0, 0.0, 0.0)
+    assert all(math.isnan(v) for v in core.hodges_lehmann([]))
+
+
+def test_all_tied_pairs_give_p_one_and_a_zero_effect_in_both_studies() -> None:
+    a = np.array([0.1, 0.2, 0.3, 0.4])
+    assert core.wilcoxon_p(a, a) == 1.0 and stats.wilcoxon_p is core.wilcoxon_p
+    fam = stats.family({"trivial": dict(enumerate(a)), "same": dict(enumerate(a))}, "lower")
+    assert fam["same"]["p_vs_trivial_raw"] == 1.0 and fam["same"]["vs_trivial_pct"] == 0.0
+    assert fam["same"]["vs_trivial_hl_pct"] == 0.0 and fam["same"]["vs_trivial_hl_ci95"] == [0.0, 0.0]
+    # the MLC study's paired() gives the same p, not NaN
+    table = pd.DataFrame({"policy": ["trivial"] * 4 + ["same"] * 4, "trial": [0, 1, 2, 3] * 2, "mrae": [*a, *a]})
+    summary = {"trivial": {}, "same": {}}
+    core.paired(summary, table, "mrae")
+    assert summary["same"]["paired_p"] == 1.0 and core.BASELINE is stats.BASELINE
+
+
+def test_ranks_are_paired_on_the_trials_every_ranked_policy_kept() -> None:
+    """"lucky" is worse than "steady" in every trial, but lost its worst trial (excluded): by the
+    means over unequal trial sets it would rank first; paired, it ranks behind."""
+    rng = np.random.default_rng(4)
+    base = rng.uniform(0.08, 0.12, 20)
+    steady = base - 0.02
+    lucky = base - 0.015
+    lucky_kept = {i: v for i, v in enumerate(lucky) if i not in (0, 1)}
+    base[:2] = 0.5  # trials 0 and 1 disturbed: every policy was slow there
+    steady[:2] = 0.5
+    fam = stats.family({"trivial": dict(enumerate(base)), "steady": dict(enumerate(steady)), "lucky": lucky_kept},
+                       "lower")
+    assert fam["lucky"]["mean"] < fam["steady"]["mean"]  # the unpaired means would rank lucky first
+    assert fam["steady"]["rank"] == 1 and fam["lucky"]["rank"] == 2 and fam["trivial"]["rank"] == 3
+    assert fam["steady"]["shared_n"] == fam["lucky"]["shared_n"] == 18
+    assert fam["lucky"]["paired_n"] == 18 and fam["steady"]["paired_n"] == 20  # differing trial counts
+
+
+def test_negative_paired_change_is_never_called_better() -> None:
+    """The latent bug: a best row 8 % worse than trivial with a small p read "significantly better"."""
+    rows = [{"plant": "netns", "cca": "cubic", "policy": "trivial", "experiment": "mrae", "trials": 10, "mean": 0.05,
+             "ci95": [0.04, 0.06], "vs_trivial_pct": 0.0, "p_vs_trivial": None, "comparable": True, "rank": 2},
+            {"plant": "netns", "cca": "cubic", "policy": "pi", "experiment": "mrae", "trials": 10, "mean": 0.049,
+             "ci95": [0.04, 0.06], "vs_trivial_pct": -8.0, "p_vs_trivial": 0.01, "comparable": True, "rank": 1,
+             "vs_trivial_hl_pct": -7.5, "vs_trivial_hl_ci95": [-9.0, -6.0]}]
+    (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
+    assert "-8.0 % vs trivial, HL -7.5 % [-9.0, -6.0]" in line
+    assert "significantly better" not in line and "significantly **worse** than the trivial TBF" in line
+    by_place = leaderboard_context({"rows": [{**r, "kind": "rate"} for r in rows]})["regimes"][0]["by_place"]
+    assert "MRAE -8.0 %†" in by_place and "-8.0 %*" not in by_place
+
+
+def test_an_overshooting_dtn_is_never_the_fcts_best() -> None:
+    """A BBR DTN at 1.3 x its target finishes sooner by taking campus bandwidth: named as overshoot."""
+    def row(policy: str, mean: float, pct: float, p: float | None, ratio: float, rank: int) -> dict:
+        return {"plant": "netns", "cca": "bbr", "policy": policy, "experiment": "fct", "trials": 10, "mean": mean,
+                "ci95": [mean - 1, mean + 1], "vs_trivial_pct": pct, "p_vs_trivial": p, "comparable": True,
+                "rate_vs_target": ratio, "rank": rank, "p_vs_best": 0.01 if rank > 1 else None, "kind": "rate"}
+
+    rows = [row("pi", 40.0, 4.1, 0.003, 1.30, 1), row("trivial", 41.7, 0.0, None, 0.97, 2),
+            row("pacing", 50.0, -19.9, 0.002, 0.96, 3)]
+    (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
+    assert not line.startswith("fct: best is pi")
+    assert line.startswith("fct: no policy beats the trivial TBF")
+    assert "Overshoot, not better service" in line and "pi (40.0 s at 1.30 x its target rate)" in line
+    assert "not distinguishable from the best" not in line  # its tests were against the overshooter
+
+
+def test_holm_spans_the_planned_mlc_vs_pi_test_too() -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    rows = [{"p_vs_trivial_raw": 0.001, "p_vs_best_raw": math.nan, "vs_pi_p_raw": 0.02},
+            {"p_vs_trivial_raw": 0.03, "p_vs_best_raw": 0.2}]
+    assert stats.holm_rows(rows) == 4
+    ref = multipletests([0.001, 0.02, 0.03, 0.2], method="holm")[1]
+    assert [rows[0]["p_vs_trivial"], rows[0]["vs_pi_p"], rows[1]["p_vs_trivial"], rows[1]["p_vs_best"]] == \
+        pytest.approx(list(ref))
+    assert rows[0]["vs_pi_p"] > 0.05  # 0.02 alone would have read "pays for itself"
+    assert math.isnan(rows[0]["p_vs_best"])
