@@ -460,15 +460,24 @@ def test_policy_trials_run_fewer_paired_trials_and_say_so(tmp_path, capsys) -> N
     assert "Fewer trials (the first ones" in (out / "report.md").read_text()
 
 
-def test_realtime_order_is_trial_major_rotated_and_stops_each_policy_at_its_count() -> None:
+def test_realtime_order_is_trial_major_balanced_and_stops_each_policy_at_its_count() -> None:
+    from collections import Counter
+
     from scidmz.evaluation.leaderboard.plan import make_plan
-    from scidmz.evaluation.leaderboard.trialunits import realtime_order
+    from scidmz.evaluation.leaderboard.trialunits import policy_order, realtime_order
 
     plan = make_plan("netns", 3, 2, ("mrae", "fct"), policy_trials=(("b", 2, 2),))
     order = realtime_order(plan, ["a", "b", "c"], {(("mrae", "a", 0))})
     assert order == [(0, "mrae", "b"), (0, "mrae", "c"), (0, "fct", "a"), (0, "fct", "b"), (0, "fct", "c"),
                      (1, "mrae", "b"), (1, "mrae", "c"), (1, "mrae", "a"), (1, "fct", "b"), (1, "fct", "c"),
                      (1, "fct", "a"), (2, "mrae", "c"), (2, "mrae", "a")]
+    # Williams design: over a cycle every policy holds every place and follows every other equally often
+    for n in (3, 4, 7):
+        names = list("abcdefg"[:n])
+        rows = [policy_order(names, i) for i in range(n if n % 2 == 0 else 2 * n)]
+        assert len(set(Counter((r.index(x), x) for r in rows for x in names).values())) == 1
+        follows = Counter((r[j], r[j + 1]) for r in rows for j in range(n - 1))
+        assert len(follows) == n * (n - 1) and len(set(follows.values())) == 1
 
 
 @pytest.mark.parametrize("spec, msg", [

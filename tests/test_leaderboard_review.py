@@ -123,3 +123,64 @@ def test_holm_spans_the_planned_mlc_vs_pi_test_too() -> None:
         pytest.approx(list(ref))
     assert rows[0]["vs_pi_p"] > 0.05  # 0.02 alone would have read "pays for itself"
     assert math.isnan(rows[0]["p_vs_best"])
+
+
+def _unit(unit: str, policy: str, trial: int, value: float, starved: int = 0) -> dict:
+    return {"kind": "unit", "unit": unit, "policy": policy, "trial": trial, "seed": trial,
+            "metrics": {"mrae": value}, "starved_periods": starved, "periods": 100}
+
+
+def _head(max_starved: float | None = None) -> dict:
+    plan = {"trials": 8, "experiments": ["mrae"], "seed": 0, "fct_target": 0.5}
+    if max_starved is not None:
+        plan["max_starved"] = max_starved
+    return {"plan": plan, "plant": "netns", "scenario": {"fingerprint": {"dtn_cca": "cubic", "capacity": 1e8}},
+            "policies": {"trivial": {"kind": "rate"}, "pi": {"kind": "rate"}, "pacing": {"kind": "host"}}}
+
+
+def test_a_trial_invalid_for_one_policy_is_invalid_for_all() -> None:
+    """The re-check's disturbed trial 1: only pacing's unit crossed the starvation threshold, so only
+    it was dropped, and pi's and trivial's slow trial 1 stayed in. Per trial, it goes for everyone."""
+    from scidmz.evaluation.leaderboard.results import build_rows, invalid_trials
+
+    units = [_unit("mrae", n, i, v + 0.001 * i) for i in range(8)
+             for n, v in (("trivial", 0.10), ("pi", 0.09), ("pacing", 0.05))]
+    units[1 * 3 + 2]["starved_periods"] = 6  # trial 1, pacing: 6 % starved
+    units[1 * 3 + 0]["metrics"]["mrae"] = 0.9  # the disturbed window: trivial collapsed there
+    assert invalid_trials(units, 0.05) == {"mrae": {1}}
+    rows = {r["policy"]: r for r in build_rows(_head(), units, {})}
+    assert {r["trials"] for r in rows.values()} == {7} and {r["excluded_trials"] for r in rows.values()} == {1}
+    assert rows["pi"]["vs_trivial_pct"] == pytest.approx(100 * 0.01 / np.mean([0.10 + 0.001 * i for i in range(8) if i != 1]))
+    # the plan's rule wins over the caller's: a ledger whose plan says 0.1 keeps trial 1
+    rows = {r["policy"]: r for r in build_rows(_head(max_starved=0.1), units, {}, max_starved=0.05)}
+    assert rows["pi"]["trials"] == 8
+
+
+def test_the_validity_rule_is_in_the_ledger_header_and_a_change_mid_run_is_refused(tmp_path) -> None:
+    from scidmz.evaluation.leaderboard.ledger import Ledger
+    from scidmz.evaluation.leaderboard.plan import LeaderboardPlan, make_plan
+
+    plan = make_plan("netns", 4, 4, ("mrae",), max_starved=0.05)
+    assert plan.to_dict()["max_starved"] == 0.05
+    with Ledger.open(tmp_path, {"plan": plan.to_dict()}, resume=False) as led:
+        led.append("mrae", "trivial", 0, {"seed": 0, "metrics": {"mrae": 0.1}})
+    other = make_plan("netns", 4, 4, ("mrae",), max_starved=0.1)
+    with pytest.raises(ValueError, match=r"plan\.max_starved: 0\.05 in the ledger, 0\.1 now") as e:
+        Ledger.open(tmp_path, {"plan": other.to_dict()}, resume=True, allow_drift=True)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="--max-starved must be a share"):
+        LeaderboardPlan(trials=2, fct_trials=2, short_trials=2, max_starved=1.5)
+
+
+def test_merge_refuses_runs_of_one_plan_with_other_targets(tmp_path) -> None:
+    import json
+
+    from scidmz.evaluation.leaderboard.results import merge_runs
+
+    for name, hashes in (("a", ["x0", "x1"]), ("b", ["x0", "y1"])):
+        (tmp_path / name).mkdir()
+        doc = {"rows": [], "plan": {"seed": 0, "duration": 120.0}, "fingerprint": {"capacity": 1e8},
+               "targets": {"mrae": hashes}, "scenario": {"name": name}}
+        (tmp_path / name / "results.json").write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=r"runs a and b share a plan but trial 1's MRAE target differs"):
+        merge_runs(tmp_path)

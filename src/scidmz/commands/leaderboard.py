@@ -158,7 +158,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     fewer = parse_policy_trials(a.policy_trials)
     _check_policy_trials(fewer, names)
     plan = make_plan(a.plant, a.trials, a.fct_trials, parse_experiments(a.experiments, a.plant), a.quick, a.seed,
-                     plan_over, fewer)
+                     plan_over, fewer, ms)
     for n in names:
         policy_kind(n)  # unknown names: one line before anything is resolved
     sc = resolve_scenario(a.scenario, scen_over)

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...scenario import Scenario
 
-__all__ = ["LeaderboardPlan", "ideal_fct", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
+__all__ = ["LeaderboardPlan", "ideal_fct", "DEFAULT_MAX_STARVED", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
            "MAX_SECONDS", "MAX_TRANSFER", "PLAN_KEYS", "make_plan", "parse_experiments", "unit_of",
            "split_plan_overrides", "parse_policy_trials"]
 
@@ -33,6 +33,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "utilization": ("utilization", "higher"),
     "short": ("short_fct_median", "lower"),
 }
+#: The validity rule's default (``LeaderboardPlan.max_starved``, ``--max-starved``).
+DEFAULT_MAX_STARVED = 0.05
 #: Bounds on every count, checked before any work, so a typo cannot allocate or run for days (docs/safety.md).
 MAX_TRIALS = 10_000
 MAX_POLICIES = 16
@@ -91,6 +93,11 @@ class LeaderboardPlan:
     #: fewer trials for some policies: (name, MRAE and short-flow trials, FCT trials), each at most
     #: the plan's count; trials 0..n-1 of such a policy are paired with the same trials of the others
     policy_trials: tuple[tuple[str, int, int], ...] = ()
+    #: The validity rule, fixed before the run and recorded in the ledger header with the plan (a
+    #: resume under another rule is refused): a trial (one trial kind, trial i) is invalid for every
+    #: policy when any policy's unit of it had more than this share of starved periods (periods the
+    #: machine, not TCP, limited: ``plant.netns.manage.starvation``), never judged from its outcome.
+    max_starved: float = DEFAULT_MAX_STARVED
 
     def __post_init__(self) -> None:
         for name in ("trials", "fct_trials", "short_trials"):
@@ -113,6 +120,8 @@ class LeaderboardPlan:
             raise ValueError(f"plan.fct_target must be a share of B_max in (0, 1], got {self.fct_target!r}")
         if not 0 < self.transfer <= MAX_TRANSFER:
             raise ValueError(f"plan.transfer must be in (0, {MAX_TRANSFER:g}] bytes, got {self.transfer!r}")
+        if not (isinstance(self.max_starved, int | float) and 0.0 <= self.max_starved <= 1.0):
+            raise ValueError(f"--max-starved must be a share in [0, 1], got {self.max_starved!r}")
         self._check_policy_trials()
 
     def _check_policy_trials(self) -> None:
@@ -211,7 +220,8 @@ def parse_policy_trials(spec: str | None) -> tuple[tuple[str, int, int], ...]:
 
 def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiments: tuple[str, ...],
               quick: bool = False, seed: int = 0, overrides: dict[str, float] | None = None,
-              policy_trials: tuple[tuple[str, int, int], ...] = ()) -> LeaderboardPlan:
+              policy_trials: tuple[tuple[str, int, int], ...] = (),
+              max_starved: float = DEFAULT_MAX_STARVED) -> LeaderboardPlan:
     """The plan of a command line: ``--quick`` sizes, per-plant transfer, counts defaulting to ``trials``
     (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one), then ``overrides``
     (``--set plan.KEY=VALUE``, ``split_plan_overrides``) and fewer trials for some policies
@@ -224,4 +234,5 @@ def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiment
         kw = {"transfer": 300e6}
     return LeaderboardPlan(trials=n, fct_trials=fct_trials if fct_trials is not None else n, short_trials=n,
                            experiments=experiments, seed=seed, policy_trials=tuple(policy_trials),
+                           max_starved=float(max_starved),
                            **{**kw, **(overrides or {})})

@@ -13,7 +13,8 @@ Ours: the kernel CUBIC run of the leaderboard ran on a delay stage that held som
 little (docs/testbed.md); re-running all of it is a whole day of testbed time, so the
 re-check runs the policies whose verdict matters most on fewer trials, and this comparison
 says whether their numbers and the verdict among them held. Trials left out of the
-statistics (starved share over ``max_starved``) are left out here too, on either side.
+statistics (a trial in which any policy's unit had a starved share over ``max_starved``) are
+left out here too, for every policy, on either side.
 
 Only the two ledgers are read (never written: a partial last line is skipped, not cut).
 """
@@ -29,7 +30,7 @@ from typing import Any
 from . import stats
 from .ledger import parse_ledger
 from .plan import EXPERIMENTS, METRICS, unit_of
-from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, starved_flags, unit_value
+from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, invalid_trials, unit_value
 
 __all__ = ["read_ledger", "recheck_rows", "check_same_plan", "target_mismatch", "recheck_context", "standing"]
 
@@ -94,8 +95,11 @@ def target_mismatch(first: Mapping[str, Any], first_units: Sequence[Mapping[str,
 
 
 def _values(units: Sequence[Mapping[str, Any]], exp: str, policy: str, max_starved: float) -> dict[int, float]:
+    """One policy's values of ``exp`` on the run's valid trials (a trial invalid for any policy is
+    invalid for all, ``results.invalid_trials``)."""
+    bad = invalid_trials(units, max_starved).get(unit_of(exp), set())
     return {int(r["trial"]): unit_value(exp, r) for r in units
-            if r.get("unit") == unit_of(exp) and r.get("policy") == policy and not starved_flags(r, max_starved)[1]}
+            if r.get("unit") == unit_of(exp) and r.get("policy") == policy and int(r["trial"]) not in bad}
 
 
 def recheck_rows(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]], policies: Sequence[str],

@@ -30,9 +30,13 @@ p value a page renders is corrected in one family: a run's report, all of its te
 where the plant does not model the policy on equal footing (the fluid plant's
 ``noise_covers``); such rows are shown but have no rank and are never the best.
 
-Our choices: a trial whose starved share (starved periods / periods) exceeds
-``max_starved`` is left out of the statistics of every experiment it gives (counted
-in ``excluded_trials``); an FCT trial whose transfer did not finish within the bound
+Our choices: validity is judged per trial, not per unit: a trial (one trial kind, trial
+i) in which any policy's unit had a starved share (starved periods / periods) above
+``max_starved`` is left out of every policy's statistics of every experiment it gives
+(counted in each row's ``excluded_trials``), so all policies keep the same valid trials
+(``invalid_trials``: per trial kind, the trials left out). The rule is the plan's
+(``LeaderboardPlan.max_starved``, in the ledger header); ledgers written before the plan
+carried it use the results file's ``max_starved``; an FCT trial whose transfer did not finish within the bound
 counts at the bound (a lower bound of its FCT, so a policy that never finishes cannot
 look fast; counted in ``unfinished_trials``).
 """
@@ -50,15 +54,13 @@ from typing import Any
 from ..render import render, write_report
 from ..results import read_results, write_json
 from . import stats
-from .plan import EXPERIMENTS, METRICS, ideal_fct, unit_of
+from .plan import DEFAULT_MAX_STARVED, EXPERIMENTS, METRICS, ideal_fct, unit_of
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
            "write_results", "merge_runs", "write_merged", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of",
-           "recompute", "HOLM_FAMILY", "holm_note"]
+           "recompute", "HOLM_FAMILY", "holm_note", "invalid_trials", "validity_of"]
 
 RESULTS_FORMAT = 1
-#: Trials whose starved share exceeds this are left out of the statistics (``--max-starved``).
-DEFAULT_MAX_STARVED = 0.05
 #: The fields every row has (the first ten: what a reader needs to rank and judge a policy).
 ROW_FIELDS = ("plant", "cca", "policy", "experiment", "trials", "mean", "ci95", "vs_trivial_pct", "p_vs_trivial",
               "comparable", "p_vs_trivial_raw", "p_vs_best", "p_vs_best_raw", "better", "starved_trials",
@@ -109,12 +111,31 @@ def _symptoms(recs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 PLANNED: dict[str, str] = {"mlc": "pi"}
 
 
+def validity_of(header: Mapping[str, Any], fallback: float = DEFAULT_MAX_STARVED) -> float:
+    """The run's validity rule: the plan's ``max_starved`` where the header records it, else ``fallback``."""
+    v = (header.get("plan") or {}).get("max_starved")
+    return float(v) if isinstance(v, int | float) else float(fallback)
+
+
+def invalid_trials(units: Iterable[Mapping[str, Any]], max_starved: float) -> dict[str, set[int]]:
+    """Per trial kind, the trials invalid for every policy: those in which any policy's unit was
+    excluded (``starved_flags``)."""
+    out: dict[str, set[int]] = {}
+    for r in units:
+        if starved_flags(r, max_starved)[1]:
+            out.setdefault(str(r["unit"]), set()).add(int(r["trial"]))
+    return out
+
+
 def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool],
                max_starved: float = DEFAULT_MAX_STARVED) -> list[dict[str, Any]]:
-    """The rows of ``results.json`` from the ledger's header and unit lines (module docstring)."""
+    """The rows of ``results.json`` from the ledger's header and unit lines (module docstring);
+    ``max_starved``: the rule for a header whose plan does not carry one."""
     plan, pols = header["plan"], header["policies"]
     plant = header["plant"]
     cca = (header["scenario"].get("fingerprint") or {}).get("dtn_cca")
+    units = list(units)
+    bad = invalid_trials(units, validity_of(header, max_starved))
     by_unit: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
     for r in units:
         by_unit.setdefault((str(r["unit"]), str(r["policy"])), {})[int(r["trial"])] = r
@@ -126,10 +147,10 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
         counts: dict[str, dict[str, int]] = {}
         for name in pols:
             recs = by_unit.get((unit_of(exp), name), {})
-            flags = {i: starved_flags(r, max_starved) for i, r in recs.items()}
-            values[name] = {i: unit_value(exp, r) for i, r in recs.items() if not flags[i][1]}
-            counts[name] = {"starved_trials": sum(f[0] for f in flags.values()),
-                            "excluded_trials": sum(f[1] for f in flags.values()),
+            out = bad.get(unit_of(exp), set())
+            values[name] = {i: unit_value(exp, r) for i, r in recs.items() if i not in out}
+            counts[name] = {"starved_trials": sum(starved_flags(r, 0.0)[0] for r in recs.values()),
+                            "excluded_trials": sum(1 for i in recs if i in out),
                             "starved_by": _symptoms(recs.values()),
                             "unfinished_trials": sum(1 for r in recs.values()
                                                      if (r.get("metrics") or {}).get("finished") is False)}
@@ -196,7 +217,8 @@ def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], c
         "scenario_sha256": header["scenario"].get("sha256"), "plant": header["plant"],
         "plant_model": header["plant_model"], "code": header["code"], "machine": machine(),
         "load": {"start": load_start, "end": load_avg()}, "plan": header["plan"], "policies": header["policies"],
-        "max_starved": max_starved, "ledger": {"units": len(units), "cut_bytes": cut},
+        "max_starved": validity_of(header, max_starved), "ledger": {"units": len(units), "cut_bytes": cut},
+        "invalid_trials": {u: sorted(t) for u, t in invalid_trials(units, validity_of(header, max_starved)).items()},
         "drift": [{k: d.get(k) for k in ("units_before", "at", "code", "kernel", "was")} for d in drift],
         "targets": header.get("targets"), **_rows_and_holm(build_rows(header, units, comparable, max_starved)),
     }
@@ -319,7 +341,7 @@ def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
 
 
 #: What ``recompute`` rebuilds from the ledger; every other field describes the run and is kept.
-RECOMPUTED = ("rows", "holm", "targets")
+RECOMPUTED = ("rows", "holm", "targets", "max_starved", "invalid_trials")
 
 
 def recompute(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -335,10 +357,13 @@ def recompute(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
         raise ValueError(f"{d}: not a leaderboard run (needs results.json with \"rows\" and ledger.jsonl)")
     head, done, _ = parse_ledger((d / "ledger.jsonl").read_bytes(), str(d / "ledger.jsonl"))
     comparable = {r["policy"]: bool(r.get("comparable", True)) for r in doc["rows"]}
-    rows = build_rows(head, done.values(), comparable, float(doc.get("max_starved", DEFAULT_MAX_STARVED)))
+    ms = validity_of(head, float(doc.get("max_starved", DEFAULT_MAX_STARVED)))
+    rows = build_rows(head, done.values(), comparable, ms)
+    bad = {u: sorted(t) for u, t in invalid_trials(done.values(), ms).items()}
     import json
 
     from ..results import clean
 
     # One JSON round trip, as written: NaN becomes null, tuples lists.
-    return doc, json.loads(json.dumps(clean({**doc, "targets": head.get("targets"), **_rows_and_holm(rows)})))
+    new = {**doc, "targets": head.get("targets"), "max_starved": ms, "invalid_trials": bad, **_rows_and_holm(rows)}
+    return doc, json.loads(json.dumps(clean(new)))
