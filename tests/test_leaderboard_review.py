@@ -184,3 +184,20 @@ def test_merge_refuses_runs_of_one_plan_with_other_targets(tmp_path) -> None:
         (tmp_path / name / "results.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r"runs a and b share a plan but trial 1's MRAE target differs"):
         merge_runs(tmp_path)
+
+
+def test_leave_one_out_says_when_one_trial_decides_the_sign() -> None:
+    """The re-check's MLC MRAE +42.8 % was one disturbed trial; without it the change was -0.2 %."""
+    base = np.array([0.05] * 9 + [0.50])  # trial 9: trivial collapsed in a disturbed window
+    mlc = np.array([0.0502] * 9 + [0.05])
+    lo, hi = stats.loo_pct(base, mlc, "lower")
+    assert lo == pytest.approx(-0.4) and hi > 40
+    fam = stats.family({"trivial": dict(enumerate(base)), "mlc": dict(enumerate(mlc))}, "lower")
+    assert fam["mlc"]["vs_trivial_loo_pct"] == pytest.approx([lo, hi])
+    row = {"plant": "netns", "cca": "cubic", "policy": "mlc", "experiment": "mrae", "trials": 10, "mean": 0.0952,
+           "ci95": [0.05, 0.14], "comparable": True, "p_vs_trivial": 0.6, "rank": 1, **{k: fam["mlc"][k] for k in (
+               "vs_trivial_pct", "vs_trivial_loo_pct")}}
+    triv = {**row, "policy": "trivial", "rank": 2, "vs_trivial_pct": 0.0, "vs_trivial_loo_pct": [math.nan] * 2}
+    (line,) = leaderboard_context({"rows": [row, triv]})["regimes"][0]["verdict"]
+    assert "one trial decides its sign (leaving one out: -0.4 to" in line
+    assert all(math.isnan(v) for v in stats.loo_pct(base[:2], mlc[:2], "lower"))

@@ -31,8 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "leads_trivial", "p_floor", "rank", "saturator_verdict",
-           "verdict_lines"]
+__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "leads_trivial", "one_trial_decides", "overshoot",
+           "p_floor", "rank", "saturator_verdict", "verdict_lines"]
 
 ALPHA = 0.05
 _FIRST = ("mrae", "fct")
@@ -124,6 +124,19 @@ def _hl(row: Mapping[str, Any], key: str = "vs_trivial") -> str:
     return f", HL {hl:+.1f} %{span}"
 
 
+def one_trial_decides(row: Mapping[str, Any], key: str = "vs_trivial") -> bool:
+    """Whether leaving out a single paired trial turns the change's sign (``{key}_loo_pct`` straddles 0)."""
+    lo, hi = (row.get(f"{key}_loo_pct") or [None, None])[:2]
+    return _finite(lo) and _finite(hi) and lo < 0 < hi  # type: ignore[operator]
+
+
+def _loo(row: Mapping[str, Any], key: str = "vs_trivial") -> str:
+    if not one_trial_decides(row, key):
+        return ""
+    lo, hi = row[f"{key}_loo_pct"][:2]
+    return f"; one trial decides its sign (leaving one out: {lo:+.1f} to {hi:+.1f} %)"
+
+
 def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
     if not ranked:
         return f"{exp}: no comparable policy."
@@ -132,7 +145,7 @@ def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
         return f"{exp}: no policy beats the trivial TBF (it ranks first of {len(ranked)})."
     gain = best.get("vs_trivial_pct")
     p = best.get("p_vs_trivial")
-    how = f"{gain:+.1f} % vs trivial{_hl(best)}" if _finite(gain) else "vs trivial: n/a"
+    how = f"{gain:+.1f} % vs trivial{_hl(best)}{_loo(best)}" if _finite(gain) else "vs trivial: n/a"
     head = f"{exp}: best is {best['policy']} ({how}, p = {p:.2g}" if _finite(p) else f"{exp}: best is {best['policy']} ({how}, no test"
     pairs = _pairs_vs_trivial(best)
     shared = best.get("shared_n")
@@ -168,7 +181,7 @@ def _ann(ranked: list[dict[str, Any]]) -> str:
     if mlc is None:
         return ""
     p, gain = mlc["vs_pi_p"], mlc.get("vs_pi_pct")
-    how = f"{gain:+.1f} %{_hl(mlc, 'vs_pi')}" if _finite(gain) else "n/a"
+    how = f"{gain:+.1f} %{_hl(mlc, 'vs_pi')}{_loo(mlc, 'vs_pi')}" if _finite(gain) else "n/a"
     pi = next((r for r in ranked if r["policy"] == "pi"), None)
     pairs = _pairs_with(mlc, pi) if pi is not None else None
     word = "pays for itself" if p < ALPHA and _finite(gain) and gain > 0 else (

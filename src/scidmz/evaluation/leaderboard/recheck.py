@@ -163,7 +163,7 @@ def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, An
 
 
 #: What ``recheck_context`` keeps of each re-check row for other figures (the README's MLC sentence).
-_VS_TRIVIAL = ("trials", "mean", "vs_trivial_pct", "vs_trivial_ci95", "p_vs_trivial")
+_VS_TRIVIAL = ("trials", "mean", "vs_trivial_pct", "vs_trivial_ci95", "vs_trivial_loo_pct", "p_vs_trivial")
 
 
 def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -188,7 +188,7 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     trials = {}
     for u in u2:
         trials.setdefault(str(u["unit"]), set()).add(int(u["trial"]))
-    from ..verdict import leads_trivial
+    from ..verdict import leads_trivial, one_trial_decides
 
     ideal = fct_ideal_of(doc)
     # Trial kinds whose targets differ between the runs are not the first run's trials: no
@@ -206,4 +206,5 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
             "rows": recheck_rows(u1, u2, policies, paired, max_starved, int(h2["plan"].get("seed", 0))),
             "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2),
             "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {**{k: r.get(k) for k in _VS_TRIVIAL},
-                                                                     "lead": leads_trivial(r)} for r in own}}
+                                                                     "lead": leads_trivial(r),
+                                                                     "one_trial": one_trial_decides(r)} for r in own}}

@@ -13,13 +13,13 @@ Top level (``RESULTS_FORMAT`` = 1)::
 
     plant, cca, policy, kind, experiment, metric, better ("lower" | "higher"), trials (the
     trials in the statistics), mean, std, ci95 [lo, hi], vs_trivial_pct, vs_trivial_ci95,
-    vs_trivial_hl_pct, vs_trivial_hl_ci95, paired_n, p_vs_trivial (Holm), p_vs_trivial_raw,
+    vs_trivial_hl_pct, vs_trivial_hl_ci95, vs_trivial_loo_pct, paired_n, p_vs_trivial (Holm), p_vs_trivial_raw,
     p_vs_best (Holm), p_vs_best_raw, shared_n, shared_mean, rank, best, comparable,
     starved_trials, excluded_trials, starved_by (starved periods per symptom over all its
     trials, ``plant.netns.manage.starvation.SYMPTOMS``; {} where the ledger does not say),
     unfinished_trials and rate_vs_target (FCT: the DTN's mean rate over its target, mean of
     the kept trials; above 1 it overshot); and on the rows of a planned comparison
-    (``PLANNED``: mlc against pi) vs_pi_pct, vs_pi_ci95, vs_pi_hl_pct, vs_pi_hl_ci95,
+    (``PLANNED``: mlc against pi) vs_pi_pct, vs_pi_ci95, vs_pi_hl_pct, vs_pi_hl_ci95, vs_pi_loo_pct,
     vs_pi_p (Holm), vs_pi_p_raw
 
 and ``holm``: {"tests": how many tests the correction spans, "family": which}. Every

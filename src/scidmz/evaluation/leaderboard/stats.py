@@ -15,6 +15,9 @@ policy (``family``):
   Wilcoxon test, the Hodges-Lehmann estimate of the paired difference (the median of
   the Walsh averages of the differences) and its 95 % interval from the signed-rank
   distribution (``hodges_lehmann``), in % of trivial's mean on those trials, + = better;
+- ``vs_trivial_loo_pct``: [least, most] of ``vs_trivial_pct`` with each paired trial left
+  out in turn (leave-one-out; NaN below three pairs): a range that straddles 0 says one
+  trial decides the change's sign, as one disturbed window decided a re-check's MLC MRAE;
 - ``p_vs_trivial_raw`` / ``p_vs_best_raw``: two-sided paired Wilcoxon signed-rank
   tests (``scipy.stats.wilcoxon``) against trivial and against the best policy; the
   all-ties convention is ``evaluation.stats.wilcoxon_p``'s (p = 1.0), None with fewer
@@ -45,7 +48,7 @@ from ..stats import BASELINE, hodges_lehmann, wilcoxon_p
 
 __all__ = ["BASELINE", "BOOTSTRAP_RESAMPLES", "bootstrap_ci", "paired_ci", "wilcoxon_p", "holm", "holm_rows",
            "improvement_pct", "family", "stable_seed", "paired_values", "planned_pair", "hodges_lehmann", "hl_pct",
-           "PAGE_TESTS"]
+           "PAGE_TESTS", "loo_pct"]
 
 BOOTSTRAP_RESAMPLES = 9999
 #: The tests a leaderboard page renders, as (raw p field, corrected p field) of a row (``holm_rows``).
@@ -140,6 +143,18 @@ def holm_rows(rows: Iterable[dict[str, Any]]) -> int:
     return sum(1 for p in adjusted if math.isfinite(p))
 
 
+def loo_pct(ref: np.ndarray, other: np.ndarray, better: str) -> list[float]:
+    """[least, most] ``improvement_pct`` of the paired means with each pair left out in turn (NaN with
+    fewer than three pairs): how much the change depends on any single trial."""
+    n = ref.size
+    if n < 3:
+        return [math.nan, math.nan]
+    sa, sb = float(ref.sum()), float(other.sum())
+    vals = [improvement_pct((sa - ref[k]) / (n - 1), (sb - other[k]) / (n - 1), better) for k in range(n)]
+    vals = [v for v in vals if math.isfinite(v)]
+    return [min(vals), max(vals)] if vals else [math.nan, math.nan]
+
+
 def hl_pct(ref: np.ndarray, other: np.ndarray, better: str) -> tuple[float, list[float]]:
     """``hodges_lehmann(other - ref)`` and its 95 % interval in % of ``ref``'s mean, + = better
     (as ``improvement_pct``); NaN with fewer than two pairs."""
@@ -168,7 +183,8 @@ def planned_pair(ref: Mapping[int, float], other: Mapping[int, float], better: s
     a, b = paired_values(ref, other)
     hl, hl_ci = hl_pct(a, b, better)
     return {"n": int(a.size), "pct": improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
-            "ci95": list(paired_ci(a, b, better, seed)), "hl_pct": hl, "hl_ci95": hl_ci, "p": wilcoxon_p(a, b)}
+            "ci95": list(paired_ci(a, b, better, seed)), "hl_pct": hl, "hl_ci95": hl_ci, "loo_pct": loo_pct(a, b, better),
+            "p": wilcoxon_p(a, b)}
 
 
 def _shared(values: Mapping[str, Mapping[int, float]], names: Iterable[str]) -> list[int]:
@@ -218,7 +234,7 @@ def _versus(values: Mapping[str, Mapping[int, float]], name: str, baseline: str,
                 own = int(_finite(values[name].values()).size)
                 s.update(vs_trivial_pct=0.0 if name == ref else math.nan, vs_trivial_ci95=[math.nan, math.nan],
                          vs_trivial_hl_pct=0.0 if name == ref else math.nan, vs_trivial_hl_ci95=[math.nan, math.nan],
-                         paired_n=own if name == ref else 0)
+                         vs_trivial_loo_pct=[math.nan, math.nan], paired_n=own if name == ref else 0)
             continue
         a, b = paired_values(values[ref], values[name])
         s[f"p_{key}_raw"] = wilcoxon_p(a, b)
@@ -227,5 +243,5 @@ def _versus(values: Mapping[str, Mapping[int, float]], name: str, baseline: str,
             s.update(paired_n=int(a.size),
                      vs_trivial_pct=improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
                      vs_trivial_ci95=list(paired_ci(a, b, better, stable_seed(seed, name, "vs"))),
-                     vs_trivial_hl_pct=hl, vs_trivial_hl_ci95=hl_ci)
+                     vs_trivial_hl_pct=hl, vs_trivial_hl_ci95=hl_ci, vs_trivial_loo_pct=loo_pct(a, b, better))
     return s
