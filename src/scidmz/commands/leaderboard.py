@@ -1,4 +1,4 @@
-"""``scidmz leaderboard``: every policy on the same paired trials, resumable, ranked (issue 25).
+"""``scidmz leaderboard``: every policy on the same paired trials, resumable, ranked.
 
 Parses, builds the scenario and the policies through the one assembly
 (``build.build_policies``: names from the registry, the MLC's model and gains, pi's
