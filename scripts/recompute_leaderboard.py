@@ -3,6 +3,7 @@
 
     python3 scripts/recompute_leaderboard.py            # rewrite reports/leaderboard*/*/results.json + report.md
     python3 scripts/recompute_leaderboard.py --check    # exit 1 naming the first run whose file differs
+    python3 scripts/recompute_leaderboard.py --rejudge  # also re-ask each run's plant which rows are comparable
 
 Only the statistics (rows, the Holm family, the target hashes) are rebuilt
 (``evaluation.leaderboard.results.recompute``); what describes the run (command, machine,
@@ -23,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 naming the first run that differs")
+    p.add_argument("--rejudge", action="store_true",
+                   help="take each run's comparability from today's plant rule, not from its results.json")
     p.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this script's)")
     a = p.parse_args(argv)
     from scidmz.evaluation.leaderboard.ledger import first_difference
@@ -30,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         for run in sorted(q.parent for q in a.root.glob("reports/leaderboard*/*/ledger.jsonl")):
-            old, new = recompute(run)
+            old, new = recompute(run, rejudge=a.rejudge)
             diff = first_difference(old, new)
             if a.check and diff is not None:
                 print(f"recompute_leaderboard: {run}: {diff}", file=sys.stderr)

@@ -26,7 +26,7 @@ FIGURE_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif"
 
 def check_figure_path(path: str | os.PathLike[str], what: str = "figure") -> Path:
     """``path`` if its suffix names a format matplotlib writes (or it has none: PNG); one line otherwise,
-    before anything is drawn (issue 29: ``--plot d.xyz`` used to fail after the work)."""
+    before anything is drawn (a bad ``--plot d.xyz`` must not fail only after the work is done)."""
     p = Path(path)
     fmt = p.suffix.lstrip(".").lower()
     if fmt and fmt not in FIGURE_FORMATS:

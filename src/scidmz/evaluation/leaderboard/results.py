@@ -58,7 +58,7 @@ from .plan import DEFAULT_MAX_STARVED, EXPERIMENTS, METRICS, ideal_fct, unit_of
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
            "write_results", "merge_runs", "write_merged", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of",
-           "recompute", "HOLM_FAMILY", "holm_note", "invalid_trials", "validity_of"]
+           "recompute", "comparable_now", "HOLM_FAMILY", "holm_note", "invalid_trials", "validity_of"]
 
 RESULTS_FORMAT = 1
 #: The fields every row has (the first ten: what a reader needs to rank and judge a policy).
@@ -344,11 +344,27 @@ def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
 RECOMPUTED = ("rows", "holm", "targets", "max_starved", "invalid_trials")
 
 
-def recompute(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def comparable_now(doc: Mapping[str, Any]) -> dict[str, bool]:
+    """Today's judgement of which of a run's policies its plant models on equal footing: the plant's
+    ``noise_covers`` for each policy's kind (``run.comparable_policies``), on the run's own scenario;
+    every policy where the plant declares no such rule. For a committed run whose plant's rule
+    changed since (``recompute(..., rejudge=True)``)."""
+    from ...plant.base import check_plant_options, make_plant
+    from ...scenario import Scenario
+
+    pols = doc.get("policies") or {}
+    if not hasattr(check_plant_options(str(doc["plant"])).cls, "noise_covers"):
+        return dict.fromkeys(pols, True)
+    with make_plant(str(doc["plant"]), Scenario.from_dict(dict(doc["scenario"]), "results.json")) as pl:
+        return {n: bool(pl.noise_covers(p["kind"])) for n, p in pols.items()}  # type: ignore[attr-defined]
+
+
+def recompute(run_dir: str | os.PathLike[str], rejudge: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the committed ``results.json`` of a run, the same file with ``RECOMPUTED`` rebuilt from its
     ``ledger.jsonl`` by today's statistics): a reader's check that every number in it follows from
     the ledger. The run's comparability and ``max_starved`` are read from the file (the plant's
-    judgement and the command line's, not the ledger's). One-line ValueError if a part is missing."""
+    judgement and the command line's, not the ledger's); ``rejudge``: comparability from today's
+    plant instead (``comparable_now``). One-line ValueError if a part is missing."""
     from .ledger import parse_ledger
 
     d = Path(run_dir)
@@ -356,7 +372,8 @@ def recompute(run_dir: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str
     if not isinstance(doc.get("rows"), list) or not (d / "ledger.jsonl").is_file():
         raise ValueError(f"{d}: not a leaderboard run (needs results.json with \"rows\" and ledger.jsonl)")
     head, done, _ = parse_ledger((d / "ledger.jsonl").read_bytes(), str(d / "ledger.jsonl"))
-    comparable = {r["policy"]: bool(r.get("comparable", True)) for r in doc["rows"]}
+    comparable = (comparable_now(doc) if rejudge else
+                  {r["policy"]: bool(r.get("comparable", True)) for r in doc["rows"]})
     ms = validity_of(head, float(doc.get("max_starved", DEFAULT_MAX_STARVED)))
     rows = build_rows(head, done.values(), comparable, ms)
     bad = {u: sorted(t) for u, t in invalid_trials(done.values(), ms).items()}
