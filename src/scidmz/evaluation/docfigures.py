@@ -29,7 +29,8 @@ from typing import Any
 
 from .render import render
 
-__all__ = ["FIGURES", "Missing", "Region", "regions", "render_figure", "refresh", "doc_files", "check", "write"]
+__all__ = ["FIGURES", "Missing", "Region", "regions", "render_figure", "refresh", "doc_files", "check", "write",
+           "plot_figures", "TRADEOFF_DIR"]
 
 _OPEN = re.compile(r"<!-- render:(?P<name>[a-z0-9-]+) -->\n")
 _CLOSE = "<!-- /render:{name} -->"
@@ -273,7 +274,8 @@ def _leaderboard(root: Path) -> dict[str, Any]:
 
 
 def _saturator(root: Path) -> dict[str, Any]:
-    """Does the inverse ANN pay for itself once its saturator gives it authority (issue 25, item 1)?"""
+    """Does the inverse ANN pay for itself once its saturator gives it authority (wider bands, the slew-rate
+    reading), each policy tuned per configuration?"""
     from .verdict import saturator_verdict
 
     rel = "reports/saturator/results.json"
@@ -308,7 +310,59 @@ def _recheck(root: Path) -> dict[str, Any]:
     return {"src": src, **recheck_context(root / first, root / again)}
 
 
+def _decision(root: Path) -> dict[str, Any]:
+    from .decision import decision_table, mlc_standing
+
+    rel = "reports/leaderboard/results.json"
+    doc = _load(root, rel)
+    return {"src": rel, "table": decision_table(doc), "mlc": mlc_standing(doc),
+            "holm": doc.get("holm") or {"tests": "the"}}
+
+
+#: Where the plots pass draws the trade-off figures (under the repository root; docs/results.md links them).
+TRADEOFF_DIR = "docs/figures"
+
+
+def _tradeoff_name(g: Mapping[str, Any]) -> str:
+    return f"tradeoff-{g['plant']}-{g['cca']}.png"
+
+
+def _tradeoff(root: Path) -> dict[str, Any]:
+    from .decision import tradeoff_points
+
+    rel = "reports/leaderboard/results.json"
+    regimes = tradeoff_points(_load(root, rel))
+    # links relative to docs/results.md, where the figure is embedded
+    return {"src": rel, "regimes": [{**g, "png": f"figures/{_tradeoff_name(g)}"} for g in regimes]}
+
+
+def plot_figures(root: Path, check_only: bool = False) -> list[str]:
+    """The plots pass (apart from the text: Flent's model): one trade-off figure per regime of the
+    merged leaderboard (``plots.plot_tradeoff``) under ``TRADEOFF_DIR``; the paths written, or with
+    ``check_only`` the paths missing (images are not compared byte for byte: matplotlib's output
+    differs across versions and fonts). Nothing without the results file."""
+    from ..plots import plot_tradeoff, save_figure
+    from .decision import tradeoff_points
+
+    try:
+        regimes = tradeoff_points(_load(root, "reports/leaderboard/results.json"))
+    except Missing:
+        return []
+    out = []
+    for g in regimes:
+        path = root / TRADEOFF_DIR / _tradeoff_name(g)
+        if check_only:
+            out += [] if path.is_file() else [str(path.relative_to(root))]
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_figure(plot_tradeoff(g), path)
+        out.append(str(path.relative_to(root)))
+    return out
+
+
 FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "readme-decision": _decision,
+    "tradeoff": _tradeoff,
     "readme-mlc-netns": _readme,
     "mlc-fluid": _mlc("reports/mlc/results.json"),
     "mlc-netns": _mlc("reports/mlc-netns/results.json"),
