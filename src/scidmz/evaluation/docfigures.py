@@ -280,10 +280,41 @@ def _saturator(root: Path) -> dict[str, Any]:
 
     rel = "reports/saturator/results.json"
     doc = _load(root, rel)
-    return {"src": rel, "quick": bool((doc.get("plan") or {}).get("quick")),
-            "ccas": [{"cca": cca, "trivial": res["trivial"], "mlc": res["best"]["mlc"], "pi": res["best"]["pi"],
-                      "verdict": saturator_verdict(res["best"]), "by_limiter": _best_by_limiter(res["configs"])}
-                     for cca, res in doc["results"].items()]}
+    plan = doc.get("plan") or {}
+    ccas = []
+    for cca, res in doc["results"].items():
+        pair = _ga_pair(root, plan, res)
+        spread = res["best"].get("ga_spread", pair["spread"] if pair else None)
+        ccas.append({"cca": cca, "trivial": res["trivial"], "mlc": res["best"]["mlc"], "pi": res["best"]["pi"],
+                     "verdict": saturator_verdict(res["best"], spread=spread), "ga_pair": pair,
+                     "by_limiter": _best_by_limiter(res["configs"])})
+    return {"src": rel, "quick": bool(plan.get("quick")), "old_rule": "selection" not in plan, "ccas": ccas}
+
+
+def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Two GA runs of one nominal configuration on the same trials, where the committed files hold them
+    (ours, for results written before the study tuned each best with several GA seeds): the
+    leaderboard's fluid ``pi`` (its gains in ``reports/leaderboard/pi-gains/SCENARIO``) and the
+    study's ``pi`` at the same saturator and GA sizes, both with ``plan.trials`` trials from
+    ``plan.seed``. None where they are not both there, differ in plan, or found the same gains (then
+    the pair says nothing of the spread)."""
+    scen = res.get("scenario")
+    try:
+        gains = _load(root, f"reports/leaderboard/pi-gains/{scen}/gains.json")
+        lb = _load(root, f"reports/leaderboard/fluid-{scen}/results.json")
+    except Missing:
+        return None
+    info, lplan = gains.get("info") or {}, lb.get("plan") or {}
+    row = next((r for r in lb.get("rows") or [] if r["policy"] == "pi" and r["experiment"] == "mrae"), None)
+    cfg = next((c for c in res.get("configs") or [] if c["limiter"] == gains.get("limiter")
+                and c["delta_u"] == gains.get("delta_u")), None)
+    same_plan = (list(plan.get("ga") or [])[:2] == [info.get("generations"), info.get("population")]
+                 and plan.get("ga_episode_s") == info.get("episode") and lplan.get("seed") == plan.get("seed")
+                 and row is not None and row.get("trials") == plan.get("trials"))
+    if cfg is None or not same_plan or all(abs(cfg["pi"]["gains"][k] - gains[k]) < 1e-12 for k in ("kp", "ki", "kw")):
+        return None
+    mraes = [float(row["mean"]), float(cfg["pi"]["mrae"])]  # type: ignore[index]
+    return {"config": f"pi {cfg['limiter']} {cfg['delta_u']:g}", "mraes": mraes, "spread": abs(mraes[0] - mraes[1])}
 
 
 def _best_by_limiter(configs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -20,7 +20,7 @@ from ...scenario import Scenario
 
 __all__ = ["LeaderboardPlan", "ideal_fct", "DEFAULT_MAX_STARVED", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
            "MAX_SECONDS", "MAX_TRANSFER", "PLAN_KEYS", "make_plan", "parse_experiments", "unit_of",
-           "split_plan_overrides", "parse_policy_trials"]
+           "split_plan_overrides", "parse_policy_trials", "seed_block", "check_tuning_apart"]
 
 #: What a leaderboard can rank, in report order.
 EXPERIMENTS: tuple[str, ...] = ("mrae", "fct", "utilization", "short")
@@ -53,6 +53,24 @@ def ideal_fct(transfer: float, share: float, capacity: float) -> float:
     from ..fct import ideal_fct as ideal
 
     return ideal(transfer, share * capacity)
+
+
+def seed_block(seed: int, n: int) -> range:
+    """The plant seeds of ``n`` trials from ``seed`` (trial i: ``seed + i``; its target is drawn from
+    (``seed``, i) alone, so a block of other seeds also has other targets)."""
+    return range(int(seed), int(seed) + max(int(n), 0))
+
+
+def check_tuning_apart(evaluation: range, **tuning: range) -> None:
+    """Tuning apart from testing: each named block of tuning or selection seeds (GA fitness episodes, a
+    study's selection trials) must share no seed with the evaluation's trials, or a configuration
+    would be chosen on the trials it is then judged on. One-line ValueError naming the overlap."""
+    for name, block in tuning.items():
+        both = range(max(block.start, evaluation.start), min(block.stop, evaluation.stop))
+        if len(both):
+            raise ValueError(f"plan: the {name} seeds [{block.start}, {block.stop}) overlap the evaluation seeds "
+                             f"[{evaluation.start}, {evaluation.stop}) at seed {both.start}; tune and select on "
+                             "seeds apart from the trials they are judged on")
 
 
 def unit_of(experiment: str) -> str:
