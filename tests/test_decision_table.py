@@ -91,3 +91,9 @@ def test_readme_decision_renders_the_table(tmp_path: Path) -> None:
     assert text.startswith("| the admin controls | fluid, CUBIC | kernel, BBR v1 |\n|---|---|---|\n")
     assert "Holm-corrected over 9 tests" in text
     assert "fluid, CUBIC +8.0 % (p = 0.9, no significant difference)." in text
+    assert "Not in this table yet" not in text
+    doc = {**_doc(), "incomplete_runs": [{"run": "r", "scenario": "testbed", "plant": "netns", "cca": "cubic",
+                                          "units_left": 93}]}
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(doc))
+    assert ("Not in this table yet, unfinished (each resumes from its ledger): netns, DTN cubic, on `testbed` "
+            "(93 trial units left).") in render_figure("readme-decision", tmp_path)

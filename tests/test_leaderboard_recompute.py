@@ -48,3 +48,19 @@ def test_a_hand_edited_number_is_caught(tmp_path: Path) -> None:
     (run / "results.json").write_text(json.dumps(doc))
     old, new = recompute(run)
     assert "rows[0].mean" in (first_difference(old, new) or "")
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[f"{p.parent.name}/{p.name}" for p in RUNS])
+def test_committed_comparability_is_todays_plant_rule(run: Path) -> None:
+    """A committed run marks exactly the rows today's plant rule marks (``recompute(..., rejudge=True)``
+    changes nothing): the fluid runs keep pacing, ABC and FFS out of their ranking; a real
+    network has no model to be unequal in, so every kernel row is comparable."""
+    from scidmz.evaluation.leaderboard.results import comparable_now
+
+    doc = json.loads((run / "results.json").read_text())
+    now = comparable_now(doc)
+    assert {r["policy"]: r["comparable"] for r in doc["rows"]} == {p: now[p] for p in {r["policy"] for r in doc["rows"]}}
+    if doc["plant"] == "fluid":
+        assert not now["pacing"] and not now["abc"] and now["pi"] and now["jenks"]
+    else:
+        assert all(now.values())

@@ -347,7 +347,7 @@ def _decision(root: Path) -> dict[str, Any]:
     rel = "reports/leaderboard/results.json"
     doc = _load(root, rel)
     return {"src": rel, "table": decision_table(doc), "mlc": mlc_standing(doc),
-            "holm": doc.get("holm") or {"tests": "the"}}
+            "holm": doc.get("holm") or {"tests": "the"}, "pending": doc.get("incomplete_runs") or []}
 
 
 #: Where the plots pass draws the trade-off figures (under the repository root; docs/results.md links them).
