@@ -346,7 +346,10 @@ def _decision(root: Path) -> dict[str, Any]:
 
     rel = "reports/leaderboard/results.json"
     doc = _load(root, rel)
-    return {"src": rel, "table": decision_table(doc), "mlc": mlc_standing(doc),
+    from .decision import tradeoff_points
+
+    figs = [{"label": g["label"], "png": f"{TRADEOFF_DIR}/{_tradeoff_name(g)}"} for g in tradeoff_points(doc)]
+    return {"src": rel, "table": decision_table(doc), "mlc": mlc_standing(doc), "figures": figs,
             "holm": doc.get("holm") or {"tests": "the"}, "pending": doc.get("incomplete_runs") or []}
 
 
