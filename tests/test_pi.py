@@ -1,4 +1,4 @@
-"""``pi``, the MLC without its model: the same loop, the same GA, the same files (issue 25, item 1).
+"""``pi``, the MLC without its model: the same loop, the same GA, the same files (so `mlc` vs `pi` isolates what the inverse ANN adds).
 
 ``pi`` must differ from ``mlc`` only by the inverse ANN: with an inverse model that
 returns the trivial rate (y_d's campus entry) and the same gains, ``MLCPolicy`` and
