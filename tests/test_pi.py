@@ -323,3 +323,22 @@ def _saturator_module():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_leaderboard_refuses_gains_tuned_on_its_own_trial_seeds(tmp_path, capsys) -> None:
+    """A plan whose trials run on the seeds the given gains were tuned on: one line, exit 2, nothing written."""
+    from pathlib import Path
+
+    from scidmz.cli import main
+    from scidmz.evaluation.leaderboard.run import tuning_seeds
+
+    gains = Path(__file__).resolve().parents[1] / "reports" / "leaderboard" / "pi-gains" / "testbed" / "gains.json"
+    assert tuning_seeds(gains) == {"GA": range(1_000_000, 1_000_001), "refinement": range(2_000_000, 2_000_002)}
+    assert tuning_seeds(tmp_path / "absent.json") == {}
+    out = tmp_path / "run"
+    code = main(["leaderboard", "testbed", "--policies", "trivial,pi", "--pi-gains", str(gains), "--quick",
+                 "--trials", "2", "--experiments", "mrae", "--seed", "1999999", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not out.exists()
+    assert len(err) == 1 and ("the pi gains' refinement seeds [2000000, 2000002) overlap the evaluation seeds "
+                              "[1999999, 2000001) at seed 2000000") in err[0]
