@@ -314,7 +314,10 @@ def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dic
     if cfg is None or not same_plan or all(abs(cfg["pi"]["gains"][k] - gains[k]) < 1e-12 for k in ("kp", "ki", "kw")):
         return None
     mraes = [float(row["mean"]), float(cfg["pi"]["mrae"])]  # type: ignore[index]
-    return {"config": f"pi {cfg['limiter']} {cfg['delta_u']:g}", "mraes": mraes, "spread": abs(mraes[0] - mraes[1])}
+    fct = next((r for r in lb.get("rows") or [] if r["policy"] == "pi" and r["experiment"] == "fct"), None)
+    fcts = [float(fct["mean"]), float(cfg["pi"]["fct_s"])] if fct is not None and "fct_s" in cfg["pi"] else None
+    return {"config": f"pi {cfg['limiter']} {cfg['delta_u']:g}", "mraes": mraes, "spread": abs(mraes[0] - mraes[1]),
+            "fcts": fcts, "fct_spread_pct": 100 * abs(fcts[0] - fcts[1]) / fcts[0] if fcts else None}
 
 
 def _best_by_limiter(configs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
