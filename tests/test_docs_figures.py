@@ -304,3 +304,36 @@ def test_merged_runs_carry_their_ideal_fct() -> None:
     plan = ExperimentPlan(transfer=300e6, fct_target=0.5, fct_max_time=None)
     assert plan.fct_bound(Sc()) == pytest.approx(4 * fct.ideal_fct(300e6, 50e6) + 60)
     assert fct_ideal_of({"plan": {"transfer": 300e6}}) is None
+
+
+def test_saturator_figure_marks_the_old_rule_and_a_difference_within_the_ga_spread(tmp_path: Path) -> None:
+    """Results selected on their own test trials (no plan.selection) say so; where the leaderboard holds
+    a second GA run of one of the study's configurations on the same trials, its spread is shown and a
+    smaller mlc-pi difference is not a finding."""
+    gains = {"kp": 0.3, "ki": 0.2, "kw": 1.4}
+    cfg = {"limiter": "band", "delta_u": 0.02, "mlc": {"mrae": 0.0441, "gains": gains},
+           "pi": {"mrae": 0.0449, "fct_s": 174.4, "gains": {"kp": 0.7, "ki": 0.5, "kw": 1.5}}}
+    best = {"limiter": "band", "delta_u": 0.02, "mrae": 0.0441, "fct_s": 172.0, "utilization": 0.97}
+    vs = {"mrae": {"n": 50, "mean_diff": 0.001, "mlc_lower": 20, "pi_lower": 30, "wilcoxon_p": 0.014}}
+    plan = {"trials": 50, "seed": 0, "ga": [100, 30, 15], "ga_episode_s": 120.0}
+    doc = {"benchmark": "pi_vs_mlc_saturator", "plan": plan,
+           "results": {"bbr2": {"scenario": "paper-bbr2", "trivial": {"mrae": 0.0446, "fct_s": 176.0, "utilization": 0.97},
+                                "best": {"mlc": best, "pi": best, "mlc_vs_pi": vs}, "configs": [cfg]}}}
+    sat = tmp_path / "reports" / "saturator"
+    sat.mkdir(parents=True)
+    (sat / "results.json").write_text(json.dumps(doc))
+    text = render_figure("saturator", tmp_path)
+    assert "**Produced under the old rule:**" in text and "does not pay for itself" in text  # no second run: no spread
+    lb = tmp_path / "reports" / "leaderboard"
+    (lb / "pi-gains" / "paper-bbr2").mkdir(parents=True)
+    (lb / "pi-gains" / "paper-bbr2" / "gains.json").write_text(json.dumps(
+        {**gains, "delta_u": 0.02, "limiter": "band", "info": {"generations": 100, "population": 30, "episode": 120.0}}))
+    (lb / "fluid-paper-bbr2").mkdir()
+    rows = [{"policy": "pi", "experiment": "mrae", "mean": 0.0430, "trials": 50},
+            {"policy": "pi", "experiment": "fct", "mean": 173.2, "trials": 50}]
+    (lb / "fluid-paper-bbr2" / "results.json").write_text(json.dumps({"plan": {"seed": 0}, "rows": rows}))
+    text = render_figure("saturator", tmp_path)
+    assert "less than one configuration's MRAE moves across GA runs (0.0019): not a finding" in text
+    assert "gives MRAE 0.0430 and 0.0449: a spread of 0.0019 from two runs" in text and "(DTN FCT 173.2 and 174.4 s" in text
+    (sat / "results.json").write_text(json.dumps({**doc, "plan": {**plan, "selection": {"seed": 50, "trials": 50}}}))
+    assert "old rule" not in render_figure("saturator", tmp_path)
