@@ -414,8 +414,6 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "fluid-literature": _literature,
     "ebpf-cost": _ebpf,
     "leaderboard": _leaderboard,
-    "leaderboard-verdict": _leaderboard,
     "saturator": _saturator,
-    "readme-saturator": _saturator,
     "leaderboard-recheck": _recheck,
 }
