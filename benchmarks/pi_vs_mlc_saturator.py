@@ -28,7 +28,8 @@ full ``scidmz reproduce mlc``), or those of a finished reproduction given with `
 trials): re-running it with the same models gives the same numbers. Prints one
 JSON object (and writes it to --out).
 
-The full study is hours of CPU (28 GA runs at paper scale), so ``--work DIR`` keeps each
+The full study is hours of CPU (28 GA runs at paper scale for the selection, and 4 more GA seeds
+for each policy's best per CCA: 44), so ``--work DIR`` keeps each
 finished configuration (its tuned gains and its paired trial tables) in DIR, written
 atomically as it finishes; a re-run with the same DIR reuses them and runs only the
 rest. DIR records what it was made with (the plan, the package's sources, the models'
@@ -39,7 +40,8 @@ With ``--out DIR/results.json`` it also writes ``DIR/report.md``, rendered from 
 (``evaluation/templates/saturator_report.md.j2``); ``--render-only DIR/results.json``
 rewrites the report alone, without rerunning (Flent's model: plotting is a separate pass).
 
-    python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] [--work W] --out F.json
+    python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] [--select-seed S]
+        [--select-trials N] [--ga-seeds 5] [--work W] --out F.json
     python benchmarks/pi_vs_mlc_saturator.py --render-only F.json
 """
 
