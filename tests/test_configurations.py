@@ -304,7 +304,9 @@ def test_leaderboard_quick_has_a_configuration_row(tmp_path, capsys) -> None:
     rows = {(r["policy"], r["experiment"]): r for r in doc["rows"]}
     assert set(rows) == {(p, e) for p in ("trivial", "pacing+jenks") for e in ("mrae", "short")}
     cfg = rows[("pacing+jenks", "mrae")]
-    assert cfg["kind"] == "host+queue" and cfg["trials"] == 2 and cfg["comparable"]
+    # a host member makes the row "not comparable" on the fluid plant: its packet-noise model gives a
+    # paced DTN no burstiness, which nobody measured against the kernel (FluidPlant.NOISE_KINDS)
+    assert cfg["kind"] == "host+queue" and cfg["trials"] == 2 and not cfg["comparable"]
     header = json.loads((out / "ledger.jsonl").read_text().splitlines()[0])
     assert set(header["policies"]) == {"trivial", "pacing+jenks"}
     # the same configuration spelled the other way resumes the same ledger: one name everywhere

@@ -349,7 +349,10 @@ def test_setup3_from_the_cli_matches_the_twin_follows_the_target_and_survives_si
     mean = [sum(r["y"]["rate_dtn"] + r["y"]["rate_campus"] for r in rs) / len(rs) for rs in (before, after)]
     # averaged over the phase: BMv2, descheduled on a busy machine, may count a frame a period late
     assert 0.9e6 < mean[0] < 1.3e6 and 0.4e6 < mean[1] < 0.7e6, mean
-    assert all(r["y"]["rate_dtn"] > 0.1e6 and r["y"]["rate_campus"] > 0.1e6 for r in before), before
+    # both classes carried traffic before the move (over the phase: one period of a flow recovering
+    # from a loss in the 1.2 Mbit/s TBF's small queue was measured at 48 kbit/s under load)
+    for cls in ("rate_dtn", "rate_campus"):
+        assert sum(r["y"][cls] for r in before) / len(before) > 0.1e6, (cls, before)
 
     # the daemon's y against the twin on the capture of the same frames, period by period
     # A record's t is its sample instant on the plant's clock (0: the collector's start); its log

@@ -190,7 +190,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     fewer = _canonical_trials(parse_policy_trials(a.policy_trials))
     _check_policy_trials(fewer, names)
     plan = make_plan(plant.name, a.trials, a.fct_trials, parse_experiments(a.experiments, plant.name), a.quick,
-                     a.seed, plan_over, fewer)
+                     a.seed, plan_over, fewer, ms)
     sc = resolve_scenario(a.scenario, scen_over)
     try:
         policies, files = build_policies(names, sc, files=policy_file_args(a, names), tracking_uri=a.tracking_uri)

@@ -10,6 +10,9 @@ model, code, plan or policies differ, naming the first difference::
                                                 release + the testbed description's hash),
      "code": {"tree": git tree of src/ at HEAD, "dirty": bool, "sha256": the package's sources},
      "plan": LeaderboardPlan.to_dict(),
+     "targets": {unit: [sha256 (16 hex digits) of trial i's target signal, ...]}
+                (trialunits.target_hashes; never allowed to drift: a trial that tracks another
+                target is another trial),
      "policies": {name: {"kind": ..., "files": {option: sha256}}}}
 
 Then one line per finished unit (trial kind, policy, trial)::
@@ -52,7 +55,7 @@ __all__ = ["Ledger", "Unit", "parse_ledger", "LEDGER_NAME", "LEDGER_FORMAT", "co
 LEDGER_NAME = "ledger.jsonl"
 LEDGER_FORMAT = 1
 #: Header keys compared on --resume, in the order a difference is named.
-_COMPARED = ("format_version", "scenario", "plant", "plant_model", "code", "plan", "policies")
+_COMPARED = ("format_version", "scenario", "plant", "plant_model", "code", "plan", "targets", "policies")
 #: What ``allow_drift`` lets a resume cross (module docstring): the code and the kernel build.
 _DRIFTS = ("code", "kernel")
 #: The package's source files that make up "the code" (compiled caches are not code).

@@ -26,17 +26,24 @@ from ...policies.base import Policy
 from ...scenario import Scenario
 from ..results import provenance, read_results
 from .ledger import LEDGER_NAME, Ledger, code_identity, files_sha256
-from .plan import LeaderboardPlan
+from .plan import LeaderboardPlan, check_tuning_apart, seed_block
 from .results import DEFAULT_MAX_STARVED, load_avg, render_outputs, results_doc, write_results
 from .stats import BASELINE
-from .trialunits import check_sizes, planned_units, run_batched, run_realtime, todo_count
+from .trialunits import (
+    check_sizes,
+    planned_units,
+    run_batched,
+    run_realtime,
+    target_hashes,
+    todo_count,
+)
 
 #: The files a leaderboard run folder holds: each must be a regular file of its own (or absent)
 #: before the run writes anything (``fileio.own_folder``).
 MEMBERS = [LEDGER_NAME, "command.txt", "results.json", "report.md", "ranking.png"]
 
 __all__ = ["MEMBERS", "Prepared", "prepare", "run_leaderboard", "render_only", "plant_model", "comparable_policies",
-           "check_capabilities"]
+           "check_capabilities", "check_gains_apart", "tuning_seeds"]
 
 
 def plant_model(plant: str, scenario: Scenario) -> dict[str, Any]:
@@ -62,6 +69,34 @@ def check_capabilities(plant: str, policies: Mapping[str, Policy]) -> None:
             if kind not in caps:
                 raise ValueError(f"policy {name} ({kind} policy) cannot run on the {plant} plant: it runs "
                                  f"{', '.join(caps)} policies only")
+
+
+def tuning_seeds(gains_file: str | os.PathLike[str]) -> dict[str, range]:
+    """The plant seeds a gains file was tuned on, from its ``info`` (``scidmz tune``): the GA's fitness
+    episodes (GA seed + the GA's offset, one per episode) and a refinement's episodes; {} where the
+    file does not say (gains written by hand)."""
+    from ...tuning.ga import _SEED_OFFSET
+
+    try:
+        info = json.loads(Path(gains_file).read_text()).get("info") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    out = {}
+    if isinstance(info.get("seed"), int):
+        out["GA"] = seed_block(info["seed"] + _SEED_OFFSET, int(info.get("episodes_per_individual") or 1))
+    ref = info.get("refine") or {}
+    if isinstance(ref.get("seed"), int):
+        out["refinement"] = seed_block(ref["seed"], int(ref.get("episodes") or 1))
+    return out
+
+
+def check_gains_apart(plan: LeaderboardPlan, files: Mapping[str, Mapping[str, str]]) -> None:
+    """Tuning apart from testing: gains tuned on any of the run's trial seeds are refused in one line
+    (``plan.check_tuning_apart``)."""
+    trials = seed_block(plan.seed, max(plan.trials, plan.fct_trials, plan.short_trials))
+    for name, fs in files.items():
+        if fs.get("gains"):
+            check_tuning_apart(trials, **{f"{name} gains' {k}": v for k, v in tuning_seeds(fs["gains"]).items()})
 
 
 def comparable_policies(plant: str, scenario: Scenario, policies: Mapping[str, Policy]) -> dict[str, bool]:
@@ -117,12 +152,13 @@ def prepare(scenario: Scenario, policies: Mapping[str, Policy], files: Mapping[s
         raise ValueError(f"the {BASELINE} baseline must be among the policies (it is the paired reference)")
     check_capabilities(plant, policies)
     check_sizes(plan, scenario)
+    check_gains_apart(plan, files)
     if plant_entry(plant).realtime and "short" in plan.units and len(plan.units) > 1:
         raise ValueError(f"short-flow trials on the {plant} plant need a testbed of their own (an extra sender): "
                          "run them in a leaderboard of their own (--experiments short)")
     header = {
         "scenario": _scenario_id(scenario), "plant": plant, "plant_model": plant_model(plant, scenario),
-        "code": code_identity(), "plan": plan.to_dict(),
+        "code": code_identity(), "plan": plan.to_dict(), "targets": target_hashes(plan, scenario),
         "policies": {n: {"kind": p.kind, "files": {k: files_sha256(v) for k, v in (files.get(n) or {}).items()}}
                      for n, p in policies.items()},
     }
