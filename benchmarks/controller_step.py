@@ -1,7 +1,7 @@
 """Controller step latency: MLC inference (NumPy forward pass of the Fig. 8 network) + anti-windup PI.
 
 Times ``MLCPolicy.decide`` for one instance (B = 1, the live daemon's case)
-and reports percentiles in microseconds as one JSON object. Target (issue 3):
+and reports percentiles in microseconds as one JSON object. Target:
 p99 < 1 ms. Uses a randomly initialised network of the paper's shape when no
 model directory is given (the cost does not depend on the weights' values).
 

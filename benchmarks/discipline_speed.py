@@ -4,7 +4,7 @@
 
 Each core decides the same kind of packet sequence a bottleneck sees (Poisson
 arrivals, 1500 B, several aggregates/ingresses, congested so every branch
-runs). Goal: >= 5 M decisions/s per core (issue 12). ``*_per_s`` uses the best
+runs). Goal: >= 5 M decisions/s per core. ``*_per_s`` uses the best
 wall time of ``--repeat`` runs; ``*_cpu_per_s`` the process CPU time of that
 run, which estimates an idle machine when others share the cores.
 

@@ -1,4 +1,4 @@
-"""The eBPF telemetry on the netns testbed's border router BR1 (issue 27): y against the twin and the
+"""The eBPF telemetry on the netns testbed's border router BR1: y against the twin and the
 kernel, and what the programs cost BR1 at 100 Mbit/s (root); prints one JSON object.
 
 * ``compare``: the netns plant with the programs on BR1 (LAN: ``campus``,

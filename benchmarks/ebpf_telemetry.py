@@ -32,7 +32,7 @@ every one is an active flow with RTT cells and queuing-delay stamps in flight).
 ``ns_per_packet``: the programs' time per packet through the router, data
 and ACK packets in equal numbers, from ``repeat``; a data packet crosses two
 hooks (LAN ingress, WAN egress), an ACK one (WAN ingress), so it is
-``(lan_in + wan_out + wan_in) / 2``. Goal (issue 27): <= 250 ns.
+``(lan_in + wan_out + wan_in) / 2``. Goal: <= 250 ns.
 ``single_shot`` and ``live`` give the same figure for their method.
 
 ``memory``: every map's memory as the kernel charges it (``memlock`` in the

@@ -3,7 +3,7 @@
 Runs ``scidmz.tuning.ga.tune`` for ``--generations`` generations (default
 100, the paper's) and prints one JSON object: wall time, seconds per
 generation, plant-seconds simulated per wall second, and the projected time
-of the full 100-generation run. Target (issue 3): the GA alone under 5
+of the full 100-generation run. Target: the GA alone under 5
 minutes on paper-cubic. A model directory is optional: without one the
 inverse model is a stand-in u_hat = B_max - y_d,DTN (the GA's cost is the
 plant's, the 22-1408-22-1 forward pass is negligible, see controller_step.py).

@@ -1,4 +1,4 @@
-"""Jenks policy speed (issue 11): prints one JSON object.
+"""Jenks policy speed: prints one JSON object.
 
 1. One re-grouping of 10,000 long TCP flows with K = 8 (goal < 50 ms):
    ``jenks_groups`` alone (exact Fisher-Jenks: kmeans1d at this size) and a whole

@@ -1,4 +1,4 @@
-"""``scidmz leaderboard`` speed (issue 25): prints one JSON object.
+"""``scidmz leaderboard`` speed: prints one JSON object.
 
 1. ``--fluid``: the fluid leaderboard at paper scale (``--executor processes:2``: both cores), every
    registered policy of

@@ -1,4 +1,4 @@
-"""Does the fluid plant's packet noise hold beyond drop-tail? Link fill and idle, kernel vs fluid (issue 25, item 3).
+"""Does the fluid plant's packet noise hold beyond drop-tail? Link fill and idle, kernel vs fluid.
 
 The fluid plant's packet noise (plant/fluid/kernel.py, ``_packet_noise``) acts in every queue a
 policy makes: the trivial TBF's FIFO, a queue policy's HTB leaves (each drained at its own rate,

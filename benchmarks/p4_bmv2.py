@@ -1,4 +1,4 @@
-"""P4 toolchain and BMv2 speed (issue 14): compile times, and the packet rate BMv2 still keeps up with.
+"""P4 toolchain and BMv2 speed: compile times, and the packet rate BMv2 still keeps up with.
 
 * ``compile_s``: wall seconds of ``p4c --target bmv2 --arch v1model`` on the
   v1model telemetry program and of ``p4test`` (front and mid end, open-source

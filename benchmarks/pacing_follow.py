@@ -1,4 +1,4 @@
-"""Does a kernel DTN follow its pacing rate when the target moves? (issue 25, item 2; root)
+"""Does a kernel DTN follow its pacing rate when the target moves? (root)
 
 On the netns testbed (``testbed``: 100 Mbit/s, 8 CUBIC DTN streams at 100 ms,
 10 campus hosts at 10 ms, shallow buffer) the ``pacing`` policy paces the DTN

@@ -1,4 +1,4 @@
-"""Does the MLC's inverse ANN beat ``pi`` once its saturator gives it authority? (issue 25, item 1)
+"""Does the MLC's inverse ANN beat ``pi`` once its saturator gives it authority?
 
 Within the default +-0.02 B_max band around the trivial rate, the ANN's u_hat is
 clipped to almost where the trivial rate is, so ``mlc`` and ``pi`` (the same
@@ -9,9 +9,18 @@ Fig. 5's +-Delta_u(t) (``limiter = rate``, Delta_u in --rate-bands) — it GA-tu
 ``mlc`` and ``pi`` separately (the same GA, ``scidmz tune``, at the sizes given),
 then runs both and the trivial TBF on the same paired trials of the fluid plant
 at paper scale: the stepping-target MRAE (MLC section 4.2) and the 10 GB FCT at
-R* = 0.5 B_max with its utilisation (section 4.3). It reports every
-configuration, the best of each policy (lowest mean MRAE) with its FCT and
-utilisation (the trade-off), and ``mlc`` vs ``pi`` paired at each policy's best.
+R* = 0.5 B_max with its utilisation (section 4.3).
+
+Tuning apart from testing: every configuration is run on the *selection* trials
+(``--select-seed``, ``--select-trials``), each policy's best (lowest mean MRAE there) is
+chosen on them, and only the two bests and the trivial TBF are then judged on the
+*evaluation* trials (``--seed``, ``--trials``): ``mlc`` vs ``pi`` paired there. The plan
+refuses, in one line, selection or GA seeds that overlap the evaluation's
+(``leaderboard.plan.check_tuning_apart``). Each best is tuned again with ``--ga-seeds``
+GA seeds (default 5) and each run on the evaluation trials: the spread of its mean MRAE
+across GA seeds is reported, and a mlc-pi difference smaller than that spread is never
+called a finding (``verdict.saturator_verdict``). Results written before this rule (no
+``plan.selection``) selected on their test trials; their report says so.
 
 The inverse models are the paper-scale ones shipped in ``scidmz/datasets/models`` (made by a
 full ``scidmz reproduce mlc``), or those of a finished reproduction given with ``--from DIR``
@@ -19,7 +28,8 @@ full ``scidmz reproduce mlc``), or those of a finished reproduction given with `
 trials): re-running it with the same models gives the same numbers. Prints one
 JSON object (and writes it to --out).
 
-The full study is hours of CPU (28 GA runs at paper scale), so ``--work DIR`` keeps each
+The full study is hours of CPU (28 GA runs at paper scale for the selection, and 4 more GA seeds
+for each policy's best per CCA: 44), so ``--work DIR`` keeps each
 finished configuration (its tuned gains and its paired trial tables) in DIR, written
 atomically as it finishes; a re-run with the same DIR reuses them and runs only the
 rest. DIR records what it was made with (the plan, the package's sources, the models'
@@ -30,13 +40,15 @@ With ``--out DIR/results.json`` it also writes ``DIR/report.md``, rendered from 
 (``evaluation/templates/saturator_report.md.j2``); ``--render-only DIR/results.json``
 rewrites the report alone, without rerunning (Flent's model: plotting is a separate pass).
 
-    python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] [--work W] --out F.json
+    python benchmarks/pi_vs_mlc_saturator.py [--from DIR] [--cca cubic,bbr2] [--trials 50] [--select-seed S]
+        [--select-trials N] [--ga-seeds 5] [--work W] --out F.json
     python benchmarks/pi_vs_mlc_saturator.py --render-only F.json
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -68,15 +80,20 @@ def _means(table: Any, col: str) -> dict[str, float]:
 
 
 def _tune(cca: str, policy: str, model: Path, limiter: str, du: float, a: argparse.Namespace,
-          work: Path) -> tuple[Any, dict[str, Any]]:
+          work: Path, ga_seed: int | None = None, reuse: bool = False) -> tuple[Any, dict[str, Any]]:
     from scidmz.policies.rate.antiwindup import Gains
     from scidmz.tuning.run import tune_from_paths
 
-    out = work / f"{cca}-{policy}-{limiter}-{du:g}.json"
+    ga_seed = a.seed if ga_seed is None else ga_seed
+    tail = "" if ga_seed == a.seed else f"-ga{ga_seed}"
+    out = work / f"{cca}-{policy}-{limiter}-{du:g}{tail}.json"
+    if reuse and out.is_file():  # tuned for the selection already: the same GA and seed, the same gains
+        g = Gains.load(out)
+        return g, {"gains": {"kp": g.kp, "ki": g.ki, "kw": g.kw}, "reused": str(out.name)}
     t0 = time.perf_counter()
     doc, _ = tune_from_paths(SCENARIOS[cca], str(model) if policy == "mlc" else None, str(out), policy=policy,
                              generations=a.generations, population=a.population, episode=_ga_episode(a),
-                             parents=max(1, a.population // 2), seed=a.seed, delta_u=du, limiter=limiter,
+                             parents=max(1, a.population // 2), seed=ga_seed, delta_u=du, limiter=limiter,
                              workers=a.workers, track=False)
     g = Gains.load(out)
     return g, {"gains": {"kp": g.kp, "ki": g.ki, "kw": g.kw}, "best_iae": doc["best_iae"],
@@ -87,14 +104,16 @@ def _ga_episode(a: argparse.Namespace) -> float:
     return 30.0 if a.quick else 120.0
 
 
-def _trials(sc: Any, policies: dict[str, Any], a: argparse.Namespace) -> tuple[Any, Any]:
-    """(MRAE table, FCT table) of ``policies`` on the paired trials (seed ``a.seed``)."""
+def _trials(sc: Any, policies: dict[str, Any], a: argparse.Namespace, select: bool = False) -> tuple[Any, Any]:
+    """(MRAE table, FCT table) of ``policies`` on the paired evaluation trials (seed ``a.seed``), or with
+    ``select`` on the selection trials (seed ``a.select_seed``)."""
     from dataclasses import replace
 
     from scidmz.evaluation.mlc.experiments import ExperimentPlan, fct_experiment, mrae_experiment
 
-    base = ExperimentPlan.quick(a.seed) if a.quick else ExperimentPlan(seed=a.seed)
-    plan = replace(base, trials=a.trials, fct_trials=a.fct_trials)
+    seed, n, nf = (a.select_seed, a.select_trials, a.select_trials) if select else (a.seed, a.trials, a.fct_trials)
+    base = ExperimentPlan.quick(seed) if a.quick else ExperimentPlan(seed=seed)
+    plan = replace(base, trials=n, fct_trials=nf)
     m = mrae_experiment(sc, policies, plan)
     f, _ = fct_experiment(sc, policies, plan)
     return m.table, f.table
@@ -105,11 +124,12 @@ def _cached(work: Path, name: str, compute: Any) -> Any:
     resume of ``--work``); the tables round-trip as records."""
     import pandas as pd
 
-    from scidmz.fileio import atomic_write_text
+    from scidmz.fileio import atomic_write_text, parse_json, read_member
 
     path = work / f"{name}.json"
-    if path.is_file():
-        doc = json.loads(path.read_text())
+    raw = read_member(path, "--work file")  # never through a link, only a regular file of its own
+    if raw is not None:
+        doc = parse_json(raw, f"--work file {path}")
         print(f"{name}: reused from {path}", file=sys.stderr, flush=True)
         return doc["payload"], pd.DataFrame.from_records(doc["mrae"]), pd.DataFrame.from_records(doc["fct"])
     payload, m, f = compute()
@@ -131,10 +151,9 @@ def one_cca(cca: str, model: Path, configs: list[tuple[str, float]], a: argparse
     sc = load_scenario(SCENARIOS[cca])
     predictor = load_predictor(model)
     t0 = time.perf_counter()
-    _, m_triv, f_triv = _cached(work, f"{cca}-trivial",
-                                lambda: (None, *_trials(sc, {"trivial": TrivialPolicy()}, a)))
+    _, m_triv, f_triv = _cached(work, f"{cca}-trivial-select",
+                                lambda: (None, *_trials(sc, {"trivial": TrivialPolicy()}, a, select=True)))
     rows: list[dict[str, Any]] = []
-    tables: dict[tuple[str, float], tuple[Any, Any]] = {}
     for limiter, du in configs:
         def tuned_trials(limiter: str = limiter, du: float = du) -> tuple[dict[str, Any], Any, Any]:
             tuned: dict[str, Any] = {}
@@ -142,12 +161,11 @@ def one_cca(cca: str, model: Path, configs: list[tuple[str, float]], a: argparse
             for name in POLICIES:
                 g, tuned[name] = _tune(cca, name, model, limiter, du, a, work)
                 pols[name] = MLCPolicy(predictor, g) if name == "mlc" else PIPolicy(g)
-            return (tuned, *_trials(sc, pols, a))
+            return (tuned, *_trials(sc, pols, a, select=True))
 
-        tuned, m, f = _cached(work, f"{cca}-{limiter}-{du:g}", tuned_trials)
+        tuned, m, f = _cached(work, f"{cca}-{limiter}-{du:g}-select", tuned_trials)
         row: dict[str, Any] = {"limiter": limiter, "delta_u": du, **tuned}
         m, f = pd.concat([m, m_triv]), pd.concat([f, f_triv])
-        tables[(limiter, du)] = (m, f)
         mm, fm, um = _means(m, "mrae"), _means(f, "fct"), _means(f, "utilization")
         for name in POLICIES:
             row[name].update({"mrae": mm[name], "fct_s": fm[name], "utilization": um[name],
@@ -158,27 +176,59 @@ def one_cca(cca: str, model: Path, configs: list[tuple[str, float]], a: argparse
         rows.append(row)
         print(f"{cca} {limiter} {du:g}: MRAE mlc {mm['mlc']:.4f} pi {mm['pi']:.4f} trivial {mm['trivial']:.4f}; "
               f"FCT mlc {fm['mlc']:.1f} pi {fm['pi']:.1f} s", file=sys.stderr, flush=True)
+    _, m_eval, f_eval = _cached(work, f"{cca}-trivial",
+                                lambda: (None, *_trials(sc, {"trivial": TrivialPolicy()}, a)))
+    best = _best(rows, lambda name, r: _judged(cca, name, r, model, predictor, sc, a, work), (m_eval, f_eval))
     return {"scenario": sc.name, "model": str(model), "model_meta": _model_meta(model),
-            "trivial": {"mrae": float(m_triv["mrae"].mean()), "fct_s": float(f_triv["fct"].mean()),
-                        "utilization": float(f_triv["utilization"].mean())},
-            "configs": rows, "best": _best(rows, tables), "wall_s": round(time.perf_counter() - t0, 1)}
+            "trivial": {"mrae": float(m_eval["mrae"].mean()), "fct_s": float(f_eval["fct"].mean()),
+                        "utilization": float(f_eval["utilization"].mean())},
+            "trivial_selection": {"mrae": float(m_triv["mrae"].mean())},
+            "configs": rows, "best": best, "wall_s": round(time.perf_counter() - t0, 1)}
 
 
-def _best(rows: list[dict[str, Any]], tables: dict[tuple[str, float], tuple[Any, Any]]) -> dict[str, Any]:
-    """Each policy's configuration with the lowest mean MRAE, and the two bests paired against each other."""
+def _judged(cca: str, name: str, row: dict[str, Any], model: Path, predictor: Any, sc: Any, a: argparse.Namespace,
+            work: Path) -> tuple[Any, Any, list[float]]:
+    """A selected configuration on the evaluation trials: (MRAE table, FCT table) of its GA seed
+    ``a.seed`` gains, and its mean MRAE there under each of the ``a.ga_seeds`` GA seeds."""
+    from scidmz.policies.rate.mlc import MLCPolicy
+    from scidmz.policies.rate.pi import PIPolicy
+
+    lim, du = row["limiter"], row["delta_u"]
+    tables, means = None, []
+    for g in range(a.ga_seeds):
+        def run(g: int = g) -> tuple[Any, Any, Any]:
+            gains, info = _tune(cca, name, model, lim, du, a, work, ga_seed=a.seed + g, reuse=g == 0)
+            pol = MLCPolicy(predictor, gains) if name == "mlc" else PIPolicy(gains)
+            return (info, *_trials(sc, {name: pol}, a))
+
+        _, m, f = _cached(work, f"{cca}-{name}-{lim}-{du:g}-ga{a.seed + g}-eval", run)
+        means.append(float(m["mrae"].mean()))
+        tables = (m, f) if tables is None else tables
+    assert tables is not None  # a.ga_seeds >= 1 (_args)
+    return (*tables, means)
+
+
+def _best(rows: list[dict[str, Any]], judge: Any, trivial: tuple[Any, Any]) -> dict[str, Any]:
+    """Each policy's configuration with the lowest mean MRAE on the selection trials, judged on the
+    evaluation trials (``judge(name, row)``: its tables there and its MRAE per GA seed); the two
+    bests paired against each other there, and each one's spread across GA seeds."""
     import pandas as pd
 
     out: dict[str, Any] = {}
+    ms, fs = [trivial[0]], [trivial[1]]
     for name in POLICIES:
         r = min(rows, key=lambda r, n=name: r[n]["mrae"])
-        out[name] = {"limiter": r["limiter"], "delta_u": r["delta_u"], **r[name]}
-    # The best mlc and the best pi on the same trials (their own configurations).
-    ms, fs = [], []
-    for name in POLICIES:
-        m, f = tables[(out[name]["limiter"], out[name]["delta_u"])]
-        ms.append(m[m["policy"] == name])
-        fs.append(f[f["policy"] == name])
+        m, f, per_seed = judge(name, r)
+        out[name] = {"limiter": r["limiter"], "delta_u": r["delta_u"], "gains": r[name]["gains"],
+                     "selection_mrae": r[name]["mrae"], "mrae": float(m["mrae"].mean()),
+                     "fct_s": float(f["fct"].mean()), "utilization": float(f["utilization"].mean()),
+                     "mrae_by_ga_seed": per_seed, "ga_spread": max(per_seed) - min(per_seed)}
+        ms.append(m)
+        fs.append(f)
     m, f = pd.concat(ms), pd.concat(fs)
+    for name in POLICIES:
+        out[name]["mrae_vs_trivial"] = _paired(m, "mrae", name, "trivial")
+    out["ga_spread"] = max(out[n]["ga_spread"] for n in POLICIES)
     out["mlc_vs_pi"] = {"mrae": _paired(m, "mrae", "mlc", "pi"), "fct": _paired(f, "fct", "mlc", "pi"),
                         "utilization": _paired(f, "utilization", "mlc", "pi")}
     b, p = out["mlc"], out["pi"]
@@ -261,7 +311,12 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     ap.add_argument("--fct-trials", type=int, default=None, help="paired FCT trials (default: --trials)")
     ap.add_argument("--generations", type=int, default=100, help="GA generations (default 100, Table 2)")
     ap.add_argument("--population", type=int, default=30, help="GA population (default 30)")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the evaluation trials' seed (trial i: seed + i)")
+    ap.add_argument("--select-seed", type=int, default=None,
+                    help="the selection trials' seed (default: just past the evaluation trials' seeds)")
+    ap.add_argument("--select-trials", type=int, default=None, help="selection trials (default: --trials)")
+    ap.add_argument("--ga-seeds", type=int, default=5,
+                    help="GA seeds each selected configuration is tuned with, for its spread (default 5)")
     ap.add_argument("--workers", type=int, default=0,
                     help="GA fitness over N processes (the same gains as one; not part of the plan)")
     ap.add_argument("--quick", action="store_true",
@@ -283,6 +338,12 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
             raise ValueError(f"no inverse model at {_model(a.src, c)} (make it: scidmz reproduce mlc --out DIR)")
     if a.trials < 2 or (a.fct_trials is not None and a.fct_trials < 2):
         raise ValueError("--trials and --fct-trials must be >= 2 (paired tests)")
+    a.fct_trials = a.fct_trials or a.trials
+    a.select_trials = a.select_trials or a.trials
+    a.select_seed = a.seed + max(a.trials, a.fct_trials) if a.select_seed is None else a.select_seed
+    if a.ga_seeds < 1 or a.select_trials < 1:
+        raise ValueError("--ga-seeds and --select-trials must be >= 1")
+    _apart(a)
     if a.workers < 0:
         raise ValueError("--workers must be >= 0")
     if a.generations < 1 or a.population < 2:
@@ -292,6 +353,17 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[tuple[str, f
     if not configs:
         raise ValueError("no saturator configuration given (--bands, --rate-bands)")
     return a, configs, ccas
+
+
+def _apart(a: argparse.Namespace) -> None:
+    """Selection trials and GA fitness episodes on seeds apart from the evaluation trials (one line)."""
+    from scidmz.evaluation.leaderboard.plan import check_tuning_apart, seed_block
+    from scidmz.tuning.ga import _SEED_OFFSET
+
+    # the GA's fitness episodes run on plant seeds GA seed + _SEED_OFFSET (+ episode)
+    check_tuning_apart(seed_block(a.seed, max(a.trials, a.fct_trials)),
+                       selection=seed_block(a.select_seed, a.select_trials),
+                       GA=seed_block(a.seed + _SEED_OFFSET, a.ga_seeds))
 
 
 def _identity(doc: dict[str, Any], a: argparse.Namespace, ccas: list[str]) -> dict[str, Any]:
@@ -304,11 +376,12 @@ def _identity(doc: dict[str, Any], a: argparse.Namespace, ccas: list[str]) -> di
 
 def _open_work(work: Path, ident: dict[str, Any]) -> None:
     """Record ``ident`` in a new ``work``, or check an existing one holds the same (ValueError: one line)."""
-    from scidmz.fileio import atomic_write_text
+    from scidmz.fileio import atomic_write_text, parse_json, read_member
 
     path = work / "identity.json"
-    if path.is_file():
-        have = json.loads(path.read_text())
+    raw = read_member(path, "--work file")  # never through a link, only a regular file of its own
+    if raw is not None:
+        have = parse_json(raw, f"--work file {path}")
         diff = next((k for k in ("plan", "code") if have.get(k) != ident[k]), None)
         models = have.get("models", {})
         diff = diff or next((f"model for {c}" for c in ident["models"] if c in models
@@ -319,7 +392,6 @@ def _open_work(work: Path, ident: dict[str, Any]) -> None:
             atomic_write_text(path, json.dumps({**have, "models": {**models, **ident["models"]}}, indent=2,
                                                default=str) + "\n")
         return
-    work.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(ident, indent=2, default=str) + "\n")
 
 
@@ -335,31 +407,47 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {"benchmark": "pi_vs_mlc_saturator", "format_version": 1,
                            "command": "python benchmarks/pi_vs_mlc_saturator.py " + " ".join(argv or sys.argv[1:]),
                            **_provenance(), "from": a.src or "shipped",
-                           "plan": {"trials": a.trials, "fct_trials": a.fct_trials or a.trials, "ga": [a.generations,
+                           "plan": {"trials": a.trials, "fct_trials": a.fct_trials,
+                                    "selection": {"seed": a.select_seed, "trials": a.select_trials},
+                                    "ga_seeds": a.ga_seeds, "ga": [a.generations,
                                     a.population, max(1, a.population // 2)], "ga_episode_s": _ga_episode(a),
                                     "quick": bool(a.quick), "seed": a.seed,
                                     "configs": [list(c) for c in configs], "plant": "fluid"},
                            "results": {}}
-    with tempfile.TemporaryDirectory(prefix="scidmz-saturator-") as tmp:
-        work = Path(a.work) if a.work else Path(tmp)
-        if a.work:
-            try:
-                _open_work(work, _identity(doc, a, ccas))
-            except (ValueError, OSError) as exc:
-                print(f"pi_vs_mlc_saturator: {exc}", file=sys.stderr)
-                return 2
+    with contextlib.ExitStack() as hold:
+        try:
+            work = _own_folders(hold, a, doc, ccas)
+        except (ValueError, OSError) as exc:
+            print(f"pi_vs_mlc_saturator: {exc}", file=sys.stderr)
+            return 2
         for cca in ccas:
             doc["results"][cca] = one_cca(cca, _model(a.src, cca), configs, a, work)
-    doc["load_end"] = list(os.getloadavg())
-    doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    text = json.dumps(doc, default=str)
-    if a.out:
-        from scidmz.fileio import atomic_write_text
+        doc["load_end"] = list(os.getloadavg())
+        doc["wall_s"] = round(time.perf_counter() - t0, 1)
+        text = json.dumps(doc, default=str)
+        if a.out:
+            from scidmz.fileio import atomic_write_text
 
-        atomic_write_text(a.out, json.dumps(doc, indent=2, default=str) + "\n")
-        print(f"report: {render_report(Path(a.out))}", file=sys.stderr)
+            atomic_write_text(a.out, json.dumps(doc, indent=2, default=str) + "\n")
+            print(f"report: {render_report(Path(a.out))}", file=sys.stderr)
     print(text)
     return 0
+
+
+def _own_folders(hold: contextlib.ExitStack, a: argparse.Namespace, doc: dict[str, Any],
+                 ccas: list[str]) -> Path:
+    """The study's work folder (``--work``, else a temporary one), owned for the whole run
+    (``fileio.own_folder``: a second study on it is refused with one line). ``--out`` is a file
+    (replaced atomically, as every result file) whose folder is the user's, not the run's: owning
+    it would put every file below it, the models given with --from included, under the run's rules."""
+    from scidmz.fileio import ensure_dir, own_folder
+
+    if not a.work:
+        return Path(hold.enter_context(tempfile.TemporaryDirectory(prefix="scidmz-saturator-")))
+    work = ensure_dir(a.work, "--work", parents=True)
+    hold.enter_context(own_folder(work, "--work", ["identity.json"]))
+    _open_work(work, _identity(doc, a, ccas))
+    return work
 
 
 def _render_only(results: Path) -> int:

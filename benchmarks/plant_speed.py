@@ -13,7 +13,7 @@ that loads the numba cache; ``cold_s`` is the first construction + step in this 
 ``*_cpu_s`` is the process CPU time of the same runs: on a machine shared with
 other jobs it estimates what the wall time would be on an idle one.
 - ``cli``: the whole ``scidmz simulate paper-cubic --target 500M --json`` as a new
-  process (best of ``--repeat``; issue 8's goal: under 0.5 s), beside two floors
+  process (best of ``--repeat``; goal, ours: under 0.5 s), beside two floors
   measured the same way: ``python -c "import numpy"`` and a process that only
   imports numba and calls one cached ``@njit`` function (what any numba-cached
   kernel costs per process, whatever it computes).

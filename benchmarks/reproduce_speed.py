@@ -1,6 +1,6 @@
 """Wall time of ``scidmz reproduce mlc`` per stage; prints one JSON object.
 
-Target (issue 3): the full chain (28,800 s identification, training, the full
+Target: the full chain (28,800 s identification, training, the full
 GA of Table 2, 100-trial evaluations, the N_s sweep) in under 15 minutes on a
 2-core machine, and the GA alone under 5 minutes per controller.
 

@@ -2,7 +2,7 @@
 
     python benchmarks/small_window_tcp.py [--against reports/fidelity] [--seeds 4] [--duration 60]
 
-Issue 28: next to a BBR v1 DTN the campus CUBIC flows lose 9-17 % of their packets and sit at
+Next to a BBR v1 DTN the campus CUBIC flows lose 9-17 % of their packets and sit at
 1-5-packet windows, where Linux repairs losses with timers. This script checks that the
 mechanism the fluid model uses (``cca._flight_lost``, docs/fluid_model.md) is enough to explain
 the kernel's counters: a single flow, each packet lost independently with probability p, the

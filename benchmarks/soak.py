@@ -1,4 +1,4 @@
-"""Soak benchmark of the live daemon (issue 10.5): the fluid plant in real time, a target change
+"""Soak benchmark of the live daemon: the fluid plant in real time, a target change
 every 10 s, N clients polling ``/status`` on loopback; prints JSON with the period jitter p99,
 RSS growth and thread counts at the start and the end.
 

@@ -5,7 +5,7 @@
    replayed through the full path on one core: file walk + parse, data plane,
    and the periods closed at T = 1 s and 0.1 s. Reports packets/s for each
    stage and overall, and ``cli``: the whole ``scidmz telemetry replay --json``
-   process on the same file at both T (wall packets/s, goal >= 2 M, issue 26;
+   process on the same file at both T (wall packets/s, goal >= 2 M, ours;
    peak memory against the file's size), with ``startup_s``: the same process
    on a 10-packet capture (interpreter, imports, numba cache loads), the floor
    under any replay. ``sparse``: the same number of packets spread over 83

@@ -1,4 +1,4 @@
-"""``control run`` as a service (issue 27), no root needed: the plant flags every command shares,
+"""``control run`` as a service (a systemd unit), no root needed: the plant flags every command shares,
 ``--config FILE`` (TOML), shadow mode's loop, metrics and refusals, the recording actuator.
 
 The shadow mode on real plants (no qdisc, class or OVS QoS made) is in
@@ -106,7 +106,7 @@ def _config(tmp_path: Path, text: str) -> str:
     ('seed = 1.5\n', "'seed' must be an integer"),
     ('set = "link.capacity=1G"\n', "'set' must be a list of strings"),
     ('json = true\n', "unknown key 'json'"),
-    ('target = \n', "not valid TOML"),
+    ('target = \n', "invalid TOML"),
 ])
 def test_config_bad_keys_and_values_are_one_line(tmp_path: Path, text: str, msg: str) -> None:
     path = _config(tmp_path, text)

@@ -1,4 +1,4 @@
-"""deploy/grafana/: the dashboard asks only for metrics the daemon exports (issue 13.2).
+"""deploy/grafana/: the dashboard asks only for metrics the daemon exports.
 
 Every PromQL expression is parsed with a real PromQL parser (promql-parser, the Rust
 parser Prometheus-compatible tools use) and each metric selector is checked against the

@@ -1,4 +1,4 @@
-"""The daemon's HTTP side under abuse (issue 10) and its Prometheus metrics (issue 13.1).
+"""The daemon's HTTP side under abuse and its Prometheus metrics.
 
 Real uvicorn server, real sockets, the real fluid plant paced at T = 0.2 s; the metrics are
 read back with prometheus_client's own text parser, as a Prometheus server would read them.
@@ -155,7 +155,7 @@ def test_metrics_listener_is_tokenless_read_only_and_parses(start: Callable[...,
 
 def test_every_fallback_cause_is_in_status_and_metrics(start: Callable[..., Running]) -> None:
     """Actuator failure and an MLC whose model returns NaN (which the MLC itself replaces by the
-    trivial rate: before issue 10 /status said fallback=false, errors {})."""
+    trivial rate: /status once said fallback=false, errors {} for it)."""
     from scidmz.models.predictor import NumpyPredictor
     from scidmz.policies import make_policy
     from scidmz.policies.rate.mlc import Gains
@@ -350,7 +350,7 @@ def test_sigterm_ends_the_daemon_quickly(tmp_path: Path) -> None:
             p.wait()
     assert p.returncode == 0, err
     assert json.loads(out.splitlines()[-1])["reason"] == "signal SIGTERM"
-    # 2 s is the goal (issue 10); the bound here leaves room for a loaded CI machine.
+    # 2 s is the goal; the bound here leaves room for a loaded CI machine.
     assert took < 8, took
     assert not tok.exists()
 

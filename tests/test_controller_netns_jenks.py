@@ -1,4 +1,4 @@
-"""`scidmz control run --plant netns --policy jenks`: Jenks queue separation live on BR1 (root, issue 11 item 3).
+"""`scidmz control run --plant netns --policy jenks`: Jenks queue separation live on BR1 (root).
 
 The daemon runs the queue policy through the same runner as every policy: each period it
 reads the kernel's per-flow table, Jenks groups the long flows by minimum RTT, and the

@@ -1,8 +1,8 @@
 """`scidmz control run testbed --plant netns --policy mlc`: the MLC live on real kernel TCP (root).
 
 No --model or --gains: the daemon runs the model and gains that ship with scidmz for the
-`testbed` scenario, the ones `scidmz reproduce mlc --plant netns` produced (issue 9, items 5
-and 6; src/scidmz/datasets/README.md). The test checks the live path: the daemon builds the
+`testbed` scenario, the ones `scidmz reproduce mlc --plant netns` produced
+(src/scidmz/datasets/README.md). The test checks the live path: the daemon builds the
 testbed, the MLC decides u every period from data-plane telemetry within its saturator band,
 no fallback once running, real DTN traffic, and everything is torn down.
 """

@@ -1,4 +1,4 @@
-"""deploy/systemd/: the unit verifies, and its example configuration is one ``control run`` reads (issue 27).
+"""deploy/systemd/: the unit verifies, and its example configuration is one ``control run`` reads.
 
 ``systemd-analyze verify`` (Debian's systemd package; no running systemd is
 needed) checks the unit's syntax, its directives and that the commands it

@@ -1,4 +1,4 @@
-"""ABC and FFS as bottleneck disciplines of the fluid plant (issue 12, item 2)."""
+"""ABC and FFS as bottleneck disciplines of the fluid plant."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ABC and FFS on real kernel TCP through the NFQUEUE stage (issue 12 item 3; root, iperf3)."""
+"""ABC and FFS on real kernel TCP through the NFQUEUE stage (root, iperf3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Figures in README.md and docs/ come from the committed results files (issue 25 item 7).
+"""Figures in README.md and docs/ come from the committed results files, so no figure can drift
+from the evidence it cites.
 
 ``scripts/render_results.py --check`` must pass on the repository; an edited
 number inside a rendered region must be caught; the leaderboard's verdict is
@@ -150,12 +151,12 @@ def test_verdict_names_the_runs_still_going(tmp_path: Path) -> None:
                                               "cca": "cubic", "units_left": 93}]}
     (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(doc))
     assert leaderboard_context(doc)["pending"][0]["units_left"] == 93
-    readme = render_figure("leaderboard-verdict", tmp_path)
-    assert ("Not in this verdict yet, unfinished (it resumes from its ledger): netns, DTN cubic, on `testbed` (93 trial units left, "
-            "[netns-testbed-cubic](reports/leaderboard/netns-testbed-cubic/report.md)") in readme
+    readme = render_figure("readme-decision", tmp_path)
+    assert ("Not in this table yet, unfinished (each resumes from its ledger): netns, DTN cubic, on `testbed` "
+            "(93 trial units left).") in readme
     assert "(../reports/leaderboard/netns-testbed-cubic/report.md)" in render_figure("leaderboard", tmp_path)
     (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps({"rows": ROWS}))
-    assert "Not in this verdict yet" not in render_figure("leaderboard-verdict", tmp_path)
+    assert "Not in this table yet" not in render_figure("readme-decision", tmp_path)
 
 
 def test_every_figure_has_a_template() -> None:
@@ -168,14 +169,14 @@ def test_verdict_says_whether_the_ann_pays_for_itself() -> None:
             {**_row("fluid", "cubic", "mlc", "mrae", 0.054, 0.0004, 13.6), "vs_pi_pct": 2.0, "vs_pi_p": 0.31},
             _row("fluid", "cubic", "pi", "mrae", 0.055, 0.001, 12.0, p_best=0.31)]
     (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
-    assert "The inverse ANN (mlc vs pi, +2.0 %, p = 0.31) makes no significant difference." in line
+    assert "The inverse ANN (mlc vs pi, +2.0 %, p = 0.31, Holm) makes no significant difference." in line
     rows[1] = {**rows[1], "vs_pi_pct": 9.0, "vs_pi_p": 0.001}
     (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
-    assert "(mlc vs pi, +9.0 %, p = 0.001) pays for itself." in line
+    assert "(mlc vs pi, +9.0 %, p = 0.001, Holm) pays for itself." in line
 
 
 def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
-    """Issue 25, item 6: per place (policy kind) its best on MRAE, with MRAE and FCT vs trivial;
+    """Where an admin should act: per place (policy kind) its best on MRAE, with MRAE and FCT vs trivial;
     kinds kept out of the ranking are named as not comparable, never as a place's best."""
     def kind(row: dict, k: str) -> dict:
         return {**row, "kind": k}
@@ -192,9 +193,10 @@ def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
     (g,) = leaderboard_context({"rows": rows})["regimes"]
     # mlc ranks above pi on MRAE (0.051 < 0.052), so it is the uplink's best; jenks has no FCT row.
     assert g["by_place"] == ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, "
-                             "* p < 0.05, ° too few pairs for any test to reach it): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
+                             "* significantly better, † significantly worse (p < 0.05, Holm), ° too few pairs for any "
+                             "test to reach it): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
                              "rate: mlc (MRAE +14.4 %*, FCT +4.8 %*); the border router's queues: jenks "
-                             "(MRAE -148.9 %*); not comparable on this plant: abc.")
+                             "(MRAE -148.9 %†); not comparable on this plant: abc.")
     rows[0] = {**rows[0], "mean": 0.04}  # the trivial TBF now beats every other rate policy
     (g,) = leaderboard_context({"rows": rows})["regimes"]
     assert "the campus uplink rate: the trivial TBF itself (no policy of this kind beats it);" in g["by_place"]
@@ -261,31 +263,75 @@ def test_saturator_figure_gives_each_policys_best_and_the_verdict_on_the_ann(tmp
     assert "| cubic | mlc | rate 0.05 | 0.0480 |" in text and "| cubic | pi | band 0.02 | 0.0520 |" in text
     assert "DTN cubic: At each policy's best saturator the inverse ANN pays for itself" in text
     assert "Smoke-test" not in text
-    readme = render_figure("readme-saturator", tmp_path)  # the README's answer, from the same file
-    assert "- DTN cubic (best saturators: mlc rate 0.05, pi band 0.02 B_max): At each policy's best" in readme
-    assert "(mlc lower in 36/50 paired trials, p = 0.003)" in readme and "Smoke-test" not in readme
+    assert "(mlc lower in 36/50 paired trials, p = 0.003)" in text
     assert ("each reading: band mlc 0.0500, pi 0.0520; rate mlc 0.0480, pi 0.0900 (trivial TBF 0.0630)."
-            in readme)
+            in text)
 
 
 def test_verdict_names_dtns_that_finished_faster_than_their_target_allows() -> None:
     """A kernel BBR v1 DTN overshoots its target: its lower FCT is campus traffic's loss, and the
-    FCT sentence says so for every policy under the ideal at the target (from the run's plan)."""
+    FCT sentence says so for every policy under the ideal at the target (from the run's plan, for
+    rows without their DTN's rate / target), never calling it the best."""
     rows = [{**_row("netns", "bbr", "trivial", "fct", 36.3, None, 0.0), "run": "r"},
             {**_row("netns", "bbr", "pacing", "fct", 51.8, 0.001, -42.7), "run": "r"}]
     doc = {"rows": rows, "runs": [{"run": "r", "fct_ideal_s": 48.0}]}
     (line,) = leaderboard_context(doc)["regimes"][0]["verdict"]
-    assert line.endswith("At exactly its target the DTN would take 48.0 s; faster, it ran above its target at "
-                         "campus traffic's expense, so for trivial (36.3 s) read the MRAE, not this FCT.")
+    assert line.startswith("fct: best is pacing (-42.7 % vs trivial, p = 0.001), significantly **worse** than")
+    assert line.endswith("At exactly its target the DTN would take 48.0 s. Overshoot, not better service (the DTN ran "
+                         "above its target at campus traffic's expense; read the MRAE): trivial (36.3 s).")
     doc["runs"][0]["fct_ideal_s"] = 30.0
     assert "At exactly its target" not in leaderboard_context(doc)["regimes"][0]["verdict"][0]
     assert "At exactly its target" not in leaderboard_context({"rows": rows})["regimes"][0]["verdict"][0]
 
 
 def test_merged_runs_carry_their_ideal_fct() -> None:
+    from scidmz.evaluation import fct
     from scidmz.evaluation.leaderboard.plan import ideal_fct
     from scidmz.evaluation.leaderboard.results import fct_ideal_of
+    from scidmz.evaluation.mlc.plan import ExperimentPlan
+    from scidmz.units import WIRE_PER_PAYLOAD
 
+    # one formula for both studies: payload bytes on a frame-byte rate (48.0 s without the frames)
     doc = {"plan": {"transfer": 300e6, "fct_target": 0.5}, "fingerprint": {"capacity": 100e6}}
-    assert fct_ideal_of(doc) == pytest.approx(48.0) == ideal_fct(300e6, 0.5, 100e6)
+    assert fct_ideal_of(doc) == pytest.approx(48.0 * WIRE_PER_PAYLOAD) == ideal_fct(300e6, 0.5, 100e6)
+    assert fct.ideal_fct(300e6, 50e6) == ideal_fct(300e6, 0.5, 100e6) == pytest.approx(50.19, abs=0.01)
+
+    class Sc:
+        capacity = 100e6
+
+    plan = ExperimentPlan(transfer=300e6, fct_target=0.5, fct_max_time=None)
+    assert plan.fct_bound(Sc()) == pytest.approx(4 * fct.ideal_fct(300e6, 50e6) + 60)
     assert fct_ideal_of({"plan": {"transfer": 300e6}}) is None
+
+
+def test_saturator_figure_marks_the_old_rule_and_a_difference_within_the_ga_spread(tmp_path: Path) -> None:
+    """Results selected on their own test trials (no plan.selection) say so; where the leaderboard holds
+    a second GA run of one of the study's configurations on the same trials, its spread is shown and a
+    smaller mlc-pi difference is not a finding."""
+    gains = {"kp": 0.3, "ki": 0.2, "kw": 1.4}
+    cfg = {"limiter": "band", "delta_u": 0.02, "mlc": {"mrae": 0.0441, "gains": gains},
+           "pi": {"mrae": 0.0449, "fct_s": 174.4, "gains": {"kp": 0.7, "ki": 0.5, "kw": 1.5}}}
+    best = {"limiter": "band", "delta_u": 0.02, "mrae": 0.0441, "fct_s": 172.0, "utilization": 0.97}
+    vs = {"mrae": {"n": 50, "mean_diff": 0.001, "mlc_lower": 20, "pi_lower": 30, "wilcoxon_p": 0.014}}
+    plan = {"trials": 50, "seed": 0, "ga": [100, 30, 15], "ga_episode_s": 120.0}
+    doc = {"benchmark": "pi_vs_mlc_saturator", "plan": plan,
+           "results": {"bbr2": {"scenario": "paper-bbr2", "trivial": {"mrae": 0.0446, "fct_s": 176.0, "utilization": 0.97},
+                                "best": {"mlc": best, "pi": best, "mlc_vs_pi": vs}, "configs": [cfg]}}}
+    sat = tmp_path / "reports" / "saturator"
+    sat.mkdir(parents=True)
+    (sat / "results.json").write_text(json.dumps(doc))
+    text = render_figure("saturator", tmp_path)
+    assert "**Produced under the old rule:**" in text and "does not pay for itself" in text  # no second run: no spread
+    lb = tmp_path / "reports" / "leaderboard"
+    (lb / "pi-gains" / "paper-bbr2").mkdir(parents=True)
+    (lb / "pi-gains" / "paper-bbr2" / "gains.json").write_text(json.dumps(
+        {**gains, "delta_u": 0.02, "limiter": "band", "info": {"generations": 100, "population": 30, "episode": 120.0}}))
+    (lb / "fluid-paper-bbr2").mkdir()
+    rows = [{"policy": "pi", "experiment": "mrae", "mean": 0.0430, "trials": 50},
+            {"policy": "pi", "experiment": "fct", "mean": 173.2, "trials": 50}]
+    (lb / "fluid-paper-bbr2" / "results.json").write_text(json.dumps({"plan": {"seed": 0}, "rows": rows}))
+    text = render_figure("saturator", tmp_path)
+    assert "less than one configuration's MRAE moves across GA runs (0.0019): not a finding" in text
+    assert "gives MRAE 0.0430 and 0.0449: a spread of 0.0019 from two runs" in text and "(DTN FCT 173.2 and 174.4 s" in text
+    (sat / "results.json").write_text(json.dumps({**doc, "plan": {**plan, "selection": {"seed": 50, "trials": 50}}}))
+    assert "old rule" not in render_figure("saturator", tmp_path)

@@ -1,4 +1,4 @@
-"""Plants without P4 on the eBPF telemetry, and shadow mode on real plants (issue 27; root).
+"""Plants without P4 on the eBPF telemetry, and shadow mode on real plants (root).
 
 * The netns testbed with the programs on BR1 and the software twin on the
   passive taps beside them: the NetworkState of every period against the

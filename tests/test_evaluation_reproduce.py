@@ -37,7 +37,7 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
         for f in ("mrae.csv", "fct.csv", "sweep.csv", "short.csv", "mrae_cdf.png", "fct_cdf.png"):
             assert (out / cca / f).stat().st_size > 0
     # Whether the MLC beats the trivial TBF is a result, measured in reports/mlc and
-    # reports/leaderboard, not asserted here: with the BBRv2 fluid model of issue 28 the quick
+    # reports/leaderboard, not asserted here: with the BBRv2 fluid model (Linux's v2alpha) the quick
     # sizes put it behind on paper-bbr2 (seeds 0-2: -12.9 / -6.0 / +0.3 %, 2026-11-26).
     report = (out / "report.md").read_text()
     assert "scidmz reproduce mlc --quick" in report and "| 21.72 % |" in report
@@ -85,7 +85,7 @@ def test_netns_plan_tunes_on_fluid_and_evaluates_on_the_testbed() -> None:
     for p in (full, quick):
         assert p.eval_plant == "netns" and p.scenarios == {"cubic": "testbed"}
         assert p.which == ("mrae", "fct", "utilization")  # no N_s sweep or short flows in real time
-    assert full.experiments.trials >= 10 and full.experiments.duration == 120.0  # issue 9, item 5
+    assert full.experiments.trials >= 10 and full.experiments.duration == 120.0  # full sizes
     assert quick.experiments.trials * 2 * quick.experiments.duration <= 120  # quick: minutes, not an hour
     assert full.scaled(trials=5).eval_plant == "netns"
     # Fluid, then refined on testbed data: fine-tuning data and gain refinement on the kernel.

@@ -1,4 +1,4 @@
-"""disciplines/ffs/p4/ffs.p4 compiled with p4c and run on BMv2 against the numba core (issue 12 item 4)."""
+"""disciplines/ffs/p4/ffs.p4 compiled with p4c and run on BMv2 against the numba core."""
 
 import math
 import tempfile

@@ -93,13 +93,13 @@ def test_adaptive_substep_agrees_with_a_fine_fixed_step():
     from scidmz.plant.fluid import FluidPlant
     from scidmz.scenario import load_scenario
 
-    # Shallow defaults and the deep variants (issue 9), three seeds each. Queue means are the touchy
-    # part: CUBIC's agree within 5 %. BBRv2 (bbr2.py, issue 28) keeps a small queue even in the deep
+    # Shallow defaults and the deep variants, three seeds each. Queue means are the touchy
+    # part: CUBIC's agree within 5 %. BBRv2 (bbr2.py) keeps a small queue even in the deep
     # buffer, and its probes' ends fall on sub-step boundaries, so its 30 s mean queue differs by a
     # few ms between the two step sizes (measured, 4 seeds: 1.43 vs 1.62 ms shallow, 14.1 vs 17.4 ms
     # in the 100 ms deep buffer): 20 % or 5 ms. The packet noise (constants.ARRIVAL_IDC) reads each
     # sub-step's drift, so BBRv2's rates, which react to its losses, may differ by up to 2 % deep.
-    # Since the window CCAs' congestion events end at the reaction (issue 28, round 2) the campus
+    # Since the window CCAs' congestion events end at the reaction the campus
     # CUBIC flows react more often, and the deep BBRv2 queue's step dependence grew: 9 seeds, 15.8 ms
     # (1 ms step) vs 21.6 ms (adaptive), one seed's mean ranging over 10.8-33.5 ms (seeds 0-2 alone:
     # 14.5 vs 24.4 ms), so that one is compared over 9 seeds, within 8 ms.
@@ -119,6 +119,6 @@ def test_adaptive_substep_agrees_with_a_fine_fixed_step():
             assert adaptive[4] == pytest.approx(fine[4], rel=0.20, abs=0.008 if "deep" in name else 0.005), name
         else:
             # paper-cubic's shallow queue averages 0.25 ms, and one seed's 30 s mean ranges over
-            # 0.19-0.31 ms with either step (measured, 9 seeds, issue 28 round 2): 3-seed means
+            # 0.19-0.31 ms with either step (measured, 9 seeds): 3-seed means
             # differ by up to ~0.1 ms by chance, so 5 % or 0.1 ms
             assert adaptive[4] == pytest.approx(fine[4], rel=0.05, abs=1e-4), name

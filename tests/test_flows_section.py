@@ -1,4 +1,4 @@
-"""The scenario's ``[[flows]]`` section: per-flow RTT, CCA, start/stop, size, rate schedule, UDP (issue 11)."""
+"""The scenario's ``[[flows]]`` section: per-flow RTT, CCA, start/stop, size, rate schedule, UDP."""
 
 from __future__ import annotations
 

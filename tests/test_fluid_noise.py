@@ -1,4 +1,4 @@
-"""The bottleneck's packet-level noise in the fluid plant (issue 9: the kernel's shallow-buffer idle time).
+"""The bottleneck's packet-level noise in the fluid plant (the kernel's shallow-buffer idle time).
 
 The formulas are checked against the stationary reflected Brownian motion they come from
 (numerical integration of its density), and the plant against its own invariants: the noise

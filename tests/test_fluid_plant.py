@@ -169,7 +169,7 @@ def test_dtn_fct_appears_for_a_finite_transfer(small):
     first = fct[done[0]]
     assert np.all(fct[done] == first)  # reported from completion on, unchanged
     assert first >= size * 8 / sc.capacity
-    # The plant counts frame bytes: the payload plus its headers (issue 9).
+    # The plant counts frame bytes: the payload plus its headers.
     from scidmz.plant.fluid.constants import WIRE_PER_PAYLOAD
 
     assert info["dtn_bytes"][:, 0].sum() == pytest.approx(size * WIRE_PER_PAYLOAD, rel=1e-6)

@@ -1,4 +1,4 @@
-"""The window CCAs' loss recovery (issue 28, round 2): timer stalls, event boundaries, CUBIC's W_est."""
+"""The window CCAs' loss recovery: timer stalls, event boundaries, CUBIC's W_est."""
 
 from __future__ import annotations
 

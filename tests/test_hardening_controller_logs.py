@@ -1,4 +1,4 @@
-"""Issue 29: the daemon's logs are for operators. Client errors are counted, logged one line each at most,
+"""The daemon's logs are for operators. Client errors are counted, logged one line each at most,
 rate-limited, never as tracebacks.
 
 Before: 50 partial-body ``POST /target`` requests cut by SIGTERM printed 2,143 lines of "Exception in

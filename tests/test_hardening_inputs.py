@@ -1,4 +1,4 @@
-"""Issue 10: damaged input files (gains, scenarios) get one line naming the file."""
+"""Damaged input files (gains, scenarios) get one line naming the file."""
 
 from __future__ import annotations
 

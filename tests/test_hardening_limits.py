@@ -1,7 +1,7 @@
-"""Issue 29: every count and size has a documented upper bound, checked before allocation.
+"""Every count and size has a documented upper bound, checked before allocation.
 
 The bounds are one table (``scidmz.limits.BOUNDS``); the CLI declares which option is which bound
-(``cli_guard.COUNTS``, and ``--seed`` everywhere). For every declared count, values just outside
+(``guard.counts.COUNTS``, and ``--seed`` everywhere). For every declared count, values just outside
 its bound (and far outside: 10^9, the probe that reached 15 GB) are refused in one line naming
 the option, in milliseconds, with nothing written; the library's own planners refuse the same
 values; the scenario loader refuses oversized tables and deep nesting while reading;
@@ -25,7 +25,7 @@ from test_hardening_props import (
     snapshot,
 )
 
-from scidmz.cli_guard import _COMMON_COUNTS, COUNTS
+from scidmz.guard.counts import COMMON_COUNTS, COUNTS
 from scidmz.limits import BOUNDS, MAX_DEPTH, MAX_SCENARIO_BYTES, check, check_depth, depth
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -35,7 +35,7 @@ from hypothesis import strategies as st  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SEEDED = ["simulate", "identify", "train", "tune", "evaluate", "reproduce", "control run"]
 DECLARED = sorted({(cmd, attr, key) for cmd, opts in COUNTS.items() for attr, key in opts.items()}
-                  | {(cmd, attr, key) for cmd in SEEDED for attr, key in _COMMON_COUNTS.items()})
+                  | {(cmd, attr, key) for cmd in SEEDED for attr, key in COMMON_COUNTS.items()})
 
 
 def _outside(key: str) -> st.SearchStrategy[int]:

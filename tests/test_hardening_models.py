@@ -1,4 +1,4 @@
-"""Issue 10: saving a model never breaks another one or leaves anything behind; bad weights get one line."""
+"""Saving a model never breaks another one or leaves anything behind; bad weights get one line."""
 
 from __future__ import annotations
 

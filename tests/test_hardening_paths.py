@@ -1,4 +1,4 @@
-"""Issue 29: one path policy for every path option (``cli_guard.OUTPUTS``/``INPUTS``), as classes of input.
+"""One path policy for every path option (``guard.paths.OUTPUTS``/``INPUTS``), as classes of input.
 
 Every declared output option of every command gets the classes that got through before: the empty
 (and blank) string, a symlink where links are never followed (output directories, logs), an
@@ -23,7 +23,7 @@ import pytest
 from test_hardening_props import _examples, assert_refused_cleanly, run_inprocess, snapshot
 
 from scidmz.cli import build_parser
-from scidmz.cli_guard import INPUTS, NOT_PATHS, OUTPUTS
+from scidmz.guard.paths import INPUTS, NOT_PATHS, OUTPUTS
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given  # noqa: E402
@@ -124,7 +124,7 @@ def test_every_path_option_is_declared() -> None:
         declared = any(action.dest in t.get(k, {}) for t in (OUTPUTS, INPUTS) for k in keys)
         if not declared and action.dest not in NOT_PATHS.get(cmd, frozenset()):
             missing.append(f"{cmd} {action.dest}")
-    assert not missing, f"path options not declared in cli_guard: {missing}"
+    assert not missing, f"path options not declared in guard.paths: {missing}"
 
 
 def test_declarations_name_real_options() -> None:

@@ -1,4 +1,4 @@
-"""Issue 10: property-based tests (hypothesis) over the CLI's argument parser, scenario loader and outputs.
+"""Property-based tests (hypothesis) over the CLI's argument parser, scenario loader and outputs.
 
 Whatever the input -- random keys, hostile numbers (inf, nan, 1e999, 400
 digits, negative), strings, binary, and paths that are directories, device
@@ -457,7 +457,7 @@ def test_random_output_names(tmp_path, name):
         repo = repo_entries()
         rc, out, err = run_inprocess(argv, cwd)
         assert_refused_cleanly(argv, rc, err, allow_ok=True)
-        if not name.strip():  # issue 29: an empty --out is refused, it does not mean "no output"
+        if not name.strip():  # an empty --out is refused, it does not mean "no output"
             assert rc == 2 and "empty path" in err, (name, err)
         if rc == 0:
             written = Path(cwd, name).resolve()

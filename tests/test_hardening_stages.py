@@ -1,4 +1,4 @@
-"""Issue 29: validation before the work, garbage data, external services, and the small classes.
+"""Validation before the work, garbage data, external services, and the small classes.
 
 * Every multi-stage command with one bad late-stage option answers in one line before any stage
   runs or any file is written (``reproduce mlc`` used to run minutes of identification first).

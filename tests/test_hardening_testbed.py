@@ -1,4 +1,4 @@
-"""Issue 10: ``testbed down --all`` removes only leftovers (owner dead by pid + start time) and their log folders."""
+"""``testbed down --all`` removes only leftovers (owner dead by pid + start time) and their log folders."""
 
 from __future__ import annotations
 

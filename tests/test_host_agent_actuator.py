@@ -187,6 +187,8 @@ def test_the_loop_falls_back_on_a_lost_agent_and_recovers(tmp_path: Path) -> Non
 
     sc = load_scenario("testbed").replace(period=0.05)
     inner = make_plant("fluid", sc)
+    inner.reset(0)
+    inner.step(50e6)  # JIT-compiles the fluid kernel now, not as a late first sample of the loop
 
     class LosesItsAgent:
         """The fluid plant, whose ``set_pacing`` fails as an unreachable agent does while ``lost`` is set."""
@@ -202,7 +204,8 @@ def test_the_loop_falls_back_on_a_lost_agent_and_recovers(tmp_path: Path) -> Non
             inner.set_pacing(rates)
 
     plant = LosesItsAgent()
-    loop = ControlLoop(plant, make_policy("pacing"), 60e6, log=tmp_path / "loop.jsonl")
+    # A loaded machine's late sample must not turn into a telemetry fallback here: only the agent's is tested.
+    loop = ControlLoop(plant, make_policy("pacing"), 60e6, log=tmp_path / "loop.jsonl", telemetry_timeout=10.0)
     t = threading.Thread(target=loop.run)
     t.start()
     try:

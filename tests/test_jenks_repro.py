@@ -15,7 +15,7 @@ def test_separation_restores_fairness_test1(cca):
     with_ = paper_test1(cca, True, 20.0)
     assert with_.jain > 0.95
     # BBR v1's RTT bias is strong on the kernel too (Jain 0.52 on netns); CUBIC's is mild on the
-    # kernel (0.97, reports/jenks), and the fluid CUBIC with Linux's timer recovery (issue 28)
+    # kernel (0.97, reports/jenks), and the fluid CUBIC with Linux's timer recovery
     # moved towards it: only "separation makes it fairer" is asserted there.
     assert without.jain < (0.8 if cca == "bbr" else with_.jain - 0.05)
     # The bias has the paper's direction: CUBIC favours the 2 ms flow, BBR the 60 ms one.

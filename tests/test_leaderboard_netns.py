@@ -1,5 +1,5 @@
 """`scidmz leaderboard --plant netns`: Ctrl-C mid-trial leaves no ledger line and no testbed; --resume
-finishes the run (issue 25). Root, under the lock (``flock /tmp/scidmz-root.lock``)."""
+finishes the run. Root, under the lock (``flock /tmp/scidmz-root.lock``)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_sigint_mid_trial_leaves_no_line_and_no_testbed_then_resume_finishes(tmp
     for u in units:
         assert isinstance(u["starved_by"], dict) and (sum(u["starved_by"].values()) >= u["starved_periods"])
         assert bool(u["starved_by"]) == (u["starved_periods"] > 0), u
-    # trial-major, the policy order rotated by the trial: trivial,none then none,trivial
+    # trial-major, the policies in a Williams design's order (for two, a rotation): trivial,none then none,trivial
     assert [(u["policy"], u["trial"]) for u in units][0] == ("trivial", 0)
     rows = json.loads((out / "results.json").read_text())["rows"]
     # a trial the machine starved (a loaded CI box) is left out of the statistics, but counted

@@ -69,10 +69,12 @@ def test_rows_pair_trial_by_trial_and_leave_out_excluded_trials(tmp_path: Path) 
     assert h["plant"] == "netns" and (b / "ledger.jsonl").read_text().endswith('"pol')
     rows = {(r["experiment"], r["policy"]): r for r in recheck_rows(u1, u2, ["trivial", "pacing"])}
     pac = rows[("mrae", "pacing")]
-    assert pac["n"] == 8 and pac["again_mean"] == pytest.approx(0.025)  # trial 9 of the first run is unpaired
+    # trial 9 of the first run is unpaired; trial 0, starved for trivial in the re-check, is invalid
+    # for every policy (validity per trial, not per unit), on both sides
+    assert pac["n"] == 7 and pac["again_mean"] == pytest.approx(0.025)
     assert pac["pct"] == pytest.approx(100 * (pac["first_mean"] - 0.025) / pac["first_mean"])
-    assert pac["p"] < 0.01  # better in all 8 pairs: exact two-sided p = 2 / 2^8
-    assert rows[("mrae", "trivial")]["n"] == 7  # trial 0 starved in the re-check: out on both sides
+    assert pac["p"] == pytest.approx(2 / 2**7)  # better in all 7 pairs: the exact two-sided p
+    assert rows[("mrae", "trivial")]["n"] == 7
     assert rows[("mrae", "trivial")]["p"] > 0.05
     assert abs(rows[("fct", "pacing")]["pct"]) < 0.1 and rows[("fct", "pacing")]["first_mean"] == pytest.approx(50.5, abs=0.02)
 
@@ -156,6 +158,8 @@ def _mlc_repo(tmp: Path, mlc_mrae: float | None) -> Path:
         lines[0]["policies"]["mlc"] = {"kind": "rate", "files": {}}
         if d == b:
             lines += [_unit("mrae", "mlc", i, mlc_mrae + 0.001 * i) for i in range(8)]
+            for r in lines[1:]:
+                r["starved_periods"] = 0  # all 8 trials valid: a lead can reach p < 0.05 after Holm
         shutil.copytree(d, root / rel)
         (root / rel / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     return root
@@ -170,3 +174,33 @@ def test_readme_mlc_sentence_gains_the_rechecks_standing_once_it_finishes(tmp_pa
     tie = render_figure("readme-mlc-netns", _mlc_repo(tmp_path / "tie", 0.099))
     assert "delay-stage fix" in lead and "over 8 paired trials" in lead and "(Holm-corrected): a significant lead." in lead
     assert "(Holm-corrected): not a significant lead" in tie
+
+
+def _with_targets(d: Path, targets: dict[str, list[str]] | None, mean_target: float | None = None) -> None:
+    """Rewrite a ledger's header with per-trial target hashes, or its MRAE lines with a mean target."""
+    lines = [json.loads(x) for x in (d / "ledger.jsonl").read_text().splitlines() if x.endswith("}")]
+    if targets is not None:
+        lines[0]["targets"] = targets
+    for r in lines[1:]:
+        if mean_target is not None and r["unit"] == "mrae":
+            r["metrics"]["mean_target"] = mean_target + r["trial"]
+    (d / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+
+
+def test_a_recheck_on_other_targets_is_not_compared_trial_by_trial(tmp_path: Path) -> None:
+    """What the kernel CUBIC re-check hid: 10 trials drawn from a 10-column matrix are not the first
+    20-trial run's trials 0-9. Hashes where the headers have them, else the recorded mean targets."""
+    a, b = _runs(tmp_path / "hash")
+    _with_targets(a, {"mrae": ["h0", "h1", "h2"], "fct": ["f0", "f1"]})
+    _with_targets(b, {"mrae": ["h0", "x1"], "fct": ["f0", "f1", "f2"]})
+    ctx = recheck_context(a, b)
+    assert ctx["unpaired"] == {"mrae": "trial 1's MRAE target differs (hash h1 vs x1)"}
+    assert {r["experiment"] for r in ctx["rows"]} == {"fct"} and ctx["first"][0].startswith("fct:")
+    assert ctx["again_own"]["mrae"].startswith("mrae: best is pacing")
+    assert "mrae/pacing" in ctx["again_vs_trivial"]  # the re-check's own paired rows stand
+    a, b = _runs(tmp_path / "legacy")
+    _with_targets(a, None, mean_target=46.4e6)
+    _with_targets(b, None, mean_target=51.7e6)
+    assert recheck_context(a, b)["unpaired"]["mrae"].startswith("trial 0's MRAE target differs (mean 46.4 vs 51.7")
+    _with_targets(b, None, mean_target=46.4e6)
+    assert recheck_context(a, b)["unpaired"] == {}

@@ -1,4 +1,4 @@
-"""ABC and FFS on the netns testbed's BR1 WAN egress (NFQUEUE stage), driven by the runner (issue 12)."""
+"""ABC and FFS on the netns testbed's BR1 WAN egress (NFQUEUE stage), driven by the runner."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The scenario's ``[[flows]]`` on the netns testbed: one real host per flow, per-host CCA, start/stop,
-rate schedules, a fixed-size flow's FCT, UDP beside TCP (issue 11)."""
+rate schedules, a fixed-size flow's FCT, UDP beside TCP."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Jenks queue separation on the netns testbed: BR1's WAN port becomes a real HTB, driven by the runner (issue 11)."""
+"""Jenks queue separation on the netns testbed: BR1's WAN port becomes a real HTB, driven by the runner."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One netns testbed, policies of every kind alternating episode by episode (issue 25, leaderboard).
+"""One netns testbed, policies of every kind alternating episode by episode (as the leaderboard runs them).
 
 ``NetnsPlant.reset`` returns the testbed to its default configuration: the bottleneck's own
 TBF (no HTB left by a jenks episode), no NFQUEUE discipline stage unless the episode's policy

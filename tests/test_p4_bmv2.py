@@ -1,4 +1,4 @@
-"""The v1model telemetry program end to end on BMv2 (issue 14, item 2; IPv6 and encapsulations: issue 26).
+"""The v1model telemetry program end to end on BMv2 (IPv6 and encapsulations too).
 
 ``telemetry_p4/run_bmv2.py`` compiles the program, starts
 ``simple_switch_grpc`` in a namespace of its own (taps on ports 1 and 2),

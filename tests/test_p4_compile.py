@@ -1,4 +1,4 @@
-"""The telemetry programs meet the real compiler (issue 14, items 1 and 3).
+"""The telemetry programs meet the real compiler.
 
 * v1model: ``p4c --target bmv2 --arch v1model --p4runtime-files`` compiles
   it without a warning; the P4Info it writes equals the committed one byte for

@@ -1,4 +1,4 @@
-"""``pacing``, the DTN paced at its target by its own senders (issue 25, item 2), on both plants.
+"""``pacing``, the DTN paced at its target by its own senders, on both plants.
 
 - the units: ``SO_MAX_PACING_RATE`` is TCP payload bytes/s, our rates frame bit/s;
 - the actuator on real sockets (loopback, no root): a sender's streams follow the rate

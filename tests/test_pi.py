@@ -1,4 +1,4 @@
-"""``pi``, the MLC without its model: the same loop, the same GA, the same files (issue 25, item 1).
+"""``pi``, the MLC without its model: the same loop, the same GA, the same files (so `mlc` vs `pi` isolates what the inverse ANN adds).
 
 ``pi`` must differ from ``mlc`` only by the inverse ANN: with an inverse model that
 returns the trivial rate (y_d's campus entry) and the same gains, ``MLCPolicy`` and
@@ -215,19 +215,19 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     (tmp_path / "repro" / "cubic" / "model").symlink_to(shipped_model(load_scenario("testbed"))[0])
     out = tmp_path / "sat.json"
     small = ["--from", str(tmp_path / "repro"), "--cca", "cubic", "--quick", "--generations", "1", "--population",
-             "2", "--bands", "0.05", "--rate-bands", "0.1", "--work", str(tmp_path / "work")]
+             "2", "--bands", "0.05", "--rate-bands", "0.1", "--work", str(tmp_path / "work"), "--ga-seeds", "2"]
     r = subprocess.run([sys.executable, str(script), *small, "--trials", "2", "--out", str(out)], capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert doc == json.loads(out.read_text())
     # --work: a re-run reuses every finished configuration and gives the same results; another plan is refused.
-    (tmp_path / "work" / "cubic-rate-0.1.json").unlink()  # as if interrupted during the last configuration
+    (tmp_path / "work" / "cubic-rate-0.1-select.json").unlink()  # as if interrupted during the last configuration
     r = subprocess.run([sys.executable, str(script), *small, "--trials", "2", "--workers", "2"], capture_output=True,
                        text=True, timeout=900)  # the GA over two processes gives the same gains
     assert r.returncode == 0, r.stderr
-    assert "cubic-trivial: reused" in r.stderr and "cubic-band-0.05: reused" in r.stderr
-    assert "cubic-rate-0.1: reused" not in r.stderr
+    assert "cubic-trivial: reused" in r.stderr and "cubic-band-0.05-select: reused" in r.stderr
+    assert "cubic-rate-0.1-select: reused" not in r.stderr
     assert _untimed(json.loads(r.stdout.strip().splitlines()[-1])["results"]) == _untimed(doc["results"])
     r = subprocess.run([sys.executable, str(script), *small, "--trials", "3"], capture_output=True, text=True,
                        timeout=120)
@@ -248,7 +248,15 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     assert [(c["limiter"], c["delta_u"]) for c in res["configs"]] == [("band", 0.05), ("rate", 0.1)]
     for c in res["configs"]:
         assert c["mlc"]["gains"] and c["pi"]["mrae"] > 0 and c["mlc_vs_pi"]["mrae"]["n"] == 2
-    assert {"mlc", "pi", "mlc_vs_pi", "trade_off"} <= set(res["best"])
+    assert {"mlc", "pi", "mlc_vs_pi", "trade_off", "ga_spread"} <= set(res["best"])
+    # selected on the selection trials (seeds 2, 3: just past the evaluation's 0, 1), judged on the evaluation's
+    assert doc["plan"]["selection"] == {"seed": 2, "trials": 2} and doc["plan"]["ga_seeds"] == 2
+    for name in ("mlc", "pi"):
+        b = res["best"][name]
+        assert len(b["mrae_by_ga_seed"]) == 2 and b["mrae"] == b["mrae_by_ga_seed"][0]
+        assert b["ga_spread"] == max(b["mrae_by_ga_seed"]) - min(b["mrae_by_ga_seed"])
+        assert b["selection_mrae"] == min(c[name]["mrae"] for c in res["configs"])
+    assert "Produced under the old rule" not in report and "Mean MRAE on the evaluation trials across GA seeds" in report
     # Without --from, the paper-scale models shipped for paper-cubic and paper-bbr2.
     mod = _saturator_module()
     a, _, ccas = mod._args([])
@@ -258,7 +266,10 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
     for args, msg in ((["--from", str(tmp_path)], "no inverse model at"),
                       (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--bands", "2"], "(0, 1]"),
                       (["--from", str(tmp_path / "repro"), "--cca", "reno"], "--cca must be among"),
-                      (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "1"], ">= 2")):
+                      (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "1"], ">= 2"),
+                      # selection on (some of) the trials it is judged on: refused before any work
+                      (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "4", "--select-seed", "3"],
+                       "the selection seeds [3, 7) overlap the evaluation seeds [0, 4) at seed 3")):
         r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
@@ -288,6 +299,19 @@ def test_saturator_verdict_names_which_policy_wins_only_when_significant() -> No
     assert "pays for itself" in saturator_verdict(best(-0.01, 0.01)) and "by 0.0100" in saturator_verdict(best(-0.01, 0.01))
     assert "does not pay for itself" in saturator_verdict(best(0.002, 0.01))
     assert "no significant difference" in saturator_verdict(best(0.002, float("nan")))
+    # a difference smaller than one configuration's spread across GA seeds is never a finding
+    small = saturator_verdict(best(-0.001, 0.01), spread=0.0019)
+    assert "not a finding" in small and "pays for itself" not in small and "(0.0019)" in small
+    assert "pays for itself" in saturator_verdict({**best(-0.01, 0.01), "ga_spread": 0.0019})
+
+
+def test_tuning_and_selection_seeds_must_be_apart_from_the_evaluation_seeds() -> None:
+    from scidmz.evaluation.leaderboard.plan import check_tuning_apart, seed_block
+
+    check_tuning_apart(seed_block(0, 50), selection=seed_block(50, 50), GA=seed_block(1_000_000, 5))
+    with pytest.raises(ValueError, match=r"the GA seeds \[40, 45\) overlap the evaluation seeds \[0, 50\) at seed 40"):
+        check_tuning_apart(seed_block(0, 50), selection=seed_block(50, 5), GA=seed_block(40, 5))
+    check_tuning_apart(seed_block(0, 0), selection=seed_block(0, 5))  # no evaluation trials: nothing to overlap
 
 
 def _saturator_module():
@@ -299,3 +323,22 @@ def _saturator_module():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_leaderboard_refuses_gains_tuned_on_its_own_trial_seeds(tmp_path, capsys) -> None:
+    """A plan whose trials run on the seeds the given gains were tuned on: one line, exit 2, nothing written."""
+    from pathlib import Path
+
+    from scidmz.cli import main
+    from scidmz.evaluation.leaderboard.run import tuning_seeds
+
+    gains = Path(__file__).resolve().parents[1] / "reports" / "leaderboard" / "pi-gains" / "testbed" / "gains.json"
+    assert tuning_seeds(gains) == {"GA": range(1_000_000, 1_000_001), "refinement": range(2_000_000, 2_000_002)}
+    assert tuning_seeds(tmp_path / "absent.json") == {}
+    out = tmp_path / "run"
+    code = main(["leaderboard", "testbed", "--policies", "trivial,pi", "--pi-gains", str(gains), "--quick",
+                 "--trials", "2", "--experiments", "mrae", "--seed", "1999999", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and not out.exists()
+    assert len(err) == 1 and ("the pi gains' refinement seeds [2000000, 2000002) overlap the evaluation seeds "
+                              "[1999999, 2000001) at seed 2000000") in err[0]

@@ -61,15 +61,17 @@ def test_make_plant_hardware_builds_from_options_with_one_line_errors():
 
 def test_p4_view_gets_plant_opt_prefixes_as_a_list(monkeypatch):
     """``--plant-opt dtn_prefixes=A,B`` arrives as one string; the P4 view must get the prefixes."""
-    from scidmz.plant import hardware
+    from scidmz.plant import hardware, hardware_p4
 
     got = {}
 
-    def connect(address, dtn, remote, install, p4info, options):
-        got.update(dtn=dtn, remote=remote)
-        return SoftwareDataPlane()
+    def open_(self):  # the switch's set-up (connect, claim, install), here only what it would install
+        got.update(dtn=self.dtn, remote=self.remote)
+        self.view = SoftwareDataPlane()
+        return self.view
 
-    monkeypatch.setattr(hardware.HardwarePlant, "connect", staticmethod(connect))
+    monkeypatch.setattr(hardware_p4.P4Switch, "open", open_)
+    monkeypatch.setattr(hardware_p4.P4Switch, "close", lambda self: None)
     monkeypatch.setattr(hardware, "_actuator", lambda *a, **k: RecordingActuator())
     sc = load_scenario("testbed")
     plant = make_plant("hardware", sc, dev="eth0", telemetry="127.0.0.1:9559",

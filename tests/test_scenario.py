@@ -11,7 +11,7 @@ def test_builtins_present_and_paper_values():
     assert s.capacity == 1e9
     assert s.campus.hosts == 100 and s.campus.rtt == pytest.approx(0.010)
     assert s.dtn.streams == 8 and s.dtn.rtt == pytest.approx(0.100)
-    # Default buffer (issue 9): the shallow regime, 0.05 BDP of the DTN path (1 Gbit/s x 100 ms x 0.05);
+    # Default buffer: the shallow regime, 0.05 BDP of the DTN path (1 Gbit/s x 100 ms x 0.05);
     # the deep variant keeps 1 BDP = 12.5 MB.
     assert s.buffer_bytes == pytest.approx(625e3)
     assert load_scenario("paper-cubic-deep").buffer_bytes == pytest.approx(12.5e6)
@@ -39,7 +39,7 @@ def test_toml_file_and_unknown_key(tmp_path):
         ("campus.hosts=2.5", "campus.hosts"),
         ("nosuch.key=1", "nosuch"),
         ("duration=0.1", "duration"),
-        # issue 9: a bottleneck buffer below one MTU or above 10 BDP of the DTN path
+        # a bottleneck buffer below one MTU or above 10 BDP of the DTN path
         ("link.buffer=100", "link.buffer gives a bottleneck buffer of 100 bytes, below one MTU"),
         ("link.buffer_bdp=0.0001", "link.buffer_bdp gives a bottleneck buffer of"),
         ("link.buffer_bdp=20", "link.buffer_bdp gives 20 BDP"),

@@ -35,7 +35,7 @@ def _trace(n=5):
 
 def test_trace_parquet_roundtrip(tmp_path):
     tr = _trace()
-    (tmp_path / "sub").mkdir()  # missing parents are an error (fileio, issue 10)
+    (tmp_path / "sub").mkdir()  # missing parents are an error (fileio)
     path = tr.to_parquet(tmp_path / "sub" / "t.parquet")
     back = Trace.read_parquet(path)
     assert back.meta == {"policy": "trivial", "seed": 3, "format_version": 1, "scidmz_version": back.meta["scidmz_version"]}

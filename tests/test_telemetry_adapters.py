@@ -35,7 +35,7 @@ S = 1_000_000_000
 T0 = 1_700_000_000 * S
 DTN_R, REMOTE, DTN_S, CAMPUS = "10.0.3.2", "10.1.0.20", "10.0.0.10", "10.0.0.11"
 DTN_R6, REMOTE6, DTN_S6, CAMPUS6 = "2001:db8:3::2", "2001:db8:1::20", "2001:db8::10", "2001:db8::11"
-# class_lpm of both families, several prefixes per class (issue 26)
+# class_lpm of both families, several prefixes per class
 PREFIXES = {"dtn_prefixes": [f"{DTN_R}/32", f"{DTN_R6}/128"], "remote_prefixes": ["10.1.0.0/16", "2001:db8:1::/48"]}
 
 

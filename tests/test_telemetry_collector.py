@@ -121,7 +121,7 @@ def test_remote_fin_removes_flow(tmp_path):
     taps.add(C.TAP_EGRESS, T0 + 1500 * MS, frame(SND2, RMT, 8, 80, seq=1, flags="A"))  # keep time moving
     ys, src = replay(taps, tmp_path)
     # the flow became active and ended (the remote side's FIN) within period 0: it counts there
-    # (issue 26: a transfer inside one period is not "no flow"), and is gone by period 1
+    # (a transfer inside one period is not "no flow"), and is gone by period 1
     assert [int(y.active_flows) for y in ys] == [1, 0]
     assert src.stats()["af_fin_removed"] == 1 and src.collector.flow_vector.size == 0
 

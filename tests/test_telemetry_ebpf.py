@@ -1,4 +1,4 @@
-"""The eBPF telemetry programs against the software twin, on the same frames (issue 27).
+"""The eBPF telemetry programs against the software twin, on the same frames.
 
 Every frame runs through the JIT-compiled program of its hook with
 BPF_PROG_TEST_RUN (``replay.EbpfReplay``, the frame's time in
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -366,6 +367,18 @@ def test_header_has_every_constant_of_constants_py():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.int_constants(C) == int_constants()
+
+
+def test_header_has_the_parsers_kinds_and_the_program_no_copy_of_them():
+    """KIND_* come from twin/parse.py through the header; the program defines no number of its own for them."""
+    from scidmz.telemetry.twin import parse
+
+    defined = dict(re.findall(r"^#define SCIDMZ_KIND_(\w+) (\S+)$", render(), re.M))
+    assert {n: int(v) for n, v in defined.items()} == {n[len("KIND_"):]: getattr(parse, n)
+                                                       for n in parse.__all__ if n.startswith("KIND_")}
+    src = (pathlib.Path(parse.__file__).resolve().parents[1] / "ebpf" / "scidmz_telemetry.bpf.c").read_text()
+    assert not re.findall(r"(?<![A-Z_])KIND_\w+", src), "the program uses kinds not from scidmz_ebpf.h"
+    assert set(re.findall(r"SCIDMZ_KIND_(\w+)", src)) <= set(defined)
 
 
 @needs_clang

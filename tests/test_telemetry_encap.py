@@ -1,4 +1,4 @@
-"""Issue 26: IPv6, the encapsulations mirror ports deliver, snap lengths, honest outcomes,
+"""IPv6, the encapsulations mirror ports deliver, snap lengths, honest outcomes,
 and the replay's period closing inside the packet loop against the control plane's own
 per-period path."""
 

@@ -1,4 +1,4 @@
-"""Streaming replay (issue 8): chunked capture reading and the windowed tap merge give the
+"""Streaming replay: chunked capture reading and the windowed tap merge give the
 same y(t), counters and drops as reading whole files, with memory set by the chunk."""
 
 from __future__ import annotations

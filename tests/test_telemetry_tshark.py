@@ -1,4 +1,4 @@
-"""The twin on real captures, with tshark as the reference (issue 26, item 6).
+"""The twin on real captures, with tshark as the reference.
 
 The corpus is ``tests/data/captures/`` (README.md there: each file's source and
 licence). For every file the replay must read it (exit 0, no drop reason over

@@ -32,10 +32,10 @@ SEED = 7
 TRACES = Path(__file__).parent / "data" / "fluid_traces.json"
 RTOL = 1e-7
 
-# Updated deliberately for issue 9: the built-ins moved to the shallow 0.05 BDP
+# Updated deliberately when the built-ins moved to the shallow 0.05 BDP
 # buffer and the fluid plant now counts Ethernet frame bytes; then the bottleneck's
-# packet-level queue noise (constants.ARRIVAL_IDC) was added. Issue 28: BBRv2 follows
-# Google's v2alpha tcp_bbr2.c (bbr2.py), so paper-bbr2 moved. Issue 28, round 2: the window
+# packet-level queue noise (constants.ARRIVAL_IDC) was added. Then BBRv2 followed
+# Google's v2alpha tcp_bbr2.c (bbr2.py), so paper-bbr2 moved. Then the window
 # CCAs follow Linux's loss recovery more closely (a congestion event ends at the reaction,
 # CUBIC's Reno-friendly window grows per RTT of ACKs, timer stalls are drawn from the flight's
 # loss, cca._flight_lost; a detected loss dates from the middle of its sub-step), so both moved.
@@ -78,7 +78,7 @@ def test_fluid_trace_is_unchanged(name: str) -> None:
     _check(name, _trace(name), EXPECTED[name])
 
 
-# The other policy kinds' queues, pinned alike (issue 25, item 3: the packet noise acts in every queue
+# The other policy kinds' queues, pinned alike (the packet noise acts in every queue
 # a policy makes -- HTB leaves, the FIFO behind ABC and FFS -- so these traces moved on purpose when
 # they were added; the drop-tail traces above did not move). Same trace, the policy through the runner.
 EXPECTED_POLICY = {

@@ -14,7 +14,6 @@ import argparse
 import os
 import sys
 
-from .cli_guard import OneLineArgumentParser, add_mkdir_flags, check_args, guarded
 from .commands import (
     agent,
     control,
@@ -27,6 +26,10 @@ from .commands import (
     telemetry,
     testbed,
 )
+from .guard.check import check_args
+from .guard.exitcodes import guarded
+from .guard.parser import OneLineArgumentParser
+from .guard.paths import add_mkdir_flags
 
 __all__ = ["main", "build_parser"]
 
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         print("scidmz: error: a command is required (see scidmz --help)", file=sys.stderr)
         return 2
-    # Every declared path and count is checked before any work; every failure is one line (cli_guard).
+    # Every declared path and count is checked before any work; every failure is one line (scidmz.guard).
     return guarded(lambda: (check_args(args), args.func(args))[1])
 
 

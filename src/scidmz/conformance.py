@@ -37,7 +37,13 @@ batch 1 and 3 on a history recorded from the fluid plant; outputs of the
 right shape, finite, and for a rate policy (and a host policy's campus rate)
 within [u_min, u_max]; the same decision for the same history after a reset;
 a one-line ``ValueError`` from the runner on a plant lacking the capability
-its kind needs; and an episode through the runner on the fluid plant.
+its kind needs; and an episode through the runner on the fluid plant. A
+configuration (``scidmz.policies.configuration``, several policies at most one
+per place) is checked member by member (each check named ``MEMBER:check``),
+then as a whole: its canonical name (registered members, host-rate-queue-
+discipline order, the name parsing back to itself), the runner's refusal on a
+plant lacking one of its places, and an episode on the fluid plant with each
+member's effect recorded (a host member's ``pacing`` column).
 """
 
 from __future__ import annotations
@@ -49,7 +55,14 @@ from typing import Any
 
 import numpy as np
 
-from .kinds import POLICY_KINDS, DisciplinePolicy, HostPolicy, QueuePolicy, RatePolicy
+from .kinds import (
+    POLICY_KINDS,
+    DisciplinePolicy,
+    HostPolicy,
+    QueuePolicy,
+    RatePolicy,
+    policy_places,
+)
 from .plant.base import (
     CAPABILITIES,
     FLOW_COLUMNS,
@@ -370,6 +383,8 @@ def check_policy(
     """
     sc = _as_scenario(scenario)
     name = getattr(policy, "name", type(policy).__name__)
+    if len(policy_places(policy)) > 1:
+        return _check_configuration(policy, sc, batches=batches, seed=seed, registered=registered, episode=episode)
     c = _Checks(f"policy {name!r}")
     kind = getattr(policy, "kind", None)
     with c.check("kind"):
@@ -405,4 +420,41 @@ def check_policy(
         with c.check(f"episode_batch{b}"), make_plant("fluid", sc, batch=b) as plant:
             traces = run_episode(plant, policy, np.full(episode, 0.5 * sc.capacity), seed=seed)
             _need(len(traces) == b and all(len(t.df) == episode for t in traces), "the episode was cut short")
+    return tuple(c.passed)
+
+
+def _check_configuration(config: Any, sc: Scenario, *, batches: Iterable[int], seed: int, registered: bool,
+                         episode: int) -> tuple[str, ...]:
+    """``check_policy`` of a configuration (module docstring)."""
+    name = getattr(config, "name", type(config).__name__)
+    places = policy_places(config)
+    passed = [f"{getattr(m, 'name', kind)}:{check}" for kind, m in places.items()
+              for check in check_policy(m, sc, batches=batches, seed=seed, registered=registered, episode=0)]
+    c = _Checks(f"configuration {name!r}")
+    c.passed = passed
+    with c.check("canonical_name"):
+        from .policies.configuration import POLICY_KINDS_ORDER, SEPARATOR, parse_configuration
+
+        order = [k for k in POLICY_KINDS_ORDER if k in places]
+        _need(list(places) == order, f"members by place {list(places)}, expected the canonical order {order}")
+        expected = SEPARATOR.join(str(getattr(m, "name", "")) for m in places.values())
+        _need(name == expected, f"name {name!r}, expected {expected!r} (its members in canonical order)")
+        if registered:
+            _need(SEPARATOR.join(parse_configuration(name)) == name, f"{name!r} does not parse back to itself")
+    if set(places) != {"rate"}:
+        with c.check("refused_without_capability"):
+            try:
+                Episode(_RateOnlyPlant(sc, 1), config)
+            except ValueError as exc:
+                _need("\n" not in str(exc), f"the refusal is not one line: {exc!r}")
+            else:
+                raise AssertionError("the runner accepted a configuration on a plant lacking its places")
+    if episode:
+        b = max(batches)
+        with c.check(f"episode_batch{b}"), make_plant("fluid", sc, batch=b) as plant:
+            traces = run_episode(plant, config, np.full(episode, 0.5 * sc.capacity), seed=seed)
+            _need(len(traces) == b and all(len(t.df) == episode for t in traces), "the episode was cut short")
+            _need(all(t.meta.get("policy") == name for t in traces), "the traces do not name the configuration")
+            if "host" in places:
+                _need("pacing" in traces[0].columns, "the runner recorded no pacing for the host member")
     return tuple(c.passed)

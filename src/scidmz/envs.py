@@ -25,6 +25,12 @@ the agent's action is a rate policy (``AgentAction``) whose next decision is
 the action just given, so the same checks (one line on a non-finite action)
 and the same bounds [u_min, u_max] apply as for every other policy.
 
+``places``: policies acting in the other places while the agent sets the
+campus rate, as a configuration (``"pacing"``, ``"pacing+jenks"``: at most one
+per place, none a rate policy; ``scidmz.policies.configuration``). The agent
+and they run as one configuration, each member through its plant capability;
+a plant lacking one of the places is one ``ValueError`` line.
+
 The same seed gives the same episode. Gymnasium is an optional extra
 (``pip install scidmz[rl]``); it is imported only here.
 """
@@ -36,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from .runner import Episode
+from .kinds import policy_places
+from .runner import Episode, check_places
 from .scenario import Scenario, load_scenario
 from .signals import constant, random_steps
 from .state import N_STATE, History
@@ -48,7 +55,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("scidmz.envs needs gymnasium: pip install 'scidmz[rl]'") from exc
 
-__all__ = ["ScidmzEnv", "ScidmzVectorEnv", "AgentAction", "relative_error_reward"]
+__all__ = ["ScidmzEnv", "ScidmzVectorEnv", "AgentAction", "relative_error_reward", "agent_configuration"]
 
 RewardFn = Callable[[np.ndarray, float, float], float]
 TargetSpec = float | str | np.ndarray
@@ -80,6 +87,25 @@ class AgentAction:
         if self._u is None:
             raise RuntimeError("AgentAction.decide() before act(u)")
         return np.broadcast_to(self._u, (history.batch,))
+
+
+def agent_configuration(agent: AgentAction, places: str | Any | None) -> Any:
+    """The agent as the rate place, with ``places`` (a configuration string or policy object, no rate
+    member) in the others; the agent alone without ``places``. One line for a rate member."""
+    if places is None:
+        return agent
+    from .policies.configuration import Configuration, build_configuration, parse_configuration
+    from .policies.registry import policy_kind
+
+    # the kinds first: a rate member is refused before anything is built (pi would want its gains)
+    kinds = [policy_kind(n) for n in parse_configuration(places)] if isinstance(places, str) \
+        else list(policy_places(places))
+    if "rate" in kinds:
+        name = places if isinstance(places, str) else getattr(places, "name", places)
+        raise ValueError(f"places={name!r}: the agent's action is the campus rate; give policies for the other "
+                         "places only (host, queue, discipline)")
+    pol = build_configuration(places) if isinstance(places, str) else places
+    return Configuration([agent, *policy_places(pol).values()])
 
 
 def relative_error_reward(y: np.ndarray, u: float, target: float) -> float:
@@ -142,7 +168,8 @@ class ScidmzEnv(gym.Env):
 
     ``plant`` is a backend name (``fluid``, ``netns``, ``hardware``) or a
     factory ``plant(scenario) -> Plant``; real-time plants make real-time
-    episodes. ``plant_kwargs`` go to the backend.
+    episodes. ``plant_kwargs`` go to the backend. ``places``: the policies
+    acting in the other places (module docstring).
     """
 
     metadata = {"render_modes": []}
@@ -155,6 +182,7 @@ class ScidmzEnv(gym.Env):
         reward: RewardFn | None = None,
         plant: str | Callable[[Scenario], Any] = "fluid",
         plant_kwargs: dict[str, Any] | None = None,
+        places: str | Any | None = None,
     ) -> None:
         if int(history) != history or history < 0:
             raise ValueError(f"history must be a whole number >= 0, got {history!r}")
@@ -169,6 +197,13 @@ class ScidmzEnv(gym.Env):
         _target_signal(target, self.scenario, self.scenario.steps, 0, 1)
         self._plant: Any = None
         self._agent = AgentAction()
+        self._policy = agent_configuration(self._agent, places)
+        if places is not None and isinstance(plant, str):  # the places checked now, not at the first reset
+            from .plant.base import check_plant_options
+
+            cls = check_plant_options(plant, 1, self.plant_kwargs).cls
+            if isinstance(cls, type):
+                check_places(cls, self._policy)
         self._episode: Episode | None = None
         self._k = 0
 
@@ -185,7 +220,7 @@ class ScidmzEnv(gym.Env):
         super().reset(seed=seed)
         if self._plant is None:
             self._plant = self._make_plant()
-            self._episode = Episode(self._plant, self._agent, keep=_KEEP)
+            self._episode = Episode(self._plant, self._policy, keep=_KEEP)
         episode_seed = int(self.np_random.integers(0, 2**31 - 1))
         spec = (options or {}).get("target", self.target)
         self._targets = _target_signal(spec, self.scenario, self.scenario.steps, episode_seed, 1)[:, 0]
@@ -232,6 +267,7 @@ class ScidmzVectorEnv(VectorEnv):
     ``s`` uses the seed ``s + i`` (a list of seeds gives each its own).
     Autoreset is Gymnasium's next-step mode: the step after an instance ends
     returns its reset observation with reward 0, while the others go on.
+    ``places``: the policies acting in the other places (module docstring).
     """
 
     metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
@@ -243,6 +279,7 @@ class ScidmzVectorEnv(VectorEnv):
         target: TargetSpec = "steps",
         history: int = 0,
         reward: RewardFn | None = None,
+        places: str | Any | None = None,
     ) -> None:
         if int(num_envs) != num_envs or num_envs < 1:
             raise ValueError(f"num_envs must be a whole number >= 1, got {num_envs!r}")
@@ -259,7 +296,7 @@ class ScidmzVectorEnv(VectorEnv):
         _target_signal(target, self.scenario, self.scenario.steps, 0, 1)
         self._plant = FluidPlant(self.scenario, batch=self.num_envs)
         self._agent = AgentAction()
-        self._episode = Episode(self._plant, self._agent, keep=_KEEP)
+        self._episode = Episode(self._plant, agent_configuration(self._agent, places), keep=_KEEP)
         self._window = _Window(self.history, self.num_envs)
         self._k = np.zeros(self.num_envs, dtype=np.int64)
         self._needs_reset = np.zeros(self.num_envs, dtype=bool)

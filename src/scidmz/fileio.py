@@ -27,10 +27,21 @@ all of them:
 * **Unwritable destinations** (read-only file system, no permission) are
   refused up front with one line, before any work.
 
-Inputs: :func:`read_text_input` and :func:`load_npz` turn unreadable,
-binary or truncated files into one line naming the file, instead of a
-``UnicodeDecodeError``, ``BadZipFile`` or a misleading "pickled data"
-message.
+Inputs: :func:`read_bytes_input` is the one input gate (a regular file,
+checked again on the descriptor, opened non-blocking, of bounded size);
+:func:`read_text_input`, :func:`read_json_input` and :func:`load_npz` turn
+unreadable, binary or truncated files into one line naming the file, instead
+of a ``UnicodeDecodeError``, ``BadZipFile`` or a misleading "pickled data"
+message. Documents are pre-scanned before they are parsed
+(:func:`prescan_toml`, :func:`prescan_json`: nesting, keys, dotted-key parts,
+key length), since the parsers allocate before any later check could run.
+
+Output folders: :func:`own_folder` gives a run its folder for its whole life
+(an exclusive ``flock``; a second run gets one line), and every file in it is
+opened by :func:`open_member` / :func:`read_member`: ``O_NOFOLLOW``, non-blocking,
+a regular file with one link, checked before anything is written or cut.
+Records of what a run made are read by :func:`read_record` and
+:func:`load_records`, which skip and name a malformed one.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -56,15 +68,29 @@ __all__ = [
     "check_input_file",
     "check_model_destination",
     "check_output_dir",
+    "check_member",
     "check_output_file",
     "ensure_dir",
+    "FolderBusy",
+    "LOCK_NAME",
+    "open_member",
+    "own_folder",
+    "OwnedFolder",
+    "read_fd",
+    "read_member",
+    "is_int",
     "load_npz",
+    "load_records",
     "make_parents",
     "open_append",
     "parse_json",
     "parse_toml",
+    "prescan_json",
+    "prescan_toml",
     "strict_json",
+    "read_bytes_input",
     "read_json_input",
+    "read_record",
     "read_text_input",
     "replace_dir",
     "set_make_parents",
@@ -322,6 +348,9 @@ def atomic_path(path: str | os.PathLike[str], mode: int | None = None, parents: 
     missing parent directories (default: the process setting, off).
     """
     dest = check_output_file(path, what, parents)
+    if _owner_of(dest) is not None:
+        # In a folder a run owns, a planted link or a second hard link is refused, not replaced.
+        check_member(dest, what)
     make = _MAKE_PARENTS if parents is None else parents
     try:
         if make:
@@ -435,14 +464,45 @@ def read_text_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
     from .limits import MAX_TEXT_BYTES
 
     max_bytes = MAX_TEXT_BYTES if max_bytes is None else max_bytes
+    if _owner_of(Path(path)) is not None:
+        # A file of a folder this run owns (a results.json read back): never through a link.
+        data = read_member(path, what, max_bytes)
+        if data is None:
+            raise FileNotFoundError(f"{what} not found: {path}")
+        return _decode_text(data, what, Path(path))
+    p = Path(path)
+    return _decode_text(read_bytes_input(p, what, max_bytes), what, p)
+
+
+def read_bytes_input(path: str | os.PathLike[str], what: str = "file", max_bytes: int | None = None) -> bytes:
+    """The input gate: the bytes of ``path``, which must be a regular file (checked before it is opened,
+    and again on the descriptor: a FIFO never blocks, ``/dev/zero`` is never read) of at most
+    ``max_bytes`` (default ``limits.MAX_TEXT_BYTES``; checked before the read, and the read stops
+    there). Every path a command line, a config file or a plant option names is read through here;
+    one line naming ``what`` and the path otherwise."""
+    from .limits import MAX_TEXT_BYTES
+
+    limit = MAX_TEXT_BYTES if max_bytes is None else max_bytes
     p = check_input_file(path, what)
     try:
-        size = p.stat().st_size
-        if size > max_bytes:
-            raise ValueError(f"{what} {p}: {size} bytes is too large for a text input (limit {max_bytes})")
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
         raise ValueError(f"{what} {p}: {_strerror(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{what} {p}: is {_kind(st.st_mode)}, not a regular file")
+        if st.st_size > limit:
+            raise ValueError(f"{what} {p}: {st.st_size} bytes is too large for this input (limit {limit})")
+        os.set_blocking(fd, True)
+        return read_fd(fd, limit, f"{what} {p}")
+    except OSError as exc:
+        raise ValueError(f"{what} {p}: {_strerror(exc)}") from None
+    finally:
+        os.close(fd)
+
+
+def _decode_text(data: bytes, what: str, p: Path) -> str:
     if b"\x00" in data:
         raise ValueError(f"{what} {p}: binary data, not a text file")
     try:
@@ -470,14 +530,96 @@ def load_npz(path: str | os.PathLike[str], what: str = "weights file") -> dict[s
         raise ValueError(f"{what} {p}: unreadable ({msg})") from None
 
 
+def _long_toml_key(limit: int) -> re.Pattern[str]:
+    """A quoted TOML key longer than ``limit`` characters: a string followed by what follows a key
+    (``=``, ``.`` or ``]``); only a key's closing quote is followed so."""
+    n = str(limit + 1)
+    return re.compile(r'"(?:[^"\\\n]|\\.){' + n + r',}"[ \t]*[=.\]]|\'[^\'\n]{' + n + r',}\'[ \t]*[=.\]]')
+
+
+def prescan_json(text: str | bytes, what: str) -> None:
+    """Bound a JSON document before it is parsed: its size (``limits.MAX_TEXT_BYTES``), its nesting
+    (``MAX_DEPTH``, brackets outside strings: Python's parser recurses per level and a deep document
+    ends in RecursionError, after allocating every level) and its keys' length (``MAX_KEY_CHARS``).
+    One-line ``ValueError`` naming ``what``. Regular expressions and NumPy do the scanning, so it
+    costs less than the parse it guards."""
+    from .limits import MAX_DEPTH, MAX_KEY_CHARS, MAX_TEXT_BYTES
+
+    if len(text) > MAX_TEXT_BYTES:
+        raise ValueError(f"{what}: {len(text)} bytes is more than a JSON document may hold ({MAX_TEXT_BYTES})")
+    raw = text.encode("utf-8", errors="replace") if isinstance(text, str) else bytes(text)
+    if b"[" not in raw and b"{" not in raw:
+        return
+    _json_scan(raw, what, MAX_DEPTH, MAX_KEY_CHARS)
+
+
+def _bracket_table() -> Any:
+    import numpy as np
+
+    t = np.zeros(256, dtype=np.int8)
+    t[[0x5B, 0x7B]] = 1
+    t[[0x5D, 0x7D]] = -1
+    return t
+
+
+_BRACKETS: Any = None
+
+
+def _json_scan(raw: bytes, what: str, max_depth: int, max_key: int) -> None:
+    """Nesting and key length of JSON bytes, vectorised (NumPy): which bytes lie inside strings
+    follows from the unescaped quotes; brackets outside them are summed; a string longer than
+    ``max_key`` followed by ``:`` is a key too long. Hand-written because no parser bounds these
+    before it allocates; NumPy keeps it a few passes over the bytes."""
+    import numpy as np
+
+    global _BRACKETS
+    if _BRACKETS is None:
+        _BRACKETS = _bracket_table()
+    b = np.frombuffer(raw, dtype=np.uint8)
+    q = np.flatnonzero(b == 0x22)
+    if q.size:
+        esc = q[(q > 0) & (b[np.maximum(q - 1, 0)] == 0x5C)]
+        if esc.size:  # a quote after a backslash: escaped if an odd run of backslashes precedes it
+            drop = []
+            for i in esc.tolist():
+                j = i - 1
+                while j >= 0 and raw[j] == 0x5C:
+                    j -= 1
+                if (i - 1 - j) % 2:
+                    drop.append(i)
+            q = np.setdiff1d(q, np.asarray(drop, dtype=q.dtype)) if drop else q
+    step = _BRACKETS[b]
+    at = np.flatnonzero(step)
+    at = at[(np.searchsorted(q, at) & 1) == 0]  # an even number of quotes before it: outside strings
+    if at.size and int(np.cumsum(step[at], dtype=np.int64).max()) > max_depth:
+        raise ValueError(f"{what}: nested deeper than {max_depth} levels")
+    if q.size >= 2:
+        opens, closes = q[0:q.size - 1:2], q[1::2]
+        for o, c in zip(opens[closes - opens - 1 > max_key].tolist(), closes[closes - opens - 1 > max_key].tolist(),
+                        strict=True):
+            rest = raw[c + 1:c + 65].lstrip()
+            if rest.startswith(b":"):
+                raise ValueError(f"{what}: a key of {c - o - 1} bytes (at most {max_key})")
+
+
+def _check_nesting(bare: str, what: str, limit: int) -> None:
+    """Refuse text (strings and comments already removed) whose brackets nest deeper than ``limit``."""
+    import numpy as np
+
+    b = np.frombuffer(bare.encode("utf-8", errors="replace"), dtype=np.uint8)
+    step = np.isin(b, (0x5B, 0x7B)).astype(np.int64) - np.isin(b, (0x5D, 0x7D)).astype(np.int64)
+    if step.size and int(np.cumsum(step).max()) > limit:
+        raise ValueError(f"{what}: nested deeper than {limit} levels")
+
+
 def parse_json(text: str | bytes, what: str) -> Any:
-    """JSON ``text`` (from ``what``, e.g. a file name) with one-line errors: malformed, or nested deeper
-    than ``limits.MAX_DEPTH`` (Python's parser would raise RecursionError, an exit-1 crash that does not
-    name the file)."""
+    """JSON ``text`` (from ``what``, e.g. a file name) with one-line errors: malformed, or bigger,
+    deeper or with longer keys than the limits (:func:`prescan_json`, checked before parsing)."""
     import json
 
     from .limits import check_depth
 
+    prescan_json(text, what)
     try:
         doc = json.loads(text)
     except RecursionError:
@@ -492,12 +634,47 @@ def read_json_input(path: str | os.PathLike[str], what: str = "file", max_bytes:
     return parse_json(read_text_input(path, what, max_bytes), f"{what} {path}")
 
 
+# Strings and comments of a TOML document: their insides are neither keys nor brackets.
+_TOML_STRING = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
+# A key: at a line's start or after an inline table's "{" or ",", up to its "=".
+_TOML_KEY = re.compile(r"(?:^|(?<=[{,]))[ \t]*([^=\n{},\[\]]+?)[ \t]*=", re.M)
+_TOML_HEADER = re.compile(r"^[ \t]*\[\[?([^\]\n]*)\]", re.M)
+
+
+def prescan_toml(text: str, what: str) -> None:
+    """Bound a TOML document before ``tomllib`` builds anything: nesting (``MAX_DEPTH``), keys
+    (``MAX_KEYS``), parts of one dotted key (``MAX_DEPTH``), dots of all of them (``MAX_KEY_DOTS``:
+    tomllib's memory grows with the square of a dotted key's parts) and key length
+    (``MAX_KEY_CHARS``). Callers bound the size when reading. One-line ``ValueError`` naming ``what``."""
+    from .limits import MAX_DEPTH, MAX_KEY_CHARS, MAX_KEY_DOTS, MAX_KEYS
+
+    m = _long_toml_key(MAX_KEY_CHARS).search(text)
+    if m is not None:
+        raise ValueError(f"{what}: a quoted key of more than {MAX_KEY_CHARS} characters")
+    bare = _TOML_STRING.sub(lambda t: "" if t.group().startswith("#") else "s", text)
+    keys = _TOML_KEY.findall(bare) + _TOML_HEADER.findall(bare)
+    if len(keys) > MAX_KEYS:
+        raise ValueError(f"{what}: {len(keys)} keys and tables (at most {MAX_KEYS})")
+    longest = max(keys, key=len, default="")
+    if len(longest) > MAX_KEY_CHARS:
+        raise ValueError(f"{what}: a key of {len(longest)} characters (at most {MAX_KEY_CHARS})")
+    parts = max((k.count(".") for k in keys), default=0) + 1
+    if parts > MAX_DEPTH:
+        raise ValueError(f"{what}: a dotted key of {parts} parts nests deeper than {MAX_DEPTH} levels")
+    dots = sum(k.count(".") for k in keys)
+    if dots > MAX_KEY_DOTS:
+        raise ValueError(f"{what}: {dots} dots in its keys (at most {MAX_KEY_DOTS})")
+    _check_nesting(_TOML_HEADER.sub("", bare), what, MAX_DEPTH)
+
+
 def parse_toml(text: str, what: str) -> dict[str, Any]:
-    """TOML ``text`` with one-line errors, depth checked as for :func:`parse_json`."""
+    """TOML ``text`` with one-line errors, pre-scanned (:func:`prescan_toml`) before it is parsed and
+    depth checked after, as for :func:`parse_json`."""
     import tomllib
 
     from .limits import check_depth
 
+    prescan_toml(text, what)
     try:
         doc = tomllib.loads(text)
     except RecursionError:
@@ -529,24 +706,13 @@ def open_append(path: str | os.PathLike[str], what: str = "log") -> Any:
 
 
 def strict_json(obj: Any, **kw: Any) -> str:
-    """JSON text with every non-finite float (NaN, inf, also NumPy's) written as null: ``Infinity`` and
-    ``NaN`` are not JSON, and a result file must never hold them (issue 29: a model's meta.json did)."""
-    import json
-    import math
-
-    def clean(o: Any) -> Any:
-        if isinstance(o, float):
-            return o if math.isfinite(o) else None
-        if isinstance(o, dict):
-            return {k: clean(v) for k, v in o.items()}
-        if isinstance(o, list | tuple):
-            return [clean(v) for v in o]
-        if type(o).__module__ == "numpy" and hasattr(o, "tolist"):
-            return clean(o.tolist())
-        return o
+    """JSON text with every non-finite float (NaN, inf, also NumPy's) written as null (a model's
+    meta.json once held ``NaN``, which is not JSON); an object JSON cannot write becomes its ``str``
+    unless ``default`` says otherwise. The cleaning is :func:`scidmz.strictjson.clean`."""
+    from .strictjson import dumps
 
     kw.setdefault("default", str)
-    return json.dumps(clean(obj), allow_nan=False, **kw)
+    return dumps(obj, **kw)
 
 
 def pid_alive(pid: int) -> bool:
@@ -559,3 +725,327 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# -- files inside a folder a run writes, and the run's lock on it ---------------------
+#
+# A run folder (leaderboard, reproduce, evaluate, tune, the saturator study) holds files that
+# scidmz both writes and reads back: ledger.jsonl, command.txt, results.json, report.md, ...
+# Anyone who can write in the folder could plant a link there, and a root run that followed it
+# would read a foreign file (and copy it into a world-readable one) or truncate one. So every
+# such member is opened with O_NOFOLLOW, must be a regular file of its own (one hard link: a
+# second name could be a file outside), and is checked before a byte is written or cut.
+
+#: The lock file a run holds (flock, exclusive) in its output folder for its whole life.
+LOCK_NAME = ".scidmz.lock"
+#: Flags every member open uses: never through a link, never blocking on a FIFO, never a tty.
+_MEMBER_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+class FolderBusy(ValueError):
+    """Another run holds the output folder's lock (one line; the CLI answers exit 2)."""
+
+
+def _member_problem(st: os.stat_result) -> str | None:
+    """Why a member with this ``lstat``/``fstat`` must not be opened, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink; files in an output folder are never opened through links"
+    if not stat.S_ISREG(st.st_mode):
+        return f"is {_kind(st.st_mode)}, not a regular file"
+    if st.st_nlink != 1:
+        return (f"has {st.st_nlink} hard links; a file in an output folder must be its own "
+                "(another name may be a file outside the folder)")
+    return None
+
+
+def check_member(path: str | os.PathLike[str], what: str = "output folder file") -> os.stat_result | None:
+    """``lstat`` of a file in an output folder, None if absent; ``DestinationError`` (one line naming
+    it) if it is a link, not a regular file, or has more than one hard link."""
+    p = Path(path)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DestinationError(f"{what} {p}: {_strerror(exc)}") from None
+    why = _member_problem(st)
+    if why is not None:
+        raise DestinationError(f"{what} {p}: {why}")
+    return st
+
+
+def open_member(path: str | os.PathLike[str], flags: int, what: str = "output folder file",
+                mode: int = 0o644) -> int:
+    """A descriptor on a file of an output folder: ``O_NOFOLLOW`` (a link is refused, its target never
+    opened), non-blocking while opened (a FIFO cannot hang it), then checked by ``fstat`` to be a
+    regular file with one link. ``flags`` must not hold ``O_TRUNC``: a member is cut only after the
+    caller checked it (``os.ftruncate``). One-line ``DestinationError`` naming the file otherwise;
+    ``FileNotFoundError`` when it is absent and ``flags`` do not create it."""
+    if flags & os.O_TRUNC:
+        raise ValueError("open_member: O_TRUNC cuts before the check; use os.ftruncate after it")
+    p = Path(path)
+    owner, parts = _owned_root(p)
+    try:
+        if owner is not None:
+            fd = _open_below(owner, parts, flags | _MEMBER_FLAGS, mode)
+        else:
+            fd = os.open(p, flags | _MEMBER_FLAGS, mode)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise DestinationError(f"{what} {p}: is a symlink; files in an output folder are never "
+                                   "opened through links") from None
+        if exc.errno == errno.EEXIST:
+            raise DestinationError(f"{what} {p}: appeared while this run was starting; "
+                                   "another process writes in this folder") from None
+        raise DestinationError(f"{what} {p}: {_strerror(exc)}") from None
+    try:
+        why = _member_problem(os.fstat(fd))
+        if why is not None:
+            raise DestinationError(f"{what} {p}: {why}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_fd(fd: int, limit: int, what: str) -> bytes:
+    """All bytes of the open regular file ``fd``, refused (one line) past ``limit`` bytes: the size is
+    checked before the read, and the read stops at ``limit + 1`` in case the file grew."""
+    size = os.fstat(fd).st_size
+    if size > limit:
+        raise ValueError(f"{what}: {size} bytes is more than the {limit} this file may hold")
+    chunks, got = [], 0
+    while got <= limit:
+        b = os.read(fd, min(1 << 20, limit + 1 - got))
+        if not b:
+            break
+        chunks.append(b)
+        got += len(b)
+    if got > limit:
+        raise ValueError(f"{what}: grew past the {limit} bytes this file may hold while being read")
+    return b"".join(chunks)
+
+
+def read_member(path: str | os.PathLike[str], what: str = "output folder file",
+                max_bytes: int | None = None) -> bytes | None:
+    """The bytes of a file in an output folder (``open_member`` rules, at most ``max_bytes``,
+    default ``limits.MAX_TEXT_BYTES``); None if it does not exist."""
+    from .limits import MAX_TEXT_BYTES
+
+    try:
+        fd = open_member(path, os.O_RDONLY, what)
+    except FileNotFoundError:
+        return None
+    try:
+        return read_fd(fd, MAX_TEXT_BYTES if max_bytes is None else max_bytes, f"{what} {path}")
+    finally:
+        os.close(fd)
+
+
+class OwnedFolder:
+    """An output folder a run owns: its directory opened without following links, and an exclusive
+    ``flock`` on ``LOCK_NAME`` inside it, held until :meth:`release`. Made by :func:`own_folder`."""
+
+    def __init__(self, path: Path, dir_fd: int, lock_fd: int, made: bool = False) -> None:
+        self.path = path
+        self.dir_fd = dir_fd
+        self.lock_fd = lock_fd
+        self.made = made  # own_folder made the folder: removed at release if the run left it empty
+        self.holds = 1  # nested own_folder calls of one process share the lock
+
+    def check_members(self, names: list[str], what: str = "--out") -> None:
+        """Refuse the run (one line naming the first) if any of ``names`` in the folder is a link,
+        not a regular file, or has a second hard link: checked before the run writes anything."""
+        for name in names:
+            check_member(self.path / name, what)
+
+    def release(self) -> None:
+        self.holds -= 1
+        if self.holds:
+            return
+        _OWNED.pop(self.path, None)
+        # Removed while still locked, so the folder keeps nothing of the run's lock; a run that
+        # opened the old file meanwhile finds it unlinked after its flock and tries again (_lock).
+        with contextlib.suppress(OSError):
+            os.unlink(LOCK_NAME, dir_fd=self.dir_fd)
+        os.close(self.lock_fd)  # closing the last descriptor drops the flock
+        os.close(self.dir_fd)
+        if self.made:
+            # A run refused after the folder was made (a bad option found by a later check)
+            # leaves nothing behind; rmdir removes only an empty folder.
+            with contextlib.suppress(OSError):
+                os.rmdir(self.path)
+
+
+#: The folders this process owns, by absolute path (``own_folder``).
+_OWNED: dict[Path, OwnedFolder] = {}
+
+
+def _owner_of(p: Path) -> OwnedFolder | None:
+    """The owned folder ``p`` lies in (at any depth), or None."""
+    return _owned_root(p)[0]
+
+
+def _owned_root(p: Path) -> tuple[OwnedFolder | None, tuple[str, ...]]:
+    """(the owned folder ``p`` lies in, the path's parts below it), or (None, ())."""
+    if not _OWNED:
+        return None, ()
+    full = Path(os.path.abspath(p))
+    for anc in full.parents:
+        owner = _OWNED.get(anc)
+        if owner is not None:
+            return owner, full.relative_to(anc).parts
+    return None, ()
+
+
+def _open_below(owner: OwnedFolder, parts: tuple[str, ...], flags: int, mode: int) -> int:
+    """``openat`` one component at a time from the owned folder, each with ``O_NOFOLLOW``: a
+    sub-folder swapped for a link is refused like a file (ELOOP)."""
+    cur = owner.dir_fd
+    opened: list[int] = []
+    try:
+        for part in parts[:-1]:
+            cur = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=cur)
+            opened.append(cur)
+        return os.open(parts[-1], flags, mode, dir_fd=cur)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _busy_message(lock_fd: int, folder: Path, what: str) -> str:
+    try:
+        os.lseek(lock_fd, 0, os.SEEK_SET)
+        pid = os.read(lock_fd, 32).decode("ascii", "replace").strip()
+    except OSError:
+        pid = ""
+    who = f"another scidmz run (pid {pid})" if pid.isdigit() else "another scidmz run"
+    return f"{what} {folder}: {who} is using this folder; wait for it to end, or give another {what}"
+
+
+def _lock(dir_fd: int, folder: Path, what: str) -> int:
+    """The exclusive flock on the folder's lock file, as a descriptor; ``FolderBusy`` if held."""
+    for _ in range(10):
+        fd = _try_lock(dir_fd, folder, what)
+        if fd is not None:
+            return fd
+    raise FolderBusy(f"{what} {folder}: its lock file {LOCK_NAME} keeps being replaced; "
+                     "another process is using this folder")
+
+
+def _try_lock(dir_fd: int, folder: Path, what: str) -> int | None:
+    """The lock's descriptor; None if the file was removed or replaced between open and flock (its
+    holder ended): the caller opens the new one."""
+    import fcntl
+
+    try:
+        fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | _MEMBER_FLAGS, 0o644, dir_fd=dir_fd)
+    except OSError as exc:
+        why = "is a symlink" if exc.errno == errno.ELOOP else _strerror(exc)
+        raise DestinationError(f"{what} {folder}: lock file {LOCK_NAME} {why}") from None
+    try:
+        why = _member_problem(os.fstat(fd))
+        if why is not None:
+            raise DestinationError(f"{what} {folder}: lock file {LOCK_NAME} {why}")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FolderBusy(_busy_message(fd, folder, what)) from None
+        try:
+            now = os.stat(LOCK_NAME, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        mine = os.fstat(fd)
+        if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            os.close(fd)
+            return None
+        os.ftruncate(fd, 0)  # ours now: say who holds it, for the next run's message
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@contextlib.contextmanager
+def own_folder(path: str | os.PathLike[str], what: str = "--out", members: list[str] | None = None,
+               create: bool = True) -> Iterator[OwnedFolder | None]:
+    """Own the output folder ``path`` for the ``with`` block: make it (``ensure_dir`` rules) unless
+    ``create`` is false (then a folder that does not exist yields None: nothing to own, the caller
+    says what is missing), open it without following a link, take the exclusive lock
+    (``FolderBusy``, one line, if another run holds it) and check ``members``
+    (:meth:`OwnedFolder.check_members`).
+    Inside the block, :func:`open_member` and :func:`read_member` open its files relative to the
+    directory opened here, so a folder swapped for a link meanwhile is not followed either.
+    Nested calls for the same folder in one process share the lock."""
+    made = create and not os.path.lexists(path)
+    folder = Path(os.path.abspath(ensure_dir(path, what) if create else Path(path)))
+    held = _OWNED.get(folder)
+    if held is not None:
+        held.holds += 1
+        try:
+            held.check_members(list(members or []), what)
+            yield held
+        finally:
+            held.release()
+        return
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        if create:
+            raise
+        yield None
+        return
+    except OSError as exc:
+        why = "is a symlink; output folders are never followed through links" if exc.errno == errno.ELOOP \
+            else _strerror(exc)
+        raise DestinationError(f"{what} {folder}: {why}") from None
+    try:
+        lock_fd = _lock(dir_fd, folder, what)
+    except BaseException:
+        os.close(dir_fd)
+        raise
+    owned = OwnedFolder(folder, dir_fd, lock_fd, made)
+    _OWNED[folder] = owned
+    try:
+        owned.check_members(list(members or []), what)
+        yield owned
+    finally:
+        owned.release()
+
+
+# -- records of what a run made (testbeds, eBPF attachments) ------------------------------------
+
+
+def is_int(v: Any, lo: int = 0) -> bool:
+    """``v`` is an int (not a bool) of at least ``lo``: the shape check record fields need."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def read_record(path: str | os.PathLike[str], what: str, check: Any, max_bytes: int = 1 << 20) -> Any:
+    """The JSON record at ``path`` through the input gate, then ``check(data)`` (a one-line
+    ``ValueError`` naming what is wrong); one line naming the record otherwise."""
+    p = Path(path)
+    data = parse_json(read_bytes_input(p, what, max_bytes), f"{what} {p}")
+    try:
+        check(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ValueError(f"{what} {p}: {exc}") from None
+    return data
+
+
+def load_records(paths: list[Path], load: Any, bad: list[dict[str, str]] | None) -> list[Any]:
+    """``load(path)`` of every path; a record that cannot be read or is malformed is skipped and
+    named in ``bad`` (``{"file", "why"}``): one bad record must not stop an admin's clean-up."""
+    out = []
+    for p in paths:
+        try:
+            out.append(load(p))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            if bad is not None:
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                bad.append({"file": str(p), "why": why if str(p) in why else f"{p}: {why}"})
+    return out

@@ -16,6 +16,11 @@ Every policy has a ``name`` (its registry name), a ``kind`` (one of
 episode runner (``scidmz.runner.Episode``) applies it depends on the kind.
 Everything is batched over B plant instances: targets are (B,) bit/s.
 
+A *configuration* (``scidmz.policies.configuration``) runs several policies at
+once, at most one per kind; ``policy_places`` reads any policy's members by
+place, so the runner, the conformance suite and the evaluation treat a single
+policy and a configuration alike.
+
 These protocols sit at the bottom layer so that the runner (below ``policies/``)
 and the conformance suite can name them; policy authors import them from
 ``scidmz.policies.base``, which re-exports them.
@@ -30,7 +35,8 @@ import numpy as np
 from .scenario import Scenario
 from .state import History
 
-__all__ = ["POLICY_KINDS", "PolicyKind", "RatePolicy", "HostPolicy", "QueuePolicy", "DisciplinePolicy", "Policy"]
+__all__ = ["POLICY_KINDS", "PolicyKind", "RatePolicy", "HostPolicy", "QueuePolicy", "DisciplinePolicy", "Policy",
+           "policy_places"]
 
 PolicyKind: TypeAlias = Literal["rate", "host", "queue", "discipline"]
 POLICY_KINDS: tuple[PolicyKind, ...] = ("rate", "host", "queue", "discipline")
@@ -132,3 +138,12 @@ class DisciplinePolicy(Protocol):
 
 #: Any policy, whatever its kind (the runner dispatches on ``policy.kind``).
 Policy: TypeAlias = RatePolicy | HostPolicy | QueuePolicy | DisciplinePolicy
+
+
+def policy_places(policy: Any) -> dict[str, Any]:
+    """A policy's members by place: a configuration's ``members`` (kind -> policy, canonical order),
+    else ``{policy.kind: policy}`` (the kind unchecked: ``runner.check_runnable`` checks it)."""
+    members = getattr(policy, "members", None)
+    if isinstance(members, dict):
+        return dict(members)
+    return {getattr(policy, "kind", None): policy}

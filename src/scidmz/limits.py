@@ -1,4 +1,4 @@
-"""Every count and size scidmz accepts, with its bounds: one table, checked before any allocation (issue 29).
+"""Every count and size scidmz accepts, with its bounds: one table, checked before any allocation.
 
 A count without an upper bound is a way to exhaust the machine: ``evaluate
 --trials 1000000000`` reached 15 GB in 30 s before this table existed. Each
@@ -8,7 +8,7 @@ chosen far outside what anyone runs and inside what a 2-core, 24 GB machine
 survives). :func:`check` refuses a value outside its bound with one line
 naming the option (a ``ValueError``: the CLI answers exit 2), and is called
 
-* at the CLI edge, before any work: ``cli_guard.COUNTS`` declares which
+* at the CLI edge, before any work: ``guard.counts.COUNTS`` declares which
   option of which command is which bound;
 * by the library's own planners (``TunePlan``, ``ExperimentPlan``,
   ``ReproducePlan``, ``identify``, ``train``, the scenario loader, the
@@ -28,7 +28,8 @@ from typing import Any
 
 __all__ = ["Bound", "BOUNDS", "check", "check_depth", "depth", "MAX_BATCH_FLOWS", "MAX_DEPTH",
            "MAX_SCENARIO_BYTES", "MAX_TEXT_BYTES", "MAX_TOKEN_BYTES", "MAX_RESPONSE_BYTES", "MAX_NAME",
-           "MAX_STEPS", "MIN_DATASET_ROWS", "DATASET_RANGES"]
+           "MAX_STEPS", "MIN_DATASET_ROWS", "DATASET_RANGES", "MAX_KEY_CHARS", "MAX_KEYS", "MAX_KEY_DOTS",
+           "MAX_LEDGER_BYTES", "MAX_TRIAL_CELLS", "MAX_TRIAL_SECONDS"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,24 @@ MAX_BATCH_FLOWS = 2_000_000
 #: Nesting depth of every TOML or JSON document scidmz reads (ours: the deepest real one, a
 #: reproduction's results.json, has 8 levels).
 MAX_DEPTH = 32
+#: Characters of one key of a TOML or JSON document (ours: the longest real key has ~40).
+MAX_KEY_CHARS = 1024
+#: Keys of one TOML document: pairs and table headers (ours: 10,000 [[flows]] tables of ~10 keys).
+MAX_KEYS = 200_000
+#: Dots of all dotted keys and table headers of one TOML document. tomllib records every prefix
+#: of a dotted key, so its memory grows with the square of a key's parts: a 200 kB scenario of
+#: long dotted keys took 5.9 GB before any depth check ran. Each key has at most MAX_DEPTH parts;
+#: this bounds their sum (ours: the built-ins have none, a --config file a handful).
+MAX_KEY_DOTS = 20_000
+#: A leaderboard ledger read back on --resume (ours: 10,000 trials x 3 kinds x 10 policies at
+#: ~400 bytes a line is 120 MB).
+MAX_LEDGER_BYTES = 256 << 20
+#: Periods x trials of one leaderboard trial kind: its targets are one (periods, trials) array
+#: allocated before the first trial (ours: 400 MB of float64; the paper's 100 trials of 1,200
+#: periods are 120,000).
+MAX_TRIAL_CELLS = 50_000_000
+#: Simulated seconds of one trial (ours, as the leaderboard plan's durations: one day).
+MAX_TRIAL_SECONDS = 86_400.0
 #: A scenario file (ours: the largest built-in is 2 kB; 10,000 [[flows]] tables fit in ~600 kB).
 MAX_SCENARIO_BYTES = 1 << 20
 #: Other text inputs: gains, notes, model metadata, results.json.
@@ -105,9 +124,21 @@ BOUNDS: dict[str, Bound] = {
     "batch_flows": Bound(1, MAX_BATCH_FLOWS, "plant instances x flows per instance in one batched plant",
                          "ours: bounds one batched plant's memory, which grows linearly with it"),
     "flow_tables": Bound(0, 10_000, "[[flows]] tables in a scenario", "ours: the Jenks tests use up to 8"),
-    "flows": Bound(0, 100_000, "flows in all [[flows]] tables (their counts summed)", "ours, issue 10"),
+    "flows": Bound(0, 100_000, "flows in all [[flows]] tables (their counts summed)", "ours: far above any real scenario, and one batched plant's memory grows with it"),
     "schedule": Bound(0, 10_000, "[time, rate] entries of one flow's schedule", "ours"),
     "depth": Bound(1, MAX_DEPTH, "nesting depth of TOML and JSON inputs", "ours: the deepest real one has 8"),
+    "trial_cells": Bound(1, MAX_TRIAL_CELLS, "periods x trials of one leaderboard trial kind",
+                         "ours: its (periods, trials) targets are allocated before the first trial"),
+    "trial_seconds": Bound(0, MAX_TRIAL_SECONDS, "simulated seconds of one trial (an FCT trial: its bound, "
+                           "4 x transfer / rate + 60 s)", "ours: one day, as the plan's durations"),
+    "key_chars": Bound(1, MAX_KEY_CHARS, "characters of one key of a TOML or JSON input",
+                       "ours: the longest real key has ~40"),
+    "keys": Bound(0, MAX_KEYS, "keys (key = value pairs and table headers) of one TOML input",
+                  "ours: 10,000 [[flows]] tables of ~10 keys each"),
+    "key_dots": Bound(0, MAX_KEY_DOTS, "dots of all dotted keys and table headers of one TOML input",
+                      "ours: tomllib's memory grows with the square of one key's parts; built-ins have none"),
+    "ledger_bytes": Bound(0, MAX_LEDGER_BYTES, "bytes of a leaderboard ledger read on --resume",
+                          "ours: 10,000 trials x 3 kinds x 10 policies at ~400 bytes a line is 120 MB"),
     "scenario_bytes": Bound(1, MAX_SCENARIO_BYTES, "bytes of a scenario file", "ours: built-ins are ~2 kB"),
     "text_bytes": Bound(0, MAX_TEXT_BYTES, "bytes of other text inputs (gains, notes, meta.json, results.json)",
                         "ours"),

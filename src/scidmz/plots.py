@@ -1,5 +1,6 @@
 """Figures at the bottom layer: y(t), u(t) and the target of a trace; CDFs; GA convergence; FCT sweep;
-per-flow rate series (Jenks Exp 5); two-client goodputs (ABC Figs. 4-6); a leaderboard's ranking.
+per-flow rate series (Jenks Exp 5); two-client goodputs (ABC Figs. 4-6); a leaderboard's ranking and
+its tracking / short-flow trade-off.
 
 Every plot takes ``ax=`` (an existing axis, or for ``plot_trace`` four axes)
 and returns the figure, so notebooks compose them; ``save_figure`` writes a
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["pyplot", "plot_trace", "plot_states", "plot_cdfs", "plot_convergence", "plot_training", "plot_sweep",
-           "plot_rate_series", "plot_goodput_pairs", "plot_ranking", "save_figure", "check_figure_path", "FIGURE_FORMATS"]
+           "plot_rate_series", "plot_goodput_pairs", "plot_ranking", "plot_tradeoff", "save_figure", "check_figure_path", "FIGURE_FORMATS"]
 
 #: Formats matplotlib writes, by file suffix; a path without a suffix is written as PNG.
 FIGURE_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", "tiff", "webp", "pgf", "raw",
@@ -26,7 +27,7 @@ FIGURE_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif"
 
 def check_figure_path(path: str | os.PathLike[str], what: str = "figure") -> Path:
     """``path`` if its suffix names a format matplotlib writes (or it has none: PNG); one line otherwise,
-    before anything is drawn (issue 29: ``--plot d.xyz`` used to fail after the work)."""
+    before anything is drawn (a bad ``--plot d.xyz`` must not fail only after the work is done)."""
     p = Path(path)
     fmt = p.suffix.lstrip(".").lower()
     if fmt and fmt not in FIGURE_FORMATS:
@@ -285,3 +286,45 @@ def plot_ranking(rows: Sequence[Mapping[str, Any]], title: str = "", ax: Sequenc
         axes[0].set_title(title)
     fig.tight_layout()
     return fig
+
+
+def plot_tradeoff(regime: Mapping[str, Any], ax: Any = None) -> Any:
+    """One regime's trade-off: the DTN's tracking error (MRAE, x) against campus short-flow FCT (y), a
+    point per policy with its 95 % intervals on both axes; the trivial TBF in black, rows not
+    comparable on the plant hollow and grey. Where the run has no short-flow trials the MRAE alone
+    is drawn on one line and the axes say so (nothing is invented).
+
+    ``regime``: one item of ``evaluation.decision.tradeoff_points`` (``label``, ``has_short``,
+    ``points``: ``policy``, ``comparable``, ``mrae`` and ``short`` as ``{mean, lo, hi}``).
+    """
+    fig, a = _axes(ax, 1, figsize=(5.5, 4))
+    pts = list(regime.get("points") or [])
+    for i, p in enumerate(pts):
+        x = p["mrae"]
+        y = p.get("short") if regime.get("has_short") else None
+        yv = y["mean"] if y else float(len(pts) - 1 - i)
+        color = "0.6" if not p.get("comparable", True) else ("k" if p["policy"] == "trivial" else f"C{i % 10}")
+        a.errorbar([x["mean"]], [yv], xerr=_err(x), yerr=_err(y) if y else None, capsize=3, color=color,
+                   fmt="s" if p["policy"] == "trivial" else "o",
+                   mfc="none" if not p.get("comparable", True) else color)
+        label = p["policy"] + ("" if p.get("comparable", True) else " (not comparable)")
+        a.annotate(label, (x["mean"], yv), textcoords="offset points", xytext=(5, 4), fontsize=8, color=color)
+    a.set_xlabel("DTN tracking error: MRAE of R_DTN vs R*_DTN (lower is better)")
+    if regime.get("has_short"):
+        a.set_ylabel("campus short-flow FCT, median [s] (lower is better)")
+    else:
+        a.set_yticks([])
+        a.text(0.5, 0.98, "no campus short-flow FCT in this run:\nonly the DTN's MRAE is shown",
+               transform=a.transAxes, ha="center", va="top", fontsize=8)
+    a.set_title(str(regime.get("label", "")))
+    a.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _err(v: Mapping[str, Any] | None) -> list[list[float]] | None:
+    """An errorbar's [[below], [above]] from ``{mean, lo, hi}`` (0 where a bound is missing)."""
+    if not v:
+        return None
+    m = float(v["mean"])
+    return [[m - v["lo"] if v.get("lo") is not None else 0.0], [v["hi"] - m if v.get("hi") is not None else 0.0]]

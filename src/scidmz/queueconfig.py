@@ -8,7 +8,7 @@ packet no rule matches goes to the default queue, which always exists.
 
 This module sits at the bottom layer (it imports only ``units``, for the
 MTU) so policies, actuators and plants can all share it. ``validate`` is the one place the
-bad-input rules of issue 11 live; it raises ``QueueConfigError`` (a
+bad-input rules of a queue configuration live; it raises ``QueueConfigError`` (a
 ``ValueError``) with one line naming the problem, before anything is
 applied, so a bad configuration is never half-applied.
 

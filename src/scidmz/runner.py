@@ -11,18 +11,24 @@ batched form built on it, with an until-done hook for bounded FCT runs.
 
 Policy kinds (``scidmz.kinds``), each applied through a plant capability
 (``plant.base``), checked once when the ``Episode`` is built (one line if the
-plant lacks it):
+plant lacks it). A policy is run as a *configuration* of at most one policy
+per place (``kinds.policy_places``: a single policy is a configuration of one
+member, run exactly as before); every period each member acts through its
+capability, host first, then queue and discipline, and u comes last:
 
-- rate: u = ``policy.decide(history, target)``;
 - host: the DTN's pacing ``policy.decide(history, target)`` goes to
-  ``plant.set_pacing`` before the period (recorded as the ``pacing`` column),
-  u = ``policy.campus_rate(scenario, target)``;
+  ``plant.set_pacing`` before the period (recorded as the ``pacing`` column);
 - queue: ``policy.decide(history, target, plant.flows())`` goes to
-  ``plant.apply_queues`` before the period; the shaper stays open (u_max);
+  ``plant.apply_queues`` before the period;
 - discipline: ``policy.configure(scenario)`` is loaded with
   ``plant.set_discipline`` before the plant's reset, and every period the
-  weights the target implies with ``plant.set_discipline_weights``; the shaper
-  stays open (u_max).
+  weights the target implies with ``plant.set_discipline_weights``;
+- rate: u = ``policy.decide(history, target)``.
+
+u is the rate member's decision; without one, the campus rate place keeps its
+neutral setting: the host member's ``campus_rate(scenario, target)`` (the
+trivial TBF) when there is a host member, the open shaper (u_max) otherwise.
+So with a rate policy present, a host policy no longer sets u.
 """
 
 from __future__ import annotations
@@ -32,7 +38,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from .kinds import POLICY_KINDS, DisciplinePolicy, HostPolicy, Policy, QueuePolicy, RatePolicy
+from .kinds import (
+    POLICY_KINDS,
+    DisciplinePolicy,
+    HostPolicy,
+    Policy,
+    QueuePolicy,
+    RatePolicy,
+    policy_places,
+)
 from .plant.base import (
     DisciplinePlant,
     HostPlant,
@@ -44,7 +58,7 @@ from .plant.base import (
 from .state import History, Trace
 from .units import check_rates
 
-__all__ = ["Episode", "run_episode", "check_runnable"]
+__all__ = ["Episode", "run_episode", "check_runnable", "check_places"]
 
 #: What a plant lacking a capability is told, per policy kind.
 _MISSING = {
@@ -55,15 +69,31 @@ _MISSING = {
 
 
 def check_runnable(plant: Plant, policy: Policy) -> str:
-    """The policy's kind, once checked against the plant's capabilities; one-line ValueError otherwise."""
+    """The policy's kind, once checked against the plant's capabilities; one-line ValueError otherwise.
+
+    A configuration's kind is its places joined by ``+`` (``host+rate``), each checked (``check_places``).
+    """
+    return "+".join(check_places(plant, policy))
+
+
+def check_places(plant: Plant | type, policy: Policy) -> dict[str, Any]:
+    """The policy's members by place (``kinds.policy_places``), each kind checked against the plant's
+    capabilities; one-line ValueError naming the member and the place the plant lacks.
+
+    ``plant``: a plant, or a plant class (to check before building one)."""
     name = getattr(policy, "name", type(policy).__name__)
-    kind = getattr(policy, "kind", None)
-    if kind not in POLICY_KINDS:
-        raise ValueError(f"policy '{name}' declares no kind (kind = {kind!r}; choose from {', '.join(POLICY_KINDS)})")
-    if kind not in plant_capabilities(plant):
-        raise ValueError(f"plant '{type(plant).__name__}' {_MISSING[kind]}; {kind} policy '{name}' needs one "
-                         f"(it runs: {', '.join(plant_capabilities(plant))} policies)")
-    return str(kind)
+    pname = plant.__name__ if isinstance(plant, type) else type(plant).__name__
+    places = policy_places(policy)
+    caps = plant_capabilities(plant)
+    for kind, member in places.items():
+        mname = getattr(member, "name", type(member).__name__)
+        label = f"'{mname}'" if member is policy else f"'{mname}' (of configuration {name})"
+        if kind not in POLICY_KINDS:
+            raise ValueError(f"policy {label} declares no kind (kind = {kind!r}; choose from {', '.join(POLICY_KINDS)})")
+        if kind not in caps:
+            raise ValueError(f"plant '{pname}' {_MISSING[kind]}; {kind} policy {label} needs one "
+                             f"(it runs: {', '.join(caps)} policies)")
+    return places
 
 
 class Episode:
@@ -84,19 +114,15 @@ class Episode:
         self._extras: dict[str, list[np.ndarray]] = {}
         self._pacing: np.ndarray | None = None
         self.seed: int | None = None
-        self.kind = check_runnable(plant, policy)
-        proposers: dict[str, Callable[[History, np.ndarray], np.ndarray]] = {
-            "rate": self._propose_rate, "host": self._propose_host,
-            "queue": self._propose_queues, "discipline": self._propose_weights,
-        }
-        self._propose = proposers[self.kind]
+        self.places = check_places(plant, policy)
+        self.kind = "+".join(self.places)
 
     def reset(self, seed: int | None = None) -> StateBatch:
         """Reset plant and policy; returns the reset state (y_{-1})."""
         self.seed = seed
-        if self.kind == "discipline":
+        if "discipline" in self.places:
             # loaded before the reset: the plant builds its discipline state there
-            config = cast(DisciplinePolicy, self.policy).configure(self.plant.scenario)
+            config = cast(DisciplinePolicy, self.places["discipline"]).configure(self.plant.scenario)
             cast(DisciplinePlant, self.plant).set_discipline(config)
         state0 = self.plant.reset(seed)
         self.policy.reset(self.plant.scenario, self.batch)
@@ -108,35 +134,34 @@ class Episode:
     def propose(self, target: np.ndarray) -> np.ndarray:
         """The policy's raw decision for the next period, unchecked (B,).
 
-        A host, queue or discipline policy's decision is applied to the plant
+        A host, queue or discipline member's decision is applied to the plant
         here (module docstring); what is returned is u. ``decide`` checks and
         bounds the proposal; the daemon calls ``propose`` itself so that it can
         fall back on a non-finite output instead of stopping.
         """
         if self.history is None:
             raise RuntimeError("Episode.propose() before reset()")
-        return self._propose(self.history, np.broadcast_to(np.asarray(target, dtype=np.float64), (self.batch,)))
+        history, places = self.history, self.places
+        tg = np.broadcast_to(np.asarray(target, dtype=np.float64), (self.batch,))
+        if "host" in places:
+            self._pace(cast(HostPolicy, places["host"]), history, tg)
+        if "queue" in places:
+            plant = cast(QueuePlant, self.plant)
+            plant.apply_queues(cast(QueuePolicy, places["queue"]).decide(history, tg, plant.flows()))
+        if "discipline" in places:
+            w = cast(DisciplinePolicy, places["discipline"]).weights(self.plant.scenario, tg)
+            cast(DisciplinePlant, self.plant).set_discipline_weights(w)
+        if "rate" in places:
+            return np.asarray(cast(RatePolicy, places["rate"]).decide(history, tg), dtype=np.float64)
+        if "host" in places:
+            return np.asarray(cast(HostPolicy, places["host"]).campus_rate(self.plant.scenario, tg), dtype=np.float64)
+        return np.full(self.batch, self.plant.scenario.u_max)
 
-    def _propose_rate(self, history: History, target: np.ndarray) -> np.ndarray:
-        return np.asarray(cast(RatePolicy, self.policy).decide(history, target), dtype=np.float64)
-
-    def _propose_host(self, history: History, target: np.ndarray) -> np.ndarray:
-        policy = cast(HostPolicy, self.policy)
+    def _pace(self, policy: HostPolicy, history: History, target: np.ndarray) -> None:
         pacing = check_rates(policy.decide(history, target), self.batch, 0.0, np.inf,
                              f"host policy '{policy.name}' pacing", clip=False)
         cast(HostPlant, self.plant).set_pacing(pacing)
         self._pacing = pacing
-        return np.asarray(policy.campus_rate(self.plant.scenario, target), dtype=np.float64)
-
-    def _propose_queues(self, history: History, target: np.ndarray) -> np.ndarray:
-        plant = cast(QueuePlant, self.plant)
-        plant.apply_queues(cast(QueuePolicy, self.policy).decide(history, target, plant.flows()))
-        return np.full(self.batch, self.plant.scenario.u_max)
-
-    def _propose_weights(self, history: History, target: np.ndarray) -> np.ndarray:
-        w = cast(DisciplinePolicy, self.policy).weights(self.plant.scenario, target)
-        cast(DisciplinePlant, self.plant).set_discipline_weights(w)
-        return np.full(self.batch, self.plant.scenario.u_max)
 
     def decide(self, target: np.ndarray) -> np.ndarray:
         """The next period's u (B,): the policy's proposal, checked (one line on NaN) and clipped."""

@@ -429,7 +429,7 @@ def _error_line(exc: ValidationError, source: str) -> str:
 MIN_PERIOD = 1e-3  # s: the control period; below it no plant or tc actuator keeps up
 LINK_BURST_TIME = 0.001  # s of B_max in the bottleneck's default token burst
 LINK_MIN_BURST_FRAMES = 2
-# Ours (issue 9): a buffer beyond 10 BDP of the DTN path is a mistake, not a regime anyone
+# Ours: a buffer beyond 10 BDP of the DTN path is a mistake, not a regime anyone
 # runs -- the deep variants are 1 BDP and the default is 0.05 BDP.
 MAX_BUFFER_BDP = 10.0
 MAX_STEPS = _limits.MAX_STEPS  # periods per episode (duration / period)
@@ -469,8 +469,8 @@ def _validate(s: Scenario) -> None:
         if not cond:
             raise ValueError(f"scenario '{s.name}': {key} {what}")
 
-    # Every number finite and within a range (issue 10: limits are validation, not crashes or
-    # runs that exhaust the machine). The ranges are ours, generous around the paper's values.
+    # Every number finite and within a range (limits are validation, not crashes or runs that
+    # exhaust the machine). The ranges are ours, generous around the paper's values.
     def walk(obj: Any, pre: str) -> None:
         for f in fields(obj):
             v = getattr(obj, f.name)
@@ -577,8 +577,10 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         text, source = read_text_input(path, "scenario file", MAX_SCENARIO_BYTES), str(path)
         _prescan(text, source)
     else:
+        # A name resolves only to a built-in: "../x" or "/abs/x" must not reach files outside them.
+        known = builtin_names()
         res = resources.files("scidmz") / "scenarios" / f"{name_or_path}.toml"
-        if not res.is_file():
+        if str(name_or_path) not in known or not res.is_file():
             raise ValueError(
                 f"unknown scenario '{name_or_path}' (built-ins: {', '.join(builtin_names())}; or give a .toml path)"
             )
@@ -587,14 +589,14 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
 
     data = parse_toml(text, source)
     if not data:
-        # An empty file is a mistake, not "all defaults" (issue 10).
+        # An empty file is a mistake, not "all defaults".
         raise ValueError(f"{source}: empty scenario (no keys); start from `scidmz scenarios testbed`")
     data.setdefault("name", path.stem if path.suffix == ".toml" else str(name_or_path))
     return Scenario.from_dict(data, source=source)
 
 
 def _prescan(text: str, source: str) -> None:
-    """Count the ``[[flows]]`` table headers before the TOML parser builds them (issue 29: a 64 MB file
+    """Count the ``[[flows]]`` table headers before the TOML parser builds them (a 64 MB file
     of tables ran a minute at gigabytes before its limit was checked)."""
     from .limits import BOUNDS
 

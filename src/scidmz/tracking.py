@@ -8,7 +8,7 @@ unless ``MLFLOW_ALLOW_FILE_STORE`` is set: the project's convention is that
 file store, so we opt in for file URIs only (a database or server URI is
 used as given).
 
-External services are bounded (issue 29): before mlflow is imported its own
+External services are bounded: before mlflow is imported its own
 HTTP settings get our defaults (``MLFLOW_HTTP_DEFAULTS``: a 3 s request
 timeout, one retry, instead of mlflow's 120 s and 7 retries with
 exponential back-off, which kept a command silent for minutes on a dead

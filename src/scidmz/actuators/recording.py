@@ -1,6 +1,6 @@
 """``RecordingActuator``: the shadow mode's actuator, which applies nothing and remembers what it was told.
 
-``scidmz control run --shadow`` (issue 27) runs the whole loop -- telemetry,
+``scidmz control run --shadow`` runs the whole loop -- telemetry,
 policy, fallback rules -- on the real network and reports the u it would
 apply, without touching any shaper. The plants take their actuator by
 composition (a factory), so shadow mode gives them this one in place of the

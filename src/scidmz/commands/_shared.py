@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ..cli_guard import json_line
+from ..guard.jsonout import json_line
 
 if TYPE_CHECKING:
     from ..plant.registry import PlantSpec
@@ -80,7 +80,8 @@ def add_policy_arg(p: argparse.ArgumentParser, note: str = "") -> None:
     from ..policies.registry import policy_names
 
     p.add_argument("--policy", default="trivial",
-                   help=f"{' | '.join(policy_names())} (default trivial){note}")
+                   help=f"{' | '.join(policy_names())}, or a configuration of several, at most one per place "
+                        f"(NAME+NAME, e.g. pacing+pi) (default trivial){note}")
 
 
 def add_policy_file_args(p: argparse.ArgumentParser) -> None:
@@ -97,10 +98,12 @@ def add_policy_file_args(p: argparse.ArgumentParser) -> None:
 
 
 def policy_file_args(a: argparse.Namespace, names: list[str]) -> dict[str, dict[str, str | None]]:
-    """The ``--NAME-FILE`` values of policies ``names``: {policy: {file: path or None}}."""
+    """The ``--NAME-FILE`` values of policies ``names`` (a configuration's members each):
+    {policy: {file: path or None}}."""
+    from ..policies.configuration import parse_configuration
     from ..policies.registry import policy_file_flags
 
-    files: dict[str, dict[str, str | None]] = {n: {} for n in names}
+    files: dict[str, dict[str, str | None]] = {m: {} for n in names for m in parse_configuration(n)}
     for dest, (name, file) in policy_file_flags().items():
         if name in files:
             files[name][file] = getattr(a, dest, None)

@@ -112,30 +112,39 @@ def build_run(
     ``models:/NAME/VERSION`` model is fetched from the mlflow registry).
     """
     from ..plant.registry import plant_spec
-    from ..policies.registry import make_policy, policy_files, split_policy_overrides
-    from ..scenario import resolve_scenario
+    from ..policies.configuration import parse_configuration
+    from ..policies.registry import policy_files
+    from ..runner import check_places
+    from ..scenario import parse_override, resolve_scenario
     from ..units import parse_rate
 
-    name = _policy_name(policy)
-    scen_over, options = split_policy_overrides(name, overrides)
+    name = _policy_name(policy)  # a bad policy is one line before the scenario is read
+    members = parse_configuration(name)
+    items = [o.strip() for o in overrides or []]
+    scen_over = [o for o in items if not o.startswith("policy.")]
+    options = dict(parse_override(o[len("policy."):]) for o in items if o.startswith("policy."))
+    # Trained files may come as --set policy.FILE= (or policy.MEMBER.FILE=) too; the flags win.
+    file_names = {f for m in members for f in policy_files(m)}
+    given = {k.rpartition(".")[2]: options.pop(k) for k in list(options)
+             if k.rpartition(".")[2] in file_names and k.rpartition(".")[0] in ("", *members)}
+    given.update((k, v) for k, v in (("model", model), ("gains", gains)) if v)
     sc = resolve_scenario(scenario, scen_over, duration, seed)
     bps = DEFAULT_TARGET_FRACTION * sc.capacity if target is None else parse_rate(target, what="--target")
     tgt = sc.check_target(bps)
     spec = plant_spec(plant)
-    given = {k: options.pop(k) for k in policy_files(name) if k in options}  # --set policy.gains=FILE
-    given.update((k, v) for k, v in (("model", model), ("gains", gains)) if v)  # the flags win
-    options.update(trained_files(name, sc, tracking_uri=tracking_uri, **given))
-    return Run(sc, make_policy(name, **options), spec, tgt)
+    built, _ = build_policies([name], sc, files={name: given}, options={name: options}, tracking_uri=tracking_uri)
+    pol = built[name]
+    if isinstance(spec.entry.cls, type):  # a plant class: every place checked before it is built (a factory
+        check_places(spec.entry.cls, pol)  # composes its actuators; the runner checks what it built)
+    return Run(sc, pol, spec, tgt)
 
 
 def _policy_name(policy: str) -> str:
-    """The policy a command line names, checked against the registry (one line if unknown): the one place a
-    ``--policy`` string is parsed."""
-    from ..policies.registry import policy_kind
+    """The policy or configuration (``pacing+pi``) a command line names, in canonical form, each member
+    checked against the registry (one line if bad): the one place a ``--policy`` string is parsed."""
+    from ..policies.configuration import canonical_name
 
-    name = str(policy).strip()
-    policy_kind(name)
-    return name
+    return canonical_name(policy)
 
 
 def trained_files(name: str, scenario: Scenario, *, tracking_uri: str | None = None,
@@ -160,20 +169,36 @@ def build_policies(
     options: Mapping[str, Mapping[str, Any]] | None = None,
     tracking_uri: str | None = None,
 ) -> tuple[dict[str, Policy], dict[str, dict[str, str]]]:
-    """Policy objects by registry name, in ``names``' order, and the trained files each runs with.
+    """Policy objects by canonical name, in ``names``' order, and the trained files each runs with.
 
-    ``files``: per policy name, its given files (e.g. ``{"pi": {"gains": ...}}``; None or missing:
-    the shipped ones, ``trained_files``). ``options``: per policy name, its factory options
-    (``--set policy.KEY=VALUE``). Unknown names, options and files are one line each, before any
-    policy is built.
+    A name is a policy or a configuration of several (``pacing+pi``;
+    ``policies.configuration.parse_configuration`` is the one parse of a policy
+    string); both results are keyed by the canonical name. ``files``: per policy
+    (member) name, its given files (e.g. ``{"pi": {"gains": ...}}``; None or missing:
+    the shipped ones, ``trained_files``); files given under a configuration's own
+    name go to its first member that runs from files. ``options``: per name, its
+    ``--set policy.KEY=VALUE`` options (``configuration.split_member_options``).
+    Unknown names, options and files are one line each, before any policy is built.
     """
-    from ..policies.registry import make_policy
+    from ..policies.configuration import SEPARATOR, build_configuration, parse_configuration
+    from ..policies.registry import policy_files
 
-    names = [_policy_name(n) for n in names]  # every unknown name is one line before any file is resolved
+    members = {n: parse_configuration(n) for n in names}  # every bad name is one line before any file
     given = files or {}
-    found = {n: trained_files(n, scenario, tracking_uri=tracking_uri, **dict(given.get(n) or {})) for n in names}
+    per_member: dict[str, dict[str, dict[str, str]]] = {}
+    for n, ms in members.items():
+        whole = {k: v for k, v in (given.get(n) or {}).items() if v} if n not in ms else {}
+        holder = next((m for m in ms if policy_files(m)), ms[0])
+        per_member[n] = {m: trained_files(m, scenario, tracking_uri=tracking_uri,
+                                          **{**(whole if m == holder else {}),
+                                             **{k: v for k, v in (given.get(m) or {}).items() if v}})
+                         for m in ms}
     opts = options or {}
-    return {n: make_policy(n, **{**(opts.get(n) or {}), **found[n]}) for n in names}, found
+    built = {SEPARATOR.join(ms): build_configuration(n, opts.get(n), per_member[n].__getitem__)
+             for n, ms in members.items()}
+    found = {SEPARATOR.join(ms): {k: v for f in per_member[n].values() for k, v in f.items()}
+             for n, ms in members.items()}
+    return built, found
 
 
 def resolve_model_ref(model: str | None, gains: str | None,

@@ -97,8 +97,13 @@ def _p4_options(a: argparse.Namespace) -> dict[str, Any]:
     """``_add_p4_args``' flags as the hardware plant's options (only those given)."""
     given = {"p4_pipeline": a.p4_pipeline, "p4_thrift": a.p4_thrift, "tap_ports": a.p4_taps}
     given = {k: v for k, v in given.items() if v is not None}
-    if given and a.plant != "hardware":
-        raise ValueError("--p4-pipeline, --p4-thrift and --p4-taps are for --plant hardware with a P4 switch")
+    if given:  # the plants that take them, by their registry entries (one line naming them)
+        from ..plant.registry import plant_entry, plant_names
+
+        if any(k not in plant_entry(a.plant).options() for k in given):
+            takers = [n for n in plant_names() if all(k in plant_entry(n).options() for k in given)]
+            raise ValueError(f"--p4-pipeline, --p4-thrift and --p4-taps are for --plant {' or '.join(takers)} "
+                             "with a P4 switch")
     return given
 
 
@@ -106,8 +111,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     import logging
     import signal
 
-    from ..cli_guard import check_args
     from ..controller.build import run_daemon
+    from ..guard.check import check_args
     from ..plant.registry import plant_spec
     from ..units import parse_time
     from .build import build_run

@@ -67,7 +67,10 @@ def _files(a: argparse.Namespace, names: list[str]) -> dict[str, dict[str, str |
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
+    import contextlib
+
     from ..evaluation.mlc.evaluate import check_request, evaluate
+    from ..fileio import own_folder
     from ..scenario import resolve_scenario
     from .build import build_policies
 
@@ -78,11 +81,14 @@ def cmd_evaluate(a: argparse.Namespace) -> int:
     files = _files(a, names)
     sc = resolve_scenario(a.scenario, a.set)
     policies, found = build_policies(names, sc, files=files, tracking_uri=a.tracking_uri)
-    result, human = evaluate(
-        scenario=sc, policies=policies, trials=a.trials, experiments=a.experiments,
-        out=a.out, plant=plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
-        executor=a.executor, files=found,
-        progress=sys.stderr.isatty(), command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
-    )
+    # The run owns --out for its whole life (fileio.own_folder): a second run on it is refused.
+    with own_folder(a.out, "--out", ["results.json"]) if a.out else contextlib.nullcontext():
+        result, human = evaluate(
+            scenario=sc, policies=policies, trials=a.trials, experiments=a.experiments,
+            out=a.out, plant=plant, seed=a.seed, quick=a.quick, tracking_uri=a.tracking_uri,
+            executor=a.executor, files=found,
+            progress=sys.stderr.isatty(),
+            command="scidmz " + " ".join(sys.argv[1:]) if sys.argv[1:2] == ["evaluate"] else None,
+        )
     emit(result, a.json, human)
     return 0

@@ -21,12 +21,17 @@ from ._shared import (
     policy_file_args,
 )
 
+#: Configurations a leaderboard runs by default beside every ranked policy (ours: pace the DTN while a PI
+#: shapes the campus, the question whether acting in two places beats pacing alone).
+DEFAULT_CONFIGURATIONS = ("pacing+pi",)
+
 
 def _default_policies() -> str:
-    """The policies a leaderboard runs without --policies: every registered way of serving the DTN."""
+    """The policies a leaderboard runs without --policies: every registered way of serving the DTN, and
+    ``DEFAULT_CONFIGURATIONS``."""
     from ..policies.registry import ranked_policies
 
-    return ",".join(ranked_policies())
+    return ",".join([*ranked_policies(), *DEFAULT_CONFIGURATIONS])
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plant", default=DEFAULT_PLANT, help=f"{' | '.join(plant_names())} (default {DEFAULT_PLANT}); "
                                                         "a real-time plant runs one trial at a time")
     p.add_argument("--policies", default=None,
-                   help=f"comma list of registered policies (default {default_policies}); trivial, the paired "
+                   help=f"comma list of registered policies or configurations of several, at most one per place "
+                        f"(NAME+NAME, e.g. pacing+pi) (default {default_policies}); trivial, the paired "
                         "baseline, is always run")
     p.add_argument("--trials", type=int, default=None,
                    help="MRAE (and short-flow) trials per policy, >= 2 (default 50 fluid, 20 netns, 4 --quick)")
@@ -83,9 +89,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _names(policies: str | None) -> list[str]:
     from ..evaluation.leaderboard.plan import MAX_POLICIES
     from ..evaluation.leaderboard.stats import BASELINE
+    from ..policies.configuration import canonical_name
 
     policies = _default_policies() if policies is None else policies
-    names = list(dict.fromkeys(n.strip() for n in policies.split(",") if n.strip()))
+    # canonical names (pi+pacing -> pacing+pi): one configuration is one row, under one name
+    names = list(dict.fromkeys(canonical_name(n) for n in policies.split(",") if n.strip()))
     if not names:
         raise ValueError("--policies needs at least one policy")
     if BASELINE not in names:
@@ -93,6 +101,13 @@ def _names(policies: str | None) -> list[str]:
     if len(names) > MAX_POLICIES:
         raise ValueError(f"--policies: at most {MAX_POLICIES} policies, got {len(names)}")
     return names
+
+
+def _canonical_trials(fewer: tuple[tuple[str, int, int], ...]) -> tuple[tuple[str, int, int], ...]:
+    """``--policy-trials`` under the policies' canonical names, as ``--policies`` (one line if unknown)."""
+    from ..policies.configuration import canonical_name
+
+    return tuple((canonical_name(n), t, f) for n, t, f in fewer)
 
 
 def _check_policy_trials(fewer: tuple[tuple[str, int, int], ...], names: list[str]) -> None:
@@ -123,8 +138,12 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
         raise ValueError("--out DIR is required (the run's ledger and results go there)")
     if a.merge:
         from ..evaluation.leaderboard.results import write_merged
+        from ..fileio import own_folder
 
-        files = write_merged(a.out, command)
+        # Owned while merging (a run cannot write it meanwhile); the runs' results.json below it
+        # are read without following links, like every file of an owned folder.
+        with own_folder(a.out, "--out", ["results.json", "report.md"], create=False):
+            files = write_merged(a.out, command)
         emit({"out": a.out, **files}, a.json, f"merged: {files['report']}")
         return 0
     if a.render_only:
@@ -150,7 +169,6 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     from ..evaluation.leaderboard.results import DEFAULT_MAX_STARVED
     from ..evaluation.leaderboard.run import prepare, run_leaderboard
     from ..plant.base import plant_spec
-    from ..policies.registry import policy_kind
     from ..scenario import resolve_scenario
     from .build import build_policies
 
@@ -169,12 +187,10 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
                          "time, one testbed at a time")
     scen_over, plan_over = split_plan_overrides(a.set)
     names = _names(a.policies)
-    fewer = parse_policy_trials(a.policy_trials)
+    fewer = _canonical_trials(parse_policy_trials(a.policy_trials))
     _check_policy_trials(fewer, names)
     plan = make_plan(plant.name, a.trials, a.fct_trials, parse_experiments(a.experiments, plant.name), a.quick,
-                     a.seed, plan_over, fewer)
-    for n in names:
-        policy_kind(n)  # unknown names: one line before anything is resolved
+                     a.seed, plan_over, fewer, ms)
     sc = resolve_scenario(a.scenario, scen_over)
     try:
         policies, files = build_policies(names, sc, files=policy_file_args(a, names), tracking_uri=a.tracking_uri)

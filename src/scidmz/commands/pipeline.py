@@ -98,7 +98,7 @@ def cmd_identify(a: argparse.Namespace) -> int:
 def cmd_train(a: argparse.Namespace) -> int:
     from ..models.train import train_model
 
-    if a.register is not None:  # a bad name must not cost a training run (issue 29)
+    if a.register is not None:  # a bad name must not cost a training run
         from ..tracking import check_model_name
 
         check_model_name(a.register, "--register")
@@ -126,8 +126,9 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 
 def cmd_tune(a: argparse.Namespace) -> int:
+    from ..fileio import own_folder
     from ..scenario import resolve_scenario
-    from ..tuning.run import TuneSettings, plan_tune, tune_from_paths
+    from ..tuning.run import TuneSettings, plan_tune, tune_from_paths, tune_paths
 
     factors = None
     if a.refine_factors is not None:
@@ -139,13 +140,18 @@ def cmd_tune(a: argparse.Namespace) -> int:
                     seed=a.seed, workers=a.workers, executor=a.executor, delta_u=a.delta_u, limiter=a.limiter,
                     episodes=a.episodes, refine_plant=a.refine_plant, refine_episodes=a.refine_episodes,
                     refine_factors=factors)
-    # Every setting is checked before the model is fetched or the GA starts (issue 29).
+    # Every setting is checked before the model is fetched or the GA starts: a bad one costs
+    # milliseconds, not a download and minutes of GA.
     plan_tune(resolve_scenario(a.scenario, a.set), TuneSettings(**settings))
     ref = resolve_model_args(a)
-    result, human = tune_from_paths(
-        scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, policy=a.policy, tracking_uri=a.tracking_uri,
-        progress=sys.stderr.isatty(), log=lambda m: print(m, file=sys.stderr, flush=True), **settings,
-    )
+    # The run owns the folder of its convergence files (X.tune/ beside X.json, or the --out
+    # directory) for its whole life (fileio.own_folder): a second tune into it is refused.
+    with own_folder(tune_paths(a.out)[1], "--out", ["gains.json", "result.json", "convergence.csv"]):
+        result, human = tune_from_paths(
+            scenario=a.scenario, model=a.model, out=a.out, overrides=a.set, policy=a.policy,
+            tracking_uri=a.tracking_uri, progress=sys.stderr.isatty(),
+            log=lambda m: print(m, file=sys.stderr, flush=True), **settings,
+        )
     if ref is not None:  # the gains travel with the model version they were tuned for
         from ..tracking import attach_gains
 

@@ -55,8 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 #: The options each paper takes besides --out, --quick, --notes, --render-only and --json; any other
-#: given with a value other than its default is refused (issue 29: ``reproduce abc --plant netns``
-#: was silently accepted and ran on the fluid plant).
+#: given with a value other than its default is refused (``reproduce abc --plant netns``
+#: used to be accepted silently and ran on the fluid plant).
 _SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
           "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
 APPLIES: dict[str, frozenset[str]] = {
@@ -83,7 +83,7 @@ def _default_out(a: argparse.Namespace) -> str:
 
 
 def prepare(a: argparse.Namespace) -> None:
-    """Before the path policy checks anything (``cli_guard.check_args``): refuse options this paper does
+    """Before the path policy checks anything (``guard.check.check_args``): refuse options this paper does
     not take, and fill in the default --out, so that the directory actually written is the one checked."""
     extra = [k for k, default in _DEFAULTS.items() if k not in APPLIES[a.paper] and getattr(a, k) != default]
     if extra:
@@ -132,8 +132,17 @@ def _command() -> str | None:
 
 
 def cmd_reproduce(a: argparse.Namespace) -> int:
+    from ..fileio import own_folder
+
     if a.out is None:  # called without cli.main (prepare not run): the same checks
         prepare(a)
+    # The run owns --out for its whole life (fileio.own_folder): a second run on it is refused,
+    # and its files are never opened through links. --render-only writes the report only.
+    with own_folder(a.out, "--out", ["results.json", "report.md"], create=not a.render_only):
+        return _reproduce(a)
+
+
+def _reproduce(a: argparse.Namespace) -> int:
     notes = _notes(a.notes, a)
     if a.paper == "jenks":
         from ..evaluation.jenks.reproduce import reproduce_jenks

@@ -1,7 +1,7 @@
 """The daemon's HTTP side on uvicorn + Starlette: the token-protected control API with its
 dashboard on loopback, and an optional token-less read-only ``/metrics`` listener.
 
-Why an async server (issue 10): the old ``ThreadingHTTPServer`` had a listen
+Why an async server: the old ``ThreadingHTTPServer`` had a listen
 backlog of 5, no socket timeouts and one thread per connection, so 300
 half-open connections held 304 threads and a Content-Length longer than the
 body blocked and then applied the partial body. Here one event-loop thread
@@ -28,7 +28,6 @@ import asyncio
 import hmac
 import json
 import logging
-import math
 import socket
 import threading
 from importlib import resources
@@ -69,23 +68,13 @@ class DaemonView(Protocol):
     def client_error(self, kind: str) -> None: ...
 
 
-def _clean(o: Any) -> Any:
-    """JSON-safe: non-finite floats become null (NaN/Infinity are not JSON, issue 10)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_clean(v) for v in o]
-    return o
-
-
 def _json(code: int, obj: Any) -> Any:
     from starlette.responses import Response
 
     from ..state import json_default_lenient
+    from ..strictjson import dumps
 
-    body = json.dumps(_clean(obj), default=json_default_lenient, allow_nan=False) + "\n"
+    body = dumps(obj, default=json_default_lenient) + "\n"
     return Response(body, status_code=code, media_type="application/json",
                     headers={"Cache-Control": "no-store"})
 
@@ -208,7 +197,7 @@ LOG_INTERVAL = 10.0
 
 
 class ClientErrorLog(logging.Filter):
-    """uvicorn's and h11's log records about clients, as operators want them (issue 29).
+    """uvicorn's and h11's log records about clients, as operators want them.
 
     Attached to the uvicorn loggers: every record is classified (``metrics.CLIENT_ERRORS``) and
     counted through ``controller.client_error``; at most one line per kind per ``LOG_INTERVAL`` is

@@ -9,10 +9,9 @@ applies it (``Plant.step(u)`` applies u and returns y measured at the end of
 the period; ARCHITECTURE.md alignment). The target can be changed while it
 runs (``set_target``, which the HTTP API of ``scidmz.controller.api`` calls).
 
-Safety (a live controller must never leave the campus unshaped nor stop on a
-fault): the daemon falls back to the trivial rate ``B_max - target`` (MLC
-paper section 3.7, ``Scenario.trivial_rate``) and keeps running, logging why,
-when
+Safety: the daemon falls back to the trivial rate
+``B_max - target`` (MLC paper section 3.7, ``Scenario.trivial_rate``) and
+keeps running, logging why, when
 
 * no telemetry sample arrived for 2T (``plant.step`` has not returned; if the
   plant exposes its ``actuator`` the fallback rate is applied through it at
@@ -34,7 +33,7 @@ Log: one JSON object per line, per period ``{"k", "time", "t", "y", "u",
 "u_policy", "target", "fallback", "reason", "cause"}`` and events
 ``{"event": "start"|"target"|"fallback"|"recovered"|"stop", ...}``.
 
-Shadow mode (``shadow=True``, ``control run --shadow``: an admin's trial run before going live): the loop
+Shadow mode (``shadow=True``, ``control run --shadow``): the loop
 is the same -- telemetry, policy, fallback rules -- but the plant was built
 with a recording actuator (``actuators.recording``), so u is what the loop
 *would* apply and nothing is applied. ``status()["mode"]`` is ``"shadow"``
@@ -127,7 +126,7 @@ class ControlLoop:
         if seed is not None:
             from ..limits import check
 
-            check("seed", seed, "seed")  # refused here, before any service starts (a bad seed must not leave a half-started daemon)
+            check("seed", seed, "seed")  # refused here, before any service starts
         self.seed = seed
         self.shadow = bool(shadow)
         # The first step may include one-off work (JIT compilation of the fluid kernel, traffic
@@ -285,7 +284,7 @@ class ControlLoop:
         return summary
 
     def _shutdown(self) -> dict[str, Any]:
-        # Bounded in time whatever the state (SIGTERM must end the daemon within 2 s: systemd's stop).
+        # Bounded in time whatever the state (SIGTERM ends the daemon within 2 s).
         self._stop.set()
         problems: list[str] = []
         if self._step_thread is not None and self._step_thread.is_alive():
@@ -348,8 +347,8 @@ class ControlLoop:
             self.last = _Sample(float(state0.t), np.asarray(state0.y[0], dtype=np.float64))
             self._last_sample_wall = time.monotonic()
         t_loop = time.monotonic()
-        # --duration ends the loop at its time, also inside a period longer than it (once,
-        # `--set period=3600 --duration 2` ran for an hour).
+        # --duration ends the loop at its time, also inside a period longer than it (else
+        # `--set period=3600 --duration 2` would run for an hour).
         self._end = None if self.duration is None else t_loop + self.duration
         failure: tuple[str, str] | None = None  # (reason, cause) why the *next* period uses the trivial rate
         actuator = getattr(self.plant, "actuator", None)

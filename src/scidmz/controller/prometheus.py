@@ -1,4 +1,4 @@
-"""Prometheus metrics of the daemon, one metric per quantity with its unit in the name (names an exporter user can guess and alert on).
+"""Prometheus metrics of the daemon, one metric per quantity with its unit in the name.
 
 Names follow the Prometheus conventions (base units, ``_total`` for
 counters): the seven NetworkState variables of the last sample, the applied

@@ -78,7 +78,7 @@ class TokenFile:
         self.token = token
 
     def check_writable(self) -> None:
-        """Fail up front, with one line, on a destination we could never write (issue 10)."""
+        """Fail up front, with one line, on a destination we could never write."""
         p = self.path
         if p.is_dir():
             raise ValueError(f"token file {p} is a directory (pass --token-file FILE)")
@@ -109,7 +109,7 @@ class TokenFile:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             atomic_write_text(self.path, body + "\n", mode=0o600)  # the token is a secret
         except OSError as exc:
-            # A read-only filesystem or a directory in the way: one line, exit 2 (issue 10).
+            # A read-only filesystem or a directory in the way: one line, exit 2.
             raise ValueError(f"cannot write the token file {self.path}: {exc.strerror or exc}") from None
 
     def remove(self) -> None:

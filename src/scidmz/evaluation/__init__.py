@@ -9,7 +9,7 @@ Studies:
 - ``disciplines/``: the ABC and FFS papers at the bottleneck (``scidmz reproduce abc|ffs``)
   and the Science DMZ comparison of the disciplines (``scidmz reproduce disciplines-dmz``);
 - ``leaderboard/``: every policy of every kind on the same paired trials, resumable from a
-  ledger, ranked with paired tests (``scidmz leaderboard``, issue 25).
+  ledger, ranked with paired tests (``scidmz leaderboard``).
 
 What every study shares (a new study, e.g. a leaderboard, builds on these):
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from .render import render
 
-__all__ = ["FIGURES", "Missing", "Region", "regions", "render_figure", "refresh", "doc_files", "check", "write"]
+__all__ = ["FIGURES", "Missing", "Region", "regions", "render_figure", "refresh", "doc_files", "check", "write",
+           "plot_figures", "TRADEOFF_DIR"]
 
 _OPEN = re.compile(r"<!-- render:(?P<name>[a-z0-9-]+) -->\n")
 _CLOSE = "<!-- /render:{name} -->"
@@ -273,15 +274,50 @@ def _leaderboard(root: Path) -> dict[str, Any]:
 
 
 def _saturator(root: Path) -> dict[str, Any]:
-    """Does the inverse ANN pay for itself once its saturator gives it authority (issue 25, item 1)?"""
+    """Does the inverse ANN pay for itself once its saturator gives it authority (wider bands, the slew-rate
+    reading), each policy tuned per configuration?"""
     from .verdict import saturator_verdict
 
     rel = "reports/saturator/results.json"
     doc = _load(root, rel)
-    return {"src": rel, "quick": bool((doc.get("plan") or {}).get("quick")),
-            "ccas": [{"cca": cca, "trivial": res["trivial"], "mlc": res["best"]["mlc"], "pi": res["best"]["pi"],
-                      "verdict": saturator_verdict(res["best"]), "by_limiter": _best_by_limiter(res["configs"])}
-                     for cca, res in doc["results"].items()]}
+    plan = doc.get("plan") or {}
+    ccas = []
+    for cca, res in doc["results"].items():
+        pair = _ga_pair(root, plan, res)
+        spread = res["best"].get("ga_spread", pair["spread"] if pair else None)
+        ccas.append({"cca": cca, "trivial": res["trivial"], "mlc": res["best"]["mlc"], "pi": res["best"]["pi"],
+                     "verdict": saturator_verdict(res["best"], spread=spread), "ga_pair": pair,
+                     "by_limiter": _best_by_limiter(res["configs"])})
+    return {"src": rel, "quick": bool(plan.get("quick")), "old_rule": "selection" not in plan, "ccas": ccas}
+
+
+def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Two GA runs of one nominal configuration on the same trials, where the committed files hold them
+    (ours, for results written before the study tuned each best with several GA seeds): the
+    leaderboard's fluid ``pi`` (its gains in ``reports/leaderboard/pi-gains/SCENARIO``) and the
+    study's ``pi`` at the same saturator and GA sizes, both with ``plan.trials`` trials from
+    ``plan.seed``. None where they are not both there, differ in plan, or found the same gains (then
+    the pair says nothing of the spread)."""
+    scen = res.get("scenario")
+    try:
+        gains = _load(root, f"reports/leaderboard/pi-gains/{scen}/gains.json")
+        lb = _load(root, f"reports/leaderboard/fluid-{scen}/results.json")
+    except Missing:
+        return None
+    info, lplan = gains.get("info") or {}, lb.get("plan") or {}
+    row = next((r for r in lb.get("rows") or [] if r["policy"] == "pi" and r["experiment"] == "mrae"), None)
+    cfg = next((c for c in res.get("configs") or [] if c["limiter"] == gains.get("limiter")
+                and c["delta_u"] == gains.get("delta_u")), None)
+    same_plan = (list(plan.get("ga") or [])[:2] == [info.get("generations"), info.get("population")]
+                 and plan.get("ga_episode_s") == info.get("episode") and lplan.get("seed") == plan.get("seed")
+                 and row is not None and row.get("trials") == plan.get("trials"))
+    if cfg is None or not same_plan or all(abs(cfg["pi"]["gains"][k] - gains[k]) < 1e-12 for k in ("kp", "ki", "kw")):
+        return None
+    mraes = [float(row["mean"]), float(cfg["pi"]["mrae"])]  # type: ignore[index]
+    fct = next((r for r in lb.get("rows") or [] if r["policy"] == "pi" and r["experiment"] == "fct"), None)
+    fcts = [float(fct["mean"]), float(cfg["pi"]["fct_s"])] if fct is not None and "fct_s" in cfg["pi"] else None
+    return {"config": f"pi {cfg['limiter']} {cfg['delta_u']:g}", "mraes": mraes, "spread": abs(mraes[0] - mraes[1]),
+            "fcts": fcts, "fct_spread_pct": 100 * abs(fcts[0] - fcts[1]) / fcts[0] if fcts else None}
 
 
 def _best_by_limiter(configs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
@@ -308,7 +344,62 @@ def _recheck(root: Path) -> dict[str, Any]:
     return {"src": src, **recheck_context(root / first, root / again)}
 
 
+def _decision(root: Path) -> dict[str, Any]:
+    from .decision import decision_table, mlc_standing
+
+    rel = "reports/leaderboard/results.json"
+    doc = _load(root, rel)
+    from .decision import tradeoff_points
+
+    figs = [{"label": g["label"], "png": f"{TRADEOFF_DIR}/{_tradeoff_name(g)}"} for g in tradeoff_points(doc)]
+    return {"src": rel, "table": decision_table(doc), "mlc": mlc_standing(doc), "figures": figs,
+            "holm": doc.get("holm") or {"tests": "the"}, "pending": doc.get("incomplete_runs") or []}
+
+
+#: Where the plots pass draws the trade-off figures (under the repository root; docs/results.md links them).
+TRADEOFF_DIR = "docs/figures"
+
+
+def _tradeoff_name(g: Mapping[str, Any]) -> str:
+    return f"tradeoff-{g['plant']}-{g['cca']}.png"
+
+
+def _tradeoff(root: Path) -> dict[str, Any]:
+    from .decision import tradeoff_points
+
+    rel = "reports/leaderboard/results.json"
+    regimes = tradeoff_points(_load(root, rel))
+    # links relative to docs/results.md, where the figure is embedded
+    return {"src": rel, "regimes": [{**g, "png": f"figures/{_tradeoff_name(g)}"} for g in regimes]}
+
+
+def plot_figures(root: Path, check_only: bool = False) -> list[str]:
+    """The plots pass (apart from the text: Flent's model): one trade-off figure per regime of the
+    merged leaderboard (``plots.plot_tradeoff``) under ``TRADEOFF_DIR``; the paths written, or with
+    ``check_only`` the paths missing (images are not compared byte for byte: matplotlib's output
+    differs across versions and fonts). Nothing without the results file."""
+    from ..plots import plot_tradeoff, save_figure
+    from .decision import tradeoff_points
+
+    try:
+        regimes = tradeoff_points(_load(root, "reports/leaderboard/results.json"))
+    except Missing:
+        return []
+    out = []
+    for g in regimes:
+        path = root / TRADEOFF_DIR / _tradeoff_name(g)
+        if check_only:
+            out += [] if path.is_file() else [str(path.relative_to(root))]
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_figure(plot_tradeoff(g), path)
+        out.append(str(path.relative_to(root)))
+    return out
+
+
 FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "readme-decision": _decision,
+    "tradeoff": _tradeoff,
     "readme-mlc-netns": _readme,
     "mlc-fluid": _mlc("reports/mlc/results.json"),
     "mlc-netns": _mlc("reports/mlc-netns/results.json"),
@@ -323,8 +414,6 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "fluid-literature": _literature,
     "ebpf-cost": _ebpf,
     "leaderboard": _leaderboard,
-    "leaderboard-verdict": _leaderboard,
     "saturator": _saturator,
-    "readme-saturator": _saturator,
     "leaderboard-recheck": _recheck,
 }

@@ -41,8 +41,6 @@ Use::
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import platform
 import subprocess
@@ -54,8 +52,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from ..strictjson import clean, dumps
 
+# ``clean`` is re-exported only for the study modules that import it from here (evaluation/mlc,
+# evaluation/leaderboard); the one cleaner is scidmz.strictjson.clean.
 __all__ = [
     "FORMAT_VERSION",
     "Provenance",
@@ -179,23 +179,6 @@ def note_run(scenario: Any, plant: str, plant_obj: Any = None) -> None:
     prov.note(scenario, plant, model)
 
 
-def clean(o: Any) -> Any:
-    """NaN/inf -> None, NumPy scalars -> Python, tuples -> lists: ready for strict JSON."""
-    if isinstance(o, dict):
-        return {str(k): clean(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [clean(v) for v in o]
-    if isinstance(o, float | np.floating):
-        return float(o) if math.isfinite(o) else None
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.bool_):
-        return bool(o)
-    if isinstance(o, np.ndarray):
-        return clean(o.tolist())
-    return o
-
-
 def _atomic_write(path: Path, write: Callable[[str], None]) -> Path:
     from ..fileio import atomic_path
 
@@ -205,10 +188,10 @@ def _atomic_write(path: Path, write: Callable[[str], None]) -> Path:
 
 
 def write_json(payload: Any, path: str | os.PathLike[str], indent: int = 2) -> Path:
-    """Write ``payload`` as strict JSON (``clean``), atomically: never half a file."""
+    """Write ``payload`` as strict JSON (``strictjson``), atomically: never half a file."""
     from ..state import json_default
 
-    text = json.dumps(clean(payload), indent=indent, default=json_default)
+    text = dumps(payload, indent=indent, default=json_default)
     return _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(text + "\n"))
 
 

@@ -10,6 +10,10 @@ results file stores::
     paired(summary, table, "mrae")               # adds paired_n / paired_wins / paired_p
 
 Non-mapping entries (``"target"`` above) are context and are skipped.
+
+The pieces every study shares live here once: ``BASELINE``, the paired test
+``wilcoxon_p`` with its all-ties convention, and the effect that goes with it,
+``hodges_lehmann`` (the MLC study and the leaderboard both use them).
 """
 
 from __future__ import annotations
@@ -22,10 +26,73 @@ import numpy as np
 
 from ..metrics import reduction_pct
 
-__all__ = ["BASELINE", "summarize", "ci95_halfwidth", "compare", "paired", "by_policy", "per_policy"]
+__all__ = ["BASELINE", "summarize", "ci95_halfwidth", "compare", "paired", "by_policy", "per_policy", "wilcoxon_p",
+           "hodges_lehmann", "signed_rank_cdf"]
 
 #: The policy every other is compared with (the MLC paper's trivial TBF, section 3.7).
 BASELINE = "trivial"
+
+
+def wilcoxon_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
+    """Two-sided paired Wilcoxon signed-rank p of ``a`` vs ``b`` (same trials, ``scipy.stats.wilcoxon``).
+
+    The all-ties convention (ours, one for every study): when every pair is equal the test's
+    statistic is defined (no signed rank is positive or negative) and there is no evidence of a
+    difference, so p = 1.0, not scipy's NaN. NaN with fewer than two pairs (no test).
+    """
+    from scipy.stats import wilcoxon
+
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.size < 2:
+        return math.nan
+    if np.all(x == y):
+        return 1.0
+    return float(wilcoxon(x, y).pvalue)
+
+
+#: Largest n whose signed-rank null distribution ``signed_rank_cdf`` computes exactly (float64 holds
+#: the subset counts up to 2**n without overflow well past this); above it, the normal approximation.
+_EXACT_N = 400
+
+
+def signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T+ <= t), t = 0 .. n(n+1)/2, under the exact null of the signed-rank statistic (no ties):
+    the number of subsets of {1..n} with each sum, over 2**n. Hand-written (scipy keeps its exact
+    distribution private); tests check it against ``scipy.stats.wilcoxon``'s exact p."""
+    m = n * (n + 1) // 2
+    counts = np.zeros(m + 1)
+    counts[0] = 1.0
+    for k in range(1, n + 1):
+        counts[k:] = counts[k:] + counts[:-k].copy()
+    return np.cumsum(counts) / 2.0**n
+
+
+def hodges_lehmann(d: Sequence[float] | np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
+    """(estimate, lo, hi): the Hodges-Lehmann estimate of the paired differences ``d`` (the median of
+    their Walsh averages (d_i + d_j)/2, i <= j) and its interval inverted from the signed-rank test,
+    as R's ``wilcox.test(conf.int=TRUE)`` (Hollander & Wolfe, section 3.3): with k the smallest t
+    such that P(T+ <= t) >= alpha/2 (at least 1), [W_(k), W_(M+1-k)] of the M sorted Walsh averages.
+    Hand-written (scipy has no Hodges-Lehmann); exact null up to ``_EXACT_N`` pairs, the normal
+    approximation above. With ties or zeros the exact null is approximate (as in R); with fewer
+    than 6 pairs no interval reaches 95 % and the widest one, [min, max] of the Walsh averages, is
+    given. NaN with no pairs."""
+    v = np.asarray(d, dtype=np.float64).reshape(-1)
+    v = v[np.isfinite(v)]
+    n = v.size
+    if n == 0:
+        return math.nan, math.nan, math.nan
+    i, j = np.triu_indices(n)
+    w = np.sort((v[i] + v[j]) / 2.0)
+    m = w.size
+    alpha = 1.0 - confidence
+    if n <= _EXACT_N:
+        k = int(np.searchsorted(signed_rank_cdf(n), alpha / 2.0 - 1e-12))
+    else:
+        from scipy.stats import norm
+
+        k = int(math.floor(m / 2.0 - norm.ppf(1 - alpha / 2) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)))
+    k = min(max(k, 1), (m + 1) // 2)
+    return float(np.median(w)), float(w[k - 1]), float(w[m - k])
 
 
 def ci95_halfwidth(values: Sequence[float] | np.ndarray) -> float:
@@ -69,11 +136,9 @@ def paired(summary: dict[str, Any], table: Any, col: str, key: str = "trial", ba
 
     ``table``: one row per (policy, ``key``) with the metric ``col``. Adds to each
     policy's summary ``paired_n`` (pairs with both values finite), ``paired_wins``
-    (pairs where this policy is lower than the baseline) and ``paired_p`` (two-sided;
-    NaN with fewer than two pairs or no difference at all).
+    (pairs where this policy is lower than the baseline) and ``paired_p`` (two-sided,
+    ``wilcoxon_p``: 1.0 when every pair is equal, NaN with fewer than two pairs).
     """
-    from scipy.stats import wilcoxon
-
     base = table[table["policy"] == baseline].set_index(key)[col]
     for name, s in summary.items():
         if name == baseline or not isinstance(s, dict):
@@ -84,10 +149,7 @@ def paired(summary: dict[str, Any], table: Any, col: str, key: str = "trial", ba
         diff = both[:, 0] - both[:, 1]
         s["paired_n"] = int(len(diff))
         s["paired_wins"] = int(np.sum(diff > 0))
-        if len(diff) >= 2 and np.any(diff != 0):
-            s["paired_p"] = float(wilcoxon(both[:, 0], both[:, 1]).pvalue)
-        else:
-            s["paired_p"] = math.nan
+        s["paired_p"] = wilcoxon_p(both[:, 0], both[:, 1])
 
 
 def by_policy(table: Any, col: str) -> dict[str, np.ndarray]:

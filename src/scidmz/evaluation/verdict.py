@@ -1,12 +1,21 @@
 """The leaderboard's ranking and its verdict in plain words, from ``reports/leaderboard/results.json``.
 
-Input: the results file's top-level ``"rows"`` (issue 25, ../specs/leaderboard.md), one per
+Input: the results file's top-level ``"rows"`` (``leaderboard.results``), one per
 (plant, cca, policy, experiment) with ``plant, cca, policy, experiment, trials, mean, ci95
 ([lo, hi]), vs_trivial_pct, p_vs_trivial, comparable`` and optionally ``better``
-("lower"/"higher") and ``p_vs_best``. Output: per (plant, cca) regime and experiment, the
-comparable policies ranked by their mean, the rows marked not comparable listed apart (never
+("lower"/"higher"), ``rank`` (the paired ranking on the trials every ranked policy shares,
+``leaderboard.stats.family``), ``p_vs_best``, the Hodges-Lehmann effect
+(``vs_trivial_hl_pct``, ``vs_trivial_hl_ci95``) and, on FCT rows, ``rate_vs_target``. Output:
+per (plant, cca) regime and experiment, the comparable policies in their paired rank order
+(by mean only where a row has no rank), the rows marked not comparable listed apart (never
 ranked, never in the verdict), and one sentence per experiment saying which policy is best
 and whether it beats the trivial TBF significantly.
+
+The words check the sign: "significantly better" needs p < ALPHA *and* a paired change in
+the better direction; a significant change the other way is called significantly worse. A
+DTN that ran above its FCT target (``rate_vs_target`` > 1, or, where rows lack it, a mean
+FCT below the ideal one) overshot: its shorter FCT is taken from campus traffic, so it is
+never the FCT verdict's best nor "better"; the sentence names it with its rate / target.
 
 Our choices, where the spec is silent: significance at p < 0.05 on the (Holm-corrected)
 ``p_vs_trivial``; when ``better`` is absent, utilisation is higher-is-better and every other
@@ -22,8 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "leads_trivial", "p_floor", "rank", "saturator_verdict",
-           "verdict_lines"]
+__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "leads_trivial", "one_trial_decides", "overshoot",
+           "p_floor", "rank", "saturator_verdict", "verdict_lines"]
 
 ALPHA = 0.05
 _FIRST = ("mrae", "fct")
@@ -44,9 +53,13 @@ def _finite(x: Any) -> bool:
 
 
 def rank(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One experiment of one regime: comparable rows best first, each with its ``rank``."""
+    """One experiment of one regime: comparable rows best first, each with its ``rank``: the paired
+    rank the statistics gave (``leaderboard.stats.family``) where every row has one, else by mean."""
     ok = [r for r in rows if r.get("comparable") and _finite(r.get("mean"))]
-    ok.sort(key=lambda r: -r["mean"] if _higher(r) else r["mean"])
+    if ok and all(isinstance(r.get("rank"), int) for r in ok):
+        ok.sort(key=lambda r: r["rank"])
+    else:
+        ok.sort(key=lambda r: -r["mean"] if _higher(r) else r["mean"])
     return [{**r, "rank": i + 1} for i, r in enumerate(ok)]
 
 
@@ -94,6 +107,36 @@ def _too_few(pairs: int) -> str:
     return f"too few paired trials (n = {pairs}; the smallest p a two-sided Wilcoxon test can give is {p_floor(pairs):.3g})"
 
 
+def overshoot(row: Mapping[str, Any], ideal: float | None = None) -> bool:
+    """Whether an FCT row's DTN ran above its target (module docstring)."""
+    ratio = row.get("rate_vs_target")
+    if _finite(ratio):
+        return ratio > 1.0
+    return _finite(ideal) and _finite(row.get("mean")) and row["mean"] < ideal  # type: ignore[operator]
+
+
+def _hl(row: Mapping[str, Any], key: str = "vs_trivial") -> str:
+    """", HL +x % [lo, hi]": the Hodges-Lehmann effect beside the mean change, where the row has it."""
+    hl, ci = row.get(f"{key}_hl_pct"), row.get(f"{key}_hl_ci95") or [None, None]
+    if not _finite(hl):
+        return ""
+    span = f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if _finite(ci[0]) and _finite(ci[1]) else ""
+    return f", HL {hl:+.1f} %{span}"
+
+
+def one_trial_decides(row: Mapping[str, Any], key: str = "vs_trivial") -> bool:
+    """Whether leaving out a single paired trial turns the change's sign (``{key}_loo_pct`` straddles 0)."""
+    lo, hi = (row.get(f"{key}_loo_pct") or [None, None])[:2]
+    return _finite(lo) and _finite(hi) and lo < 0 < hi  # type: ignore[operator]
+
+
+def _loo(row: Mapping[str, Any], key: str = "vs_trivial") -> str:
+    if not one_trial_decides(row, key):
+        return ""
+    lo, hi = row[f"{key}_loo_pct"][:2]
+    return f"; one trial decides its sign (leaving one out: {lo:+.1f} to {hi:+.1f} %)"
+
+
 def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
     if not ranked:
         return f"{exp}: no comparable policy."
@@ -102,11 +145,16 @@ def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
         return f"{exp}: no policy beats the trivial TBF (it ranks first of {len(ranked)})."
     gain = best.get("vs_trivial_pct")
     p = best.get("p_vs_trivial")
-    how = f"{gain:+.1f} % vs trivial" if _finite(gain) else "vs trivial: n/a"
+    how = f"{gain:+.1f} % vs trivial{_hl(best)}{_loo(best)}" if _finite(gain) else "vs trivial: n/a"
     head = f"{exp}: best is {best['policy']} ({how}, p = {p:.2g}" if _finite(p) else f"{exp}: best is {best['policy']} ({how}, no test"
     pairs = _pairs_vs_trivial(best)
-    if _significant(best):
+    shared = best.get("shared_n")
+    if isinstance(shared, int) and isinstance(pairs, int) and shared != pairs:
+        head += f"; ranked on the {shared} trials every ranked policy kept"
+    if leads_trivial(best):
         tail = "), significantly better than the trivial TBF"
+    elif _significant(best):
+        tail = "), significantly **worse** than the trivial TBF on their paired trials"
     elif _untestable(pairs):
         tail = f"), untestable against the trivial TBF: {_too_few(pairs)}"
     else:
@@ -133,13 +181,13 @@ def _ann(ranked: list[dict[str, Any]]) -> str:
     if mlc is None:
         return ""
     p, gain = mlc["vs_pi_p"], mlc.get("vs_pi_pct")
-    how = f"{gain:+.1f} %" if _finite(gain) else "n/a"
+    how = f"{gain:+.1f} %{_hl(mlc, 'vs_pi')}{_loo(mlc, 'vs_pi')}" if _finite(gain) else "n/a"
     pi = next((r for r in ranked if r["policy"] == "pi"), None)
     pairs = _pairs_with(mlc, pi) if pi is not None else None
     word = "pays for itself" if p < ALPHA and _finite(gain) and gain > 0 else (
         "does worse" if p < ALPHA else f"cannot be judged: {_too_few(pairs)}" if _untestable(pairs)
         else "makes no significant difference")
-    return f" The inverse ANN (mlc vs pi, {how}, p = {p:.2g}) {word}."
+    return f" The inverse ANN (mlc vs pi, {how}, p = {p:.2g}, Holm) {word}."
 
 
 def _pacing(ranked: list[dict[str, Any]]) -> str:
@@ -157,34 +205,53 @@ def _pacing(ranked: list[dict[str, Any]]) -> str:
     return head + ", not distinguishable from the best."
 
 
-def _above_target(ranked: list[dict[str, Any]], ideal: float | None) -> str:
-    """The policies whose DTN finished faster than at exactly its target: a lower FCT there is
-    overshoot taken from campus traffic, not better service (ours: named, the ranking unchanged)."""
-    fast = [r for r in ranked if _finite(ideal) and _finite(r.get("mean")) and r["mean"] < ideal]
-    if not fast:
+def _rate(r: Mapping[str, Any]) -> str:
+    ratio = r.get("rate_vs_target")
+    return f"{r['mean']:.1f} s at {ratio:.2f} x its target rate" if _finite(ratio) else f"{r['mean']:.1f} s"
+
+
+def _above_target(over: list[dict[str, Any]], ideal: float | None) -> str:
+    """The policies whose DTN ran above its target: overshoot taken from campus traffic, not better
+    service (module docstring), each with its FCT and rate / target."""
+    if not over:
         return ""
-    names = ", ".join(f"{r['policy']} ({r['mean']:.1f} s)" for r in fast)
-    return (f" At exactly its target the DTN would take {ideal:.1f} s; faster, it ran above its target at campus "
-            f"traffic's expense, so for {names} read the MRAE, not this FCT.")
+    names = ", ".join(f"{r['policy']} ({_rate(r)})" for r in over)
+    at = f"At exactly its target the DTN would take {ideal:.1f} s. " if _finite(ideal) else ""
+    return (f" {at}Overshoot, not better service (the DTN ran above its target at campus traffic's expense; "
+            f"read the MRAE): {names}.")
+
+
+def _fct_line(ranked: list[dict[str, Any]], ideal: float | None) -> str:
+    """The FCT sentence: the best among the DTNs that kept to their target, then the overshooters."""
+    over = [r for r in ranked if overshoot(r, ideal)]
+    kept = [r for r in ranked if r not in over]
+    moved = bool(ranked) and ranked[0] in over
+    if moved:
+        # the tests against "the best" were against an overshooter: they say nothing of the best here
+        kept = [{**r, "p_vs_best": None} for r in kept]
+    return _sentence("fct", kept) + _ann(ranked) + ("" if moved else _pacing(ranked)) + _above_target(over, ideal)
 
 
 def verdict_lines(by_exp: Mapping[str, list[dict[str, Any]]], fct_ideal: float | None = None) -> list[str]:
     """One sentence per experiment of a regime, MRAE and FCT first, with the planned mlc-vs-pi
-    test, where a paced DTN stands and (FCT, given ``fct_ideal`` in s) which DTNs overshot."""
+    test, where a paced DTN stands and (FCT) which DTNs overshot (``overshoot``; ``fct_ideal`` in s
+    for rows without ``rate_vs_target``)."""
     order = [e for e in _FIRST if e in by_exp] + [e for e in by_exp if e not in _FIRST]
-    return [_sentence(e, by_exp[e]) + _ann(by_exp[e]) + _pacing(by_exp[e])
-            + (_above_target(by_exp[e], fct_ideal) if e == "fct" else "") for e in order]
+    return [_fct_line(by_exp[e], fct_ideal) if e == "fct" else _sentence(e, by_exp[e]) + _ann(by_exp[e])
+            + _pacing(by_exp[e]) for e in order]
 
 
 def _vs_trivial(exp: str, row: Mapping[str, Any] | None) -> str:
     if row is None or not _finite(row.get("vs_trivial_pct")):
         return ""
-    mark = "*" if _significant(row) else "°" if _untestable(_pairs_vs_trivial(row)) else ""
+    if exp == "fct" and overshoot(row):
+        return f"FCT {row['vs_trivial_pct']:+.1f} % by overshoot ({row['rate_vs_target']:.2f} x its target rate)"
+    mark = "*" if leads_trivial(row) else "†" if _significant(row) else "°" if _untestable(_pairs_vs_trivial(row)) else ""
     return f"{exp.upper()} {row['vs_trivial_pct']:+.1f} %{mark}"
 
 
 def by_place(ranked: Mapping[str, list[dict[str, Any]]], rows: Mapping[str, list[Mapping[str, Any]]]) -> str:
-    """Item 6's question in one sentence: for each place an admin can act (a policy kind), the best
+    """Where should an admin act, in one sentence: for each place an admin can act (a policy kind), the best
     policy there on the MRAE ranking, with its MRAE and FCT vs the trivial TBF (* p < ALPHA). Kinds
     whose rows were all kept out of the ranking are named as not comparable. Our choice: the MRAE
     (the MLC paper's tracking metric) picks each place's best; "" without MRAE rows or kinds."""
@@ -204,8 +271,9 @@ def by_place(ranked: Mapping[str, list[dict[str, Any]]], rows: Mapping[str, list
     ranked_names = {r["policy"] for r in mrae}
     apart = [r["policy"] for r in rows.get("mrae") or [] if r["policy"] not in ranked_names]
     tail = f"; not comparable on this plant: {', '.join(apart)}" if apart else ""
-    return ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, * p < "
-            f"{ALPHA:g}, ° too few pairs for any test to reach it): " + "; ".join(parts) + tail + ".")
+    return ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, * significantly better, "
+            f"† significantly worse (p < {ALPHA:g}, Holm), ° too few pairs for any test to reach it): "
+            + "; ".join(parts) + tail + ".")
 
 
 def _check(rows: Any) -> list[Mapping[str, Any]]:
@@ -240,19 +308,26 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     # absence for a verdict.
     pending = [{"plant": r.get("plant"), "cca": r.get("cca"), "scenario": r.get("scenario"), "run": r.get("run"),
                 "units_left": r.get("units_left")} for r in doc.get("incomplete_runs") or []]
-    return {"regimes": out, "pending": pending}
+    holm = doc.get("holm") or {"tests": "the", "family": "each regime's tests"}
+    return {"regimes": out, "pending": pending, "holm": holm}
 
 
-def saturator_verdict(best: Mapping[str, Any], alpha: float | None = None) -> str:
+def saturator_verdict(best: Mapping[str, Any], alpha: float | None = None, spread: float | None = None) -> str:
     """The saturator study's sentence on the inverse ANN (``benchmarks/pi_vs_mlc_saturator.py``): at
     each policy's best saturator, mlc's MRAE paired against pi's (``best["mlc_vs_pi"]["mrae"]``:
     ``n, mean_diff`` = mlc - pi, ``mlc_lower, wilcoxon_p``), significant below ``ALPHA`` unless
-    ``alpha`` is given; a winner is named only then."""
+    ``alpha`` is given; a winner is named only then, and never where the difference is smaller than
+    ``spread`` (default ``best["ga_spread"]``): how far one configuration's mean MRAE moves across GA
+    seeds. A tuning that different seeds would give is not a finding, whatever its p."""
     alpha = ALPHA if alpha is None else alpha
+    spread = best.get("ga_spread") if spread is None else spread
     m = best["mlc_vs_pi"]["mrae"]
     counts = f"mlc lower in {m['mlc_lower']}/{m['n']} paired trials, p = {m['wilcoxon_p']:.3g}"
     if not m["wilcoxon_p"] < alpha:
         return f"At each policy's best saturator the inverse ANN makes no significant difference to the MRAE ({counts})."
+    if _finite(spread) and abs(m["mean_diff"]) < spread:
+        return (f"At each policy's best saturator mlc's and pi's MRAE differ by {abs(m['mean_diff']):.4f} ({counts}), "
+                f"less than one configuration's MRAE moves across GA runs ({spread:.4f}): not a finding.")
     if m["mean_diff"] < 0:
         return (f"At each policy's best saturator the inverse ANN pays for itself: mlc's MRAE is lower than pi's "
                 f"by {-m['mean_diff']:.4f} ({counts}).")

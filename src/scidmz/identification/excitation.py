@@ -150,7 +150,7 @@ def _check_schema(trace: Trace, where: str) -> None:
         )
     from ..limits import DATASET_RANGES
 
-    # Finite is not enough (issue 29: u = 1e300 trained a model of NaN weights): every column
+    # Finite is not enough (u = 1e300 trained a model of NaN weights): every column
     # within the range a scenario can produce (limits.DATASET_RANGES), rates and times >= 0.
     for j, c in enumerate(cols):
         hi = DATASET_RANGES.get(c)

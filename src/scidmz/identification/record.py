@@ -46,7 +46,7 @@ def record_dataset(
     out_path = Path(out)
     if out_path.exists() and out_path.is_dir():
         raise ValueError(f"--out must be a file path (.parquet), got a directory: {out_path}")
-    if plot:  # the figure is drawn after the work: its path is checked before (issue 29)
+    if plot:  # the figure is drawn after the work: its path is checked before
         check_output_file(check_figure_path(plot, "--plot"), "--plot")
     params = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "duration": dur, "seed": seed, "batch": batch, "plant": str(plant)}
 

@@ -233,6 +233,7 @@ def build_hardware_plant(
         raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT")
     if actuator is not None and not callable(actuator):
         raise ValueError(f"actuator must be a factory (target, netns=) -> RateActuator, got {actuator!r}")
+    _check_files_and_names(p4info, netns)
     ebpf = _ebpf_source(telemetry, scenario, netns, dtn_prefixes, remote_prefixes, egress_hook)
     host = open_host(scenario, dtn_agent, dtn_agent_token)  # the agents answer, with the token, or exit 2
     p4 = None
@@ -262,6 +263,21 @@ def build_hardware_plant(
         if ebpf is not None:
             ebpf.close()
         raise
+
+
+def _check_files_and_names(p4info: str | None, netns: str | None) -> None:
+    """The input gate for what the plant's options name, before anything is opened: ``p4info`` is a
+    regular file (``fileio.check_input_file``: ``/dev/zero`` was read to the OOM killer, a FIFO hung),
+    ``netns`` a namespace *name* as ``ip netns`` makes them (``/var/run/netns/NAME``), never a path."""
+    from ..fileio import check_input_file
+
+    if p4info is not None:
+        check_input_file(p4info, "plant option p4info")
+    if netns is not None:
+        name = str(netns)
+        if not name or name in (".", "..") or "/" in name or "\0" in name or len(name.encode()) > 255:
+            raise ValueError(f"--netns {name!r}: a network namespace name (as `ip netns list` shows), "
+                             "not a path")
 
 
 def _actuator(scenario: Scenario, dev: str | None, ovs_port: str | None, netns: str | None, ovs_db: str | None,

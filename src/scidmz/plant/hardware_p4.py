@@ -68,7 +68,7 @@ class P4Switch:
         from ..telemetry.p4.p4runtime import pipeline_files
 
         address = telemetry[len("p4:"):] if telemetry.startswith("p4:") else telemetry
-        self.address = _host_port(address, "telemetry address", "p4:10.0.0.5:9559, or ebpf:LAN_IF,WAN_IF")
+        self.address = _host_port(address, "telemetry address (p4:HOST:PORT)", "10.0.0.5:9559, or ebpf:LAN_IF,WAN_IF")
         self.files = pipeline_files(pipeline) if pipeline is not None else None
         if self.files is not None and p4info is not None:
             raise ValueError("--p4-pipeline brings its P4Info; do not give p4info= as well")

@@ -52,7 +52,7 @@ __all__ = ["Collector", "FLOW_COLUMNS", "DEFAULT_ALPHA", "state_of_row"]
 # Smoothing factor of Algorithm 4: part of y's definition, so state.py's (ARCHITECTURE.md). The
 # data planes (twin, P4 programs, eBPF programs) only keep each flow's latest sample; the
 # smoothing is this control plane's alone, so every plant's rtt_campus is the same quantity
-# as the fluid plant's and the testbed's kernel source's. (Until issue 27 it was 7/8, TCP's
+# as the fluid plant's and the testbed's kernel source's. (It was once 7/8, TCP's
 # SRTT weight, so a P4 switch or `telemetry replay` smoothed more than the plants the models
 # were trained on.)
 DEFAULT_ALPHA = RTT_CAMPUS_ALPHA

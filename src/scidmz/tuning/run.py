@@ -166,7 +166,7 @@ def tune_paths(out: str | Path) -> tuple[Path | None, Path]:
     """What ``write_tune`` writes for ``out``: (gains file or None, directory of the convergence files).
 
     ``X.json`` -> (``X.json``, its sibling ``X.tune/``); anything else -> (None, ``out`` as a
-    directory holding gains.json). The CLI's path policy (``cli_guard.OUTPUTS``, kind ``gains``)
+    directory holding gains.json). The CLI's path policy (``guard.paths.OUTPUTS``, kind ``gains``)
     checks both before the GA starts.
     """
     out_path = Path(out)

@@ -1,4 +1,4 @@
-"""The Jenks papers' tests on the netns testbed: real kernel TCP through a real HTB (issue 11).
+"""The Jenks papers' tests on the netns testbed: real kernel TCP through a real HTB.
 
 The same tests as ``jenks.fluid`` (Test 1 / Exp 1, Test 3 / Exp 2, Exp 4,
 Exp 5 / Test 2, Test 5, Test 6; papers: ``jenks-rtt-flow-separation*.txt``),

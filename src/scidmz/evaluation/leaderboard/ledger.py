@@ -10,6 +10,9 @@ model, code, plan or policies differ, naming the first difference::
                                                 release + the testbed description's hash),
      "code": {"tree": git tree of src/ at HEAD, "dirty": bool, "sha256": the package's sources},
      "plan": LeaderboardPlan.to_dict(),
+     "targets": {unit: [sha256 (16 hex digits) of trial i's target signal, ...]}
+                (trialunits.target_hashes; never allowed to drift: a trial that tracks another
+                target is another trial),
      "policies": {name: {"kind": ..., "files": {option: sha256}}}}
 
 Then one line per finished unit (trial kind, policy, trial)::
@@ -42,17 +45,17 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "parse_ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256",
+__all__ = ["Ledger", "Unit", "parse_ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256",
            "first_difference"]
 
 LEDGER_NAME = "ledger.jsonl"
 LEDGER_FORMAT = 1
 #: Header keys compared on --resume, in the order a difference is named.
-_COMPARED = ("format_version", "scenario", "plant", "plant_model", "code", "plan", "policies")
+_COMPARED = ("format_version", "scenario", "plant", "plant_model", "code", "plan", "targets", "policies")
 #: What ``allow_drift`` lets a resume cross (module docstring): the code and the kernel build.
 _DRIFTS = ("code", "kernel")
 #: The package's source files that make up "the code" (compiled caches are not code).
@@ -148,32 +151,61 @@ def _drift_check(old: Mapping[str, Any], drifts: list[dict[str, Any]], head: Map
     return {"kind": "drift", **now, "was": was}
 
 
-def parse_ledger(data: bytes, where: str) -> tuple[dict[str, Any], dict[tuple[str, str, int], dict[str, Any]],
-                                                  list[dict[str, Any]]]:
+Unit = tuple[str, str, int]
+
+
+def parse_ledger(data: bytes, where: str, planned: Container[Unit] | None = None,
+                 ) -> tuple[dict[str, Any], dict[Unit, dict[str, Any]], list[dict[str, Any]]]:
     """(header, finished units by (unit, policy, trial), drift lines) of a ledger's bytes; a partial last
     line (a crash mid-write) is not a finished unit and is skipped. One-line ``ValueError`` starting
-    with ``where`` when the bytes are not a ledger."""
+    with ``where`` when the bytes are not a ledger, and when a unit line repeats a unit or (given
+    ``planned``, the units this run's plan names) names one outside the plan: two runs writing one
+    ledger leave such lines, and summing them would report wrong numbers."""
+    from ...fileio import parse_json
+
     lines = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()
     if not lines:
         raise ValueError(f"{where} holds no header line; remove it and start again")
     recs = []
     for i, s in enumerate(lines, start=1):
         try:
-            recs.append(json.loads(s))
-        except json.JSONDecodeError:
-            raise ValueError(f"{where} line {i} is not JSON; the ledger is damaged") from None
+            recs.append(parse_json(s, f"line {i}"))
+        except ValueError as exc:
+            raise ValueError(f"{where} {exc}; the ledger is damaged") from None
     if not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
         raise ValueError(f"{where} does not start with a leaderboard header line")
-    done: dict[tuple[str, str, int], dict[str, Any]] = {}
+    done: dict[Unit, dict[str, Any]] = {}
+    first: dict[Unit, int] = {}
     drifts: list[dict[str, Any]] = []
     for i, r in enumerate(recs[1:], start=2):
         if isinstance(r, dict) and r.get("kind") == "drift" and set(_DRIFTS) <= set(r):
             drifts.append(r)
             continue
-        if not isinstance(r, dict) or r.get("kind") != "unit" or not {"unit", "policy", "trial"} <= set(r):
+        key = _unit_key(r)
+        if key is None:
             raise ValueError(f"{where} line {i} is not a unit line")
-        done[(str(r["unit"]), str(r["policy"]), int(r["trial"]))] = r
+        if key in first:
+            raise ValueError(f"{where} line {i} repeats {_name(key)} (first on line {first[key]}); "
+                             "two runs wrote this ledger, and a unit is never counted twice: use another --out")
+        if planned is not None and key not in planned:
+            raise ValueError(f"{where} line {i} holds {_name(key)}, which this run's plan does not name; "
+                             "use another --out")
+        first[key] = i
+        done[key] = r
     return recs[0], done, drifts
+
+
+def _unit_key(r: Any) -> Unit | None:
+    if not isinstance(r, dict) or r.get("kind") != "unit" or not {"unit", "policy", "trial"} <= set(r):
+        return None
+    t = r["trial"]
+    if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+        return None
+    return str(r["unit"]), str(r["policy"]), t
+
+
+def _name(key: Unit) -> str:
+    return f"{key[0]} trial {key[2]} of {key[1]}"
 
 
 class Ledger:
@@ -199,43 +231,67 @@ class Ledger:
 
     @classmethod
     def open(cls, out_dir: str | os.PathLike[str], header: Mapping[str, Any], resume: bool,
-             allow_drift: bool = False) -> Ledger:
+             allow_drift: bool = False, planned: Container[Unit] | None = None) -> Ledger:
         """Start or resume the ledger in ``out_dir`` (module docstring); one-line ValueError otherwise.
-        ``allow_drift``: a resume may cross a change of code or kernel build, recorded as a drift line."""
+        ``allow_drift``: a resume may cross a change of code or kernel build, recorded as a drift line.
+        ``planned``: the units this run's plan names; a resumed ledger holding any other is refused.
+
+        The ledger is opened without following a link and must be a regular file of its own
+        (``fileio.open_member``); it is read and checked whole before its partial last line is cut,
+        so a refused resume changes nothing."""
+        from ...fileio import check_member
+
         path = Path(out_dir) / LEDGER_NAME
         head = _jsonable({"kind": "header", "format_version": LEDGER_FORMAT, **header})
+        st = check_member(path, "--out: ledger")
         if not resume:
-            if path.exists():
+            if st is not None:
                 raise ValueError(f"{path} exists: pass --resume to continue that run, or give another --out")
             return cls(path, head, {}, 0)
-        if not path.is_file():
+        if st is None:
             raise ValueError(f"--resume: no ledger in {Path(out_dir)} (no {LEDGER_NAME}); run without --resume first")
-        old, done, cut, drifts = cls._read(path)
-        pending = _drift_check(old, drifts, head, path, allow_drift)
+        fd, old, done, end, cut, drifts = cls._read(path, planned)
+        try:
+            pending = _drift_check(old, drifts, head, path, allow_drift)
+            if cut:
+                # A crash mid-write left a partial last line: not a finished unit. Cut only now,
+                # with the ledger checked, through the descriptor the checks were made on.
+                os.ftruncate(fd, end)
+        except BaseException:
+            os.close(fd)
+            raise
         if pending is not None:
             pending["units_before"] = len(done)
-        return cls(path, old, done, cut, drifts, pending)
+        led = cls(path, old, done, cut, drifts, pending)
+        led._fd = fd
+        return led
 
     @staticmethod
-    def _read(path: Path) -> tuple[dict[str, Any], dict[tuple[str, str, int], dict[str, Any]], int,
-                                   list[dict[str, Any]]]:
-        data = path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        cut = len(data) - end
-        if cut:
-            # A crash mid-write left a partial last line: it is not a finished unit.
-            os.truncate(path, end)
-        head, done, drifts = parse_ledger(data, f"--resume: {path}")
-        return head, done, cut, drifts
+    def _read(path: Path, planned: Container[Unit] | None,
+              ) -> tuple[int, dict[str, Any], dict[Unit, dict[str, Any]], int, int, list[dict[str, Any]]]:
+        """(open descriptor, header, units, end of the last whole line, bytes after it, drifts)."""
+        from ...fileio import open_member, read_fd
+        from ...limits import MAX_LEDGER_BYTES
+
+        fd = open_member(path, os.O_RDWR | os.O_APPEND, "--resume: ledger")
+        try:
+            data = read_fd(fd, MAX_LEDGER_BYTES, f"--resume: {path}")
+            end = data.rfind(b"\n") + 1
+            head, done, drifts = parse_ledger(data, f"--resume: {path}", planned)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, head, done, end, len(data) - end, drifts
 
     def _write_line(self, record: Mapping[str, Any]) -> str:
+        from ...fileio import open_member
         from ..results import clean
 
         line = (json.dumps(clean(dict(record)), separators=(",", ":"), allow_nan=False) + "\n").encode()
         if self._fd is None:
-            # Appends never follow a symlink (docs/safety.md, issue 29): a link planted as the ledger
-            # is refused (ELOOP), its target never written.
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            # A new ledger: created here (O_EXCL: one planted meanwhile is refused, not appended to),
+            # never through a link (O_NOFOLLOW).
+            self._fd = open_member(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, "ledger")
         # One write of the whole line, then fsync: the line is on disk before the next trial starts.
         n = os.write(self._fd, line)
         if n != len(line):
@@ -247,9 +303,10 @@ class Ledger:
         """Record one finished unit (``record``: seed, metrics, starved_periods, periods, wall_s)."""
         rec = {"kind": "unit", "unit": unit, "policy": policy, "trial": int(trial), **record,
                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        if self._fd is None and not self.path.exists():
-            # A new ledger's header goes with its first trial: a run that fails before any
-            # trial finished (no root, a testbed that does not build) leaves no ledger to refuse.
+        if self._fd is None:
+            # A new ledger's header goes with its first trial (a resumed one is open already): a run
+            # that fails before any trial finished (no root, a testbed that does not build) leaves
+            # no ledger to refuse.
             self._write_line(self.header)
         if self._pending is not None:
             drift = {**self._pending, "at": rec["finished_at"]}

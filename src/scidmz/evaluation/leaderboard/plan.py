@@ -18,9 +18,9 @@ from typing import Any
 
 from ...scenario import Scenario
 
-__all__ = ["LeaderboardPlan", "ideal_fct", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
+__all__ = ["LeaderboardPlan", "ideal_fct", "DEFAULT_MAX_STARVED", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
            "MAX_SECONDS", "MAX_TRANSFER", "PLAN_KEYS", "make_plan", "parse_experiments", "unit_of",
-           "split_plan_overrides", "parse_policy_trials"]
+           "split_plan_overrides", "parse_policy_trials", "seed_block", "check_tuning_apart"]
 
 #: What a leaderboard can rank, in report order.
 EXPERIMENTS: tuple[str, ...] = ("mrae", "fct", "utilization", "short")
@@ -33,7 +33,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "utilization": ("utilization", "higher"),
     "short": ("short_fct_median", "lower"),
 }
-#: Bounds on every count (issue 29: checked before any work; docs/safety.md).
+#: The validity rule's default (``LeaderboardPlan.max_starved``, ``--max-starved``).
+DEFAULT_MAX_STARVED = 0.05
+#: Bounds on every count, checked before any work, so a typo cannot allocate or run for days (docs/safety.md).
 MAX_TRIALS = 10_000
 MAX_POLICIES = 16
 MAX_SEED = 2**31 - 1
@@ -46,10 +48,29 @@ PLAN_KEYS: dict[str, str] = {"duration": "time", "target_low": "share", "target_
 
 
 def ideal_fct(transfer: float, share: float, capacity: float) -> float:
-    """Seconds the FCT trial's transfer (bytes) takes at exactly its target, ``share`` x ``capacity``
-    (bit/s): the DTN FCT an exact tracker would give, slow start aside. Faster means the DTN ran
-    above its target, taking the difference from campus traffic."""
-    return 8.0 * transfer / (share * capacity)
+    """Seconds the FCT trial's transfer (payload bytes) takes at exactly its target, ``share`` x
+    ``capacity`` (bit/s of frames): ``evaluation.fct.ideal_fct``, the MLC study's formula too."""
+    from ..fct import ideal_fct as ideal
+
+    return ideal(transfer, share * capacity)
+
+
+def seed_block(seed: int, n: int) -> range:
+    """The plant seeds of ``n`` trials from ``seed`` (trial i: ``seed + i``; its target is drawn from
+    (``seed``, i) alone, so a block of other seeds also has other targets)."""
+    return range(int(seed), int(seed) + max(int(n), 0))
+
+
+def check_tuning_apart(evaluation: range, **tuning: range) -> None:
+    """Tuning apart from testing: each named block of tuning or selection seeds (GA fitness episodes, a
+    study's selection trials) must share no seed with the evaluation's trials, or a configuration
+    would be chosen on the trials it is then judged on. One-line ValueError naming the overlap."""
+    for name, block in tuning.items():
+        both = range(max(block.start, evaluation.start), min(block.stop, evaluation.stop))
+        if len(both):
+            raise ValueError(f"plan: the {name} seeds [{block.start}, {block.stop}) overlap the evaluation seeds "
+                             f"[{evaluation.start}, {evaluation.stop}) at seed {both.start}; tune and select on "
+                             "seeds apart from the trials they are judged on")
 
 
 def unit_of(experiment: str) -> str:
@@ -92,6 +113,11 @@ class LeaderboardPlan:
     #: fewer trials for some policies: (name, MRAE and short-flow trials, FCT trials), each at most
     #: the plan's count; trials 0..n-1 of such a policy are paired with the same trials of the others
     policy_trials: tuple[tuple[str, int, int], ...] = ()
+    #: The validity rule, fixed before the run and recorded in the ledger header with the plan (a
+    #: resume under another rule is refused): a trial (one trial kind, trial i) is invalid for every
+    #: policy when any policy's unit of it had more than this share of starved periods (periods the
+    #: machine, not TCP, limited: ``plant.netns.manage.starvation``), never judged from its outcome.
+    max_starved: float = DEFAULT_MAX_STARVED
 
     def __post_init__(self) -> None:
         for name in ("trials", "fct_trials", "short_trials"):
@@ -114,6 +140,8 @@ class LeaderboardPlan:
             raise ValueError(f"plan.fct_target must be a share of B_max in (0, 1], got {self.fct_target!r}")
         if not 0 < self.transfer <= MAX_TRANSFER:
             raise ValueError(f"plan.transfer must be in (0, {MAX_TRANSFER:g}] bytes, got {self.transfer!r}")
+        if not (isinstance(self.max_starved, int | float) and 0.0 <= self.max_starved <= 1.0):
+            raise ValueError(f"--max-starved must be a share in [0, 1], got {self.max_starved!r}")
         self._check_policy_trials()
 
     def _check_policy_trials(self) -> None:
@@ -212,7 +240,8 @@ def parse_policy_trials(spec: str | None) -> tuple[tuple[str, int, int], ...]:
 
 def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiments: tuple[str, ...],
               quick: bool = False, seed: int = 0, overrides: dict[str, float] | None = None,
-              policy_trials: tuple[tuple[str, int, int], ...] = ()) -> LeaderboardPlan:
+              policy_trials: tuple[tuple[str, int, int], ...] = (),
+              max_starved: float = DEFAULT_MAX_STARVED) -> LeaderboardPlan:
     """The plan of a command line: ``--quick`` sizes, per-plant transfer, counts defaulting to ``trials``
     (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one), then ``overrides``
     (``--set plan.KEY=VALUE``, ``split_plan_overrides``) and fewer trials for some policies
@@ -228,4 +257,5 @@ def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiment
         kw = {"transfer": 300e6}
     return LeaderboardPlan(trials=n, fct_trials=fct_trials if fct_trials is not None else n, short_trials=n,
                            experiments=experiments, seed=seed, policy_trials=tuple(policy_trials),
+                           max_starved=float(max_starved),
                            **{**kw, **(overrides or {})})

@@ -1,8 +1,11 @@
 """A re-check of a finished run: the same trials run again after a fix, trial by trial against the first.
 
 A leaderboard run's trial i has the seed and target signal of trial i of every other run of
-the same plan, so a second run on the same scenario (after a testbed fix, say) pairs with
-the first trial by trial: per policy and experiment, the paired change from the first run
+the same plan, whatever either run's trial count (``signals.trial_steps``), so a second run on
+the same scenario (after a testbed fix, say) pairs with the first trial by trial. That is
+checked, not assumed: ``target_mismatch`` compares the ledgers' per-trial target hashes (or,
+for ledgers written before those were recorded, each trial's mean target); runs whose targets
+differ are not compared trial by trial (the re-check then stands as a run of its own). Paired: per policy and experiment, the paired change from the first run
 to the re-check, its bootstrap 95 % interval and a raw Wilcoxon p (one planned test per
 row, uncorrected; it asks "did this policy's numbers move?", not which policy is best).
 
@@ -10,13 +13,15 @@ Ours: the kernel CUBIC run of the leaderboard ran on a delay stage that held som
 little (docs/testbed.md); re-running all of it is a whole day of testbed time, so the
 re-check runs the policies whose verdict matters most on fewer trials, and this comparison
 says whether their numbers and the verdict among them held. Trials left out of the
-statistics (starved share over ``max_starved``) are left out here too, on either side.
+statistics (a trial in which any policy's unit had a starved share over ``max_starved``) are
+left out here too, for every policy, on either side.
 
 Only the two ledgers are read (never written: a partial last line is skipped, not cut).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,17 +30,22 @@ from typing import Any
 from . import stats
 from .ledger import parse_ledger
 from .plan import EXPERIMENTS, METRICS, unit_of
-from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, starved_flags, unit_value
+from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, invalid_trials, unit_value
 
-__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "recheck_context", "standing"]
+__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "target_mismatch", "recheck_context", "standing"]
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, unit lines) of a ``ledger.jsonl``, read only; one-line ``ValueError`` if it is not one."""
+    from ...fileio import read_member
+    from ...limits import MAX_LEDGER_BYTES
+
     p = Path(path)
-    if not p.is_file():
+    # Never through a link, only a regular file of its own, bounded (docs/safety.md, output folders).
+    data = read_member(p, "ledger", MAX_LEDGER_BYTES)
+    if data is None:
         raise ValueError(f"{p}: no such ledger")
-    head, done, _ = parse_ledger(p.read_bytes(), str(p))  # read only: a partial last line stays in the file
+    head, done, _ = parse_ledger(data, str(p))  # read only: a partial last line stays in the file
     return head, list(done.values())
 
 
@@ -56,9 +66,45 @@ def check_same_plan(first: Mapping[str, Any], again: Mapping[str, Any]) -> None:
         raise ValueError(f"the re-check's trials do not pair with the first run's: {', '.join(diff)} differ")
 
 
+def _mean_targets(units: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """Trial -> the mean MRAE target its unit lines recorded (every policy's trial i has one target)."""
+    out: dict[int, float] = {}
+    for r in units:
+        v = (r.get("metrics") or {}).get("mean_target")
+        if r.get("unit") == "mrae" and isinstance(v, int | float):
+            out.setdefault(int(r["trial"]), float(v))
+    return out
+
+
+def target_mismatch(first: Mapping[str, Any], first_units: Sequence[Mapping[str, Any]], again: Mapping[str, Any],
+                    again_units: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Trial kind -> why the two runs' shared trials of that kind do not track the same targets (empty
+    if all do): the headers' per-trial target hashes (``trialunits.target_hashes``) where both have
+    them; for ledgers written before they were recorded, each MRAE trial's recorded mean target (ours:
+    coarser, but it tells apart any two pseudo-random step signals; the FCT and short-flow trials'
+    constant target is the plan's ``fct_target``, which ``check_same_plan`` compares)."""
+    ha, hb = first.get("targets"), again.get("targets")
+    out = {}
+    if isinstance(ha, Mapping) and isinstance(hb, Mapping):
+        for unit in (u for u in ha if u in hb):
+            bad = next((i for i, (x, y) in enumerate(zip(ha[unit], hb[unit], strict=False)) if x != y), None)
+            if bad is not None:
+                out[unit] = f"trial {bad}'s {unit.upper()} target differs (hash {ha[unit][bad]} vs {hb[unit][bad]})"
+        return out
+    ma, mb = _mean_targets(first_units), _mean_targets(again_units)
+    bad = next((i for i in sorted(ma) if i in mb and not math.isclose(ma[i], mb[i], rel_tol=1e-9)), None)
+    if bad is not None:
+        out["mrae"] = (f"trial {bad}'s MRAE target differs (mean {ma[bad] / 1e6:.1f} vs {mb[bad] / 1e6:.1f} Mbit/s; "
+                       "the ledgers predate per-trial target hashes)")
+    return out
+
+
 def _values(units: Sequence[Mapping[str, Any]], exp: str, policy: str, max_starved: float) -> dict[int, float]:
+    """One policy's values of ``exp`` on the run's valid trials (a trial invalid for any policy is
+    invalid for all, ``results.invalid_trials``)."""
+    bad = invalid_trials(units, max_starved).get(unit_of(exp), set())
     return {int(r["trial"]): unit_value(exp, r) for r in units
-            if r.get("unit") == unit_of(exp) and r.get("policy") == policy and not starved_flags(r, max_starved)[1]}
+            if r.get("unit") == unit_of(exp) and r.get("policy") == policy and int(r["trial"]) not in bad}
 
 
 def recheck_rows(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]], policies: Sequence[str],
@@ -122,7 +168,7 @@ def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, An
 
 
 #: What ``recheck_context`` keeps of each re-check row for other figures (the README's MLC sentence).
-_VS_TRIVIAL = ("trials", "mean", "vs_trivial_pct", "vs_trivial_ci95", "p_vs_trivial")
+_VS_TRIVIAL = ("trials", "mean", "vs_trivial_pct", "vs_trivial_ci95", "vs_trivial_loo_pct", "p_vs_trivial")
 
 
 def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -147,12 +193,23 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     trials = {}
     for u in u2:
         trials.setdefault(str(u["unit"]), set()).add(int(u["trial"]))
-    from ..verdict import leads_trivial
+    from ..verdict import leads_trivial, one_trial_decides
 
     ideal = fct_ideal_of(doc)
-    rows1, rows2 = (_run_rows(h, u, policies, trials, max_starved) for h, u in ((h1, u1), (h2, u2)))
+    # Trial kinds whose targets differ between the runs are not the first run's trials: no
+    # trial-by-trial comparison of them; the re-check's own rows against the trivial TBF stand.
+    unpaired = target_mismatch(h1, u1, h2, u2)
+    paired = [e for e in exps if unit_of(e) not in unpaired]
+    both = {u: t for u, t in trials.items() if u not in unpaired}
+    rows1, rows2 = ([r for r in _run_rows(h, u, policies, both, max_starved) if r["experiment"] in paired]
+                    for h, u in ((h1, u1), (h2, u2)))
+    own = _run_rows(h2, u2, policies, trials, max_starved)
     return {"complete": True, "units_left": 0, "policies": policies, "trials": {e: len(trials.get(unit_of(e), ())) for e in exps},
-            "rows": recheck_rows(u1, u2, policies, exps, max_starved, int(h2["plan"].get("seed", 0))),
+            "unpaired": {e: unpaired[unit_of(e)] for e in exps if unit_of(e) in unpaired},
+            "again_own": {e: " ".join(_verdict([r for r in own if r["experiment"] == e], ideal))
+                          for e in exps if unit_of(e) in unpaired},
+            "rows": recheck_rows(u1, u2, policies, paired, max_starved, int(h2["plan"].get("seed", 0))),
             "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2),
             "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {**{k: r.get(k) for k in _VS_TRIVIAL},
-                                                                     "lead": leads_trivial(r)} for r in rows2}}
+                                                                     "lead": leads_trivial(r),
+                                                                     "one_trial": one_trial_decides(r)} for r in own}}

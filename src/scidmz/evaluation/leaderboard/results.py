@@ -13,19 +13,30 @@ Top level (``RESULTS_FORMAT`` = 1)::
 
     plant, cca, policy, kind, experiment, metric, better ("lower" | "higher"), trials (the
     trials in the statistics), mean, std, ci95 [lo, hi], vs_trivial_pct, vs_trivial_ci95,
-    paired_n, p_vs_trivial (Holm), p_vs_trivial_raw, p_vs_best (Holm), p_vs_best_raw, rank,
-    best, comparable, starved_trials, excluded_trials, starved_by (starved periods per
-    symptom over all its trials, ``plant.netns.manage.starvation.SYMPTOMS``; {} where the
-    ledger does not say), unfinished_trials (FCT); and on the
-    rows of a planned comparison (``PLANNED``: mlc against pi) vs_pi_pct, vs_pi_ci95, vs_pi_p
+    vs_trivial_hl_pct, vs_trivial_hl_ci95, vs_trivial_loo_pct, paired_n, p_vs_trivial (Holm), p_vs_trivial_raw,
+    p_vs_best (Holm), p_vs_best_raw, shared_n, shared_mean, rank, best, comparable,
+    starved_trials, excluded_trials, starved_by (starved periods per symptom over all its
+    trials, ``plant.netns.manage.starvation.SYMPTOMS``; {} where the ledger does not say),
+    unfinished_trials and rate_vs_target (FCT: the DTN's mean rate over its target, mean of
+    the kept trials; above 1 it overshot); and on the rows of a planned comparison
+    (``PLANNED``: mlc against pi) vs_pi_pct, vs_pi_ci95, vs_pi_hl_pct, vs_pi_hl_ci95, vs_pi_loo_pct,
+    vs_pi_p (Holm), vs_pi_p_raw
+
+and ``holm``: {"tests": how many tests the correction spans, "family": which}. Every
+p value a page renders is corrected in one family: a run's report, all of its tests
+(``stats.holm_rows``); a merged file (``merge_runs``), every test of every run in it.
 
 (``evaluation.leaderboard.stats`` defines the statistics.) ``comparable`` is false
 where the plant does not model the policy on equal footing (the fluid plant's
 ``noise_covers``); such rows are shown but have no rank and are never the best.
 
-Our choices: a trial whose starved share (starved periods / periods) exceeds
-``max_starved`` is left out of the statistics of every experiment it gives (counted
-in ``excluded_trials``); an FCT trial whose transfer did not finish within the bound
+Our choices: validity is judged per trial, not per unit: a trial (one trial kind, trial
+i) in which any policy's unit had a starved share (starved periods / periods) above
+``max_starved`` is left out of every policy's statistics of every experiment it gives
+(counted in each row's ``excluded_trials``), so all policies keep the same valid trials
+(``invalid_trials``: per trial kind, the trials left out). The rule is the plan's
+(``LeaderboardPlan.max_starved``, in the ledger header); ledgers written before the plan
+carried it use the results file's ``max_starved``; an FCT trial whose transfer did not finish within the bound
 counts at the bound (a lower bound of its FCT, so a policy that never finishes cannot
 look fast; counted in ``unfinished_trials``).
 """
@@ -43,15 +54,14 @@ from typing import Any
 from ..render import render, write_report
 from ..results import read_results, write_json
 from . import stats
-from .plan import EXPERIMENTS, METRICS, ideal_fct, unit_of
+from .plan import DEFAULT_MAX_STARVED, EXPERIMENTS, METRICS, ideal_fct, unit_of
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
-           "write_results", "merge_runs", "write_merged", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of"]
+           "write_results", "merge_runs", "write_merged", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of",
+           "recompute", "comparable_now", "HOLM_FAMILY", "holm_note", "invalid_trials", "validity_of"]
 
 RESULTS_FORMAT = 1
-#: Trials whose starved share exceeds this are left out of the statistics (``--max-starved``).
-DEFAULT_MAX_STARVED = 0.05
-#: The fields every row has (issue 25 asks for the first ten).
+#: The fields every row has (the first ten: what a reader needs to rank and judge a policy).
 ROW_FIELDS = ("plant", "cca", "policy", "experiment", "trials", "mean", "ci95", "vs_trivial_pct", "p_vs_trivial",
               "comparable", "p_vs_trivial_raw", "p_vs_best", "p_vs_best_raw", "better", "starved_trials",
               "excluded_trials", "kind", "metric", "std", "vs_trivial_ci95", "paired_n", "rank", "best",
@@ -95,18 +105,37 @@ def _symptoms(recs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-#: Planned comparisons besides the family's (ours, issue 25 item 6): policy -> the policy it is
+#: Planned comparisons besides the family's (ours): policy -> the policy it is
 #: tested against, on the same paired trials. ``mlc`` against ``pi`` asks whether the inverse
 #: ANN pays for itself: the two differ only by it. Row fields ``vs_pi_pct``, ``vs_pi_ci95``, ``vs_pi_p``.
 PLANNED: dict[str, str] = {"mlc": "pi"}
 
 
+def validity_of(header: Mapping[str, Any], fallback: float = DEFAULT_MAX_STARVED) -> float:
+    """The run's validity rule: the plan's ``max_starved`` where the header records it, else ``fallback``."""
+    v = (header.get("plan") or {}).get("max_starved")
+    return float(v) if isinstance(v, int | float) else float(fallback)
+
+
+def invalid_trials(units: Iterable[Mapping[str, Any]], max_starved: float) -> dict[str, set[int]]:
+    """Per trial kind, the trials invalid for every policy: those in which any policy's unit was
+    excluded (``starved_flags``)."""
+    out: dict[str, set[int]] = {}
+    for r in units:
+        if starved_flags(r, max_starved)[1]:
+            out.setdefault(str(r["unit"]), set()).add(int(r["trial"]))
+    return out
+
+
 def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool],
                max_starved: float = DEFAULT_MAX_STARVED) -> list[dict[str, Any]]:
-    """The rows of ``results.json`` from the ledger's header and unit lines (module docstring)."""
+    """The rows of ``results.json`` from the ledger's header and unit lines (module docstring);
+    ``max_starved``: the rule for a header whose plan does not carry one."""
     plan, pols = header["plan"], header["policies"]
     plant = header["plant"]
     cca = (header["scenario"].get("fingerprint") or {}).get("dtn_cca")
+    units = list(units)
+    bad = invalid_trials(units, validity_of(header, max_starved))
     by_unit: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
     for r in units:
         by_unit.setdefault((str(r["unit"]), str(r["policy"])), {})[int(r["trial"])] = r
@@ -118,10 +147,10 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
         counts: dict[str, dict[str, int]] = {}
         for name in pols:
             recs = by_unit.get((unit_of(exp), name), {})
-            flags = {i: starved_flags(r, max_starved) for i, r in recs.items()}
-            values[name] = {i: unit_value(exp, r) for i, r in recs.items() if not flags[i][1]}
-            counts[name] = {"starved_trials": sum(f[0] for f in flags.values()),
-                            "excluded_trials": sum(f[1] for f in flags.values()),
+            out = bad.get(unit_of(exp), set())
+            values[name] = {i: unit_value(exp, r) for i, r in recs.items() if i not in out}
+            counts[name] = {"starved_trials": sum(starved_flags(r, 0.0)[0] for r in recs.values()),
+                            "excluded_trials": sum(1 for i in recs if i in out),
                             "starved_by": _symptoms(recs.values()),
                             "unfinished_trials": sum(1 for r in recs.values()
                                                      if (r.get("metrics") or {}).get("finished") is False)}
@@ -130,8 +159,10 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
         planned = {a: stats.planned_pair(values[b], values[a], better, stats.stable_seed(seed, plant, cca, exp, a, b))
                    for a, b in PLANNED.items() if a in values and b in values}
         for name, s in fam.items():
-            extra = ({f"vs_{PLANNED[name]}_{k}": v for k, v in planned[name].items() if k != "n"}
-                     if name in planned else {})
+            extra = ({f"vs_{PLANNED[name]}_{'p_raw' if k == 'p' else k}": v for k, v in planned[name].items()
+                      if k != "n"} if name in planned else {})
+            if unit_of(exp) == "fct":
+                extra["rate_vs_target"] = _rate_vs_target(by_unit.get(("fct", name), {}), values[name], header)
             rows.append({"plant": plant, "cca": cca, "policy": name, "kind": pols[name].get("kind"),
                          "experiment": exp, "metric": metric, "better": better, "trials": s["n"],
                          "comparable": bool(comparable.get(name, True)), **s, **counts[name],
@@ -139,7 +170,33 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
         rows.sort(key=lambda r: (EXPERIMENTS.index(r["experiment"]), r["rank"] is None, r["rank"] or 0))
     for r in rows:
         r.pop("n", None)
+    stats.holm_rows(rows)
     return rows
+
+
+#: What ``holm`` says of a page's family (results.json's ``holm.family``).
+HOLM_FAMILY = ("every paired test on this page: each row's vs-trivial and vs-best tests and the planned "
+               "mlc-vs-pi test, across all experiments{runs}")
+
+
+def holm_note(rows: Iterable[Mapping[str, Any]], merged: bool = False) -> dict[str, Any]:
+    """``holm`` of a results file: the number of tests its corrected p values span, and which."""
+    n = sum(1 for r in rows for raw, _ in stats.PAGE_TESTS if isinstance(r.get(raw), int | float)
+            and math.isfinite(r[raw]))
+    return {"tests": n, "family": HOLM_FAMILY.format(runs=" and every run merged here" if merged else "")}
+
+
+def _rate_vs_target(recs: Mapping[int, Mapping[str, Any]], kept: Mapping[int, float],
+                    header: Mapping[str, Any]) -> float | None:
+    """The DTN's mean rate over its FCT target, averaged over the kept trials (None where the ledger or
+    the scenario does not say): above 1 the DTN overshot, and its shorter FCT is not better service."""
+    cap = (header["scenario"].get("fingerprint") or {}).get("capacity")
+    share = header["plan"].get("fct_target")
+    rates = [(recs[i].get("metrics") or {}).get("mean_rate_dtn") for i in kept if i in recs]
+    rates = [r for r in rates if isinstance(r, int | float) and math.isfinite(r)]
+    if not rates or not isinstance(cap, int | float) or not isinstance(share, int | float) or cap * share <= 0:
+        return None
+    return float(sum(rates) / len(rates) / (share * cap))
 
 
 def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool], *,
@@ -160,10 +217,15 @@ def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], c
         "scenario_sha256": header["scenario"].get("sha256"), "plant": header["plant"],
         "plant_model": header["plant_model"], "code": header["code"], "machine": machine(),
         "load": {"start": load_start, "end": load_avg()}, "plan": header["plan"], "policies": header["policies"],
-        "max_starved": max_starved, "ledger": {"units": len(units), "cut_bytes": cut},
+        "max_starved": validity_of(header, max_starved), "ledger": {"units": len(units), "cut_bytes": cut},
+        "invalid_trials": {u: sorted(t) for u, t in invalid_trials(units, validity_of(header, max_starved)).items()},
         "drift": [{k: d.get(k) for k in ("units_before", "at", "code", "kernel", "was")} for d in drift],
-        "rows": build_rows(header, units, comparable, max_starved),
+        "targets": header.get("targets"), **_rows_and_holm(build_rows(header, units, comparable, max_starved)),
     }
+
+
+def _rows_and_holm(rows: list[dict[str, Any]], merged: bool = False) -> dict[str, Any]:
+    return {"holm": holm_note(rows, merged), "rows": rows}
 
 
 def render_outputs(out_dir: str | os.PathLike[str], doc: Mapping[str, Any] | None = None,
@@ -232,9 +294,40 @@ def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
         rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
     if not runs:
         raise ValueError(f"{root}: no finished leaderboard run to merge (every run is incomplete)")
+    _check_targets(docs)
+    # One page, one family: the runs' raw p values corrected together (module docstring).
+    stats.holm_rows(rows)
     return {"format_version": RESULTS_FORMAT, "scidmz_version": __version__,
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "merged": True, "runs": runs,
-            "incomplete_runs": incomplete, "rows": rows}
+            "incomplete_runs": incomplete, **_rows_and_holm(rows, merged=True)}
+
+
+def _target_key(doc: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What fixes a run's targets besides the code: its plan's target fields and its capacity."""
+    plan = doc.get("plan") or {}
+    return (*(plan.get(k) for k in ("seed", "duration", "target_low", "target_high", "target_hold", "fct_target")),
+            (doc.get("fingerprint") or {}).get("capacity"), (doc.get("fingerprint") or {}).get("period"))
+
+
+def _check_targets(docs: list[tuple[str, Mapping[str, Any]]]) -> None:
+    """Runs merged on one page that claim the same trials (same target plan and capacity) must have
+    tracked the same targets, trial by trial: one-line ValueError naming the first trial that differs.
+    Runs whose results predate per-trial target hashes are not checked."""
+    seen: dict[tuple[Any, ...], tuple[str, Mapping[str, Any]]] = {}
+    for name, doc in docs:
+        tg = doc.get("targets")
+        if not isinstance(tg, Mapping):
+            continue
+        key = _target_key(doc)
+        if key not in seen:
+            seen[key] = (name, tg)
+            continue
+        other, ref = seen[key]
+        for unit in (u for u in tg if u in ref):
+            bad = next((i for i, (x, y) in enumerate(zip(ref[unit], tg[unit], strict=False)) if x != y), None)
+            if bad is not None:
+                raise ValueError(f"--merge: runs {other} and {name} share a plan but trial {bad}'s {unit.upper()} "
+                                 "target differs (the code that drew it changed between them); merge them apart")
 
 
 def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
@@ -245,3 +338,49 @@ def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
                                  experiments=[e for e in EXPERIMENTS if any(r["experiment"] == e for r in doc["rows"])]),
                           top)
     return {"results": str(res), "report": str(report)}
+
+
+#: What ``recompute`` rebuilds from the ledger; every other field describes the run and is kept.
+RECOMPUTED = ("rows", "holm", "targets", "max_starved", "invalid_trials")
+
+
+def comparable_now(doc: Mapping[str, Any]) -> dict[str, bool]:
+    """Today's judgement of which of a run's policies its plant models on equal footing: the plant's
+    ``noise_covers`` for each policy's kind (``run.comparable_policies``), on the run's own scenario;
+    every policy where the plant declares no such rule. For a committed run whose plant's rule
+    changed since (``recompute(..., rejudge=True)``)."""
+    from ...plant.base import check_plant_options, make_plant
+    from ...scenario import Scenario
+
+    pols = doc.get("policies") or {}
+    if not hasattr(check_plant_options(str(doc["plant"])).cls, "noise_covers"):
+        return dict.fromkeys(pols, True)
+    with make_plant(str(doc["plant"]), Scenario.from_dict(dict(doc["scenario"]), "results.json")) as pl:
+        return {n: bool(pl.noise_covers(p["kind"])) for n, p in pols.items()}  # type: ignore[attr-defined]
+
+
+def recompute(run_dir: str | os.PathLike[str], rejudge: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the committed ``results.json`` of a run, the same file with ``RECOMPUTED`` rebuilt from its
+    ``ledger.jsonl`` by today's statistics): a reader's check that every number in it follows from
+    the ledger. The run's comparability and ``max_starved`` are read from the file (the plant's
+    judgement and the command line's, not the ledger's); ``rejudge``: comparability from today's
+    plant instead (``comparable_now``). One-line ValueError if a part is missing."""
+    from .ledger import parse_ledger
+
+    d = Path(run_dir)
+    doc = read_results(d / "results.json", "scidmz leaderboard")
+    if not isinstance(doc.get("rows"), list) or not (d / "ledger.jsonl").is_file():
+        raise ValueError(f"{d}: not a leaderboard run (needs results.json with \"rows\" and ledger.jsonl)")
+    head, done, _ = parse_ledger((d / "ledger.jsonl").read_bytes(), str(d / "ledger.jsonl"))
+    comparable = (comparable_now(doc) if rejudge else
+                  {r["policy"]: bool(r.get("comparable", True)) for r in doc["rows"]})
+    ms = validity_of(head, float(doc.get("max_starved", DEFAULT_MAX_STARVED)))
+    rows = build_rows(head, done.values(), comparable, ms)
+    bad = {u: sorted(t) for u, t in invalid_trials(done.values(), ms).items()}
+    import json
+
+    from ..results import clean
+
+    # One JSON round trip, as written: NaN becomes null, tuples lists.
+    new = {**doc, "targets": head.get("targets"), "max_starved": ms, "invalid_trials": bad, **_rows_and_holm(rows)}
+    return doc, json.loads(json.dumps(clean(new)))

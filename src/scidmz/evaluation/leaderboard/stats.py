@@ -11,16 +11,27 @@ policy (``family``):
   trials both kept (+ = better, whichever way ``better`` points: a reduction for
   MRAE and FCTs, an increase for utilisation), with ``vs_trivial_ci95`` from paired
   resampling of those trials;
+- ``vs_trivial_hl_pct`` and ``vs_trivial_hl_ci95``: the effect that goes with the
+  Wilcoxon test, the Hodges-Lehmann estimate of the paired difference (the median of
+  the Walsh averages of the differences) and its 95 % interval from the signed-rank
+  distribution (``hodges_lehmann``), in % of trivial's mean on those trials, + = better;
+- ``vs_trivial_loo_pct``: [least, most] of ``vs_trivial_pct`` with each paired trial left
+  out in turn (leave-one-out; NaN below three pairs): a range that straddles 0 says one
+  trial decides the change's sign, as one disturbed window decided a re-check's MLC MRAE;
 - ``p_vs_trivial_raw`` / ``p_vs_best_raw``: two-sided paired Wilcoxon signed-rank
-  tests (``scipy.stats.wilcoxon``) against trivial and against the best policy (the
-  best mean among the ranked ones); 1.0 when every pair is equal, None with fewer
+  tests (``scipy.stats.wilcoxon``) against trivial and against the best policy; the
+  all-ties convention is ``evaluation.stats.wilcoxon_p``'s (p = 1.0), None with fewer
   than two pairs;
-- ``p_vs_trivial`` / ``p_vs_best``: the same, Holm-corrected across the family's
-  tests (``statsmodels.stats.multitest.multipletests(method="holm")``); ours: every
-  policy tested in the family counts, also those kept out of the ranking, which can
-  only make the correction more conservative;
-- ``rank``: 1 = best among the ranked policies (``ranked``: those the plant models on
-  equal footing), None for the others; ``best``: rank 1.
+- ``shared_n`` / ``shared_mean``: the trials every ranked policy kept, and the policy's
+  mean over exactly those; ``rank``: 1 = best by ``shared_mean`` among the ranked
+  policies (``ranked``: those the plant models on equal footing), None for the others;
+  ``best``: rank 1. Ranks are paired comparisons, so a policy cannot climb by losing its
+  worst trial to the starvation filter (ours: with no trial shared by every ranked
+  policy, nothing is ranked).
+
+Holm's correction is not applied per family: ``holm_rows`` corrects every test a page
+renders at once (each row's vs-trivial and vs-best tests and the planned mlc-vs-pi test,
+``statsmodels.stats.multitest.multipletests(method="holm")``), so the family is the page.
 """
 
 from __future__ import annotations
@@ -33,12 +44,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BASELINE", "BOOTSTRAP_RESAMPLES", "bootstrap_ci", "paired_ci", "wilcoxon_p", "holm",
-           "improvement_pct", "family", "stable_seed", "paired_values", "planned_pair"]
+from ..stats import BASELINE, hodges_lehmann, wilcoxon_p
 
-#: The paired baseline (the MLC paper's trivial TBF, section 3.7).
-BASELINE = "trivial"
+__all__ = ["BASELINE", "BOOTSTRAP_RESAMPLES", "bootstrap_ci", "paired_ci", "wilcoxon_p", "holm", "holm_rows",
+           "improvement_pct", "family", "stable_seed", "paired_values", "planned_pair", "hodges_lehmann", "hl_pct",
+           "PAGE_TESTS", "loo_pct"]
+
 BOOTSTRAP_RESAMPLES = 9999
+#: The tests a leaderboard page renders, as (raw p field, corrected p field) of a row (``holm_rows``).
+PAGE_TESTS = (("p_vs_trivial_raw", "p_vs_trivial"), ("p_vs_best_raw", "p_vs_best"), ("vs_pi_p_raw", "vs_pi_p"))
 
 
 def stable_seed(*parts: Any) -> int:
@@ -106,19 +120,6 @@ def paired_ci(base: np.ndarray, other: np.ndarray, better: str, seed: int = 0) -
     return _bootstrap((b, o), stat, seed, paired=True)
 
 
-def wilcoxon_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided paired Wilcoxon signed-rank p of ``a`` vs ``b`` (same trials); 1.0 if every pair is
-    equal, NaN with fewer than two pairs."""
-    from scipy.stats import wilcoxon
-
-    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if x.size < 2:
-        return math.nan
-    if np.all(x == y):
-        return 1.0
-    return float(wilcoxon(x, y).pvalue)
-
-
 def holm(pvalues: Iterable[float]) -> list[float]:
     """Holm-corrected p-values (statsmodels); NaN entries stay NaN and do not count as tests."""
     from statsmodels.stats.multitest import multipletests
@@ -131,6 +132,43 @@ def holm(pvalues: Iterable[float]) -> list[float]:
     return [float(v) for v in out]
 
 
+def holm_rows(rows: Iterable[dict[str, Any]]) -> int:
+    """Holm-correct every test of a page at once (``PAGE_TESTS``: each raw p a row holds), writing the
+    corrected p beside each raw one; the number of tests corrected (the family's size, for the page)."""
+    rows = list(rows)
+    slots = [(r, raw, adj) for r in rows for raw, adj in PAGE_TESTS if raw in r]
+    adjusted = holm(r[raw] if isinstance(r[raw], int | float) else math.nan for r, raw, _ in slots)
+    for (r, _, adj), p in zip(slots, adjusted, strict=True):
+        r[adj] = p
+    return sum(1 for p in adjusted if math.isfinite(p))
+
+
+def loo_pct(ref: np.ndarray, other: np.ndarray, better: str) -> list[float]:
+    """[least, most] ``improvement_pct`` of the paired means with each pair left out in turn (NaN with
+    fewer than three pairs): how much the change depends on any single trial."""
+    n = ref.size
+    if n < 3:
+        return [math.nan, math.nan]
+    sa, sb = float(ref.sum()), float(other.sum())
+    vals = [improvement_pct((sa - ref[k]) / (n - 1), (sb - other[k]) / (n - 1), better) for k in range(n)]
+    vals = [v for v in vals if math.isfinite(v)]
+    return [min(vals), max(vals)] if vals else [math.nan, math.nan]
+
+
+def hl_pct(ref: np.ndarray, other: np.ndarray, better: str) -> tuple[float, list[float]]:
+    """``hodges_lehmann(other - ref)`` and its 95 % interval in % of ``ref``'s mean, + = better
+    (as ``improvement_pct``); NaN with fewer than two pairs."""
+    if ref.size < 2:
+        return math.nan, [math.nan, math.nan]
+    est, lo, hi = hodges_lehmann(other - ref)
+    m = float(ref.mean())
+    if m == 0 or not math.isfinite(m):
+        return math.nan, [math.nan, math.nan]
+    sign = 1.0 if better == "higher" else -1.0
+    ends = sorted(sign * 100.0 * v / abs(m) for v in (lo, hi))
+    return sign * 100.0 * est / abs(m), ends
+
+
 def paired_values(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:
     """The values of the trials both have (finite in both), in trial order."""
     keys = sorted(k for k in a if k in b and math.isfinite(a[k]) and math.isfinite(b[k]))
@@ -139,16 +177,25 @@ def paired_values(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[np.nd
 
 def planned_pair(ref: Mapping[int, float], other: Mapping[int, float], better: str, seed: int = 0) -> dict[str, Any]:
     """One planned paired comparison, ``other`` against ``ref`` on the trials both have: its
-    improvement in % of ``ref``'s mean (+ = ``other`` better), the bootstrap 95 % interval of it and
-    the raw two-sided Wilcoxon p (one planned test, so no family correction)."""
+    improvement in % of ``ref``'s mean (+ = ``other`` better), the bootstrap 95 % interval of it, the
+    Hodges-Lehmann estimate and interval (``hl_pct``) and the raw two-sided Wilcoxon p (a page that
+    renders it corrects it with its other tests, ``holm_rows``)."""
     a, b = paired_values(ref, other)
+    hl, hl_ci = hl_pct(a, b, better)
     return {"n": int(a.size), "pct": improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
-            "ci95": list(paired_ci(a, b, better, seed)), "p": wilcoxon_p(a, b)}
+            "ci95": list(paired_ci(a, b, better, seed)), "hl_pct": hl, "hl_ci95": hl_ci, "loo_pct": loo_pct(a, b, better),
+            "p": wilcoxon_p(a, b)}
+
+
+def _shared(values: Mapping[str, Mapping[int, float]], names: Iterable[str]) -> list[int]:
+    """The trials every one of ``names`` kept with a finite value, in trial order."""
+    sets = [{k for k, v in values[n].items() if math.isfinite(v)} for n in names]
+    return sorted(set.intersection(*sets)) if sets else []
 
 
 def family(values: Mapping[str, Mapping[int, float]], better: str, ranked: Iterable[str] | None = None,
            baseline: str = BASELINE, seed: int = 0) -> dict[str, dict[str, Any]]:
-    """Every policy's statistics in one family (module docstring).
+    """Every policy's statistics in one family (module docstring), raw p values only.
 
     ``values``: policy -> {trial: value} (excluded trials already left out; NaN counts as
     missing). ``better``: ``"lower"`` or ``"higher"``. ``ranked``: the policies that may be
@@ -156,36 +203,45 @@ def family(values: Mapping[str, Mapping[int, float]], better: str, ranked: Itera
     """
     if better not in ("lower", "higher"):
         raise ValueError(f"better must be 'lower' or 'higher', got {better!r}")
-    ranked_set = set(values if ranked is None else ranked)
+    ranked_names = [n for n in values if n in set(values if ranked is None else ranked)]
+    shared = _shared(values, ranked_names)
     out: dict[str, dict[str, Any]] = {}
     for name, vals in values.items():
         v = _finite(vals.values())
+        on = [vals[k] for k in shared] if name in ranked_names else []
         out[name] = {"n": int(v.size), "mean": float(v.mean()) if v.size else math.nan,
                      "std": float(v.std(ddof=1)) if v.size > 1 else math.nan,
-                     "ci95": list(bootstrap_ci(v, stable_seed(seed, name, "mean")))}
+                     "ci95": list(bootstrap_ci(v, stable_seed(seed, name, "mean"))),
+                     "shared_n": len(on), "shared_mean": float(np.mean(on)) if on else math.nan}
     sign = -1.0 if better == "lower" else 1.0
-    order = sorted((n for n in out if n in ranked_set and math.isfinite(out[n]["mean"])),
-                   key=lambda n: -sign * out[n]["mean"])
+    order = sorted((n for n in ranked_names if shared), key=lambda n: -sign * out[n]["shared_mean"])
     best = order[0] if order else None
     for name, s in out.items():
         s["rank"] = order.index(name) + 1 if name in order else None
         s["best"] = name == best
-        for ref, key in ((baseline, "vs_trivial"), (best, "vs_best")):
-            if ref is None or ref not in values or name == ref:
-                s[f"p_{key}_raw"] = math.nan
-                if key == "vs_trivial":
-                    s.update(vs_trivial_pct=0.0 if name == ref else math.nan,
-                             vs_trivial_ci95=[math.nan, math.nan], paired_n=s["n"] if name == ref else 0)
-                continue
-            a, b = paired_values(values[ref], values[name])
-            s[f"p_{key}_raw"] = wilcoxon_p(a, b)
-            if key == "vs_trivial":
-                s["paired_n"] = int(a.size)
-                s["vs_trivial_pct"] = improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan
-                s["vs_trivial_ci95"] = list(paired_ci(a, b, better, stable_seed(seed, name, "vs")))
-    for key in ("vs_trivial", "vs_best"):
-        names = list(out)
-        adj = holm(out[n][f"p_{key}_raw"] for n in names)
-        for n, p in zip(names, adj, strict=True):
-            out[n][f"p_{key}"] = p
+        s.update(_versus(values, name, baseline, best, better, seed))
     return out
+
+
+def _versus(values: Mapping[str, Mapping[int, float]], name: str, baseline: str, best: str | None, better: str,
+            seed: int) -> dict[str, Any]:
+    """One policy's paired tests against the baseline and the best (raw p), with the vs-trivial effects."""
+    s: dict[str, Any] = {}
+    for ref, key in ((baseline, "vs_trivial"), (best, "vs_best")):
+        if ref is None or ref not in values or name == ref:
+            s[f"p_{key}_raw"] = math.nan
+            if key == "vs_trivial":
+                own = int(_finite(values[name].values()).size)
+                s.update(vs_trivial_pct=0.0 if name == ref else math.nan, vs_trivial_ci95=[math.nan, math.nan],
+                         vs_trivial_hl_pct=0.0 if name == ref else math.nan, vs_trivial_hl_ci95=[math.nan, math.nan],
+                         vs_trivial_loo_pct=[math.nan, math.nan], paired_n=own if name == ref else 0)
+            continue
+        a, b = paired_values(values[ref], values[name])
+        s[f"p_{key}_raw"] = wilcoxon_p(a, b)
+        if key == "vs_trivial":
+            hl, hl_ci = hl_pct(a, b, better)
+            s.update(paired_n=int(a.size),
+                     vs_trivial_pct=improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
+                     vs_trivial_ci95=list(paired_ci(a, b, better, stable_seed(seed, name, "vs"))),
+                     vs_trivial_hl_pct=hl, vs_trivial_hl_ci95=hl_ci, vs_trivial_loo_pct=loo_pct(a, b, better))
+    return s

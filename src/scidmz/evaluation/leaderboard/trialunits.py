@@ -6,8 +6,10 @@ i, so a resumed run's trials equal an uninterrupted run's), in chunks of at most
 ``CHUNK`` trials, each chunk's lines written when it finishes.
 
 Real-time plants (``run_realtime``, netns): trial-major order, for trial i every
-policy once in an order rotated by i (slow drift of the machine hits every policy
-alike), on ONE plant kept up for the whole run: the plant's ``reset`` returns it to
+policy once in the order of row i of a Williams design (``policy_order``; ours: every
+policy takes every place in the order equally often and follows every other policy
+equally often, so neither slow drift of the machine nor what the previous unit left
+behind falls on one policy; a plain rotation kept each policy behind the same one), on ONE plant kept up for the whole run: the plant's ``reset`` returns it to
 its default (its own bottleneck, no queues, no discipline stage unless the policy
 sets one, no pacing) and ``set_scenario`` switches between the trial kinds' scenarios
 (an unlimited DTN, the fixed transfer, one short-flow sender) on the same testbed.
@@ -34,21 +36,57 @@ from ..trials import run_trials
 from .ledger import Ledger
 from .plan import LeaderboardPlan
 
-__all__ = ["CHUNK", "targets", "unit_metrics", "run_batched", "run_realtime", "todo_count", "realtime_order"]
+__all__ = ["CHUNK", "check_sizes", "targets", "target_hashes", "unit_metrics", "run_batched", "run_realtime",
+           "planned_units", "todo_count", "realtime_order", "policy_order"]
 
 #: Fluid trials per batched plant: bounds memory and how much an interruption loses.
 CHUNK = 50
 
 
+def check_sizes(plan: LeaderboardPlan, scenario: Scenario) -> None:
+    """Refuse (one line) a plan whose derived sizes exceed ``limits.BOUNDS`` before anything is
+    allocated: each trial kind's simulated seconds per trial (an FCT trial's bound grows with
+    ``plan.transfer`` / the target rate: 10 TB at a small share ran 74 simulated days), its periods,
+    and periods x trials (its targets array: 10 TB x 400 trials asked for 20.5 GB)."""
+    from ...limits import check
+
+    for unit in plan.units:
+        seconds = plan.fct_bound(scenario) if unit == "fct" else \
+            plan.short_duration if unit == "short" else plan.duration
+        what = f"leaderboard {unit} trial"
+        if unit == "fct" and plan.fct_max_time is None:
+            what += (f" (4 x plan.transfer {plan.transfer:g} bytes at plan.fct_target "
+                     f"{plan.fct_target:g} x B_max + 60 s; lower plan.transfer or set plan.fct_max_time)")
+        check("trial_seconds", seconds, f"{what}: simulated seconds")
+        steps = int(math.ceil(seconds / scenario.period - 1e-9))
+        check("steps", steps, f"{what}: periods ({seconds:g} s / T = {scenario.period:g} s)")
+        check("trial_cells", steps * plan.count(unit), f"{what}: periods x {plan.count(unit)} trials")
+
+
 def targets(unit: str, sc: Scenario, plan: LeaderboardPlan) -> np.ndarray:
     """(steps, trials) R*_DTN of one trial kind: the MLC evaluation's stepping targets for MRAE
-    (column i: trial i), ``fct_target`` x B_max for the FCT and short-flow trials."""
+    (column i: trial i), ``fct_target`` x B_max for the FCT and short-flow trials. The sizes are
+    checked first (``check_sizes``)."""
+    check_sizes(plan, sc)
     if unit == "mrae":
         from ..mlc.experiments import mrae_targets
 
         return mrae_targets(sc, plan)  # type: ignore[arg-type]  # reads the same fields as ExperimentPlan's
     steps = int(math.ceil((plan.fct_bound(sc) if unit == "fct" else plan.short_duration) / sc.period - 1e-9))
     return np.full((steps, plan.count(unit)), plan.fct_target * sc.capacity)
+
+
+def target_hashes(plan: LeaderboardPlan, scenario: Scenario) -> dict[str, list[str]]:
+    """Per trial kind, one ``signals.signal_sha256`` per trial of the plan's target signal (trial i at
+    index i): the ledger header records them, and a resume, merge or re-check compares them, so two
+    runs that claim trial i tracked the same target are checked to have done so."""
+    from ...signals import signal_sha256
+
+    out = {}
+    for unit in plan.units:
+        tg = targets(unit, plan.variant(scenario, unit), plan)
+        out[unit] = [signal_sha256(tg[:, i]) for i in range(tg.shape[1])]
+    return out
 
 
 def _starved(df: Any) -> int:
@@ -126,6 +164,11 @@ def _runs(todo: list[int], chunk: int) -> list[tuple[int, int]]:
     return out
 
 
+def planned_units(plan: LeaderboardPlan, names: list[str]) -> set[tuple[str, str, int]]:
+    """Every unit (trial kind, policy, trial) the plan names: a ledger counts these and no other."""
+    return {(u, n, i) for u in plan.units for n in names for i in range(plan.count(u, n))}
+
+
 def todo_count(plan: LeaderboardPlan, names: list[str], ledger: Ledger) -> int:
     """Units of the plan not yet in the ledger."""
     return sum(1 for u in plan.units for n in names for i in range(plan.count(u, n)) if (u, n, i) not in ledger.done)
@@ -134,13 +177,26 @@ def todo_count(plan: LeaderboardPlan, names: list[str], ledger: Ledger) -> int:
 Tick = Callable[[int], None]
 
 
+def policy_order(names: list[str], trial: int) -> list[str]:
+    """The policies' order in ``trial``: row ``trial`` of a Williams design (module docstring): the
+    first row 0, 1, n-1, 2, n-2, ..., row k adds k (mod n); with an odd n the rows' mirror images
+    follow, as one square balances who-follows-whom only for an even n."""
+    n = len(names)
+    if n == 0:
+        return []
+    first = [0] + [(j + 1) // 2 if j % 2 else n - j // 2 for j in range(1, n)]
+    k = trial % (n if n % 2 == 0 else 2 * n)
+    row = [(x + k % n) % n for x in first]
+    return [names[x] for x in (row if k < n else row[::-1])]
+
+
 def realtime_order(plan: LeaderboardPlan, names: list[str], done: Container[tuple[str, str, int]],
                    ) -> list[tuple[int, str, str]]:
-    """The (trial, unit, policy) still to run on a real-time plant: trial-major, the policies' order
-    rotated by the trial, each policy up to its own count (``plan.count(unit, policy)``)."""
+    """The (trial, unit, policy) still to run on a real-time plant: trial-major, the policies in
+    ``policy_order(names, trial)``, each policy up to its own count (``plan.count(unit, policy)``)."""
     return [(i, u, n) for i in range(max(plan.count(u) for u in plan.units))
             for u in plan.units if i < plan.count(u)
-            for n in names[i % len(names):] + names[:i % len(names)]
+            for n in policy_order(names, i)
             if i < plan.count(u, n) and (u, n, i) not in done]
 
 
@@ -168,7 +224,7 @@ def run_batched(scenario: Scenario, policies: Mapping[str, Policy], plan: Leader
 def run_realtime(scenario: Scenario, policies: Mapping[str, Policy], plan: LeaderboardPlan, ledger: Ledger,
                  plant: str = "netns", tick: Tick | None = None, plant_options: Mapping[str, Any] | None = None,
                  ) -> None:
-    """Every remaining unit on one real-time plant, trial-major, policy order rotated by the trial."""
+    """Every remaining unit on one real-time plant, trial-major, the policies in ``policy_order``."""
     from ...runner import run_episode
 
     variants = {u: plan.variant(scenario, u) for u in plan.units}

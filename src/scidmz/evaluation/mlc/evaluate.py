@@ -25,19 +25,18 @@ __all__ = ["evaluate", "check_request", "policy_list", "make_policies"]
 
 
 def policy_list(policies: str | Sequence[str]) -> list[str]:
-    """``--policies`` as names, the trivial baseline last (added if missing); one line if unknown.
-
-    Any policy of the registry may be named; the registry checks each name (``policy_kind``)."""
-    from ...policies.registry import policy_kind
+    """``--policies`` as canonical names (a configuration ``pi+pacing`` is ``pacing+pi``), the trivial
+    baseline last (added if missing); one line if unknown. Any policy of the registry may be named, and
+    any configuration of them (``policies.configuration`` checks each member)."""
+    from ...policies.configuration import canonical_name
 
     names = [n.strip() for n in (policies.split(",") if isinstance(policies, str) else policies) if n.strip()]
     if not names:
         raise ValueError("--policies needs at least one policy")
-    for n in names:
-        try:
-            policy_kind(n)
-        except ValueError as exc:
-            raise ValueError(f"--policies: {exc}") from None
+    try:
+        names = [canonical_name(n) for n in names]
+    except ValueError as exc:
+        raise ValueError(f"--policies: {exc}") from None
     return [*dict.fromkeys(n for n in names if n != BASELINE), BASELINE]
 
 
@@ -134,7 +133,7 @@ def evaluate(
           tracked(EVALUATE_EXPERIMENT, f"{scenario.name}-evaluate", params, tracking_uri, track) as run):
         results = _run(scenario, policies, plan, exps, spec, executor, progress)
         # The files written, not the directory: --out may be a directory holding other things (the
-        # working directory, mlruns itself), which must not be copied into the run.
+        # working directory, mlruns itself), which must not be copied into the tracked run.
         written = write_results(results, out, scenario, plan) if out else {}
         log_results(run, clean({k: v.summary for k, v in results.items()}), written.values(),
                     _file_hashes(_file_params(files, names)) or None)

@@ -41,9 +41,9 @@ from ...metrics import mrae, utilization
 from ...plant.registry import PlantSpec
 from ...policies.base import Policy
 from ...scenario import Scenario
-from ...signals import random_steps
+from ...signals import trial_steps
 from ...state import Trace
-from ...units import WIRE_PER_PAYLOAD
+from ..fct import ideal_fct
 from ..results import current_meta, provenance, write_csv, write_json
 from ..stats import BASELINE, by_policy, compare, paired, per_policy
 from ..trials import run_trials, using_executor
@@ -104,19 +104,20 @@ def _starved(df: Any) -> dict[str, int]:
 def _ideal_fct(plan: ExperimentPlan, target: float) -> float:
     # A DTN held exactly at R*_DTN finishes in this time: the FCT a perfect tracking controller
     # gets (the transfer is payload, the target a rate of frame bytes: ARCHITECTURE.md).
-    return 8.0 * plan.transfer * WIRE_PER_PAYLOAD / target
+    return ideal_fct(plan.transfer, target)
 
 
 # -- section 4.2: MRAE -----------------------------------------------------------
 
 
 def mrae_targets(scenario: Scenario, plan: ExperimentPlan) -> np.ndarray:
-    """(steps, trials) R*_DTN: seeded pseudo-random steps per trial (see the module doc)."""
+    """(steps, trials) R*_DTN: seeded pseudo-random steps per trial (see the module doc); column i
+    depends on (plan.seed, i) alone (``signals.trial_steps``), so runs of any size share trial i."""
     steps = int(round(plan.duration / scenario.period))
     hold = max(1, int(round(plan.target_hold / scenario.period)))
-    return random_steps(
+    return trial_steps(
         steps, plan.target_low * scenario.capacity, plan.target_high * scenario.capacity,
-        hold=min(hold, steps), seed=plan.seed, batch=plan.trials,
+        hold=min(hold, steps), seed=plan.seed, trials=plan.trials,
     )
 
 

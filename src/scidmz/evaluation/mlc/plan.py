@@ -79,7 +79,9 @@ class ExperimentPlan:
         """Seconds an FCT trial may run before its transfer counts as unfinished."""
         if self.fct_max_time is not None:
             return self.fct_max_time
-        ideal = 8.0 * self.transfer / (self.fct_target * scenario.capacity)
+        from ..fct import ideal_fct
+
+        ideal = ideal_fct(self.transfer, self.fct_target * scenario.capacity)
         return 4.0 * ideal + 60.0
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...units import WIRE_PER_PAYLOAD
+from ..fct import ideal_fct
 from ..render import fmt_num, render
 from ..render import write_report as _write
 
@@ -181,7 +181,7 @@ def _headroom_lines(cca: str, f: Mapping[str, Any]) -> list[str]:
             f"the mean FCT by at most {h['headroom_pct']:.2f} % here.")
     if pt:
         # the paper's 10 GB at its 500 Mbit/s target, counted in frame bytes as ours are
-        ideal = 8.0 * 10e9 * WIRE_PER_PAYLOAD / 500e6
+        ideal = ideal_fct(10e9, 500e6)
         head = 100 * (pt - ideal) / pt
         line += (f" The paper's trivial TBF took {pt:.1f} s for 10 GB (about {ideal / pt * 500:.0f} Mbit/s "
                  f"of a 500 Mbit/s target, {head:.1f} % headroom)")

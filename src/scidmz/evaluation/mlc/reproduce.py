@@ -406,10 +406,13 @@ def _reusable_dataset(
     """
     import json
 
+    from ...fileio import check_member
     from ...identification.excitation import load_dataset
     from ...tracking import file_sha256
 
-    if not path.is_file():
+    # A file of the run's folder: a link, a FIFO or a hard-linked file planted there is refused
+    # (one line), never read through (docs/safety.md, output folders).
+    if check_member(path, "--resume: dataset") is None:
         return None
     try:
         tr = load_dataset(path)

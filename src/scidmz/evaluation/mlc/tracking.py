@@ -37,20 +37,25 @@ def tracked(experiment: str, run_name: str, params: Mapping[str, Any], tracking_
 
 def summary_metrics(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
     """``{experiment}_{statistic}_{policy}`` (median for short flows, else mean) and
-    ``sweep_fct_ns{N}_{policy}`` from the experiments' JSON summaries."""
+    ``sweep_fct_ns{N}_{policy}`` from the experiments' JSON summaries. mlflow allows no ``+`` in a
+    name, so a configuration's members are joined by ``:`` there (``pacing:pi`` for ``pacing+pi``)."""
     out: dict[str, float] = {}
     for name, summ in summaries.items():
         if name == "sweep":
             for row in summ.get("rows", []):
                 for pol, v in row.items():
                     if isinstance(v, Mapping):
-                        out[f"sweep_fct_ns{row['n_s']}_{pol}"] = _num(v.get("mean"))
+                        out[f"sweep_fct_ns{row['n_s']}_{_mlflow_name(pol)}"] = _num(v.get("mean"))
             continue
         key = "median" if name == "short" else "mean"
         for pol, v in summ.items():
             if isinstance(v, Mapping):
-                out[f"{name}_{key}_{pol}"] = _num(v.get(key))
+                out[f"{name}_{key}_{_mlflow_name(pol)}"] = _num(v.get(key))
     return out
+
+
+def _mlflow_name(policy: str) -> str:
+    return policy.replace("+", ":")
 
 
 def _num(x: Any) -> float:

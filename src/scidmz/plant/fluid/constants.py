@@ -39,7 +39,7 @@ from ...units import WIRE_PER_PAYLOAD as WIRE_PER_PAYLOAD
 # the kernel's "MSS" is the segment's frame size, and transfer sizes (payload,
 # what an application moves) are converted with WIRE_PER_PAYLOAD when a
 # scenario is loaded into the arrays (plant.py). Counting payload against a
-# frame-rate link, as this model did before issue 9, made every transfer
+# frame-rate link, as this model once did, made every transfer
 # 4.6 % faster than on a real link (10 GB at 500 Mbit/s: 160.0 s instead of 167.3 s).
 # MSS_PAYLOAD = 1448, FRAME_BYTES = MSS = 1514, WIRE_PER_PAYLOAD: scidmz.units.
 
@@ -67,7 +67,7 @@ DT_MAX = 10e-3
 # and treats every further drop until its reaction as the same congestion event
 # (fast recovery covers what was outstanding when the loss was detected, RFC 6675:
 # in the fluid a drop happens when its packet is sent, so a drop after the reaction
-# is of a packet sent after it, a new event; before issue 28 round 2 the event
+# is of a packet sent after it, a new event; when the event once
 # lasted one RTT more, which halved the reductions a flow makes at high loss).
 LOSS_FEEDBACK_RTTS = 1.0
 # Drops hit flows as packets: a flow that lost d bytes in a sub-step sees a
@@ -161,7 +161,7 @@ BBR2_PACING_MARGIN = 0.01  # bbr_pacing_margin_percent
 TBF_BURST_TIME = 0.004
 TBF_MIN_BURST_PKTS = 10.0
 
-# -- packet-level noise at the bottleneck (issue 9) ----------------------------------
+# -- packet-level noise at the bottleneck ----------------------------------
 # The fluid queue is a mean; a real K-frame FIFO random-walks around it, so the link idles
 # although the mean demand is at capacity and drops although the mean queue is below the
 # buffer (kernel.py, _packet_noise_excess: a reflected Brownian queue). Its variance per second
@@ -177,7 +177,7 @@ TBF_MIN_BURST_PKTS = 10.0
 # link.arrival_idc: the IDC is a property of the traffic mix (18 flows here, 10 of them through the
 # campus shaper); the papers' few-flow experiments set 0 (docs/fluid_model.md). 0, or
 # FluidPlant(packet_noise=False), is the deterministic fluid queue. It acts in every queue a policy
-# makes (issue 25: HTB leaves, the FIFO behind ABC or FFS; docs/fluid_model.md); paced flows add none.
+# makes (HTB leaves, the FIFO behind ABC or FFS; docs/fluid_model.md); paced flows add none.
 ARRIVAL_IDC = 0.5
 # The bottleneck's own token bucket (Scenario.link_burst_bytes) counts as buffer for the noise:
 # tokens saved while the queue is empty let the next arrivals pass at once.

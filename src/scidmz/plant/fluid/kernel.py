@@ -340,7 +340,7 @@ def _queue_seen(q, k):
 def _packet_noise_excess(drift, var, length):
     """Idle service (= extra overflow) per second that packet-level arrival noise adds to a fluid queue.
 
-    Issue 9's mechanism: the kernel's link idled about 1/(K+1) of the time at 0.01-0.1 BDP although
+    The mechanism: the kernel's link idled about 1/(K+1) of the time at 0.01-0.1 BDP although
     the senders were not slower on average (reports/mlc/regime). The queue of a K-frame FIFO fed by
     packets is not its mean: between the fluid's sub-steps it random-walks, so the link idles at
     times although the mean queue is not empty, and overflows at times although the mean is below
@@ -515,7 +515,7 @@ def _advance_one(p, s, inst, ip, q, qp, g, rng, b, u_bits, out, rec, nrec, n_dtn
     u = u_bits / 8.0
     burst, limit = _shaper_bucket(ip, inst, u)
     kind = int(ip[IP_DISCIPLINE])
-    # packet-level noise in every queue any policy makes (issue 25): the single FIFO, each HTB leaf of a
+    # packet-level noise in every queue any policy makes: the single FIFO, each HTB leaf of a
     # queue policy, the FIFO behind a discipline, each with its own edge and drops (_packet_noise)
     idc = ip[IP_ARRIVAL_IDC]
     _period_start(s, out, nrec, b)

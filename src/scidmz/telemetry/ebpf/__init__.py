@@ -1,4 +1,4 @@
-"""scidmz.telemetry.ebpf: the telemetry algorithms as eBPF programs on a Linux router (issue 27).
+"""scidmz.telemetry.ebpf: the telemetry algorithms as eBPF programs on a Linux router.
 
 The third realisation of MLC Algorithms 2-8 and JENKS 3.1, next to the
 software twin (``telemetry.twin.algorithms``) and the P4 programs

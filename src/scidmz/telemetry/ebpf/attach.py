@@ -192,7 +192,10 @@ class EbpfRecord:
 
     @classmethod
     def load(cls, path: Path) -> EbpfRecord:
-        return cls(json.loads(path.read_text()), path)
+        """The record at ``path``, its shape checked (``check_record``): one line naming it otherwise."""
+        from ...fileio import read_record
+
+        return cls(read_record(path, "eBPF telemetry record", check_record), path)
 
     def owner_alive(self) -> bool:
         pid = int(self.data.get("owner_pid", 0))
@@ -225,14 +228,31 @@ def _lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _records() -> list[EbpfRecord]:
-    out = []
-    for p in sorted(run_dir().glob("*.json")):
-        try:
-            out.append(EbpfRecord.load(p))
-        except (OSError, ValueError):
-            continue
-    return out
+def check_record(data: Any) -> None:
+    """An eBPF record's shape, before anything it names is touched (one-line ValueError)."""
+    from ...fileio import is_int
+
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if not is_int(data.get("owner_pid")) or not (data.get("owner_start") is None or is_int(data["owner_start"])):
+        raise ValueError("owner_pid and owner_start must be whole numbers")
+    for key in ("interfaces", "filters", "clsact", "links"):
+        if not isinstance(data.get(key, []), list):
+            raise ValueError(f"{key} must be a list")
+    for key in ("filters", "clsact"):
+        for e in data.get(key, []):
+            if not isinstance(e, dict) or not isinstance(e.get("netns_path"), str) or \
+                    not is_int(e.get("netns_ino")) or not is_int(e.get("ifindex"), 1):
+                raise ValueError(f"{key} entry {e!r} needs netns_path, netns_ino and ifindex")
+            if key == "filters" and (e.get("direction") not in _DIRECTIONS or not is_int(e.get("prog_id"))):
+                raise ValueError(f"filter entry {e!r} needs a direction and a prog_id")
+
+
+def _records(bad: list[dict[str, str]] | None = None) -> list[EbpfRecord]:
+    """Every readable, well-formed record; the others are skipped and named in ``bad``."""
+    from ...fileio import load_records
+
+    return load_records(sorted(run_dir().glob("*.json")), EbpfRecord.load, bad)
 
 
 def claim(ifaces: list[Iface]) -> EbpfRecord:
@@ -321,17 +341,25 @@ def teardown(rec: EbpfRecord) -> dict[str, int]:
     return done
 
 
-def down_stale() -> dict[str, int]:
+def down_stale() -> dict[str, Any]:
     """Clean up after every instance whose owner is gone (SIGKILL, power loss of a live run dir...)."""
-    total = {"records": 0, "filters": 0, "clsact": 0}
+    total: dict[str, Any] = {"records": 0, "filters": 0, "clsact": 0}
+    bad: list[dict[str, str]] = []
     with _lock():
-        for rec in _records():
+        for rec in _records(bad):
             if rec.owner_alive():
                 continue
-            got = teardown(rec)
+            try:
+                got = teardown(rec)
+            except Exception as exc:  # noqa: BLE001 - one record's failure must not stop the others
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                bad.append({"file": str(rec.path), "why": f"{rec.path}: teardown failed: {why}"})
+                continue
             total["records"] += 1
             total["filters"] += got["filters"]
             total["clsact"] += got["clsact"]
+    # A malformed record is skipped, counted and named; the rest were cleaned.
+    total["bad_records"] = bad
     return total
 
 

@@ -10,7 +10,8 @@ programs and the eBPF programs take every number from one place:
   names and values;
 * the eBPF-only numbers (``layout.EBPF_ONLY``) as ``SCIDMZ_EBPF_<NAME>``, the
   twin's event counters and the parser's reasons as indices into the
-  per-CPU counter block (``SCIDMZ_CTR_<NAME>``);
+  per-CPU counter block (``SCIDMZ_CTR_<NAME>``), the parser's packet kinds
+  (``SCIDMZ_KIND_<NAME>``);
 * the map value structs of ``layout.py`` (a 128-bit field as two host-order
   ``__u64`` words ``<name>_hi``/``_lo``: ``layout.words`` says why);
 * the slicing-by-4 CRC-32 tables of the twin (``layout.CRC_TABLE``) and one
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from .. import constants as C
 from ..twin.layout import CRC_TABLE, STAT_NAMES
+from ..twin.parse import KIND_DROP, KIND_L3, KIND_TCP, KIND_UDP
 from .layout import (
     AF_SLOT,
     CELL,
@@ -49,7 +51,10 @@ from .layout import (
     PREFIX,
 )
 
-__all__ = ["render", "int_constants", "HASHES"]
+__all__ = ["render", "int_constants", "HASHES", "KINDS"]
+
+#: The twin parser's packet kinds, as the programs name them (SCIDMZ_KIND_<NAME>).
+KINDS: dict[str, int] = {"DROP": KIND_DROP, "L3": KIND_L3, "TCP": KIND_TCP, "UDP": KIND_UDP}
 
 _CTYPE = {8: "__u8", 16: "__u16", 32: "__u32", 64: "__u64"}
 
@@ -138,6 +143,8 @@ def render() -> str:
     out += [f"#define SCIDMZ_EBPF_{n} {_lit(v)}" for n, v in EBPF_ONLY.items()]
     out += ["", "/* ---- the twin's event counters (layout.STAT_NAMES order) ---- */"]
     out += [f"#define SCIDMZ_S_{s.upper()} {i}" for i, s in enumerate(STAT_NAMES)]
+    out += ["", "/* ---- packet kinds (twin.parse KIND_*: what the parser lets a frame take part in) ---- */"]
+    out += [f"#define SCIDMZ_KIND_{n} {v}" for n, v in KINDS.items()]
     out += ["", "/* ---- parser reasons (parse.REASONS codes) ---- */"]
     out += [f"#define SCIDMZ_R_{r.upper()} {i + 1}" for i, r in enumerate((*PARSE_REASONS, *EBPF_REASONS))]
     out += ["", "/* ---- the per-CPU counter block (layout.COUNTER_NAMES) ---- */"]

@@ -1,7 +1,7 @@
 """The few libbpf calls scidmz needs, through ctypes (libbpf.so.1, Debian's ``libbpf1``).
 
 Why libbpf through ctypes, rather than tc's own loader with pinned maps plus
-the raw ``bpf()`` syscall (issue 27 asked us to choose):
+the raw ``bpf()`` syscall (a choice, ours):
 
 * one ``bpf_object`` holds all the programs and their maps, so the LAN-side
   and WAN-side programs share the queuing-delay and RTT tables without

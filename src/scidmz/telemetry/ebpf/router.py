@@ -1,7 +1,7 @@
 """``RouterTelemetry``: the eBPF programs on a router as a real-time plant's telemetry, with a reference beside.
 
 ``EbpfTelemetry`` (``source.py``) reads y whenever asked. A real-time plant
-(the netns testbed, issue 27) wants more of its telemetry: ``sample(t)`` at
+(the netns testbed) wants more of its telemetry: ``sample(t)`` at
 its own period boundaries, the period's ground truth in ``last_info``
 (bytes delivered, drops, the starvation check's inputs) and the per-flow
 table with each sender's role. ``RouterTelemetry`` gives that, with y from

@@ -80,10 +80,6 @@ struct {
 } flow_events SEC(".maps");
 
 #define MASK 0xFFFFFFFFU
-#define KIND_DROP 0
-#define KIND_L3 1
-#define KIND_TCP 2
-#define KIND_UDP 3
 
 /* Where the packet bytes come from: tc programs load from the skb, the transmit
  * tracepoint reads the kernel's linear buffer. */
@@ -222,7 +218,7 @@ static __always_inline int parse_ipv4(const struct src *s, struct pkt *p, __u32 
     *q = pos + ihl;
     *l4len = tot - ihl;
     if (be16(b + 6) & 0x3FFF) {  /* MF or a fragment offset */
-        p->kind = KIND_L3;
+        p->kind = SCIDMZ_KIND_L3;
         return SCIDMZ_R_FRAGMENT;
     }
     return 0;
@@ -265,7 +261,7 @@ static __always_inline int parse_ipv6(const struct src *s, struct pkt *p, __u32 
     *q = x;
     *l4len = end - x;
     if (nh == SCIDMZ_IPV6_EXT_FRAGMENT) {
-        p->kind = KIND_L3;
+        p->kind = SCIDMZ_KIND_L3;
         return SCIDMZ_R_FRAGMENT;
     }
     return 0;
@@ -281,7 +277,7 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
     __u16 et;
     int r, i;
 
-    p->kind = KIND_DROP;
+    p->kind = SCIDMZ_KIND_DROP;
     if (ld(s, 0, b, 14, tc) < 0)
         return SCIDMZ_R_TRUNCATED;
     et = be16(b + 12);
@@ -333,14 +329,14 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
         return r;
     if (p->proto == SCIDMZ_IPPROTO_TCP) {
         if (l4len < 20) {
-            p->kind = KIND_L3;
+            p->kind = SCIDMZ_KIND_L3;
             return SCIDMZ_R_BAD_TCP_OFFSET;
         }
         if (ld(s, q, b, 20, tc) < 0)
             return SCIDMZ_R_TRUNCATED;
         __u32 doff = (b[12] >> 4) * 4;
         if (doff < 20 || doff > l4len) {
-            p->kind = KIND_L3;
+            p->kind = SCIDMZ_KIND_L3;
             return SCIDMZ_R_BAD_TCP_OFFSET;
         }
         p->sport = raw16(b);
@@ -352,17 +348,17 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
         p->payload = l4len - doff;
         if (et == SCIDMZ_ETHERTYPE_IPV6)  /* IPv6 has no IP ID: the L4 checksum tells a retransmission */
             p->k.identification = raw16(b + 16);
-        p->kind = KIND_TCP;
+        p->kind = SCIDMZ_KIND_TCP;
     } else if (p->proto == SCIDMZ_IPPROTO_UDP) {
         if (l4len < 8) {
-            p->kind = KIND_L3;
+            p->kind = SCIDMZ_KIND_L3;
             return SCIDMZ_R_BAD_UDP_LENGTH;
         }
         if (ld(s, q, b, 8, tc) < 0)
             return SCIDMZ_R_TRUNCATED;
         __u32 ulen = be16(b + 4);
         if (ulen < 8 || ulen > l4len) {
-            p->kind = KIND_L3;
+            p->kind = SCIDMZ_KIND_L3;
             return SCIDMZ_R_BAD_UDP_LENGTH;
         }
         p->sport = raw16(b);
@@ -370,9 +366,9 @@ static __always_inline int parse(const struct src *s, struct pkt *p, const int t
         p->payload = ulen - 8;
         if (et == SCIDMZ_ETHERTYPE_IPV6)
             p->k.identification = raw16(b + 6);
-        p->kind = KIND_UDP;
+        p->kind = SCIDMZ_KIND_UDP;
     } else {
-        p->kind = KIND_L3;
+        p->kind = SCIDMZ_KIND_L3;
         return SCIDMZ_R_OTHER_PROTOCOL;
     }
     return 0;
@@ -425,7 +421,7 @@ static __always_inline int parse_fast(const struct src *s, struct pkt *p)
         p->flags = l4[13];
         p->payload = l4len - doff;
         ident = raw16(l4 + 16);
-        p->kind = KIND_TCP;
+        p->kind = SCIDMZ_KIND_TCP;
     } else if (proto == SCIDMZ_IPPROTO_UDP) {
         if (l4 + 8 > s->end || l4len < 8 || (l4len >= 16 && be16(l4 + 2) == SCIDMZ_UDP_PORT_VXLAN))
             return -1;
@@ -434,7 +430,7 @@ static __always_inline int parse_fast(const struct src *s, struct pkt *p)
             return -1;
         p->payload = ulen - 8;
         ident = raw16(l4 + 6);
-        p->kind = KIND_UDP;
+        p->kind = SCIDMZ_KIND_UDP;
     } else {
         return -1;
     }
@@ -813,7 +809,7 @@ static __always_inline void tap_step(struct scidmz_counters *ctr, struct pkt *p,
 {
     __u8 sent = 0, slot_ok = 0, is_new = 0;
 
-    if (p->kind == KIND_TCP && p->cls == SCIDMZ_CLASS_DTN && t == SCIDMZ_TAP_EGRESS) {  /* the prefix checks */
+    if (p->kind == SCIDMZ_KIND_TCP && p->cls == SCIDMZ_CLASS_DTN && t == SCIDMZ_TAP_EGRESS) {  /* the prefix checks */
         if (p->out) {
             STAT(ctr, DTN_OUT_TCP)++;
             if (p->payload > 0)
@@ -826,7 +822,7 @@ static __always_inline void tap_step(struct scidmz_counters *ctr, struct pkt *p,
         algorithm2_count(ctr, p, t);
         algorithm5_queuing_delay(ctr, p, t);
     }
-    if (p->kind == KIND_L3 || (t != SCIDMZ_TAP_EGRESS && t != scidmz_cfg.rtt_tap))
+    if (p->kind == SCIDMZ_KIND_L3 || (t != SCIDMZ_TAP_EGRESS && t != scidmz_cfg.rtt_tap))
         return;
     if (!p->have_flow) {
         p->flow_raw = scidmz_crcraw_flow(&p->k);
@@ -844,13 +840,13 @@ static __always_inline void tap_step(struct scidmz_counters *ctr, struct pkt *p,
     } else if (s->af_sig == p->fsig) {
         slot_ok = 1;
     }
-    if (p->kind == KIND_TCP && t == scidmz_cfg.rtt_tap) {
+    if (p->kind == SCIDMZ_KIND_TCP && t == scidmz_cfg.rtt_tap) {
         if (p->out)
             rtt_store_data(ctr, p, s, slot_ok, is_new);
         else if (p->flags & SCIDMZ_TCP_ACK)
             rtt_match_ack(ctr, p, s, slot_ok);
     }
-    if (p->kind == KIND_TCP && t == SCIDMZ_TAP_EGRESS && (p->flags & (SCIDMZ_TCP_FIN | SCIDMZ_TCP_RST))
+    if (p->kind == SCIDMZ_KIND_TCP && t == SCIDMZ_TAP_EGRESS && (p->flags & (SCIDMZ_TCP_FIN | SCIDMZ_TCP_RST))
         && s->af_sig == p->fsig)
         algorithm7_fin(ctr, p, s, &sent);
 }
@@ -880,7 +876,7 @@ static __always_inline void handle(const struct src *s, const int hook, const in
         if (r < SCIDMZ_N_COUNTERS)
             ctr->v[r] += 1;
     }
-    if (p.kind == KIND_DROP)
+    if (p.kind == SCIDMZ_KIND_DROP)
         return;
     p.ln = s->len + (s->vlan_hw ? 4 : 0);
     /* class_lpm: the destination classifies outgoing packets, else the source incoming ones */

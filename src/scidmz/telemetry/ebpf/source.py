@@ -1,6 +1,6 @@
 """``EbpfTelemetry``: y(t) every T from the eBPF programs on a Linux border router.
 
-The telemetry source for a router without a P4 switch (issue 27). ``open()``
+The telemetry source for a router without a P4 switch. ``open()``
 checks the interfaces, builds the programs (``build.py``), loads the object
 with the class prefixes (``objects.EbpfObject``: no permission or a verifier
 rejection fails here, before anything is written), claims the interfaces

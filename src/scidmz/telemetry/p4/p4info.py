@@ -113,7 +113,7 @@ def protos() -> P4Protos:
     root = Path(next(iter(spec.submodule_search_locations)))
     # The default pool, not a private one: copying the well-known types (Any,
     # Status) into a second pool makes upb crash intermittently when messages
-    # holding them are copied across threads (protobuf issue 12047).
+    # holding them are copied across threads (https://github.com/protocolbuffers/protobuf/issues/12047).
     pool = descriptor_pool.Default()
     for name, rel in _P4_FILES:
         try:
@@ -220,16 +220,21 @@ class P4InfoIndex:
 
     @classmethod
     def from_file(cls, path: str | Path) -> P4InfoIndex:
+        from ...fileio import read_bytes_input, read_text_input
+
         path = Path(path)
         if not path.exists():
             raise ValueError(f"P4Info file not found: {path}")
+        # Through the input gate: a regular file of bounded size (/dev/zero or a FIFO given as the
+        # P4Info was read until the OOM killer stopped it, or hung).
         if path.suffix in (".bin", ".pb"):
             p = protos()
             msg = p.msg("p4.config.v1.P4Info")()
-            msg.ParseFromString(path.read_bytes())
+            msg.ParseFromString(read_bytes_input(path, "P4Info file"))
             return cls.from_message(msg)
+        text = read_text_input(path, "P4Info file")
         try:
-            return cls.from_text(path.read_text(encoding="utf-8"))
+            return cls.from_text(text)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
 

@@ -16,7 +16,7 @@ switch exactly as it does from the software twin:
   less the tunnel-header bytes of the ``class_strip`` register;
 * ``read_register()``: ``Read`` of ``RegisterEntry`` (one index each, or the
   whole array by wildcard). BMv2's P4Runtime server (PI) answers register
-  reads with UNIMPLEMENTED (p4lang/PI issue 376), so with ``registers="auto"``
+  reads with UNIMPLEMENTED (https://github.com/p4lang/PI/issues/376), so with ``registers="auto"``
   (the default) the first such answer switches register reads to BMv2's own
   Thrift runtime service (``bm_register_read`` / ``bm_register_read_all`` of
   the ``standard`` service, the calls ``simple_switch_CLI register_read``
@@ -396,7 +396,9 @@ class P4RuntimeView:
     def load_pipeline(self, bmv2_json: str | Path) -> None:
         """Push this view's P4Info and the BMv2 JSON (SetForwardingPipelineConfig; BMv2 then
         starts the program with empty tables)."""
-        self.client.set_pipeline(self.info.p4info, Path(bmv2_json).read_bytes())
+        from ...fileio import read_bytes_input  # the input gate: a regular file of bounded size
+
+        self.client.set_pipeline(self.info.p4info, read_bytes_input(bmv2_json, "BMv2 JSON file"))
 
     #: The tables ``install`` writes (the entries a controller owns on the switch).
     INSTALLED_TABLES = ("tap_port", "class_lpm", "class_lpm_src")
@@ -586,7 +588,7 @@ class P4RuntimeView:
             except P4RuntimeError as exc:
                 if exc.code != "UNIMPLEMENTED":
                     raise
-                # BMv2's PI server: registers are not in its P4Runtime (PI issue 376)
+                # BMv2's PI server: registers are not in its P4Runtime (https://github.com/p4lang/PI/issues/376)
                 self._thrift = BMv2ThriftRegisters(self.thrift_address, self.client.timeout)
         if self._thrift is not None:
             return self._thrift.read(r.name, r.bitwidth, None if idx is None else idx.tolist())

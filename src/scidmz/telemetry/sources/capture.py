@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..twin.parse import PACKET_DTYPE, parse_frames, reason_counts
+from ..twin.parse import KIND_DROP, LINKTYPE_ETHERNET, PACKET_DTYPE, parse_frames, reason_counts
 
 __all__ = ["RingCapture"]
 
@@ -38,7 +38,6 @@ TPACKET_V3 = 2
 ETH_P_ALL = 0x0003
 TP_STATUS_KERNEL = 0
 TP_STATUS_USER = 1
-_LINKTYPE_ETHERNET = 1
 
 
 def _walk_block_py(ring, boff, num, first, off, cap, wlen, ts):
@@ -143,12 +142,12 @@ class RingCapture:
             w = b // 4
             num, first = int(self._hdr[w + 3]), int(self._hdr[w + 4])
             k = walk(self.ring, b, num, first, self._off, self._cap, self._len, self._ts)
-            pk = parse_frames(self.ring, self._off[:k], self._cap[:k], self._len[:k], _LINKTYPE_ETHERNET,
+            pk = parse_frames(self.ring, self._off[:k], self._cap[:k], self._len[:k], LINKTYPE_ETHERNET,
                               self._ts[:k], tap=self.tap)
             self._status[w + 2] = TP_STATUS_KERNEL  # hand the block back
             self._next = (self._next + 1) % self.block_nr
             if k:
-                for name, c in reason_counts(pk["reason"][pk["kind"] == 0]).items():
+                for name, c in reason_counts(pk["reason"][pk["kind"] == KIND_DROP]).items():
                     self._parse[name] = self._parse.get(name, 0) + c
                 self.packets += k
                 out.append(pk)

@@ -19,6 +19,16 @@ from pathlib import Path
 import numpy as np
 
 from ...fileio import atomic_write_bytes
+from ..twin.parse import (
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_LOOP,
+    LINKTYPE_NULL,
+    LINKTYPE_PPP,
+    LINKTYPE_RAW,
+)
 
 __all__ = ["frame", "ip2int", "encapsulate", "relink", "bulk_pcap", "Taps", "ENCAPSULATIONS", "LINK_HEADERS"]
 
@@ -158,8 +168,9 @@ def encapsulate(inner: bytes, kind: str, outer_src: str = "192.0.2.1", outer_dst
 
 
 #: ``relink`` link types -> (pcap LINKTYPE, header builder from the ethertype).
-LINK_HEADERS: dict[str, int] = {"sll": 113, "sll2": 276, "raw": 101, "ipv4": 228, "ipv6": 229, "null": 0,
-                                "loop": 108, "ppp": 9}
+LINK_HEADERS: dict[str, int] = {"sll": LINKTYPE_LINUX_SLL, "sll2": LINKTYPE_LINUX_SLL2, "raw": LINKTYPE_RAW,
+                                "ipv4": LINKTYPE_IPV4, "ipv6": LINKTYPE_IPV6, "null": LINKTYPE_NULL,
+                                "loop": LINKTYPE_LOOP, "ppp": LINKTYPE_PPP}
 
 
 def relink(eth_frame: bytes, link: str) -> bytes:

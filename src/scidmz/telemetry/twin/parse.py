@@ -97,10 +97,14 @@ LINKTYPE_LINUX_SLL = 113
 LINKTYPE_IPV4 = 228
 LINKTYPE_IPV6 = 229
 LINKTYPE_LINUX_SLL2 = 276
+#: Raw IP under the DLT value some writers put in the file instead of LINKTYPE_RAW: 12 on most
+#: systems, 14 on OpenBSD.
+DLT_RAW = 12
+DLT_RAW_OPENBSD = 14
 #: The link types read, with their tcpdump names (for messages and docs).
 LINKTYPES: dict[int, str] = {
     LINKTYPE_NULL: "NULL (BSD loopback)", LINKTYPE_ETHERNET: "EN10MB (Ethernet)", LINKTYPE_PPP: "PPP",
-    12: "RAW (IP)", 14: "RAW (IP, OpenBSD)", LINKTYPE_PPP_HDLC: "PPP_HDLC", LINKTYPE_RAW: "RAW (IP)",
+    DLT_RAW: "RAW (IP)", DLT_RAW_OPENBSD: "RAW (IP, OpenBSD)", LINKTYPE_PPP_HDLC: "PPP_HDLC", LINKTYPE_RAW: "RAW (IP)",
     LINKTYPE_LOOP: "LOOP (OpenBSD loopback)", LINKTYPE_LINUX_SLL: "LINUX_SLL (Linux cooked v1)",
     LINKTYPE_IPV4: "IPV4", LINKTYPE_IPV6: "IPV6", LINKTYPE_LINUX_SLL2: "LINUX_SLL2 (Linux cooked v2)",
 }
@@ -152,6 +156,14 @@ def min_snaplen(linktype: int = LINKTYPE_ETHERNET, *, vlans: int = 0, mpls: int 
 
 
 _KERNEL: Any = None
+# The kernel's helpers, jitted with it (numba resolves a jitted function's globals when it compiles
+# it, so each helper is replaced by its compiled self first), inlined into the one loop.
+# ``_nrt=False`` (numba's switch for its reference-counting runtime): the kernel allocates nothing,
+# and without it every inlined helper that is handed ``buf`` increfs and decrefs it, atomically,
+# per frame -- measured, a third of the parser's throughput (1.7 vs 3.0 M frames/s).
+_HELPERS = ("_be16", "_be32", "_be64", "_fold", "_link", "_link_loopback", "_link_ppp", "_vlan_tags",
+            "_mpls", "_ip_version", "_ipv4", "_ipv6", "_gre", "_vxlan", "_tunnel", "_network", "_tcp", "_udp",
+            "_transport")
 
 
 def _kernel() -> Any:
@@ -160,12 +172,9 @@ def _kernel() -> Any:
         import numba
 
         g = globals()
-        jit = numba.njit(cache=True, nogil=True)
-        g["_be16"] = numba.njit(inline="always", cache=True, nogil=True)(_be16)
-        g["_be32"] = numba.njit(inline="always", cache=True, nogil=True)(_be32)
-        g["_be64"] = numba.njit(inline="always", cache=True, nogil=True)(_be64)
-        g["_fold"] = numba.njit(inline="always", cache=True, nogil=True)(_fold)
-        _KERNEL = jit(_parse_py)
+        for name in _HELPERS:
+            g[name] = numba.njit(inline="always", cache=True, nogil=True, _nrt=False)(g[name])
+        _KERNEL = numba.njit(cache=True, nogil=True, _nrt=False)(_parse_py)
     return _KERNEL
 
 
@@ -194,320 +203,378 @@ def _fold(buf, o):
     return c ^ 0xFFFFFFFF
 
 
-def _parse_py(buf, off, caplen, origlen, linktype, out):
+# -- link layer ------------------------------------------------------------------------------------
+
+def _link(buf, o, cl, lt):
+    """(reason, et, p, eth): the ethertype ``et`` (0: decide by the IP version nibble), its payload's
+    offset ``p``, and the offset of the Ethernet header whose frame is counted (-1: none)."""
+    et = np.int64(0)
+    p = np.int64(0)
+    eth = np.int64(-1)
+    reason = R_OK
+    if lt == LINKTYPE_ETHERNET:
+        if cl < 14:
+            reason = R_TRUNC
+        else:
+            et = _be16(buf, o + 12)
+            p = 14
+            eth = 0
+    elif lt == LINKTYPE_LINUX_SLL:
+        if cl < 16:
+            reason = R_TRUNC
+        else:
+            et = _be16(buf, o + 14)
+            p = 16
+    elif lt == LINKTYPE_LINUX_SLL2:
+        if cl < 20:
+            reason = R_TRUNC
+        else:
+            et = _be16(buf, o)
+            p = 20
+    elif lt == LINKTYPE_RAW or lt == DLT_RAW or lt == DLT_RAW_OPENBSD:
+        et = 0
+    elif lt == LINKTYPE_IPV4:
+        et = 0x0800
+    elif lt == LINKTYPE_IPV6:
+        et = 0x86DD
+    elif lt == LINKTYPE_NULL or lt == LINKTYPE_LOOP:
+        reason, et, p = _link_loopback(buf, o, cl, lt)
+    elif lt == LINKTYPE_PPP or lt == LINKTYPE_PPP_HDLC:
+        reason, et, p = _link_ppp(buf, o, cl)
+    else:
+        reason = R_LINK
+    return reason, et, p, eth
+
+
+def _link_loopback(buf, o, cl, lt):
+    """(reason, et, p) of a BSD loopback header: the address family, 4 bytes."""
+    if cl < 4:
+        return R_TRUNC, np.int64(0), np.int64(0)
+    # AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24, 28 or 30 (the BSDs,
+    # macOS). DLT_NULL is in the capturing host's byte order: try both.
+    fam_be = _be32(buf, o)
+    fam_le = (np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8) | (np.int64(buf[o + 2]) << 16)
+              | (np.int64(buf[o + 3]) << 24))
+    fam = fam_be if (lt == LINKTYPE_LOOP or fam_be < 256) else fam_le
+    if fam == 2:
+        return R_OK, np.int64(0x0800), np.int64(4)
+    if fam == 10 or fam == 24 or fam == 28 or fam == 30:
+        return R_OK, np.int64(0x86DD), np.int64(4)
+    return R_NONIP, np.int64(0), np.int64(4)
+
+
+def _link_ppp(buf, o, cl):
+    """(reason, et, p) of a PPP header: optional address/control bytes, a 1- or 2-byte protocol."""
+    p = np.int64(0)
+    if cl >= 2 and buf[o] == 0xFF and buf[o + 1] == 0x03:
+        p = 2
+    if cl < p + 1:
+        return R_TRUNC, np.int64(0), p
+    if buf[o + p] & 1:  # a compressed 1-byte protocol field
+        proto_ppp = np.int64(buf[o + p])
+        p += 1
+    elif cl < p + 2:
+        return R_TRUNC, np.int64(0), p
+    else:
+        proto_ppp = _be16(buf, o + p)
+        p += 2
+    if proto_ppp == 0x21:
+        return R_OK, np.int64(0x0800), p
+    if proto_ppp == 0x57:
+        return R_OK, np.int64(0x86DD), p
+    return R_NONIP, np.int64(0), p
+
+
+# -- L2.5: VLAN tags and MPLS labels -----------------------------------------------------------------
+
+def _vlan_tags(buf, o, cl, et, p):
+    """(reason, et, p) after any number of VLAN tags."""
+    while et == 0x8100 or et == 0x88A8 or et == 0x9100:
+        if cl < p + 4:
+            return R_TRUNC, et, p
+        et = _be16(buf, o + p + 2)
+        p += 4
+    return R_OK, et, p
+
+
+def _mpls(buf, o, cl, p, decaps):
+    """(reason, et, p, pw_eth) after the label stack: IPv4 or IPv6 by the version nibble, or (the one
+    tunnel, ``decaps`` 0) a pseudowire control word (RFC 4385) and Ethernet, whose header is at
+    ``pw_eth`` (-1: no pseudowire)."""
+    while True:
+        if cl < p + 4:
+            return R_TRUNC, np.int64(0), p, np.int64(-1)
+        bos = buf[o + p + 2] & 1
+        p += 4
+        if bos:
+            break
+    if cl < p + 1:
+        return R_TRUNC, np.int64(0), p, np.int64(-1)
+    nib = buf[o + p] >> 4
+    if nib == 4:
+        return R_OK, np.int64(0x0800), p, np.int64(-1)
+    if nib == 6:
+        return R_OK, np.int64(0x86DD), p, np.int64(-1)
+    if nib == 0 and decaps == 0:
+        if cl < p + 18:
+            return R_TRUNC, np.int64(0), p, np.int64(-1)
+        return R_OK, _be16(buf, o + p + 16), p + 18, p + 4
+    return R_MPLS, np.int64(0), p, np.int64(-1)
+
+
+# -- IP ----------------------------------------------------------------------------------------------
+
+def _ip_version(buf, o, cl, p):
+    """(reason, et) of a link that does not say IPv4 or IPv6: the version nibble does."""
+    if cl < p + 1:
+        return R_TRUNC, np.int64(0)
+    v = buf[o + p] >> 4
+    if v == 4:
+        return R_OK, np.int64(0x0800)
+    if v == 6:
+        return R_OK, np.int64(0x86DD)
+    return R_VER, np.int64(-1)
+
+
+def _ipv4(buf, o, cl, p, avail, r):
+    """(reason, proto, q, l4len, frag) of the IPv4 header at ``p``; its fields go into ``r``."""
     mapped = np.uint64(0xFFFF00000000)
+    if cl < p + 20:
+        return R_TRUNC, np.int64(0), np.int64(0), np.int64(0), False
+    b0 = buf[o + p]
+    if (b0 >> 4) != 4:
+        return R_VER, np.int64(0), np.int64(0), np.int64(0), False
+    ihl = np.int64(b0 & 0x0F) * 4
+    if ihl < 20:
+        return R_IHL, np.int64(0), np.int64(0), np.int64(0), False
+    tot = _be16(buf, o + p + 2)
+    if tot == 0:  # TSO / BIG TCP on the capturing sender: the wire length is the truth
+        tot = avail
+    if tot < ihl or tot > avail:
+        return R_IPLEN, np.int64(0), np.int64(0), np.int64(0), False
+    proto = np.int64(buf[o + p + 9])
+    frag = (_be16(buf, o + p + 6) & 0x3FFF) != 0  # MF or an offset
+    r.proto = proto
+    r.fam = 4
+    r.ip_id = _be16(buf, o + p + 4)
+    s4 = _be32(buf, o + p + 12)
+    d4 = _be32(buf, o + p + 16)
+    r.src = s4
+    r.dst = d4
+    r.src_hi = 0
+    r.dst_hi = 0
+    r.src_lo = mapped | np.uint64(s4)
+    r.dst_lo = mapped | np.uint64(d4)
+    return R_OK, proto, p + ihl, tot - ihl, frag
+
+
+def _ipv6(buf, o, cl, p, avail, r):
+    """(reason, proto, q, l4len, frag) of the IPv6 header at ``p`` and its extension headers
+    (hop-by-hop, routing, destination options; at most 16); its fields go into ``r``."""
+    if cl < p + 40:
+        return R_TRUNC, np.int64(0), np.int64(0), np.int64(0), False
+    if (buf[o + p] >> 4) != 6:
+        return R_VER, np.int64(0), np.int64(0), np.int64(0), False
+    plen = _be16(buf, o + p + 4)
+    nh = np.int64(buf[o + p + 6])
+    if plen == 0 and (nh == 0 or nh == 6 or nh == 17):  # jumbogram / BIG TCP
+        plen = avail - 40
+    if plen < 0 or 40 + plen > avail:
+        return R_IPLEN, np.int64(0), np.int64(0), np.int64(0), False
+    r.fam = 6
+    r.ip_id = 0
+    r.src = _fold(buf, o + p + 8)
+    r.dst = _fold(buf, o + p + 24)
+    r.src_hi = _be64(buf, o + p + 8)
+    r.src_lo = _be64(buf, o + p + 16)
+    r.dst_hi = _be64(buf, o + p + 24)
+    r.dst_lo = _be64(buf, o + p + 32)
+    end = p + 40 + plen
+    q = p + 40
+    n_ext = 0
+    while (nh == 0 or nh == 43 or nh == 60) and n_ext < 16:
+        if cl < q + 2:
+            return R_TRUNC, np.int64(0), np.int64(0), np.int64(0), False
+        hl = (np.int64(buf[o + q + 1]) + 1) * 8
+        nh = np.int64(buf[o + q])
+        q += hl
+        n_ext += 1
+    if q > end:
+        return R_IPLEN, np.int64(0), np.int64(0), np.int64(0), False
+    r.proto = nh
+    return R_OK, nh, q, end - q, nh == 44
+
+
+# -- the one tunnel ----------------------------------------------------------------------------------
+
+def _gre(buf, o, cl, q):
+    """(status, et, p, eth) of a GRE header at ``q``: status 1 decapsulated (IPv4/IPv6 at ``p``, or
+    Ethernet at ``eth``, ERSPAN I/II/III included), 0 not a GRE this parser reads, -1 truncated."""
+    g0 = buf[o + q]
+    gp = _be16(buf, o + q + 2)
+    if (buf[o + q + 1] & 0x07) != 0 or (g0 & 0x40) != 0 or not (
+            gp == 0x0800 or gp == 0x86DD or gp == 0x6558 or gp == 0x88BE or gp == 0x22EB):
+        return 0, np.int64(0), np.int64(0), np.int64(-1)
+    x = q + 4 + (4 if g0 & 0x80 else 0) + (4 if g0 & 0x20 else 0) + (4 if g0 & 0x10 else 0)
+    if gp == 0x88BE and (g0 & 0x10):
+        x += 8  # ERSPAN type II header (type I has none, and no GRE sequence)
+    if gp == 0x22EB:
+        if cl < x + 12:
+            return -1, np.int64(0), np.int64(0), np.int64(-1)
+        if ((buf[o + x + 10] >> 2) & 0x1F) != 0:  # frame type 0: Ethernet
+            return 0, np.int64(0), np.int64(0), np.int64(-1)
+        x += 12 + (8 if buf[o + x + 11] & 1 else 0)  # O bit: platform subheader
+    if gp == 0x0800 or gp == 0x86DD:
+        return 1, gp, x, np.int64(-1)
+    if cl < x + 14:
+        return -1, np.int64(0), np.int64(0), np.int64(-1)
+    return 1, _be16(buf, o + x + 12), x + 14, x
+
+
+def _vxlan(buf, o, cl, q):
+    """(status, et, p, eth) of VXLAN in the UDP datagram at ``q``: 1 decapsulated, -1 truncated."""
+    x = q + 16  # UDP, then the 8-byte VXLAN header
+    if cl < x + 14:
+        return -1, np.int64(0), np.int64(0), np.int64(-1)
+    return 1, _be16(buf, o + x + 12), x + 14, x
+
+
+def _tunnel(buf, o, cl, q, l4len, proto):
+    """(status, et, p, eth): the one tunnel (GRE or VXLAN) at the L4 header ``q``, see ``_gre``."""
+    if proto == 47 and l4len >= 4 and cl >= q + 4:
+        return _gre(buf, o, cl, q)
+    if proto == 17 and l4len >= 16 and cl >= q + 4 and _be16(buf, o + q + 2) == 4789:
+        return _vxlan(buf, o, cl, q)
+    return 0, np.int64(0), np.int64(0), np.int64(-1)
+
+
+# -- L2.5, IP and one tunnel, together ------------------------------------------------------------------
+
+def _network(buf, o, cl, wl, et, p, eth, r):
+    """(reason, kind, ip, eth, q, l4len, proto): tags, labels, the IP header (and, inside one tunnel,
+    the same again) of the frame whose link layer left ``et`` at ``p``."""
+    decaps = 0
+    ip = np.int64(0)  # offset of the measured IP header
+    q = np.int64(0)  # its L4 header
+    l4len = np.int64(0)
+    proto = np.int64(0)
+    while True:
+        reason, et, p = _vlan_tags(buf, o, cl, et, p)
+        if reason:
+            break
+        if et == 0x8847 or et == 0x8848:
+            reason, et, p, pw_eth = _mpls(buf, o, cl, p, decaps)
+            if reason:
+                break
+            if pw_eth >= 0:
+                decaps = 1  # the one tunnel, as on the switch
+                eth = pw_eth
+                continue
+        if et == 0:
+            reason, et = _ip_version(buf, o, cl, p)
+            if reason:
+                break
+        ip = p
+        frag = False
+        if et == 0x0800:
+            reason, proto, q, l4len, frag = _ipv4(buf, o, cl, p, wl - p, r)
+        elif et == 0x86DD:
+            reason, proto, q, l4len, frag = _ipv6(buf, o, cl, p, wl - p, r)
+        else:
+            reason = R_NONIP
+        if reason:
+            break
+        if frag:
+            return R_FRAG, KIND_L3, ip, eth, q, l4len, proto
+        if decaps == 0:
+            status, t_et, t_p, t_eth = _tunnel(buf, o, cl, q, l4len, proto)
+            if status < 0:
+                reason = R_TRUNC
+                break
+            if status > 0:
+                decaps = 1
+                et = t_et
+                p = t_p
+                eth = t_eth
+                continue
+        break
+    return reason, KIND_DROP, ip, eth, q, l4len, proto
+
+
+# -- L4 ------------------------------------------------------------------------------------------------
+
+def _tcp(buf, o, cl, q, l4len, r):
+    if l4len < 20:
+        r.reason = R_DOFF
+        r.kind = KIND_L3
+        return
+    if cl < q + 14:
+        r.reason = R_TRUNC
+        return
+    doff = np.int64(buf[o + q + 12] >> 4) * 4
+    if doff < 20 or doff > l4len:
+        r.reason = R_DOFF
+        r.kind = KIND_L3
+        return
+    r.sport = _be16(buf, o + q)
+    r.dport = _be16(buf, o + q + 2)
+    r.seq = _be32(buf, o + q + 4)
+    r.ack = _be32(buf, o + q + 8)
+    r.flags = buf[o + q + 13]
+    r.payload = l4len - doff
+    if r.fam == 6 and cl >= q + 18:
+        r.ip_id = _be16(buf, o + q + 16)
+    r.kind = KIND_TCP
+
+
+def _udp(buf, o, cl, q, l4len, r):
+    if l4len < 8:
+        r.reason = R_UDPLEN
+        r.kind = KIND_L3
+        return
+    if cl < q + 6:
+        r.reason = R_TRUNC
+        return
+    ulen = _be16(buf, o + q + 4)
+    if ulen < 8 or ulen > l4len:
+        r.reason = R_UDPLEN
+        r.kind = KIND_L3
+        return
+    r.sport = _be16(buf, o + q)
+    r.dport = _be16(buf, o + q + 2)
+    r.payload = ulen - 8
+    if r.fam == 6 and cl >= q + 8:
+        r.ip_id = _be16(buf, o + q + 6)
+    r.kind = KIND_UDP
+
+
+def _transport(buf, o, cl, q, l4len, proto, r):
+    if proto == 6:
+        _tcp(buf, o, cl, q, l4len, r)
+    elif proto == 17:
+        _udp(buf, o, cl, q, l4len, r)
+    else:
+        r.kind = KIND_L3
+        r.reason = R_OTHER
+
+
+def _parse_py(buf, off, caplen, origlen, linktype, out):
     for i in range(off.shape[0]):
         r = out[i]
         o = off[i]
         cl = caplen[i]
         wl = origlen[i]
-        lt = linktype[i]
-        # -- link layer: et = ethertype (0: decide by the IP version nibble), p = its payload
-        et = np.int64(0)
-        p = np.int64(0)
-        eth = np.int64(-1)  # offset of the Ethernet header whose frame is counted, -1: none
-        reason = 0
-        if lt == 1:
-            if cl < 14:
-                reason = 1
-            else:
-                et = _be16(buf, o + 12)
-                p = 14
-                eth = 0
-        elif lt == 113:
-            if cl < 16:
-                reason = 1
-            else:
-                et = _be16(buf, o + 14)
-                p = 16
-        elif lt == 276:
-            if cl < 20:
-                reason = 1
-            else:
-                et = _be16(buf, o)
-                p = 20
-        elif lt == 101 or lt == 12 or lt == 14:
-            et = 0
-        elif lt == 228:
-            et = 0x0800
-        elif lt == 229:
-            et = 0x86DD
-        elif lt == 0 or lt == 108:
-            if cl < 4:
-                reason = 1
-            else:
-                # AF_INET is 2 everywhere; AF_INET6 is 10 (Linux), 24, 28 or 30 (the BSDs,
-                # macOS). DLT_NULL is in the capturing host's byte order: try both.
-                fam_be = _be32(buf, o)
-                fam_le = (np.int64(buf[o]) | (np.int64(buf[o + 1]) << 8) | (np.int64(buf[o + 2]) << 16)
-                          | (np.int64(buf[o + 3]) << 24))
-                fam = fam_be if (lt == 108 or fam_be < 256) else fam_le
-                if fam == 2:
-                    et = 0x0800
-                elif fam == 10 or fam == 24 or fam == 28 or fam == 30:
-                    et = 0x86DD
-                else:
-                    reason = 2
-                p = 4
-        elif lt == 9 or lt == 50:
-            if cl >= 2 and buf[o] == 0xFF and buf[o + 1] == 0x03:
-                p = 2
-            if cl < p + 1:
-                reason = 1
-            else:
-                if buf[o + p] & 1:  # a compressed 1-byte protocol field
-                    proto_ppp = np.int64(buf[o + p])
-                    p += 1
-                elif cl < p + 2:
-                    proto_ppp = np.int64(-1)
-                    reason = 1
-                else:
-                    proto_ppp = _be16(buf, o + p)
-                    p += 2
-                if proto_ppp == 0x21:
-                    et = 0x0800
-                elif proto_ppp == 0x57:
-                    et = 0x86DD
-                elif reason == 0:
-                    reason = 2
-        else:
-            reason = 10
+        reason, et, p, eth = _link(buf, o, cl, linktype[i])
         if reason:
             r.reason = reason
             continue
-        # -- L2.5, IP and one tunnel ------------------------------------------------------
-        decaps = 0
-        kind = 0
-        ip = np.int64(0)  # offset of the measured IP header
-        q = np.int64(0)  # its L4 header
-        l4len = np.int64(0)
-        proto = np.int64(0)
-        while True:
-            while et == 0x8100 or et == 0x88A8 or et == 0x9100:
-                if cl < p + 4:
-                    reason = 1
-                    break
-                et = _be16(buf, o + p + 2)
-                p += 4
-            if reason:
-                break
-            if et == 0x8847 or et == 0x8848:
-                while True:
-                    if cl < p + 4:
-                        reason = 1
-                        break
-                    bos = buf[o + p + 2] & 1
-                    p += 4
-                    if bos:
-                        break
-                if reason:
-                    break
-                if cl < p + 1:
-                    reason = 1
-                    break
-                nib = buf[o + p] >> 4
-                if nib == 4:
-                    et = 0x0800
-                elif nib == 6:
-                    et = 0x86DD
-                elif nib == 0 and decaps == 0:  # pseudowire control word (RFC 4385), then Ethernet
-                    if cl < p + 18:
-                        reason = 1
-                        break
-                    decaps = 1  # the one tunnel, as on the switch
-                    eth = p + 4
-                    et = _be16(buf, o + p + 16)
-                    p += 18
-                    continue
-                else:
-                    reason = 11
-                    break
-            if et == 0:
-                if cl < p + 1:
-                    reason = 1
-                    break
-                v = buf[o + p] >> 4
-                et = 0x0800 if v == 4 else (0x86DD if v == 6 else -1)
-                if et < 0:
-                    reason = 3
-                    break
-            ip = p
-            avail = wl - p
-            frag = False
-            if et == 0x0800:
-                if cl < p + 20:
-                    reason = 1
-                    break
-                b0 = buf[o + p]
-                if (b0 >> 4) != 4:
-                    reason = 3
-                    break
-                ihl = np.int64(b0 & 0x0F) * 4
-                if ihl < 20:
-                    reason = 4
-                    break
-                tot = _be16(buf, o + p + 2)
-                if tot == 0:  # TSO / BIG TCP on the capturing sender: the wire length is the truth
-                    tot = avail
-                if tot < ihl or tot > avail:
-                    reason = 5
-                    break
-                proto = np.int64(buf[o + p + 9])
-                frag = (_be16(buf, o + p + 6) & 0x3FFF) != 0  # MF or an offset
-                r.proto = proto
-                r.fam = 4
-                r.ip_id = _be16(buf, o + p + 4)
-                s4 = _be32(buf, o + p + 12)
-                d4 = _be32(buf, o + p + 16)
-                r.src = s4
-                r.dst = d4
-                r.src_hi = 0
-                r.dst_hi = 0
-                r.src_lo = mapped | np.uint64(s4)
-                r.dst_lo = mapped | np.uint64(d4)
-                q = p + ihl
-                l4len = tot - ihl
-            elif et == 0x86DD:
-                if cl < p + 40:
-                    reason = 1
-                    break
-                if (buf[o + p] >> 4) != 6:
-                    reason = 3
-                    break
-                plen = _be16(buf, o + p + 4)
-                nh = np.int64(buf[o + p + 6])
-                if plen == 0 and (nh == 0 or nh == 6 or nh == 17):  # jumbogram / BIG TCP
-                    plen = avail - 40
-                if plen < 0 or 40 + plen > avail:
-                    reason = 5
-                    break
-                r.fam = 6
-                r.ip_id = 0
-                r.src = _fold(buf, o + p + 8)
-                r.dst = _fold(buf, o + p + 24)
-                r.src_hi = _be64(buf, o + p + 8)
-                r.src_lo = _be64(buf, o + p + 16)
-                r.dst_hi = _be64(buf, o + p + 24)
-                r.dst_lo = _be64(buf, o + p + 32)
-                end = p + 40 + plen
-                q = p + 40
-                n_ext = 0
-                while (nh == 0 or nh == 43 or nh == 60) and n_ext < 16:
-                    if cl < q + 2:
-                        reason = 1
-                        break
-                    hl = (np.int64(buf[o + q + 1]) + 1) * 8
-                    nh = np.int64(buf[o + q])
-                    q += hl
-                    n_ext += 1
-                if reason:
-                    break
-                if q > end:
-                    reason = 5
-                    break
-                frag = nh == 44
-                proto = nh
-                r.proto = proto
-                l4len = end - q
-            else:
-                reason = 2
-                break
-            if frag:
-                kind = 1
-                reason = 6
-                break
-            # one tunnel: GRE (IP, Ethernet, ERSPAN I/II/III) or VXLAN
-            if decaps == 0 and proto == 47 and l4len >= 4 and cl >= q + 4:
-                g0 = buf[o + q]
-                gp = _be16(buf, o + q + 2)
-                if (buf[o + q + 1] & 0x07) == 0 and (g0 & 0x40) == 0 and (
-                        gp == 0x0800 or gp == 0x86DD or gp == 0x6558 or gp == 0x88BE or gp == 0x22EB):
-                    gl = 4 + (4 if g0 & 0x80 else 0) + (4 if g0 & 0x20 else 0) + (4 if g0 & 0x10 else 0)
-                    x = q + gl
-                    if gp == 0x88BE and (g0 & 0x10):
-                        x += 8  # ERSPAN type II header (type I has none, and no GRE sequence)
-                    ok = True
-                    if gp == 0x22EB:
-                        if cl < x + 12:
-                            reason = 1
-                            break
-                        ok = ((buf[o + x + 10] >> 2) & 0x1F) == 0  # frame type 0: Ethernet
-                        x += 12 + (8 if buf[o + x + 11] & 1 else 0)  # O bit: platform subheader
-                    if ok:
-                        decaps = 1
-                        if gp == 0x0800 or gp == 0x86DD:
-                            et = gp
-                            p = x
-                            eth = -1
-                            continue
-                        if cl < x + 14:
-                            reason = 1
-                            break
-                        eth = x
-                        et = _be16(buf, o + x + 12)
-                        p = x + 14
-                        continue
-            if decaps == 0 and proto == 17 and l4len >= 16 and cl >= q + 4 and _be16(buf, o + q + 2) == 4789:
-                x = q + 16  # UDP, then the 8-byte VXLAN header
-                if cl < x + 14:
-                    reason = 1
-                    break
-                decaps = 1
-                eth = x
-                et = _be16(buf, o + x + 12)
-                p = x + 14
-                continue
-            break
+        reason, kind, ip, eth, q, l4len, proto = _network(buf, o, cl, wl, et, p, eth, r)
         r.frame_len = (wl - eth) if eth >= 0 else 14 + wl - ip
         if reason:
             r.kind = kind
             r.reason = reason
             continue
-        # -- L4 -----------------------------------------------------------------------------
-        if proto == 6:
-            if l4len < 20:
-                r.reason = 8
-                r.kind = 1
-                continue
-            if cl < q + 14:
-                r.reason = 1
-                continue
-            doff = np.int64(buf[o + q + 12] >> 4) * 4
-            if doff < 20 or doff > l4len:
-                r.reason = 8
-                r.kind = 1
-                continue
-            r.sport = _be16(buf, o + q)
-            r.dport = _be16(buf, o + q + 2)
-            r.seq = _be32(buf, o + q + 4)
-            r.ack = _be32(buf, o + q + 8)
-            r.flags = buf[o + q + 13]
-            r.payload = l4len - doff
-            if r.fam == 6 and cl >= q + 18:
-                r.ip_id = _be16(buf, o + q + 16)
-            r.kind = 2
-        elif proto == 17:
-            if l4len < 8:
-                r.reason = 9
-                r.kind = 1
-                continue
-            if cl < q + 6:
-                r.reason = 1
-                continue
-            ulen = _be16(buf, o + q + 4)
-            if ulen < 8 or ulen > l4len:
-                r.reason = 9
-                r.kind = 1
-                continue
-            r.sport = _be16(buf, o + q)
-            r.dport = _be16(buf, o + q + 2)
-            r.payload = ulen - 8
-            if r.fam == 6 and cl >= q + 8:
-                r.ip_id = _be16(buf, o + q + 6)
-            r.kind = 3
-        else:
-            r.kind = 1
-            r.reason = 7
+        _transport(buf, o, cl, q, l4len, proto, r)
 
 
 def parse_frames(buf: np.ndarray, off: np.ndarray, caplen: np.ndarray, origlen: np.ndarray,

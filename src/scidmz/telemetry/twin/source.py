@@ -49,8 +49,8 @@ def _add(d: dict[Any, int], more: dict[Any, int]) -> None:
         d[k] = d.get(k, 0) + int(v)
 
 
-# Ours (issue 10): T below 1 ms is finer than any control loop here. The number of periods
-# is bounded (issue 26: their cost is small now, but their output is not), so a single bad
+# Ours: T below 1 ms is finer than any control loop here. The number of periods
+# is bounded (their cost is small now, but their output is not), so a single bad
 # timestamp cannot ask for a billion of them.
 MIN_PERIOD = 1e-3
 MAX_PERIOD = 86400.0

@@ -57,8 +57,9 @@ def testbed_down(prefix: str | None = None, all_: bool = False) -> dict[str, Any
     _require_root()
     if all_:
         # Only leftovers: a testbed whose owner (pid + start time) still runs is in use.
-        removed = down_all()
-        return {"removed": removed, "skipped_live": live_prefixes()}
+        bad: list[dict[str, str]] = []
+        removed = down_all(bad)
+        return {"removed": removed, "skipped_live": live_prefixes(), "bad_records": bad}
     if prefix is None:
         raise ValueError("give --prefix P or --all")
     check_prefix(prefix)

@@ -102,7 +102,10 @@ class Record:
 
     @classmethod
     def load(cls, path: Path) -> Record:
-        data = json.loads(path.read_text())
+        """The record at ``path``, its shape checked (``check_record``): one line naming it otherwise."""
+        from ....fileio import read_record
+
+        data = read_record(path, "testbed record", check_record)
         return cls(data["prefix"], data)
 
     @classmethod
@@ -237,19 +240,49 @@ def _del_ovs_bridge(spec: dict[str, Any]) -> bool:
     return r.returncode == 0
 
 
-def list_records() -> list[Record]:
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")  # an interface or bridge name (IFNAMSIZ - 1)
+_NS_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a namespace name under /run/netns, never a path
+
+
+def check_record(data: Any) -> None:
+    """A testbed record's shape, before anything it names is touched (one-line ValueError): what a
+    teardown deletes (namespaces, links, bridges) must be names this testbed could have made, never
+    a path, and every pid a positive integer."""
+    from ....fileio import is_int
+
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    prefix = check_prefix(data.get("prefix"))  # type: ignore[arg-type]
+    if not is_int(data.get("owner_pid")) or not (data.get("owner_start") is None or is_int(data["owner_start"])):
+        raise ValueError("owner_pid and owner_start must be whole numbers")
+    for key in ("namespaces", "root_links", "processes", "ovs"):
+        if not isinstance(data.get(key, []), list):
+            raise ValueError(f"{key} must be a list")
+    for ns in data.get("namespaces", []):
+        if not isinstance(ns, str) or not ns.startswith(f"{prefix}-") or not _NS_RE.match(ns) or ".." in ns:
+            raise ValueError(f"namespace {ns!r} is not one of testbed {prefix}'s")
+    for name in data.get("root_links", []):
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise ValueError(f"root link {name!r} is not an interface name")
+    for proc in data.get("processes", []):
+        if not isinstance(proc, dict) or not is_int(proc.get("pid"), 1) or \
+                not (proc.get("start") is None or is_int(proc["start"])):
+            raise ValueError(f"process {proc!r} needs a positive pid and a start time")
+    for br in data.get("ovs", []):
+        if not isinstance(br, dict) or not isinstance(br.get("bridge"), str) or not _NAME_RE.match(br["bridge"]):
+            raise ValueError(f"OVS entry {br!r} names no bridge")
+
+
+def list_records(bad: list[dict[str, str]] | None = None) -> list[Record]:
+    """Every readable, well-formed record; the others are skipped and named in ``bad``."""
+    from ....fileio import load_records
+
     if not RUN_DIR.is_dir():
         return []
-    out = []
-    for p in sorted(RUN_DIR.glob("*.json")):
-        try:
-            out.append(Record.load(p))
-        except (ValueError, KeyError, OSError):
-            continue
-    return out
+    return load_records(sorted(RUN_DIR.glob("*.json")), Record.load, bad)
 
 
-def down_all() -> dict[str, Any]:
+def down_all(bad: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """Tear down every recorded testbed whose owner process is gone; live ones are left alone.
 
     Ownership is the record's ``owner_pid`` *and* ``owner_start`` (start time
@@ -259,13 +292,20 @@ def down_all() -> dict[str, Any]:
     alive, and a running ``testbed up``/plant is never torn down under its
     owner. To stop a live one, ``scidmz testbed down --prefix P`` (asks its
     owner to stop) or stop the owner. Returns {prefix: counts} of what was
-    removed; live testbeds are listed under ``"skipped_live"`` by the caller.
+    removed; live testbeds are listed under ``"skipped_live"`` by the caller. A record that cannot
+    be read, is malformed, or whose teardown fails is skipped and named in ``bad``; the rest are
+    still cleaned.
     """
     done: dict[str, Any] = {}
-    for rec in list_records():
+    for rec in list_records(bad):
         if rec.owner_alive():
             continue
-        done[rec.prefix] = teardown_record(rec)
+        try:
+            done[rec.prefix] = teardown_record(rec)
+        except Exception as exc:  # noqa: BLE001 - one record's failure must not stop the others
+            if bad is not None:
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                bad.append({"file": str(rec.path), "why": f"{rec.path}: teardown failed: {why}"})
     return done
 
 

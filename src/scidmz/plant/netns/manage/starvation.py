@@ -5,7 +5,7 @@ forwards every packet through ~10 veth hops, a user-space stage delays every
 ACK, iperf3 writes and reads the data, and (with data-plane telemetry) two
 capture rings copy every frame. When the machine is busy, any of these can
 fall behind, and a result then measures the CPU, not congestion control
-(issue 9: the same run gave a DTN fill of 0.88 on a quiet machine and
+(the same run gave a DTN fill of 0.88 on a quiet machine and
 0.55-0.76 while a build ran). ``StarvationMonitor.check`` looks at the
 direct symptoms, once per control period, and returns ``(starved, evidence)``:
 
@@ -69,7 +69,7 @@ BOTTLENECK_SERVICE = 0.97
 # 0.76-0.96 with a backlog in every 0.1 s sample, CUBIC and BBR alike, at every buffer (a full
 # 1-BDP queue too), at CPU pressure 0.07-0.45 (the worst period of any run in reports/fidelity: 2
 # sessions, ~2000 periods) and a delay stage 0.03-0.06 ms late per frame: that refused BBR v1's
-# points (issue 28) although nothing on the machine was late. Two causes that are not the machine:
+# points although nothing on the machine was late. Two causes that are not the machine:
 # a shallow queue (8-41 frames at 0.01-0.05 BDP) empties between samples whenever the senders
 # pause (BBR v1's 0.75-gain phases, a CUBIC flow's timeout), and the byte counter and the period's
 # clock were read at different instants (the counter is now timed at its read, telemetry/sources/counters.py).

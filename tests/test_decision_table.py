@@ -1,0 +1,99 @@
+"""The README's decision table and the trade-off figures (``evaluation.decision``, ``plots.plot_tradeoff``).
+
+Rows are where the admin acts, columns the regimes; a cell's mark checks the sign, an FCT won by
+overshoot is never called better, a kind the plant does not model on equal footing is named
+"not comparable", and a run without short-flow trials gets no invented short-flow FCT.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scidmz.evaluation.decision import decision_table, mlc_standing, tradeoff_points
+from scidmz.evaluation.docfigures import plot_figures, render_figure
+
+
+def _row(plant: str, cca: str, policy: str, kind: str, exp: str, mean: float, pct: float, p: float | None,
+         rank: int | None, comparable: bool = True, **kw: object) -> dict[str, object]:
+    return {"plant": plant, "cca": cca, "policy": policy, "kind": kind, "experiment": exp, "trials": 20,
+            "paired_n": 20, "mean": mean, "ci95": [mean * 0.9, mean * 1.1], "vs_trivial_pct": pct,
+            "vs_trivial_ci95": [pct - 1.0, pct + 1.0], "p_vs_trivial": p, "comparable": comparable, "rank": rank,
+            **kw}
+
+
+def _doc() -> dict[str, object]:
+    f = "fluid"
+    rows = [
+        _row(f, "cubic", "trivial", "rate", "mrae", 0.07, 0.0, None, 2),
+        # a generic name of the host kind, as configurations will add (not comparable on the fluid plant)
+        _row(f, "cubic", "pacing+pi", "host", "mrae", 0.02, 70.0, 1e-9, None, comparable=False),
+        _row(f, "cubic", "mlc", "rate", "mrae", 0.06, 15.0, 0.001, 1, vs_pi_pct=8.0, vs_pi_p=0.9),
+        _row(f, "cubic", "pi", "rate", "mrae", 0.065, 7.0, 0.2, 3),
+        # significant, but worse: never a "*"
+        _row(f, "cubic", "jenks", "queue", "mrae", 0.1, -45.0, 1e-6, 4),
+        _row(f, "cubic", "mlc", "rate", "fct", 178.0, 3.2, 1e-5, 1),
+        _row(f, "cubic", "jenks", "queue", "fct", 184.0, -0.1, 1.0, 3),
+        _row(f, "cubic", "trivial", "rate", "fct", 184.0, 0.0, None, 2),
+        _row(f, "cubic", "mlc", "rate", "short", 0.31, 4.0, 0.01, 2),
+        _row(f, "cubic", "trivial", "rate", "short", 0.33, 0.0, None, 3),
+        _row(f, "cubic", "jenks", "queue", "short", 0.04, 86.0, 1e-9, 1),
+        _row("netns", "bbr", "trivial", "rate", "mrae", 0.78, 0.0, None, 2),
+        _row("netns", "bbr", "pi", "rate", "mrae", 0.77, 0.3, 1.0, 1),
+        # above its target: an FCT won by overshoot, with p < 0.05 still never "better"
+        _row("netns", "bbr", "pi", "rate", "fct", 34.0, 4.5, 0.01, 1, rate_vs_target=1.45),
+        _row("netns", "bbr", "trivial", "rate", "fct", 35.8, 0.0, None, 2, rate_vs_target=1.39),
+    ]
+    return {"rows": rows, "holm": {"tests": 9, "family": "all"}}
+
+
+def test_cells_check_the_sign_name_overshoot_and_not_comparable_kinds() -> None:
+    t = decision_table(_doc())
+    assert t["columns"] == ["fluid, CUBIC", "kernel, BBR v1"]
+    cells = {r["where"]: r["cells"] for r in t["rows"]}
+    assert cells["the DTN host"] == ["not comparable on this plant (pacing+pi)", "not run"]
+    assert cells["the campus uplink only"][0].startswith("**mlc**: MRAE +15.0 % [+14.0, +16.0]*; FCT +3.2 %")
+    assert "MRAE -45.0 % [-46.0, -44.0]†" in cells["the border router's queues"][0]
+    assert "]*" not in cells["the border router's queues"][0]
+    bbr = cells["the campus uplink only"][1]
+    assert "FCT +4.5 % [+3.5, +5.5] by overshoot (1.45 x its target rate)" in bbr and "]*" not in bbr
+    assert cells["the bottleneck"] == ["not run", "not run"]
+
+
+def test_mlc_standing_is_the_planned_test_in_words() -> None:
+    (m,) = mlc_standing(_doc())
+    assert (m["label"], m["ann"], m["vs_pi_pct"]) == ("fluid, CUBIC", "no difference", 8.0)
+    assert m["vs_trivial"] == "MRAE +15.0 % [+14.0, +16.0]*"
+
+
+def test_tradeoff_points_never_invent_short_flows(tmp_path: Path) -> None:
+    fluid, netns = tradeoff_points(_doc())
+    assert fluid["has_short"] and not netns["has_short"]
+    jenks = next(p for p in fluid["points"] if p["policy"] == "jenks")
+    assert jenks["short"]["mean"] == 0.04 and jenks["mrae"]["mean"] == 0.1
+    assert all(p["short"] is None for p in netns["points"])
+    (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(_doc()))
+    assert plot_figures(tmp_path, check_only=True) == ["docs/figures/tradeoff-fluid-cubic.png",
+                                                       "docs/figures/tradeoff-netns-bbr.png"]
+    written = plot_figures(tmp_path)
+    assert all((tmp_path / w).stat().st_size > 1000 for w in written) and plot_figures(tmp_path, True) == []
+    text = render_figure("tradeoff", tmp_path)
+    assert "![tracking error against campus short-flow FCT, fluid, CUBIC](figures/tradeoff-fluid-cubic.png)" in text
+    assert "*kernel, BBR v1:* this run has no campus short-flow trials" in text
+    assert "fluid, CUBIC:* this run" not in text
+
+
+def test_readme_decision_renders_the_table(tmp_path: Path) -> None:
+    (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(_doc()))
+    text = render_figure("readme-decision", tmp_path)
+    assert text.startswith("| the admin controls | fluid, CUBIC | kernel, BBR v1 |\n|---|---|---|\n")
+    assert "Holm-corrected over 9 tests" in text
+    assert "fluid, CUBIC +8.0 % (p = 0.9, no significant difference)." in text
+    assert "Not in this table yet" not in text
+    doc = {**_doc(), "incomplete_runs": [{"run": "r", "scenario": "testbed", "plant": "netns", "cca": "cubic",
+                                          "units_left": 93}]}
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(doc))
+    assert ("Not in this table yet, unfinished (each resumes from its ledger): netns, DTN cubic, on `testbed` "
+            "(93 trial units left).") in render_figure("readme-decision", tmp_path)
