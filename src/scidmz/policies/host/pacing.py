@@ -6,7 +6,7 @@ every period T, each of the DTN's streams is capped at R*_DTN(t) / streams by
 its sender's pacing rate, set live on the sockets when the target moves, and
 the campus TBF is held at the trivial rate B_max - R*_DTN(t) (MLC section 3.7).
 A paced DTN sends its share smoothly instead of in window bursts, which is
-what a shallow bottleneck buffer punishes. Ours (issue 25, item 2); not in the
+what a shallow bottleneck buffer punishes. Ours (the leaderboard compares it); not in the
 papers.
 
 What it needs: control of the DTN host itself (the plant capability
