@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ...fileio import atomic_write_text
+from ...records import BadRecord, RecordError, owner_alive, owner_fields, read_record, read_records
 from .libbpf import BPF_TC_EGRESS, BPF_TC_INGRESS, Libbpf, LibbpfError, TcHook, TcOpts, get_libbpf
 
 __all__ = ["Attachments", "EbpfRecord", "Iface", "claim", "down_stale", "in_netns", "resolve_iface", "run_dir",
@@ -49,14 +50,6 @@ _DIRECTIONS = {"ingress": BPF_TC_INGRESS, "egress": BPF_TC_EGRESS}
 
 def run_dir() -> Path:
     return Path(os.environ.get("SCIDMZ_RUN_DIR", "/run/scidmz")) / "ebpf"
-
-
-def _proc_start(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])
 
 
 # -- network namespaces ---------------------------------------------------------------------------
@@ -175,6 +168,23 @@ def _has_clsact(ifname: str) -> bool:
 
 # -- the record ------------------------------------------------------------------------------------
 
+#: An eBPF record's fields and their types (``records.read_record``).
+_FIELDS: dict[str, type | tuple[type, ...]] = {"owner_pid": int, "owner_start": int, "interfaces": list,
+                                               "filters": list, "clsact": list, "links": list}
+#: What teardown reads of each entry, and its type.
+_ENTRY: dict[str, dict[str, type]] = {
+    "clsact": {"netns_path": str, "netns_ino": int, "ifindex": int},
+    "filters": {"netns_path": str, "netns_ino": int, "ifindex": int, "direction": str, "prog_id": int},
+}
+
+
+def _check_entry(kind: str, entry: Any) -> None:
+    ok = isinstance(entry, dict) and all(isinstance(entry.get(k), t) and not isinstance(entry.get(k), bool)
+                                         for k, t in _ENTRY[kind].items())
+    if not ok or (kind == "filters" and entry["direction"] not in _DIRECTIONS):
+        raise RecordError(f"{kind} entry {str(entry)[:80]} is not one scidmz writes")
+
+
 class EbpfRecord:
     """What one instance made, on disk (``run_dir()/<pid>.json``), written atomically on every change."""
 
@@ -184,7 +194,7 @@ class EbpfRecord:
     @classmethod
     def new(cls, ifaces: list[Iface]) -> EbpfRecord:
         pid = os.getpid()
-        data = {"owner_pid": pid, "owner_start": _proc_start(pid), "created": time.time(),
+        data = {**owner_fields(pid), "created": time.time(),
                 "interfaces": [i.key for i in ifaces], "filters": [], "clsact": [], "links": []}
         rec = cls(data, run_dir() / f"{pid}.json")
         rec.save()
@@ -192,11 +202,16 @@ class EbpfRecord:
 
     @classmethod
     def load(cls, path: Path) -> EbpfRecord:
-        return cls(json.loads(path.read_text()), path)
+        """The record at ``path``, checked (``records.read_record``, then each entry teardown acts on);
+        RecordError otherwise."""
+        data = read_record(path, _FIELDS)
+        for kind in ("filters", "clsact"):
+            for entry in data[kind]:
+                _check_entry(kind, entry)
+        return cls(data, path)
 
     def owner_alive(self) -> bool:
-        pid = int(self.data.get("owner_pid", 0))
-        return pid > 0 and _proc_start(pid) == self.data.get("owner_start")
+        return owner_alive(self.data)
 
     def save(self) -> None:
         atomic_write_text(self.path, json.dumps(self.data, indent=1), parents=True)
@@ -225,14 +240,9 @@ def _lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _records() -> list[EbpfRecord]:
-    out = []
-    for p in sorted(run_dir().glob("*.json")):
-        try:
-            out.append(EbpfRecord.load(p))
-        except (OSError, ValueError):
-            continue
-    return out
+def _records() -> tuple[list[EbpfRecord], list[BadRecord]]:
+    """The records that can be used, and those that cannot (each named with why)."""
+    return read_records(run_dir(), EbpfRecord.load)
 
 
 def claim(ifaces: list[Iface]) -> EbpfRecord:
@@ -242,7 +252,7 @@ def claim(ifaces: list[Iface]) -> EbpfRecord:
     """
     want = {i.key: i for i in ifaces}
     with _lock():
-        for rec in _records():
+        for rec in _records()[0]:  # a record that cannot be read holds nothing we could check or free
             if rec.owner_alive():
                 busy = [want[k].name for k in rec.data.get("interfaces", []) if k in want]
                 if busy:
@@ -321,17 +331,28 @@ def teardown(rec: EbpfRecord) -> dict[str, int]:
     return done
 
 
-def down_stale() -> dict[str, int]:
-    """Clean up after every instance whose owner is gone (SIGKILL, power loss of a live run dir...)."""
-    total = {"records": 0, "filters": 0, "clsact": 0}
+def down_stale() -> dict[str, Any]:
+    """Clean up after every instance whose owner is gone (SIGKILL, power loss of a live run dir...).
+
+    A record that cannot be used (not ours, malformed, a link, too large) is left in place and named
+    under ``"skipped_records"``, one line each, and the rest is cleaned: this runs as the systemd
+    unit's ``ExecStartPre``, where one bad file used to stop the whole cleanup with an internal error.
+    """
+    total: dict[str, Any] = {"records": 0, "filters": 0, "clsact": 0}
     with _lock():
-        for rec in _records():
+        records, bad = _records()
+        for rec in records:
             if rec.owner_alive():
                 continue
-            got = teardown(rec)
+            try:
+                got = teardown(rec)
+            except (OSError, RuntimeError, ValueError) as exc:  # the next record is still cleaned
+                bad.append(BadRecord(rec.path, f"teardown failed: {' '.join(str(exc).split())[:200]}"))
+                continue
             total["records"] += 1
             total["filters"] += got["filters"]
             total["clsact"] += got["clsact"]
+    total["skipped_records"] = [b.line() for b in bad]
     return total
 
 
