@@ -30,7 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"```(bash|sh|shell|console)?\n(.*?)```", re.S)
+SHELL = ("", "bash", "sh", "shell", "console")
 
 RUN, LONG, ROOT_, HW, DAEMON, AFTER = "run", "long", "root", "hardware", "daemon", "after"
 
@@ -107,6 +107,11 @@ CLASSES: dict[str, tuple[str, str] | tuple[str, str, list[str]]] = {
         (AFTER, "the identify line's kernel data"),
     "scidmz tune testbed --model models/refined --out gains/ --delta-u 0.05 --refine-plant netns --refine-episodes 2":
         (ROOT_, "refined on the netns testbed"),
+    "scidmz control status --token-file /var/lib/scidmz/control.token --json": (DAEMON, "asks a running controller"),
+    "scidmz telemetry down --json": (ROOT_, "removes eBPF filters a killed run left on a router's interfaces"),
+    # docs/safety.md: a refusal shown with the device node the line before makes
+    "scidmz simulate testbed --target 60M --duration 3 --out /tmp/fakenull":
+        (ROOT_, "shows a refusal; needs the device node `mknod` makes, as root"),
     # docs/telemetry.md
     "scidmz telemetry capture --egress tapr --ingress tapi --duration 60s --json": (ROOT_, "captures on taps"),
     "scidmz telemetry capture --egress tapr": (ROOT_, "captures on a tap until stopped"),
@@ -126,11 +131,29 @@ PREFIXES: dict[str, tuple[str, str]] = {
 }
 
 
+def _shell_blocks(text: str) -> list[str]:
+    """The bodies of the page's fenced shell blocks (``bash``, ``sh``, ``shell``, ``console`` or no
+    language), fences read line by line (also indented ones, in list items)."""
+    blocks, body, lang = [], None, ""
+    for line in text.splitlines():
+        fence = line.strip()
+        if fence.startswith("```"):
+            if body is None:
+                body, lang = [], fence[3:].strip()
+            else:
+                if lang in SHELL:
+                    blocks.append("\n".join(body))
+                body = None
+        elif body is not None:
+            body.append(line)
+    return blocks
+
+
 def documented_lines() -> list[tuple[str, str]]:
     """(page, command line) for every ``scidmz`` command in the pages' shell blocks, normalised."""
     found = []
     for page in PAGES:
-        for _, body in FENCE.findall(page.read_text()):
+        for body in _shell_blocks(page.read_text()):
             body = re.sub(r"\\\n\s*", " ", body)  # continuation lines
             for raw in body.splitlines():
                 for part in re.split(r"&&|;", raw.split("  #")[0].split(" # ")[0]):

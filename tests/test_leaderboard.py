@@ -1,4 +1,4 @@
-"""`scidmz leaderboard` (issue 25): statistics against scipy/statsmodels, the ledger's resume and
+"""`scidmz leaderboard`: statistics against scipy/statsmodels, the ledger's resume and
 refusals, the results.json schema, --render-only, bad input, and a --quick --json run."""
 
 from __future__ import annotations

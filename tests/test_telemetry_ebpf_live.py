@@ -1,4 +1,4 @@
-"""The eBPF telemetry attached to real interfaces: a router namespace between two hosts (issue 27).
+"""The eBPF telemetry attached to real interfaces: a router namespace between two hosts.
 
 Namespaces ``<P>a`` -- ``<P>r`` -- ``<P>b``; the router ``r`` has ``lan0``
 (to a) and ``wan0`` (to b). Checked here:

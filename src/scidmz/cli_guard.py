@@ -1,4 +1,4 @@
-"""The CLI's guard rails (issues 10 and 29): one line for every refusal, checked destinations, strict JSON.
+"""The CLI's guard rails: one line for every refusal, checked destinations, strict JSON.
 
 ``cli`` uses these so that whatever an admin (or an attacker) types,
 ``scidmz`` answers with exit code 0, or 1/2 and exactly one line on stderr:
@@ -47,7 +47,7 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {msg} (see {self.prog} --help)\n")
 
 
-# -- the path policy (issues 10 and 29): every path option of every command, declared here -----------
+# -- the path policy: every path option of every command, declared here ---------------------------
 #
 # Each command (or "command subcommand") lists the options it writes (OUTPUTS) and reads (INPUTS)
 # by argparse attribute, with a kind. ``check_args`` resolves and checks all of them before the
@@ -112,7 +112,7 @@ NOT_PATHS: dict[str, frozenset[str]] = {
 OUTPUT_KINDS = ("file", "plot", "log", "dir", "model", "gains", "store")
 INPUT_KINDS = ("file", "dir", "gains", "model", "scenario")
 
-# -- counts (issue 29): every count option, by command, and the ``limits.BOUNDS`` entry it is checked
+# -- counts: every count option, by command, and the ``limits.BOUNDS`` entry it is checked
 # against before any work ("seed" is checked for every command that has one). ``leaderboard`` checks
 # its own trials (2 to 10,000: a paired test needs two) in its plan, before any work, so is not here.
 COUNTS: dict[str, dict[str, str]] = {

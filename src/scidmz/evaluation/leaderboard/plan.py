@@ -33,7 +33,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "utilization": ("utilization", "higher"),
     "short": ("short_fct_median", "lower"),
 }
-#: Bounds on every count (issue 29: checked before any work; docs/safety.md).
+#: Bounds on every count (checked before any work, so a huge count costs milliseconds; docs/safety.md).
 MAX_TRIALS = 10_000
 MAX_POLICIES = 16
 MAX_SEED = 2**31 - 1
