@@ -143,6 +143,10 @@ def test_a_policy_file_flag_goes_with_its_policy(command: str) -> None:
     (["reproduce", "mlc", "--quick", "--experiments", "", "--out", "lb"], "no experiment named"),
     (["reproduce", "mlc", "--render-only", "--trials", "3", "--out", "lb"], "--trials does nothing with --render"),
     (["leaderboard", "small-cubic", "--plant", "hardware", "--quick", "--out", "lb"], "plays no scenario"),
+    (["leaderboard", "small-cubic", "--experiments", "mrae", "--fct-trials", "3", "--out", "lb"],
+     "--fct-trials sizes the fct and utilization experiments"),
+    (["reproduce", "mlc", "--experiments", "mrae", "--ns", "1,10", "--out", "lb"], "--ns sizes the sweep"),
+    (["reproduce", "mlc", "--plant", "netns", "--short-trials", "3", "--out", "lb"], "--short-trials sizes the short"),
     (["simulate", "testbed", "--policy", "pacing", "--gains", str(GAINS)], "policy pacing takes no --gains"),
 ])
 def test_the_probes_are_refused_with_one_line(argv: list[str], says: str, tmp_path: Path, capsys,

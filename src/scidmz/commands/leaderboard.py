@@ -98,6 +98,9 @@ def _rules(p: argparse.ArgumentParser) -> dict[str, tuple[Needs, ...]]:
     rules.update({k: () for k in _ALWAYS}, merge=(), render_only=(not_merge,))
     rules["allow_drift"] += (Needs(lambda a: a.resume, "goes with --resume (it lets a resumed run cross a "
                                                       "code or kernel change)"),)
+    rules["fct_trials"] += (Needs(lambda a: a.experiments is None or bool({"all", "fct", "utilization"} & {
+        e.strip() for e in a.experiments.split(",")}), "sizes the fct and utilization experiments, which "
+                                                      "--experiments leaves out"),)
     for dest, needs in policy_file_rules(lambda a: _names(a.policies)).items():
         rules[dest] += needs
     return rules

@@ -80,8 +80,27 @@ def _rules() -> dict[str, tuple[Needs, ...]]:
         needs = [Needs(lambda a, ps=papers: a.paper in ps, f"goes with reproduce {' or '.join(papers)} only")]
         if dest in _RUN_ONLY:
             needs.append(Needs(lambda a: not a.render_only, "does nothing with --render-only (it runs nothing)"))
+        if dest in _SIZE_OF:
+            wanted = _SIZE_OF[dest]
+            needs.append(Needs(lambda a, w=wanted: _runs_any(a, w),
+                               f"sizes the {' or '.join(wanted)} experiment, which this run leaves out "
+                               "(--experiments, or the plant's default)"))
         rules[dest] = tuple(needs)
     return rules
+
+
+#: The experiments a size option sizes: given without them it would do nothing.
+_SIZE_OF = {"fct_trials": ("fct", "utilization"), "ns": ("sweep",), "ns_trials": ("sweep",),
+            "ns_max_flows": ("sweep",), "short_trials": ("short",)}
+
+
+def _runs_any(a: argparse.Namespace, wanted: tuple[str, ...]) -> bool:
+    """Whether reproduce mlc runs one of ``wanted``: those --experiments names, else the plan's default
+    (every experiment on a simulated plant; MRAE, FCT and utilisation on a real-time one)."""
+    if a.experiments is None:
+        return not _realtime(a.plant) or any(w in ("fct", "utilization") for w in wanted)
+    names = {e.strip() for e in a.experiments.split(",")}
+    return "all" in names or any(w in names for w in wanted)
 
 
 def _realtime(plant: str) -> bool:
