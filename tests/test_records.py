@@ -208,3 +208,24 @@ def test_read_record_never_follows_a_link_and_bounds_the_size(tmp_path) -> None:
     assert read_record(target, {"a": int}) == {"a": 1}
     with pytest.raises(RecordError, match="'a' is a bool"):
         read_record(tmp_path / "b.json", {"a": int}) if (tmp_path / "b.json").write_text('{"a": true}') else None
+
+
+def test_the_token_file_tells_a_live_daemon_from_a_recycled_pid(tmp_path) -> None:
+    from scidmz.controller.tokenfile import TokenFile
+
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        start = records.proc_start_time(other.pid)
+        path = tmp_path / "control.token"
+        for recorded, owned in [(start, True), (start - 1, False), ("x", False), (None, True)]:
+            path.write_text(json.dumps({"token": "t", "api": None, "pid": other.pid, "start": recorded}))
+            if owned:  # the daemon that wrote it runs (or, without a start time, its pid does)
+                with pytest.raises(RuntimeError, match=f"pid {other.pid}"):
+                    TokenFile(path, "new").claim()
+            else:  # same pid, another process: the file is a dead daemon's, and may be taken
+                TokenFile(path, "new").claim()
+        TokenFile(path, "new").write(None)
+        assert json.loads(path.read_text())["start"] == records.proc_start_time(os.getpid())
+    finally:
+        other.kill()
+        other.wait()
