@@ -227,7 +227,10 @@ def test_documented_command_parses(kind: str, line: str, form: str, tmp_path: Pa
 
 @pytest.mark.parametrize("form", sorted({f for k, _, f in _all_forms() if k == RUN}), ids=lambda x: x[:60])
 def test_documented_quick_command_runs_as_written(form: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MLFLOW_TRACKING_URI": (tmp_path / "mlruns").as_uri()}
+    # A fresh folder, and fresh state: its own mlflow store and run directory (``testbed status``
+    # would otherwise read this host's records).
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "MLFLOW_TRACKING_URI": (tmp_path / "mlruns").as_uri(),
+           "SCIDMZ_RUN_DIR": str(tmp_path / "run")}
     proc = subprocess.run([sys.executable, "-m", "scidmz.cli", *_argv(form)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{form}\n{proc.stderr[-2000:]}"
