@@ -58,7 +58,7 @@ CLASSES: dict[str, tuple[str, str] | tuple[str, str, list[str]]] = {
         (AFTER, "the model the train line registers"),
     "scidmz evaluate paper-cubic --model models/cubic --gains gains/cubic/gains.json --trials 100 --mkdir "
     "--out results/cubic": (AFTER, "the train and tune lines' model and gains"),
-    "scidmz reproduce mlc --quick --json": (LONG, "the whole MLC chain at tiny sizes: about two minutes"),
+    "scidmz reproduce mlc --quick --json": (LONG, "the whole MLC chain at tiny sizes: 75 s here, over the CI budget; its fresh-folder checks run"),
     "scidmz leaderboard paper-cubic --plant fluid --trials 50 --mkdir --out runs/lb-cubic":
         (LONG, "every policy, 50 paired trials each"),
     "scidmz leaderboard testbed --plant netns --trials 20 --fct-trials 10 --out runs/lb-netns --resume":
