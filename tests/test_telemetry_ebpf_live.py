@@ -296,7 +296,7 @@ def test_sigkill_then_down_stale_removes_exactly_the_record(router):
     p.wait(timeout=10)
     assert "scidmz_lan_in" in _tc("filter", "show", "dev", "lan0", "ingress")  # a SIGKILL leaves them
     got = down_stale()
-    assert got == {"records": 1, "filters": 3, "clsact": 1}
+    assert got == {"records": 1, "filters": 3, "clsact": 1, "skipped_records": []}
     assert "bpf" not in _tc("filter", "show", "dev", "lan0", "ingress") + _tc("filter", "show", "dev", "wan0",
                                                                                "egress")
     assert "clsact" not in _tc("qdisc", "show", "dev", "lan0")

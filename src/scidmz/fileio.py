@@ -40,8 +40,7 @@ Output folders: :func:`own_folder` gives a run its folder for its whole life
 (an exclusive ``flock``; a second run gets one line), and every file in it is
 opened by :func:`open_member` / :func:`read_member`: ``O_NOFOLLOW``, non-blocking,
 a regular file with one link, checked before anything is written or cut.
-Records of what a run made are read by :func:`read_record` and
-:func:`load_records`, which skip and name a malformed one.
+Records of what a run made are read by :mod:`scidmz.records`.
 """
 
 from __future__ import annotations
@@ -78,9 +77,7 @@ __all__ = [
     "OwnedFolder",
     "read_fd",
     "read_member",
-    "is_int",
     "load_npz",
-    "load_records",
     "make_parents",
     "open_append",
     "parse_json",
@@ -90,7 +87,6 @@ __all__ = [
     "strict_json",
     "read_bytes_input",
     "read_json_input",
-    "read_record",
     "read_text_input",
     "replace_dir",
     "set_make_parents",
@@ -1015,37 +1011,3 @@ def own_folder(path: str | os.PathLike[str], what: str = "--out", members: list[
         yield owned
     finally:
         owned.release()
-
-
-# -- records of what a run made (testbeds, eBPF attachments) ------------------------------------
-
-
-def is_int(v: Any, lo: int = 0) -> bool:
-    """``v`` is an int (not a bool) of at least ``lo``: the shape check record fields need."""
-    return isinstance(v, int) and not isinstance(v, bool) and v >= lo
-
-
-def read_record(path: str | os.PathLike[str], what: str, check: Any, max_bytes: int = 1 << 20) -> Any:
-    """The JSON record at ``path`` through the input gate, then ``check(data)`` (a one-line
-    ``ValueError`` naming what is wrong); one line naming the record otherwise."""
-    p = Path(path)
-    data = parse_json(read_bytes_input(p, what, max_bytes), f"{what} {p}")
-    try:
-        check(data)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ValueError(f"{what} {p}: {exc}") from None
-    return data
-
-
-def load_records(paths: list[Path], load: Any, bad: list[dict[str, str]] | None) -> list[Any]:
-    """``load(path)`` of every path; a record that cannot be read or is malformed is skipped and
-    named in ``bad`` (``{"file", "why"}``): one bad record must not stop an admin's clean-up."""
-    out = []
-    for p in paths:
-        try:
-            out.append(load(p))
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            if bad is not None:
-                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                bad.append({"file": str(p), "why": why if str(p) in why else f"{p}: {why}"})
-    return out

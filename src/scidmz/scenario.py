@@ -541,7 +541,8 @@ def _validate(s: Scenario) -> None:
 
 
 def _check_buffer_regime(s: Scenario) -> None:
-    """Issue 9's bound on what users load: at most ``MAX_BUFFER_BDP`` BDP of the DTN path.
+    """The bound on what users load: at most ``MAX_BUFFER_BDP`` BDP of the DTN path (beyond it a
+    buffer is a mistake, not a regime anyone runs; see ``MAX_BUFFER_BDP``).
 
     Checked on scenarios read from files, built-ins and ``--set`` (``from_dict``), not on
     every ``Scenario`` object: the bottleneck-discipline reproductions build the FFS paper's

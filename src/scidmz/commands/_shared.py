@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..guard.jsonout import json_line
+from ..guard.options import Needs
 
 if TYPE_CHECKING:
     from ..plant.registry import PlantSpec
 
 __all__ = ["add_scenario_args", "add_set_arg", "add_json_arg", "add_seed_arg", "add_model_args", "add_tracking_arg",
            "add_policy_arg", "add_plant_args", "plant_arg", "emit", "resolve_model_args", "MODEL_HELP",
-           "add_policy_file_args", "policy_file_args"]
+           "add_policy_file_args", "policy_file_args", "policy_file_rules"]
 
 #: --model help: a directory or a registry reference.
 MODEL_HELP = ("inverse-model directory (from `scidmz train`) or a registry reference models:/NAME/VERSION "
@@ -95,6 +97,25 @@ def add_policy_file_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--" + dest.replace("_", "-"), dest=dest, default=None, metavar=file.upper(),
                        help=f"policy {name}'s {what} (default: the one shipped for the scenario"
                             + (", or attached to a models:/ reference)" if attached else ")"))
+
+
+def policy_file_rules(names_of: Callable[[argparse.Namespace], Sequence[str]], among: str = "--policies",
+                      ) -> dict[str, tuple[Needs, ...]]:
+    """``guard.options`` rules for the ``--NAME-FILE`` flags: each goes with a run of policy NAME
+    (``names_of(args)``: the policies the command runs). ``--pi-gains`` in a run without pi
+    used to be ignored without a word."""
+    from ..policies.registry import policy_file_flags
+
+    def runs(name: str) -> Callable[[argparse.Namespace], bool]:
+        def test(a: argparse.Namespace) -> bool:
+            try:
+                return name in names_of(a)
+            except ValueError:  # a bad policy list is the command's own one-line refusal, later
+                return True
+        return test
+
+    return {dest: (Needs(runs(name), f"goes with {among} including {name} only"),)
+            for dest, (name, _) in policy_file_flags().items()}
 
 
 def policy_file_args(a: argparse.Namespace, names: list[str]) -> dict[str, dict[str, str | None]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..guard.options import Needs, declare_option_rules
 from ._shared import (
     add_json_arg,
     add_model_args,
@@ -16,6 +17,7 @@ from ._shared import (
     emit,
     plant_arg,
     policy_file_args,
+    policy_file_rules,
 )
 
 
@@ -44,6 +46,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_tracking_arg(p)
     add_json_arg(p)
     p.set_defaults(func=cmd_evaluate)
+    rules: dict[str, tuple[Needs, ...]] = {a.dest: () for a in p._actions if a.dest not in ("help", "func")}
+    rules.update(policy_file_rules(_policy_names))  # --pi-gains in a run without pi used to be ignored
+    declare_option_rules(p, rules)
+
+
+def _policy_names(a: argparse.Namespace) -> list[str]:
+    from ..evaluation.mlc.evaluate import policy_list
+
+    return list(policy_list(a.policies))
 
 
 def _files(a: argparse.Namespace, names: list[str]) -> dict[str, dict[str, str | None]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..guard.options import Needs, declare_option_rules
 from ._shared import (
     add_json_arg,
     add_policy_file_args,
@@ -19,6 +20,7 @@ from ._shared import (
     add_tracking_arg,
     emit,
     policy_file_args,
+    policy_file_rules,
 )
 
 #: Configurations a leaderboard runs by default beside every ranked policy (ours: pace the DTN while a PI
@@ -84,6 +86,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_tracking_arg(p)
     add_json_arg(p)
     p.set_defaults(func=cmd_leaderboard)
+    declare_option_rules(p, _rules(p))
+
+
+#: Options every mode uses: the run's folder and the output line.
+_ALWAYS = ("out", "json")
+
+
+def _rules(p: argparse.ArgumentParser) -> dict[str, tuple[Needs, ...]]:
+    """When each option applies (``guard.options.declare_option_rules``): --merge and --render-only run
+    nothing, so every option of a run is refused with them (``--merge --render-only`` used to merge
+    and ignore --render-only); --allow-drift goes with --resume; --NAME-FILE with a run of NAME."""
+    not_merge = Needs(lambda a: not a.merge, "does nothing with --merge (it runs nothing)")
+    not_render = Needs(lambda a: not a.render_only, "does nothing with --render-only (it runs nothing)")
+    rules: dict[str, tuple[Needs, ...]] = {
+        a.dest: (not_merge, not_render) for a in p._actions if a.dest not in ("help", "func", *_ALWAYS)}
+    rules.update({k: () for k in _ALWAYS}, merge=(), render_only=(not_merge,))
+    rules["allow_drift"] += (Needs(lambda a: a.resume, "goes with --resume (it lets a resumed run cross a "
+                                                      "code or kernel change)"),)
+    rules["fct_trials"] += (Needs(lambda a: a.experiments is None or bool({"all", "fct", "utilization"} & {
+        e.strip() for e in a.experiments.split(",")}), "sizes the fct and utilization experiments, which "
+                                                      "--experiments leaves out"),)
+    for dest, needs in policy_file_rules(lambda a: _names(a.policies)).items():
+        rules[dest] += needs
+    return rules
 
 
 def _names(policies: str | None) -> list[str]:
@@ -172,8 +198,6 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     from ..scenario import resolve_scenario
     from .build import build_policies
 
-    if a.allow_drift and not a.resume:
-        raise ValueError("--allow-drift goes with --resume: it lets a resumed run cross a code or kernel change")
     if a.scenario is None:
         raise ValueError("a SCENARIO is required (a built-in name or a .toml file), except with --render-only")
     ms = DEFAULT_MAX_STARVED if a.max_starved is None else float(a.max_starved)

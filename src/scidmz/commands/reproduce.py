@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..guard.options import Needs, check_option_rules, declare_option_rules
 from ._shared import add_json_arg, add_seed_arg, add_tracking_arg, emit
 
 
@@ -52,6 +53,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="mlc: reuse identification datasets in --out that match this run (after an interruption)")
     add_json_arg(p)
     p.set_defaults(func=cmd_reproduce, prepare=prepare)
+    declare_option_rules(p, _rules())
 
 
 #: The options each paper takes besides --out, --quick, --notes, --render-only and --json; any other
@@ -66,8 +68,39 @@ APPLIES: dict[str, frozenset[str]] = {
     "ffs": frozenset({"netns", "keep_netns", "seed"}),
     "disciplines-dmz": frozenset({"seed", "trials", "tracking_uri"}),
 }
-_DEFAULTS = {"plant": "fluid", "cca": None, "seed": 0, "netns": False, "keep_netns": False, "resume": False,
-             "tracking_uri": None, **{k: None for k in _SIZES}}
+#: What --render-only does not use: it rewrites the report from results.json and runs nothing.
+_RUN_ONLY = frozenset({"cca", "seed", "tracking_uri", "resume", *_SIZES})
+
+
+def _rules() -> dict[str, tuple[Needs, ...]]:
+    """When each option applies (``guard.options.declare_option_rules``): its papers, and not with --render-only."""
+    rules: dict[str, tuple[Needs, ...]] = {k: () for k in ("paper", "quick", "out", "notes", "render_only", "json")}
+    for dest in {k for papers in APPLIES.values() for k in papers}:
+        papers = tuple(p for p, opts in APPLIES.items() if dest in opts)
+        needs = [Needs(lambda a, ps=papers: a.paper in ps, f"goes with reproduce {' or '.join(papers)} only")]
+        if dest in _RUN_ONLY:
+            needs.append(Needs(lambda a: not a.render_only, "does nothing with --render-only (it runs nothing)"))
+        if dest in _SIZE_OF:
+            wanted = _SIZE_OF[dest]
+            needs.append(Needs(lambda a, w=wanted: _runs_any(a, w),
+                               f"sizes the {' or '.join(wanted)} experiment, which this run leaves out "
+                               "(--experiments, or the plant's default)"))
+        rules[dest] = tuple(needs)
+    return rules
+
+
+#: The experiments a size option sizes: given without them it would do nothing.
+_SIZE_OF = {"fct_trials": ("fct", "utilization"), "ns": ("sweep",), "ns_trials": ("sweep",),
+            "ns_max_flows": ("sweep",), "short_trials": ("short",)}
+
+
+def _runs_any(a: argparse.Namespace, wanted: tuple[str, ...]) -> bool:
+    """Whether reproduce mlc runs one of ``wanted``: those --experiments names, else the plan's default
+    (every experiment on a simulated plant; MRAE, FCT and utilisation on a real-time one)."""
+    if a.experiments is None:
+        return not _realtime(a.plant) or any(w in ("fct", "utilization") for w in wanted)
+    names = {e.strip() for e in a.experiments.split(",")}
+    return "all" in names or any(w in names for w in wanted)
 
 
 def _realtime(plant: str) -> bool:
@@ -85,16 +118,18 @@ def _default_out(a: argparse.Namespace) -> str:
 def prepare(a: argparse.Namespace) -> None:
     """Before the path policy checks anything (``guard.check.check_args``): refuse options this paper does
     not take, and fill in the default --out, so that the directory actually written is the one checked."""
-    extra = [k for k, default in _DEFAULTS.items() if k not in APPLIES[a.paper] and getattr(a, k) != default]
-    if extra:
-        opts = ", ".join("--" + k.replace("_", "-") for k in extra)
-        raise ValueError(f"reproduce {a.paper} does not take {opts}")
+    check_option_rules(a)
     if a.keep_netns and (a.netns or a.render_only):
         raise ValueError("--keep-netns goes without --netns and --render-only")
     if a.paper == "mlc":
         _ccas(a)
     if a.out is None:
+        from ..fileio import set_make_parents
+
         a.out = _default_out(a)
+        # The default reports/PAPER is ours, not a typo: its parent is created (the README's
+        # `reproduce mlc --quick --json` used to exit 2 in any folder without reports/).
+        set_make_parents(True)
 
 
 def _ccas(a: argparse.Namespace) -> tuple[str, ...]:

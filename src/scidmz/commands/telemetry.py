@@ -168,10 +168,10 @@ def cmd_telemetry_down(a: argparse.Namespace) -> int:
 
     res = down_stale()
     res["run_dir"] = str(run_dir())
-    for b in res["bad_records"]:  # skipped, counted and named; the rest were cleaned
-        print(f"scidmz telemetry down: warning: skipped {b['why']}", file=sys.stderr)
-    nbad = len(res["bad_records"])
+    skipped = res["skipped_records"]
+    for line in skipped:  # one line each: left in place, named, the rest cleaned
+        print(f"scidmz telemetry down: {line}", file=sys.stderr)
+    tail = f"; {len(skipped)} record(s) skipped (named above)" if skipped else ""
     emit(res, a.json, f"removed {res['filters']} filters and {res['clsact']} clsact qdiscs of "
-                      f"{res['records']} stale records ({res['run_dir']})"
-                      + (f"; {nbad} malformed record(s) skipped (named above)" if nbad else ""))
+                      f"{res['records']} stale records ({res['run_dir']}){tail}")
     return 0

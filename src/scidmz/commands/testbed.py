@@ -69,11 +69,11 @@ def cmd_testbed_down(a: argparse.Namespace) -> int:
     names = ", ".join(res["removed"]) or "nothing"
     live = res.get("skipped_live") or {}
     kept = ("; still in use, left up: " + ", ".join(f"{p} (pid {pid})" for p, pid in live.items())) if live else ""
-    for b in res.get("bad_records") or []:  # skipped, counted and named; the rest were cleaned
-        print(f"scidmz testbed down: warning: skipped {b['why']}", file=sys.stderr)
-    nbad = len(res.get("bad_records") or [])
-    skipped = f"; {nbad} malformed record(s) skipped (named above)" if nbad else ""
-    emit(res, a.json, f"removed: {names}{kept}{skipped}")
+    skipped = res.get("skipped_records") or []
+    for line in skipped:  # one line each: a record that could not be used is left as it is, named
+        print(f"scidmz testbed down: {line}", file=sys.stderr)
+    tail = f"; {len(skipped)} record(s) skipped (named above)" if skipped else ""
+    emit(res, a.json, f"removed: {names}{kept}{tail}")
     return 0
 
 

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from ..fileio import atomic_write_text, pid_alive
+from ..records import RecordError, proc_start_time, process_alive
 
 __all__ = ["DEFAULT_API", "default_token_file", "parse_api_address", "parse_listen_address", "read_token_info",
            "TokenFile"]
@@ -70,8 +71,21 @@ def parse_api_address(text: str) -> tuple[str, int]:
     return host, port
 
 
+def _owner_runs(pid: int, start: object) -> bool:
+    """Whether the daemon that wrote a token file still runs: its pid *and* start time
+    (``records.process_alive``), so a pid recycled by another process does not keep a dead
+    daemon's file claimed. A file without a start time (written by a scidmz before it recorded
+    one) falls back to the pid alone."""
+    if start is None:
+        return pid_alive(pid)
+    try:
+        return process_alive(pid, start)
+    except RecordError:
+        return False  # not a start time scidmz writes: not a daemon's file
+
+
 class TokenFile:
-    """The 0600 JSON file ``{"token", "api", "pid"}``; at most one live daemon per file."""
+    """The 0600 JSON file ``{"token", "api", "pid", "start"}``; at most one live daemon per file."""
 
     def __init__(self, path: str | os.PathLike[str] | None, token: str) -> None:
         self.path = Path(path) if path is not None else default_token_file()
@@ -99,12 +113,13 @@ class TokenFile:
             pid = int(info.get("pid", 0))
         except (OSError, ValueError, TypeError, AttributeError):
             return
-        if pid and pid != os.getpid() and pid_alive(pid):
+        if pid and pid != os.getpid() and _owner_runs(pid, info.get("start")):
             raise RuntimeError(f"another control daemon (pid {pid}) owns {self.path}; stop it or pass --token-file")
 
     def write(self, api: tuple[str, int] | None) -> None:
         host, port = api if api is not None else ("", 0)
-        body = json.dumps({"token": self.token, "api": f"{host}:{port}" if api else None, "pid": os.getpid()})
+        body = json.dumps({"token": self.token, "api": f"{host}:{port}" if api else None, "pid": os.getpid(),
+                           "start": proc_start_time(os.getpid())})
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             atomic_write_text(self.path, body + "\n", mode=0o600)  # the token is a secret

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .stats import BASELINE, WITH_ANN
 from .verdict import ALPHA, leads_trivial, one_trial_decides, overshoot, p_floor, rank
 
 __all__ = ["PLACES", "COLUMN_LABELS", "decision_table", "mlc_standing", "tradeoff_points", "regime_label"]
@@ -87,7 +88,7 @@ def _cell(kind: str, exps: Mapping[str, list[Mapping[str, Any]]]) -> str:
     if best is None:
         names = ", ".join(sorted(str(r["policy"]) for r in mine))
         return f"not comparable on this plant ({names})"
-    if best["policy"] == "trivial":
+    if best["policy"] == BASELINE:
         return "the trivial TBF (no policy here beats it)"
     fct = next((r for r in exps.get("fct") or [] if r["policy"] == best["policy"]), None)
     return f"**{best['policy']}**: {_change(best, 'MRAE')}; {_change(fct, 'FCT')}{_baseline_over(exps, fct)}"
@@ -95,7 +96,7 @@ def _cell(kind: str, exps: Mapping[str, list[Mapping[str, Any]]]) -> str:
 
 def _baseline_over(exps: Mapping[str, list[Mapping[str, Any]]], fct: Mapping[str, Any] | None) -> str:
     """Where the trivial TBF itself overshot, a slower FCT that kept to the target is no loss of service: say so."""
-    triv = next((r for r in exps.get("fct") or [] if r["policy"] == "trivial"), None)
+    triv = next((r for r in exps.get("fct") or [] if r["policy"] == BASELINE), None)
     if fct is None or triv is None or overshoot(fct) or not overshoot(triv) or not _fin(triv.get("rate_vs_target")):
         return ""
     return f" against a trivial TBF that overshoots ({triv['rate_vs_target']:.2f} x its target rate)"
@@ -114,7 +115,7 @@ def mlc_standing(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     test (``vs_pi_pct``, Holm ``vs_pi_p``) in words: ``ann`` is "better", "worse" or "no difference"."""
     out = []
     for (plant, cca), exps in _regimes(doc.get("rows") or []).items():
-        m = next((r for r in exps.get("mrae") or [] if r["policy"] == "mlc"), None)
+        m = next((r for r in exps.get("mrae") or [] if r["policy"] == WITH_ANN), None)
         if m is None:
             continue
         p, gain = m.get("vs_pi_p"), m.get("vs_pi_pct")

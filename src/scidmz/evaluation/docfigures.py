@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .render import render
+from .stats import WITHOUT_ANN
 
 __all__ = ["FIGURES", "Missing", "Region", "regions", "render_figure", "refresh", "doc_files", "check", "write",
            "plot_figures", "TRADEOFF_DIR"]
@@ -305,7 +306,7 @@ def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dic
     except Missing:
         return None
     info, lplan = gains.get("info") or {}, lb.get("plan") or {}
-    row = next((r for r in lb.get("rows") or [] if r["policy"] == "pi" and r["experiment"] == "mrae"), None)
+    row = next((r for r in lb.get("rows") or [] if r["policy"] == WITHOUT_ANN and r["experiment"] == "mrae"), None)
     cfg = next((c for c in res.get("configs") or [] if c["limiter"] == gains.get("limiter")
                 and c["delta_u"] == gains.get("delta_u")), None)
     same_plan = (list(plan.get("ga") or [])[:2] == [info.get("generations"), info.get("population")]
@@ -314,7 +315,7 @@ def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dic
     if cfg is None or not same_plan or all(abs(cfg["pi"]["gains"][k] - gains[k]) < 1e-12 for k in ("kp", "ki", "kw")):
         return None
     mraes = [float(row["mean"]), float(cfg["pi"]["mrae"])]  # type: ignore[index]
-    fct = next((r for r in lb.get("rows") or [] if r["policy"] == "pi" and r["experiment"] == "fct"), None)
+    fct = next((r for r in lb.get("rows") or [] if r["policy"] == WITHOUT_ANN and r["experiment"] == "fct"), None)
     fcts = [float(fct["mean"]), float(cfg["pi"]["fct_s"])] if fct is not None and "fct_s" in cfg["pi"] else None
     return {"config": f"pi {cfg['limiter']} {cfg['delta_u']:g}", "mraes": mraes, "spread": abs(mraes[0] - mraes[1]),
             "fcts": fcts, "fct_spread_pct": 100 * abs(fcts[0] - fcts[1]) / fcts[0] if fcts else None}

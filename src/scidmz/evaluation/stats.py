@@ -26,11 +26,13 @@ import numpy as np
 
 from ..metrics import reduction_pct
 
-__all__ = ["BASELINE", "summarize", "ci95_halfwidth", "compare", "paired", "by_policy", "per_policy", "wilcoxon_p",
+__all__ = ["BASELINE", "WITH_ANN", "WITHOUT_ANN", "summarize", "ci95_halfwidth", "compare", "paired", "by_policy", "per_policy", "wilcoxon_p",
            "hodges_lehmann", "signed_rank_cdf"]
 
 #: The policy every other is compared with (the MLC paper's trivial TBF, section 3.7).
 BASELINE = "trivial"
+#: The study's named question on the inverse ANN: the MLC against the same PI without its model.
+WITH_ANN, WITHOUT_ANN = "mlc", "pi"
 
 
 def wilcoxon_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:

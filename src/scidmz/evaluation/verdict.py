@@ -31,6 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .stats import BASELINE, WITH_ANN, WITHOUT_ANN
+
 __all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "leads_trivial", "one_trial_decides", "overshoot",
            "p_floor", "rank", "saturator_verdict", "verdict_lines"]
 
@@ -141,7 +143,7 @@ def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
     if not ranked:
         return f"{exp}: no comparable policy."
     best = ranked[0]
-    if best["policy"] == "trivial":
+    if best["policy"] == BASELINE:
         return f"{exp}: no policy beats the trivial TBF (it ranks first of {len(ranked)})."
     gain = best.get("vs_trivial_pct")
     p = best.get("p_vs_trivial")
@@ -177,12 +179,12 @@ def _others(best: Mapping[str, Any], rest: list[dict[str, Any]]) -> str:
 
 def _ann(ranked: list[dict[str, Any]]) -> str:
     """The planned mlc-vs-pi test (the two differ only by the inverse ANN), when the row has it."""
-    mlc = next((r for r in ranked if r["policy"] == "mlc" and _finite(r.get("vs_pi_p"))), None)
+    mlc = next((r for r in ranked if r["policy"] == WITH_ANN and _finite(r.get("vs_pi_p"))), None)
     if mlc is None:
         return ""
     p, gain = mlc["vs_pi_p"], mlc.get("vs_pi_pct")
     how = f"{gain:+.1f} %{_hl(mlc, 'vs_pi')}{_loo(mlc, 'vs_pi')}" if _finite(gain) else "n/a"
-    pi = next((r for r in ranked if r["policy"] == "pi"), None)
+    pi = next((r for r in ranked if r["policy"] == WITHOUT_ANN), None)
     pairs = _pairs_with(mlc, pi) if pi is not None else None
     word = "pays for itself" if p < ALPHA and _finite(gain) and gain > 0 else (
         "does worse" if p < ALPHA else f"cannot be judged: {_too_few(pairs)}" if _untestable(pairs)
@@ -260,7 +262,7 @@ def by_place(ranked: Mapping[str, list[dict[str, Any]]], rows: Mapping[str, list
     parts = []
     for kind, where in PLACES:
         best = next((r for r in mrae if r.get("kind") == kind), None)  # ranked: the first is the best
-        if best is not None and best["policy"] == "trivial":
+        if best is not None and best["policy"] == BASELINE:
             parts.append(f"{where}: the trivial TBF itself (no policy of this kind beats it)")
         elif best is not None:
             figures = ", ".join(x for x in (_vs_trivial("mrae", best), _vs_trivial("fct", fct.get(best["policy"])))

@@ -7,7 +7,8 @@ with exit code 0, or 1/2 and exactly one line on stderr. One module per concern:
 * :mod:`.paths` -- the path policy: every path option of every command (``OUTPUTS``, ``INPUTS``),
   checked with :mod:`scidmz.fileio` before any work; ``--mkdir``.
 * :mod:`.counts` -- every count option (``COUNTS``), checked against ``limits.BOUNDS``.
-* :mod:`.check` -- ``check_args``: the command's defaults, counts, inputs, outputs and aliases, in
+* :mod:`.options` -- options a command does not use in its mode are refused (``declare_option_rules``).
+* :mod:`.check` -- ``check_args``: the unused options, the command's defaults, counts, inputs, outputs and aliases, in
   that order, before any work.
 * :mod:`.exitcodes` -- ``guarded``: an exception becomes one line and an exit code (bad input 2,
   runtime failure 1, anything else 1 as an internal error).

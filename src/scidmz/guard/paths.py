@@ -64,7 +64,7 @@ INPUTS: dict[str, dict[str, str]] = {
     "evaluate": {"scenario": "scenario", "model": "model", "gains": "gains", **_POLICY_FILES, **_PLANT_FILES},
     "reproduce": {"notes": "file"},
     "telemetry replay": {"pcap": "file", "egress_pcap": "file", "ingress_pcap": "file"},
-    "control run": {"scenario": "scenario", "model": "model", "gains": "gains", "config": "file",
+    "control run": {"scenario": "scenario", "model": "model", "gains": "gains", "config": "file", "p4_pipeline": "dir",
                     **_PLANT_FILES},
     "control set-target": {"token_file": "file"},
     "control status": {"token_file": "file"},

@@ -309,5 +309,5 @@ def _ebpf_source(telemetry: Any, scenario: Scenario, netns: str | None, dtn: lis
                          dtn_prefix=dtn or C.DEFAULT_DTN_PREFIX, remote_prefix=remote or C.DEFAULT_REMOTE_PREFIX)
 
 
-register_plant("hardware", build_hardware_plant, realtime=True,
+register_plant("hardware", build_hardware_plant, realtime=True, replays=False,
                cli=("telemetry", "dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token"))

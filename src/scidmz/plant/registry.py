@@ -41,6 +41,7 @@ class _Backend:
     cli: tuple[str, ...] = ()
     model_version: Callable[[], str] | None = None
     fingerprint: Callable[[Scenario], dict[str, str]] | None = None
+    replays: bool = True
 
     @property
     def realtime(self) -> bool:
@@ -66,11 +67,17 @@ _BUILTIN_MODULES = {
     "hardware": "scidmz.plant.hardware",
 }
 PLANT_KINDS = tuple(_BUILTIN_MODULES)
+#: What a built-in declares beyond its registration line, as the policy registry's built-in table does
+#: (a registration that says otherwise wins). The hardware plant serves a live network: it plays no
+#: scenario, so no trial of it can be repeated for another policy. (Ours, declared here rather than in
+#: ``plant/hardware.py``'s registration line only because that file was being changed elsewhere; the line
+#: can move there, ``register_plant(..., replays=False)``.)
 
 
 def register_plant(name: str, cls: Callable[..., Any], max_batch: int | None = None, *, realtime: bool = False,
                    cli: Sequence[str] = (), model_version: Callable[[], str] | None = None,
-                   fingerprint: Callable[[Scenario], dict[str, str]] | None = None) -> None:
+                   fingerprint: Callable[[Scenario], dict[str, str]] | None = None,
+                   replays: bool | None = None) -> None:
     """Make ``cls(scenario, [batch=B,] **options)`` available as ``make_plant(name, ...)``: the plant's one
     registry line, declaring everything the commands and the evaluation ask of a plant.
 
@@ -80,12 +87,16 @@ def register_plant(name: str, cls: Callable[..., Any], max_batch: int | None = N
     every option). ``model_version()``: the version of a simulated plant's model, recorded with its
     results. ``fingerprint(scenario)``: what its numbers depend on beyond the scenario (a resumed
     leaderboard refuses to mix two); default ``{name: model_version()}``, or none (then the kernel release).
+    ``replays``: the plant plays the scenario's traffic from its seed, so trial i can be run again for
+    every policy (paired trials: the leaderboard's); default True, False for a plant on a live network.
     """
     if realtime and max_batch is None:
         max_batch = 1
     if fingerprint is None and model_version is not None:
         fingerprint = _version_fingerprint(name, model_version)
-    _REGISTRY[name] = _Backend(cls, max_batch, tuple(cli), model_version, fingerprint)
+    if replays is None:
+        replays = True
+    _REGISTRY[name] = _Backend(cls, max_batch, tuple(cli), model_version, fingerprint, bool(replays))
 
 
 def _version_fingerprint(name: str, version: Callable[[], str]) -> Callable[[Scenario], dict[str, str]]:
@@ -140,6 +151,10 @@ class PlantSpec:
     @property
     def max_batch(self) -> int | None:
         return self.entry.max_batch
+
+    @property
+    def replays(self) -> bool:
+        return self.entry.replays
 
     def make(self, scenario: Scenario, batch: int = 1) -> Plant:
         """Build the plant for ``scenario`` with ``batch`` instances (one-line error beyond ``max_batch``)."""

@@ -80,10 +80,13 @@ def unit_of(experiment: str) -> str:
 
 def parse_experiments(spec: str | None, plant: str) -> tuple[str, ...]:
     """``mrae,fct`` -> ('mrae', 'fct'); None: all four on the fluid plant, short flows left out on a
-    real-time plant (they are asked for there). One line for an unknown name."""
+    real-time plant (they are asked for there). One line for an unknown name, and for an empty list
+    (``--experiments ""`` used to run everything, the opposite of what it says)."""
     from ...plant.base import plant_entry
 
-    if spec is None or spec.strip() in ("", "all"):
+    if spec is not None and not spec.replace(",", "").strip():
+        raise ValueError(f"--experiments {spec!r}: no experiment named (choose from all, {', '.join(EXPERIMENTS)})")
+    if spec is None or spec.strip() == "all":
         return EXPERIMENTS if not plant_entry(plant).realtime or spec == "all" else EXPERIMENTS[:3]
     items = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [s for s in items if s not in EXPERIMENTS]
@@ -246,9 +249,15 @@ def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiment
     (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one), then ``overrides``
     (``--set plan.KEY=VALUE``, ``split_plan_overrides``) and fewer trials for some policies
     (``--policy-trials``, ``parse_policy_trials``)."""
-    from ...plant.base import plant_entry
+    from ...plant.base import plant_entry, plant_names
 
-    realtime = plant_entry(plant).realtime
+    entry = plant_entry(plant)
+    if not entry.replays:
+        # Paired trials need trial i's traffic played again for every policy; a live network plays none.
+        raise ValueError(f"--plant {plant}: the leaderboard runs paired trials, each replaying the scenario's "
+                         f"traffic for every policy, and the {plant} plant plays no scenario (choose from "
+                         f"{', '.join(n for n in plant_names() if plant_entry(n).replays)})")
+    realtime = entry.realtime
     n = trials if trials is not None else (4 if quick else (20 if realtime else 50))
     kw: dict[str, Any] = {}
     if quick:

@@ -384,11 +384,14 @@ register_experiment(
 
 
 def parse_experiments(spec: str | Sequence[str] | None) -> tuple[str, ...]:
-    """'mrae,fct' -> ('mrae', 'fct'); None or 'all' -> every experiment. One-line error if unknown."""
+    """'mrae,fct' -> ('mrae', 'fct'); None or 'all' -> every experiment. One-line error if unknown, and
+    for an empty list: ``--experiments ""`` used to run everything, the opposite of what it says."""
     if spec is None:
         return EXPERIMENTS
     items = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
-    if not items or items == ["all"]:
+    if not items:
+        raise ValueError(f"--experiments {spec!r}: no experiment named (choose from all, {', '.join(EXPERIMENTS)})")
+    if items == ["all"]:
         return EXPERIMENTS
     bad = [s for s in items if s not in EXPERIMENTS]
     if bad:

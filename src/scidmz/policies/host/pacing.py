@@ -6,8 +6,8 @@ every period T, each of the DTN's streams is capped at R*_DTN(t) / streams by
 its sender's pacing rate, set live on the sockets when the target moves, and
 the campus TBF is held at the trivial rate B_max - R*_DTN(t) (MLC section 3.7).
 A paced DTN sends its share smoothly instead of in window bursts, which is
-what a shallow bottleneck buffer punishes. Ours (the first policy an admin
-would try, measured against the paper's); not in the papers.
+what a shallow bottleneck buffer punishes. Ours (the leaderboard compares it); not in the
+papers.
 
 What it needs: control of the DTN host itself (the plant capability
 ``HostPlant.set_pacing``): root or CAP_SYS_PTRACE on the DTN to reach its

@@ -5,7 +5,7 @@ estimate u_hat into an anti-windup PI whose output a +-Delta_u(t) saturator
 bounds. ``PIPolicy`` is the same loop (``antiwindup.AntiWindupRatePolicy``: the
 same ``AntiWindupPI``, band or slew-rate limiter, fallback and ``Gains``) with
 u_hat = B_max - R*_DTN(t), the administrator's trivial rate (section 3.7). It is
-the control experiment for the ANN (issue 25): ``pi`` differs from ``mlc`` only
+the control experiment for the ANN: ``pi`` differs from ``mlc`` only
 by the inverse model, and its gains are tuned by the same GA (``scidmz tune
 SCENARIO --policy pi``) and refined on the testbed the same way
 (``--refine-plant netns``). Ours, not in the paper.

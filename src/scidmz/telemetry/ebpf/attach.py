@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ...fileio import atomic_write_text
+from ...records import BadRecord, RecordError, owner_alive, owner_fields, read_record, read_records
 from .libbpf import BPF_TC_EGRESS, BPF_TC_INGRESS, Libbpf, LibbpfError, TcHook, TcOpts, get_libbpf
 
 __all__ = ["Attachments", "EbpfRecord", "Iface", "claim", "down_stale", "in_netns", "resolve_iface", "run_dir",
@@ -49,14 +50,6 @@ _DIRECTIONS = {"ingress": BPF_TC_INGRESS, "egress": BPF_TC_EGRESS}
 
 def run_dir() -> Path:
     return Path(os.environ.get("SCIDMZ_RUN_DIR", "/run/scidmz")) / "ebpf"
-
-
-def _proc_start(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])
 
 
 # -- network namespaces ---------------------------------------------------------------------------
@@ -175,6 +168,23 @@ def _has_clsact(ifname: str) -> bool:
 
 # -- the record ------------------------------------------------------------------------------------
 
+#: An eBPF record's fields and their types (``records.read_record``).
+_FIELDS: dict[str, type | tuple[type, ...]] = {"owner_pid": int, "owner_start": int, "interfaces": list,
+                                               "filters": list, "clsact": list, "links": list}
+#: What teardown reads of each entry, and its type.
+_ENTRY: dict[str, dict[str, type]] = {
+    "clsact": {"netns_path": str, "netns_ino": int, "ifindex": int},
+    "filters": {"netns_path": str, "netns_ino": int, "ifindex": int, "direction": str, "prog_id": int},
+}
+
+
+def _check_entry(kind: str, entry: Any) -> None:
+    ok = isinstance(entry, dict) and all(isinstance(entry.get(k), t) and not isinstance(entry.get(k), bool)
+                                         for k, t in _ENTRY[kind].items())
+    if not ok or (kind == "filters" and entry["direction"] not in _DIRECTIONS):
+        raise RecordError(f"{kind} entry {str(entry)[:80]} is not one scidmz writes")
+
+
 class EbpfRecord:
     """What one instance made, on disk (``run_dir()/<pid>.json``), written atomically on every change."""
 
@@ -184,7 +194,7 @@ class EbpfRecord:
     @classmethod
     def new(cls, ifaces: list[Iface]) -> EbpfRecord:
         pid = os.getpid()
-        data = {"owner_pid": pid, "owner_start": _proc_start(pid), "created": time.time(),
+        data = {**owner_fields(pid), "created": time.time(),
                 "interfaces": [i.key for i in ifaces], "filters": [], "clsact": [], "links": []}
         rec = cls(data, run_dir() / f"{pid}.json")
         rec.save()
@@ -192,14 +202,16 @@ class EbpfRecord:
 
     @classmethod
     def load(cls, path: Path) -> EbpfRecord:
-        """The record at ``path``, its shape checked (``check_record``): one line naming it otherwise."""
-        from ...fileio import read_record
-
-        return cls(read_record(path, "eBPF telemetry record", check_record), path)
+        """The record at ``path``, checked (``records.read_record``, then each entry teardown acts on);
+        RecordError otherwise."""
+        data = read_record(path, _FIELDS)
+        for kind in ("filters", "clsact"):
+            for entry in data[kind]:
+                _check_entry(kind, entry)
+        return cls(data, path)
 
     def owner_alive(self) -> bool:
-        pid = int(self.data.get("owner_pid", 0))
-        return pid > 0 and _proc_start(pid) == self.data.get("owner_start")
+        return owner_alive(self.data)
 
     def save(self) -> None:
         atomic_write_text(self.path, json.dumps(self.data, indent=1), parents=True)
@@ -228,31 +240,9 @@ def _lock() -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def check_record(data: Any) -> None:
-    """An eBPF record's shape, before anything it names is touched (one-line ValueError)."""
-    from ...fileio import is_int
-
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    if not is_int(data.get("owner_pid")) or not (data.get("owner_start") is None or is_int(data["owner_start"])):
-        raise ValueError("owner_pid and owner_start must be whole numbers")
-    for key in ("interfaces", "filters", "clsact", "links"):
-        if not isinstance(data.get(key, []), list):
-            raise ValueError(f"{key} must be a list")
-    for key in ("filters", "clsact"):
-        for e in data.get(key, []):
-            if not isinstance(e, dict) or not isinstance(e.get("netns_path"), str) or \
-                    not is_int(e.get("netns_ino")) or not is_int(e.get("ifindex"), 1):
-                raise ValueError(f"{key} entry {e!r} needs netns_path, netns_ino and ifindex")
-            if key == "filters" and (e.get("direction") not in _DIRECTIONS or not is_int(e.get("prog_id"))):
-                raise ValueError(f"filter entry {e!r} needs a direction and a prog_id")
-
-
-def _records(bad: list[dict[str, str]] | None = None) -> list[EbpfRecord]:
-    """Every readable, well-formed record; the others are skipped and named in ``bad``."""
-    from ...fileio import load_records
-
-    return load_records(sorted(run_dir().glob("*.json")), EbpfRecord.load, bad)
+def _records() -> tuple[list[EbpfRecord], list[BadRecord]]:
+    """The records that can be used, and those that cannot (each named with why)."""
+    return read_records(run_dir(), EbpfRecord.load)
 
 
 def claim(ifaces: list[Iface]) -> EbpfRecord:
@@ -262,7 +252,7 @@ def claim(ifaces: list[Iface]) -> EbpfRecord:
     """
     want = {i.key: i for i in ifaces}
     with _lock():
-        for rec in _records():
+        for rec in _records()[0]:  # a record that cannot be read holds nothing we could check or free
             if rec.owner_alive():
                 busy = [want[k].name for k in rec.data.get("interfaces", []) if k in want]
                 if busy:
@@ -342,24 +332,27 @@ def teardown(rec: EbpfRecord) -> dict[str, int]:
 
 
 def down_stale() -> dict[str, Any]:
-    """Clean up after every instance whose owner is gone (SIGKILL, power loss of a live run dir...)."""
+    """Clean up after every instance whose owner is gone (SIGKILL, power loss of a live run dir...).
+
+    A record that cannot be used (not ours, malformed, a link, too large) is left in place and named
+    under ``"skipped_records"``, one line each, and the rest is cleaned: this runs as the systemd
+    unit's ``ExecStartPre``, where one bad file used to stop the whole cleanup with an internal error.
+    """
     total: dict[str, Any] = {"records": 0, "filters": 0, "clsact": 0}
-    bad: list[dict[str, str]] = []
     with _lock():
-        for rec in _records(bad):
+        records, bad = _records()
+        for rec in records:
             if rec.owner_alive():
                 continue
             try:
                 got = teardown(rec)
-            except Exception as exc:  # noqa: BLE001 - one record's failure must not stop the others
-                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                bad.append({"file": str(rec.path), "why": f"{rec.path}: teardown failed: {why}"})
+            except (OSError, RuntimeError, ValueError) as exc:  # the next record is still cleaned
+                bad.append(BadRecord(rec.path, f"teardown failed: {' '.join(str(exc).split())[:200]}"))
                 continue
             total["records"] += 1
             total["filters"] += got["filters"]
             total["clsact"] += got["clsact"]
-    # A malformed record is skipped, counted and named; the rest were cleaned.
-    total["bad_records"] = bad
+    total["skipped_records"] = [b.line() for b in bad]
     return total
 
 

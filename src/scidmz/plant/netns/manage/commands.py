@@ -15,8 +15,8 @@ from .registry import (
     Record,
     check_prefix,
     down_all,
-    list_records,
     live_prefixes,
+    scan_records,
     teardown_record,
 )
 
@@ -57,9 +57,7 @@ def testbed_down(prefix: str | None = None, all_: bool = False) -> dict[str, Any
     _require_root()
     if all_:
         # Only leftovers: a testbed whose owner (pid + start time) still runs is in use.
-        bad: list[dict[str, str]] = []
-        removed = down_all(bad)
-        return {"removed": removed, "skipped_live": live_prefixes(), "bad_records": bad}
+        return {**down_all(), "skipped_live": live_prefixes()}
     if prefix is None:
         raise ValueError("give --prefix P or --all")
     check_prefix(prefix)
@@ -78,30 +76,35 @@ def testbed_down(prefix: str | None = None, all_: bool = False) -> dict[str, Any
 
 
 def testbed_status() -> dict[str, Any]:
+    records, bad = scan_records()
     out = []
-    for rec in list_records():
-        ns = rec.data.get("namespaces", [])
+    for rec in records:
+        ns = rec.data["namespaces"]
+        info = rec.data.get("info") if isinstance(rec.data.get("info"), dict) else {}
+        created = rec.data.get("created")
+        created = created if isinstance(created, (int, float)) and not isinstance(created, bool) else None
         out.append({
             "prefix": rec.prefix,
             "owner_pid": rec.data.get("owner_pid"),
             "owner_alive": rec.owner_alive(),
             "namespaces": len(ns),
             "namespaces_present": sum((NETNS_DIR / n).exists() for n in ns),
-            "scenario": rec.data.get("info", {}).get("scenario"),
-            "switch": rec.data.get("info", {}).get("switch"),
-            "age_s": time.time() - float(rec.data.get("created", time.time())),
+            "scenario": info.get("scenario"),
+            "switch": info.get("switch"),
+            "age_s": None if created is None else time.time() - created,
         })
-    return {"testbeds": out}
+    return {"testbeds": out, "skipped_records": [b.line() for b in bad]}
 
 
 def human_status(res: dict[str, Any]) -> str:
+    lines = list(res.get("skipped_records", []))
     if not res["testbeds"]:
-        return "no testbeds recorded"
-    lines = []
+        return "\n".join([*lines, "no testbeds recorded"])
     for t in res["testbeds"]:
         state = "running" if t["owner_alive"] else "LEFTOVER (owner gone; `scidmz testbed down --all`)"
         lines.append(f"{t['prefix']}: {state}, scenario {t['scenario']}, switch {t['switch']}, "
-                     f"{t['namespaces_present']}/{t['namespaces']} namespaces, up {t['age_s']:.0f} s")
+                     f"{t['namespaces_present']}/{t['namespaces']} namespaces, up "
+                     + ("?" if t["age_s"] is None else f"{t['age_s']:.0f} s"))
     return "\n".join(lines)
 
 

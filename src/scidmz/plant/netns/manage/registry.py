@@ -23,6 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from ....fileio import atomic_write_text
+from ....records import (
+    BadRecord,
+    RecordError,
+    owner_alive,
+    proc_start_time,
+    read_record,
+    read_records,
+)
 
 __all__ = [
     "RUN_DIR",
@@ -31,6 +39,7 @@ __all__ = [
     "Record",
     "check_prefix",
     "list_records",
+    "scan_records",
     "teardown_record",
     "down_all",
     "live_prefixes",
@@ -52,17 +61,6 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def proc_start_time(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot, or None if it does not exist."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # comm may contain spaces and parentheses; fields after the last ')' are fixed.
-    rest = stat[stat.rindex(")") + 2 :].split()
-    return int(rest[19])
-
-
 def pids_in_netns(ns_name: str) -> list[int]:
     """Every process whose network namespace is the named one (by inode)."""
     try:
@@ -80,6 +78,33 @@ def pids_in_netns(ns_name: str) -> list[int]:
         if s.st_ino == st.st_ino and s.st_dev == st.st_dev:
             out.append(int(d))
     return out
+
+
+#: A testbed record's fields and their types (``records.read_record``); its items are checked by
+#: ``_check_items``, as teardown acts on each.
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "prefix": str, "owner_pid": int, "owner_start": int, "namespaces": list, "root_links": list,
+    "processes": list, "ovs": list}
+
+
+def _check_items(data: dict[str, Any]) -> None:
+    """What teardown acts on, checked before it acts: namespaces named ``<prefix>-ROLE`` (a record
+    naming another namespace is not a testbed's, and removing it could take down anyone's), links
+    by name, processes by pid and start time, OVS bridges by name."""
+    own = data["prefix"] + "-"
+    for ns in data["namespaces"]:
+        if not isinstance(ns, str) or not ns.startswith(own) or "/" in ns:
+            raise RecordError(f"namespace {str(ns)[:40]!r} is not one of testbed {data['prefix']}'s")
+    if not all(isinstance(n, str) and n and "/" not in n for n in data["root_links"]):
+        raise RecordError("a root link is not an interface name")
+    for p in data["processes"]:
+        if not (isinstance(p, dict) and isinstance(p.get("pid"), int) and not isinstance(p.get("pid"), bool)
+                and (p.get("start") is None or isinstance(p.get("start"), int))):
+            raise RecordError(f"process {str(p)[:60]} is not a pid and a start time")
+    for b in data["ovs"]:
+        if not (isinstance(b, dict) and isinstance(b.get("bridge"), str)
+                and (b.get("db") is None or isinstance(b.get("db"), str))):
+            raise RecordError(f"OVS bridge {str(b)[:60]} is not a bridge name")
 
 
 class Record:
@@ -102,10 +127,11 @@ class Record:
 
     @classmethod
     def load(cls, path: Path) -> Record:
-        """The record at ``path``, its shape checked (``check_record``): one line naming it otherwise."""
-        from ....fileio import read_record
-
-        data = read_record(path, "testbed record", check_record)
+        """The record at ``path``, checked (``records.read_record``, then ``_check_items``); RecordError."""
+        data = read_record(path, _FIELDS)
+        if not PREFIX_RE.match(data["prefix"]) or path.name != f"{data['prefix']}.json":
+            raise RecordError(f"prefix {data['prefix'][:40]!r} is not the record's own ({path.name})")
+        _check_items(data)
         return cls(data["prefix"], data)
 
     @classmethod
@@ -128,8 +154,7 @@ class Record:
         return rec
 
     def owner_alive(self) -> bool:
-        pid = int(self.data.get("owner_pid", 0))
-        return pid > 0 and proc_start_time(pid) == self.data.get("owner_start")
+        return owner_alive(self.data)
 
     def save(self) -> None:
         atomic_write_text(self.path, json.dumps(self.data, indent=1), parents=True)
@@ -240,46 +265,15 @@ def _del_ovs_bridge(spec: dict[str, Any]) -> bool:
     return r.returncode == 0
 
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")  # an interface or bridge name (IFNAMSIZ - 1)
-_NS_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # a namespace name under /run/netns, never a path
+def scan_records() -> tuple[list[Record], list[BadRecord]]:
+    """Every testbed record in RUN_DIR: those that can be used, and those that cannot (each named with
+    why: a cleanup skips, counts and names them, and cleans the rest)."""
+    return read_records(RUN_DIR, Record.load)
 
 
-def check_record(data: Any) -> None:
-    """A testbed record's shape, before anything it names is touched (one-line ValueError): what a
-    teardown deletes (namespaces, links, bridges) must be names this testbed could have made, never
-    a path, and every pid a positive integer."""
-    from ....fileio import is_int
-
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    prefix = check_prefix(data.get("prefix"))  # type: ignore[arg-type]
-    if not is_int(data.get("owner_pid")) or not (data.get("owner_start") is None or is_int(data["owner_start"])):
-        raise ValueError("owner_pid and owner_start must be whole numbers")
-    for key in ("namespaces", "root_links", "processes", "ovs"):
-        if not isinstance(data.get(key, []), list):
-            raise ValueError(f"{key} must be a list")
-    for ns in data.get("namespaces", []):
-        if not isinstance(ns, str) or not ns.startswith(f"{prefix}-") or not _NS_RE.match(ns) or ".." in ns:
-            raise ValueError(f"namespace {ns!r} is not one of testbed {prefix}'s")
-    for name in data.get("root_links", []):
-        if not isinstance(name, str) or not _NAME_RE.match(name):
-            raise ValueError(f"root link {name!r} is not an interface name")
-    for proc in data.get("processes", []):
-        if not isinstance(proc, dict) or not is_int(proc.get("pid"), 1) or \
-                not (proc.get("start") is None or is_int(proc["start"])):
-            raise ValueError(f"process {proc!r} needs a positive pid and a start time")
-    for br in data.get("ovs", []):
-        if not isinstance(br, dict) or not isinstance(br.get("bridge"), str) or not _NAME_RE.match(br["bridge"]):
-            raise ValueError(f"OVS entry {br!r} names no bridge")
-
-
-def list_records(bad: list[dict[str, str]] | None = None) -> list[Record]:
-    """Every readable, well-formed record; the others are skipped and named in ``bad``."""
-    from ....fileio import load_records
-
-    if not RUN_DIR.is_dir():
-        return []
-    return load_records(sorted(RUN_DIR.glob("*.json")), Record.load, bad)
+def list_records() -> list[Record]:
+    """The testbed records that can be used (``scan_records`` also names the others)."""
+    return scan_records()[0]
 
 
 def down_all(bad: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -292,23 +286,22 @@ def down_all(bad: list[dict[str, str]] | None = None) -> dict[str, Any]:
     alive, and a running ``testbed up``/plant is never torn down under its
     owner. To stop a live one, ``scidmz testbed down --prefix P`` (asks its
     owner to stop) or stop the owner. Returns {prefix: counts} of what was
-    removed; live testbeds are listed under ``"skipped_live"`` by the caller. A record that cannot
-    be read, is malformed, or whose teardown fails is skipped and named in ``bad``; the rest are
-    still cleaned.
+    removed, and under ``"skipped_records"`` one line per record that could not
+    be used (left in place, untouched: one bad file must not stop the cleanup of the rest);
+    live testbeds are listed under ``"skipped_live"`` by the caller.
     """
     done: dict[str, Any] = {}
-    for rec in list_records(bad):
+    records, bad = scan_records()
+    for rec in records:
         if rec.owner_alive():
             continue
         try:
             done[rec.prefix] = teardown_record(rec)
-        except Exception as exc:  # noqa: BLE001 - one record's failure must not stop the others
-            if bad is not None:
-                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                bad.append({"file": str(rec.path), "why": f"{rec.path}: teardown failed: {why}"})
-    return done
+        except (OSError, RuntimeError, ValueError) as exc:  # the next testbed is still cleaned
+            bad.append(BadRecord(rec.path, f"teardown failed: {' '.join(str(exc).split())[:200]}"))
+    return {"removed": done, "skipped_records": [b.line() for b in bad]}
 
 
 def live_prefixes() -> dict[str, int]:
     """{prefix: owner pid} of recorded testbeds whose owner still runs."""
-    return {rec.prefix: int(rec.data["owner_pid"]) for rec in list_records() if rec.owner_alive()}
+    return {rec.prefix: rec.data["owner_pid"] for rec in list_records() if rec.owner_alive()}
