@@ -229,3 +229,21 @@ def test_the_loop_falls_back_on_a_lost_agent_and_recovers(tmp_path: Path) -> Non
         t.join(15)
     assert st["fallback_reason"].startswith("DTN agent unreachable") and st["u"] == sc.trivial_rate(60e6)
     assert st["errors"].get("host_agent", 0) >= 1
+
+
+def test_shadow_mode_sets_no_rate_on_the_agents(agents: list[tuple[str, Path, RecordingCore, Any]]) -> None:
+    """``control run --shadow`` with agents: they are checked, the shares are reported, nothing is set."""
+    from scidmz.controller.build import _shadow_options
+    from scidmz.plant.hardware_host import open_host
+    from scidmz.scenario import load_scenario
+
+    opts = _shadow_options("hardware", {"telemetry": "ebpf:a,b", "dev": "b", "dtn_agent": [agents[0][0]],
+                                        "dtn_agent_token": [str(agents[0][1])]})
+    assert opts["host_shadow"] is True
+    pacer = open_host(load_scenario("testbed"), [a[0] for a in agents], [str(a[1]) for a in agents], shadow=True)
+    pacer.set_pacing(80e6)
+    pacer.keep()
+    pacer.keep()
+    pacer.close()
+    assert [a[2].calls for a in agents] == [[], []]
+    assert [s["rate"] for s in pacer.status()] == [40e6, 40e6] and pacer.status()[0]["shadow"]

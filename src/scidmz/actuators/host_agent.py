@@ -64,7 +64,7 @@ def agent_token_files(urls: Sequence[str], tokens: Sequence[str] | str | None) -
 class AgentPacer:
     """The DTNs' aggregate pacing rate through their agents (module docstring)."""
 
-    def __init__(self, urls: Sequence[str], token_files: Sequence[str], period: float) -> None:
+    def __init__(self, urls: Sequence[str], token_files: Sequence[str], period: float, shadow: bool = False) -> None:
         if not urls:
             raise ValueError("AgentPacer needs at least one agent URL")
         # On the management network an agent answers in milliseconds; a quarter period keeps a dead
@@ -74,6 +74,7 @@ class AgentPacer:
         self.rates: list[float | None] = [None] * len(self.clients)
         self.errors: list[str | None] = [None] * len(self.clients)
         self._set_this_period = False
+        self.shadow = bool(shadow)  # shadow mode: the shares are computed and reported, never set
 
     def check(self) -> list[dict[str, Any]]:
         """Every agent's status, for the start-up check (one-line ValueError / PermissionError)."""
@@ -88,12 +89,15 @@ class AgentPacer:
         agent fails (the others are still set)."""
         total = float(np.asarray(rates, dtype=np.float64).reshape(-1)[0])
         self._set_this_period = True
+        if self.shadow:
+            self.rates = self.split(total)
+            return
         self._each(lambda c, share: c.set_rate(share), self.split(total), "set the rate on")
 
     def keep(self) -> None:
         """Renew the leases when no rate was set this period (the fallback keeps the last one); never raises:
         a failure here shows at the next ``set_pacing``."""
-        if not self._set_this_period:
+        if not self._set_this_period and not self.shadow:
             for i, c in enumerate(self.clients):
                 if self.rates[i] is None:
                     continue
@@ -119,11 +123,13 @@ class AgentPacer:
 
     def status(self) -> list[dict[str, Any]]:
         """Per agent: its URL, the rate last set, and the last error (None: answering)."""
-        return [{"url": c.url, "rate": r, "error": e} for c, r, e in zip(self.clients, self.rates, self.errors,
-                                                                        strict=True)]
+        return [{"url": c.url, "rate": r, "error": e, "shadow": self.shadow}
+                for c, r, e in zip(self.clients, self.rates, self.errors, strict=True)]
 
     def close(self) -> None:
         """Ask every agent to lift its caps now; an agent that does not answer lifts at its lease's end."""
+        if self.shadow:
+            return  # nothing was set
         for c in self.clients:
             try:
                 c.lift()

@@ -73,7 +73,9 @@ def _shadow_options(plant: str, options: dict[str, Any]) -> dict[str, Any]:
                          "network: --plant netns or hardware)")
     if options.get("actuator") is not None:
         raise ValueError("--shadow replaces the plant's actuator; do not give one (--plant-opt actuator=...)")
-    return {**options, "actuator": RecordingActuator}
+    # A plant with a host place paces nothing in shadow mode either (its agents are asked, never set).
+    host = {"host_shadow": True} if "host_shadow" in inspect.signature(backend.cls).parameters else {}
+    return {**options, "actuator": RecordingActuator, **host}
 
 
 def run_daemon(*, on_start: Callable[[ControlDaemon], None] | None = None, **kwargs: Any) -> dict[str, Any]:

@@ -211,6 +211,7 @@ def build_hardware_plant(
     tap_ports: Any = "1,2",
     dtn_agent: list[str] | str | None = None,
     dtn_agent_token: list[str] | str | None = None,
+    host_shadow: bool = False,
 ) -> HardwarePlant:
     """A ``HardwarePlant`` from command-line options: the actuator (``TbfActuator`` on ``dev`` or
     ``OvsQosActuator`` on ``ovs_port``, or ``actuator(target, netns=)``) and the telemetry view
@@ -223,7 +224,8 @@ def build_hardware_plant(
     errors for a missing or doubled actuator target, a malformed address, a pipeline folder
     without its files; nothing is left open on failure. ``dtn_agent`` (URLs) with
     ``dtn_agent_token`` (one token file, or one per URL): the host place (``hardware_host``), every
-    agent checked first, before anything is shaped."""
+    agent checked first, before anything is shaped; ``host_shadow`` (shadow mode's): the agents are
+    checked and asked, and no rate is set on them."""
     if telemetry is None or telemetry == "":
         raise ValueError(
             "the hardware plant needs its telemetry: give the P4Runtime address (--telemetry HOST:PORT) of "
@@ -235,7 +237,7 @@ def build_hardware_plant(
         raise ValueError(f"actuator must be a factory (target, netns=) -> RateActuator, got {actuator!r}")
     _check_files_and_names(p4info, netns)
     ebpf = _ebpf_source(telemetry, scenario, netns, dtn_prefixes, remote_prefixes, egress_hook)
-    host = open_host(scenario, dtn_agent, dtn_agent_token)  # the agents answer, with the token, or exit 2
+    host = open_host(scenario, dtn_agent, dtn_agent_token, shadow=host_shadow)  # they answer, or exit 2
     p4 = None
     if isinstance(telemetry, str) and ebpf is None:
         from .hardware_p4 import P4Switch

@@ -22,9 +22,11 @@ from ..scenario import Scenario
 __all__ = ["HostPlace", "open_host"]
 
 
-def open_host(scenario: Scenario, urls: Sequence[str] | str | None, tokens: Sequence[str] | str | None) -> Any:
+def open_host(scenario: Scenario, urls: Sequence[str] | str | None, tokens: Sequence[str] | str | None,
+              shadow: bool = False) -> Any:
     """The ``AgentPacer`` for ``--dtn-agent`` URLs with their token files, every agent checked (its status
-    answered with the token); None without URLs. One-line ValueError / PermissionError (exit 2)."""
+    answered with the token); None without URLs. ``shadow``: it records the rates and sets none.
+    One-line ValueError / PermissionError (exit 2)."""
     from ..actuators.host_agent import AgentPacer, agent_token_files
 
     urls = [urls] if isinstance(urls, str) else list(urls or [])
@@ -32,7 +34,7 @@ def open_host(scenario: Scenario, urls: Sequence[str] | str | None, tokens: Sequ
         if tokens:
             raise ValueError("--dtn-agent-token is for a --dtn-agent URL")
         return None
-    host = AgentPacer(urls, agent_token_files(urls, tokens), scenario.period)
+    host = AgentPacer(urls, agent_token_files(urls, tokens), scenario.period, shadow=shadow)
     host.check()
     return host
 
