@@ -144,6 +144,9 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
     g.add_argument("--ovs-port", default=None, help="hardware plant: OVS port to shape instead of --dev")
     g.add_argument("--ovs-db", default=None, help="hardware plant: OVSDB remote (default the system's db.sock)")
     g.add_argument("--ovs-mode", default=None, help="hardware plant: htb | meter | policing (default htb)")
+    g.add_argument("--queues-dev", default=None, metavar="IFACE",
+                   help="hardware plant: the router's WAN interface that holds a queue policy's K queues "
+                        "(HTB leaves, bfifo, u32 rules), e.g. for --policy jenks")
     g.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
                    help="any other keyword option of the plant, e.g. egress_hook=tc (repeatable)")
 
