@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +28,8 @@ import pytest
 
 CLI = [sys.executable, "-m", "scidmz.cli"]
 P = f"qg{os.getpid() % 10000}"
-NS_A, NS_R, NS_B = f"{P}a", f"{P}r", f"{P}b"
+NS_A, NS_R, NS_D, NS_B = f"{P}a", f"{P}r", f"{P}d", f"{P}b"
+ALL_NS = (NS_A, NS_R, NS_D, NS_B)
 
 
 def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -68,29 +70,45 @@ def test_hardware_plant_is_a_queue_plant_only_with_its_queue_place() -> None:
 # -- root: a router namespace between two hosts ---------------------------------------------------------
 
 
+def _bump(dev: str, to: str) -> None:
+    """Every frame arriving on ``dev`` in the bump namespace leaves on ``to`` (kernel, tc mirred)."""
+    sh("tc", "-n", NS_D, "qdisc", "add", "dev", dev, "ingress")
+    sh("tc", "-n", NS_D, "filter", "add", "dev", dev, "parent", "ffff:", "protocol", "all", "u32", "match", "u32",
+       "0", "0", "action", "mirred", "egress", "redirect", "dev", to)
+
+
 @pytest.fixture
 def router(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """a (10.9.0.2) -- lan0 [router r] wan0 -- b (10.1.0.2 campus, 10.0.3.2 the DTN), b's side 20 ms away."""
+    """a (10.9.0.2) -- lan0 [router r] wan0 -- x [bump d] y -- b (10.1.0.2 campus, 10.0.3.2 the DTN).
+
+    The bump forwards both ways in the kernel; a test may replace its return direction by the
+    user-space delay stage (no netem on this kernel), as the netns testbed does."""
     monkeypatch.setenv("SCIDMZ_RUN_DIR", str(tmp_path / "run"))
-    for ns in (NS_A, NS_R, NS_B):
+    for ns in ALL_NS:
         sh("ip", "netns", "del", ns, check=False)
         sh("ip", "netns", "add", ns)
     sh("ip", "-n", NS_R, "link", "add", "lan0", "type", "veth", "peer", "name", "a0", "netns", NS_A)
-    sh("ip", "-n", NS_R, "link", "add", "wan0", "type", "veth", "peer", "name", "b0", "netns", NS_B)
+    sh("ip", "-n", NS_R, "link", "add", "wan0", "type", "veth", "peer", "name", "x", "netns", NS_D)
+    sh("ip", "-n", NS_D, "link", "add", "y", "type", "veth", "peer", "name", "b0", "netns", NS_B)
     for ns, dev, addr in ((NS_R, "lan0", "10.9.0.1/24"), (NS_R, "wan0", "10.1.0.1/16"), (NS_A, "a0", "10.9.0.2/24"),
                           (NS_B, "b0", "10.1.0.2/16"), (NS_B, "b0", "10.0.3.2/32")):
         sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
         sh("ip", "-n", ns, "link", "set", dev, "up")
+    for dev in ("x", "y"):
+        sh("ip", "-n", NS_D, "link", "set", dev, "up")
+    _bump("x", "y")
+    _bump("y", "x")
     sh("ip", "-n", NS_R, "route", "add", "10.0.3.2/32", "dev", "wan0")
     sh("ip", "-n", NS_A, "route", "add", "default", "via", "10.9.0.1")
     sh("ip", "-n", NS_B, "route", "add", "default", "via", "10.1.0.1")
     sh("ip", "netns", "exec", NS_R, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-    for ns, dev in ((NS_A, "a0"), (NS_R, "lan0"), (NS_R, "wan0")):
-        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off")
+    for ns, dev in ((NS_A, "a0"), (NS_R, "lan0"), (NS_R, "wan0"), (NS_D, "x"), (NS_D, "y"), (NS_B, "b0")):
+        # tx checksums too: the delay stage copies frames as they are, a partial checksum would arrive bad
+        sh("ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", "tx", "off")
     try:
         yield
     finally:
-        for ns in (NS_A, NS_R, NS_B):
+        for ns in ALL_NS:
             sh("ip", "netns", "del", ns, check=False)
 
 
@@ -110,9 +128,9 @@ def _drops(ns: str, dev: str) -> int:
 
 
 def _link_drops() -> int:
-    """Drops the kernel counts on the WAN wire outside tc: wan0's transmit, b0's receive."""
+    """Drops the kernel counts on the WAN wire outside tc: wan0's transmit, its peer's receive."""
     tx = json.loads(sh("ip", "-n", NS_R, "-s", "-j", "link", "show", "wan0").stdout)[0]["stats64"]["tx"]["dropped"]
-    rx = json.loads(sh("ip", "-n", NS_B, "-s", "-j", "link", "show", "b0").stdout)[0]["stats64"]["rx"]["dropped"]
+    rx = json.loads(sh("ip", "-n", NS_D, "-s", "-j", "link", "show", "x").stdout)[0]["stats64"]["rx"]["dropped"]
     return int(tx) + int(rx)
 
 
@@ -179,3 +197,94 @@ def test_100_reconfigurations_under_load_drop_nothing(router: None) -> None:
     sent = [r["end"]["sum_sent"]["bytes"] for r in results]
     assert min(sent) > 10e6, sent
     assert "htb" not in sh("tc", "-n", NS_R, "qdisc", "show", "dev", "wan0").stdout
+
+
+def _delay_stage(delays: dict[str, float]) -> subprocess.Popen:
+    """b's replies held by the address they come from (one RTT per receiving address): the bump's
+    return direction through the user-space delay stage instead of the kernel redirect."""
+    sh("tc", "-n", NS_D, "qdisc", "del", "dev", "y", "ingress")
+    return subprocess.Popen(["ip", "netns", "exec", NS_D, sys.executable, "-m", "scidmz.plant.netns.stages.delay",
+                             "--rx", "y", "--tx", "x", "--table", json.dumps(delays)])
+
+
+def _control(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    log = tmp_path / "control.jsonl"
+    p = subprocess.Popen([*CLI, "control", "run", "testbed", "--plant", "hardware", "--policy", "jenks",
+                          "--set", "policy.queues=2", "--telemetry", "ebpf:lan0,wan0", "--queues-dev", "wan0",
+                          "--netns", NS_R, "--target", "40M", "--api", "127.0.0.1:0", "--token-file",
+                          str(tmp_path / "control.token"), "--log", str(log), *extra],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p, log
+
+
+def _queue_of_dst() -> dict[str, set[int]]:
+    """The u32 rules on wan0: destination address (hex, as tc prints it) -> the HTB classes its flows go to."""
+    out = sh("tc", "-n", NS_R, "filter", "show", "dev", "wan0").stdout
+    found: dict[str, set[int]] = {}
+    for block in out.split("filter parent 5c1e: protocol ip pref")[1:]:
+        cls = re.search(r"flowid 5c1e:(\w+)", block)
+        dst = re.search(r"match (\w{8})/ffffffff at 16", block)
+        if cls and dst:
+            found.setdefault(dst.group(1), set()).add(int(cls.group(1), 16))
+    return found
+
+
+def _wait(cond: object, timeout: float, what: str, p: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        assert p.poll() is None, p.communicate()[1][-2000:]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+@pytest.mark.root
+def test_rehearsal_control_run_jenks_on_a_router(router: None, tmp_path: Path) -> None:
+    dtn, campus = "0a000302", "0a010002"  # 10.0.3.2 (replies 40 ms late), 10.1.0.2 (2 ms)
+    stage = _delay_stage({"10.0.3.2": 0.040, "10.1.0.2": 0.002})
+    runs = [_iperf(ip, port, 60, "-b", "8M", "-P", "2") for ip, port in (("10.0.3.2", 5401), ("10.1.0.2", 5402))]
+    try:
+        # 1. a live run: the HTB tree and the rules appear, the flows split by RTT
+        p, log = _control(tmp_path)
+        try:
+            _wait(lambda: {dtn, campus} <= set(_queue_of_dst()), 40, "u32 rules for both addresses", p)
+        except AssertionError as exc:
+            tail = [(x["k"], round(x["y"]["rate_dtn"] / 1e6, 1), x["y"]["active_flows"]) for x in
+                    (json.loads(v) for v in log.read_text().splitlines() if '"k"' in v)] if log.exists() else []
+            tail.append(sh("tc", "-n", NS_R, "class", "show", "dev", "wan0").stdout)
+            raise AssertionError(f"{exc}: {_queue_of_dst()}; "
+                                 f"{sh('tc', '-n', NS_R, 'filter', 'show', 'dev', 'wan0').stdout[:1500]}; {tail}") from None
+        classes = sh("tc", "-n", NS_R, "class", "show", "dev", "wan0").stdout
+        qdiscs = sh("tc", "-n", NS_R, "qdisc", "show", "dev", "wan0").stdout
+        queue_of = _queue_of_dst()
+        assert "htb 5c1e:" in qdiscs and "bfifo" in qdiscs, qdiscs
+        assert "class htb 5c1e:a " in classes and "class htb 5c1e:b " in classes, classes
+        # Jenks class 0 (lowest RTT) is queue 10 (0xa), class 1 is queue 11 (0xb)
+        assert queue_of[campus] == {10} and queue_of[dtn] == {11}, queue_of
+        # 2. SIGKILL: the tree stays; the next start reclaims it (its owner record names a dead process)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        assert "htb 5c1e:" in sh("tc", "-n", NS_R, "qdisc", "show", "dev", "wan0").stdout
+        p, log = _control(tmp_path, "--duration", "5")
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err[-2000:]
+        periods = [json.loads(x) for x in log.read_text().splitlines() if '"k"' in x]
+        assert periods and not any(x.get("fallback") for x in periods[2:]), periods
+        # 3. the clean stop removed the tree, its rules and the telemetry
+        after = sh("tc", "-n", NS_R, "qdisc", "show").stdout + sh("tc", "-n", NS_R, "filter", "show", "dev",
+                                                                "wan0").stdout
+        assert "htb" not in after and "bfifo" not in after and "u32" not in after and "clsact" not in after, after
+        assert not list((tmp_path / "run" / "claims").glob("tc-*.json"))
+        # 4. shadow mode prints the plan and touches nothing
+        p, _ = _control(tmp_path, "--duration", "4", "--shadow")
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and "SHADOW wan0: queue plan:" in err, err[-2000:]
+        assert "htb" not in sh("tc", "-n", NS_R, "qdisc", "show", "dev", "wan0").stdout
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        for q in [stage, *(x for run in runs for x in run)]:
+            if q.poll() is None:
+                q.kill()
+            q.wait()
