@@ -67,6 +67,18 @@ def test_hardware_plant_is_a_queue_plant_only_with_its_queue_place() -> None:
     assert issubclass(_with_place(HardwarePlant), QueuePlace)
 
 
+def test_queue_place_hands_the_policy_ipv4_flows_only() -> None:
+    from scidmz.plant.hardware_queues import _with_place
+
+    class Table:
+        def flows(self) -> list[dict[str, list[object]]]:
+            return [{"src": ["10.0.0.1", "2001:db8::1", "10.0.0.2"], "dst": ["10.1.0.1", "2001:db8::2", "10.1.0.2"],
+                     "rtt": [0.01, 0.02, 0.03]}]
+
+    plant = _with_place(Table)()
+    assert plant.flows() == [{"src": ["10.0.0.1", "10.0.0.2"], "dst": ["10.1.0.1", "10.1.0.2"], "rtt": [0.01, 0.03]}]
+
+
 # -- root: a router namespace between two hosts ---------------------------------------------------------
 
 

@@ -120,6 +120,17 @@ class QueuePlace:
 
     queues: Any
 
+    def flows(self) -> list[dict[str, list[Any]]]:
+        """The telemetry's flow table without the IPv6 flows: u32 rules match IPv4 headers only, so an
+        IPv6 flow cannot be given a queue and stays in the default one (ours: dropped from the table
+        rather than handed to a policy whose every plan the actuator would then refuse)."""
+        out = []
+        for table in super().flows():  # type: ignore[misc]
+            keep = [i for i, (a, b) in enumerate(zip(table.get("src", []), table.get("dst", []), strict=True))
+                    if ":" not in str(a) and ":" not in str(b)]
+            out.append({c: [v[i] for i in keep] for c, v in table.items()})
+        return out
+
     def apply_queues(self, configs: Any) -> None:
         """Load one ``QueueConfig`` (or a list of one) on the queue device, before the next period."""
         self._check_open()  # type: ignore[attr-defined]
