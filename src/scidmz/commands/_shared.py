@@ -171,6 +171,9 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
     g.add_argument("--dtn-agent-token", action="append", default=None, metavar="FILE",
                    help="hardware plant: a copy of the agent's token file; once for every --dtn-agent, or once "
                         "per --dtn-agent in the same order")
+    g.add_argument("--queues-dev", default=None, metavar="IFACE",
+                   help="hardware plant: the router's WAN interface that holds a queue policy's K queues "
+                        "(HTB leaves, bfifo, u32 rules), e.g. for --policy jenks")
     g.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
                    help="any other keyword option of the plant, e.g. egress_hook=tc (repeatable)")
 

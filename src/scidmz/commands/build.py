@@ -40,9 +40,10 @@ __all__ = ["Run", "build_run", "build_policies", "trained_files", "resolve_model
 DEFAULT_TARGET_FRACTION = 0.5
 
 
-#: The plant flags beyond ``--telemetry`` (the hardware plant's rate actuator target and its host
-#: actuator, the DTN agents); a plant takes those its registry entry names (``register_plant(cli=...)``).
-PLANT_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token")
+#: The plant flags beyond ``--telemetry`` (the hardware plant's rate actuator target, its host actuator,
+#: the DTN agents, and its queue device); a plant takes those its registry entry names
+#: (``register_plant(cli=...)``).
+PLANT_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token", "queues_dev")
 
 
 def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] | tuple[str, ...] = (),
@@ -111,6 +112,7 @@ def build_run(
     ``model``/``gains``/``tracking_uri``: the policy's trained files of those names (a
     ``models:/NAME/VERSION`` model is fetched from the mlflow registry).
     """
+    from ..kinds import policy_places
     from ..plant.registry import plant_spec
     from ..policies.configuration import parse_configuration
     from ..policies.registry import policy_files
@@ -134,6 +136,10 @@ def build_run(
     spec = plant_spec(plant)
     built, _ = build_policies([name], sc, files={name: given}, options={name: options}, tracking_uri=tracking_uri)
     pol = built[name]
+    for member in policy_places(pol).values():  # a queue count that does not fit the link: one line, now
+        check_link = getattr(member, "check_link", None)
+        if callable(check_link):
+            check_link(sc.capacity)
     if isinstance(spec.entry.cls, type):  # a plant class: every place checked before it is built (a factory
         check_places(spec.entry.cls, pol)  # composes its actuators; the runner checks what it built)
     return Run(sc, pol, spec, tgt)

@@ -43,8 +43,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_set_arg(r, policy=True)
     add_plant_args(r, realtime_note=": a real-time paced simulator")
     _add_p4_args(r)
-    add_policy_arg(r, note="; jenks needs a plant with queues, abc/ffs one with a bottleneck discipline, "
-                           "pacing control of the DTN host (fluid, netns; hardware with --dtn-agent)")
+    add_policy_arg(r, note="; jenks needs a plant with queues (fluid, netns, or hardware with --queues-dev), "
+                           "abc/ffs one with a bottleneck discipline, pacing control of the DTN host "
+                           "(fluid, netns; hardware with --dtn-agent)")
     r.add_argument("--target", default=None,
                    help="initial DTN target, e.g. 60M (at most the scenario's B_max); required, here or in --config")
     add_model_args(r)

@@ -212,6 +212,7 @@ def build_hardware_plant(
     dtn_agent: list[str] | str | None = None,
     dtn_agent_token: list[str] | str | None = None,
     host_shadow: bool = False,
+    queues_dev: str | None = None,
 ) -> HardwarePlant:
     """A ``HardwarePlant`` from command-line options: the actuator (``TbfActuator`` on ``dev`` or
     ``OvsQosActuator`` on ``ovs_port``, or ``actuator(target, netns=)``) and the telemetry view
@@ -225,17 +226,23 @@ def build_hardware_plant(
     without its files; nothing is left open on failure. ``dtn_agent`` (URLs) with
     ``dtn_agent_token`` (one token file, or one per URL): the host place (``hardware_host``), every
     agent checked first, before anything is shaped; ``host_shadow`` (shadow mode's): the agents are
-    checked and asked, and no rate is set on them."""
+    checked and asked, and no rate is set on them. ``queues_dev``: the queue place, K HTB
+    queues on that interface (``hardware_queues``; without ``dev``/``ovs_port`` there is no rate place)."""
     if telemetry is None or telemetry == "":
         raise ValueError(
             "the hardware plant needs its telemetry: give the P4Runtime address (--telemetry HOST:PORT) of "
             "the switch running telemetry_p4/, or --telemetry ebpf:LAN_IF,WAN_IF for this router's interfaces"
         )
-    if (dev is None) == (ovs_port is None):
-        raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT")
+    if dev is not None and ovs_port is not None or dev is None and ovs_port is None and queues_dev is None:
+        raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT"
+                         " (or only --queues-dev IFACE for a queue policy)")
     if actuator is not None and not callable(actuator):
         raise ValueError(f"actuator must be a factory (target, netns=) -> RateActuator, got {actuator!r}")
     _check_files_and_names(p4info, netns)
+    if queues_dev is not None:
+        from .hardware_queues import check_queue_dev
+
+        check_queue_dev(queues_dev, netns, dev)  # before the shaper or the telemetry touch the router
     ebpf = _ebpf_source(telemetry, scenario, netns, dtn_prefixes, remote_prefixes, egress_hook)
     host = open_host(scenario, dtn_agent, dtn_agent_token, shadow=host_shadow)  # they answer, or exit 2
     p4 = None
@@ -253,11 +260,12 @@ def build_hardware_plant(
     try:
         if ebpf is not None:
             ebpf.open()  # build, load, claim, attach: one line if any of it fails, nothing left
-            return _with_host(HardwarePlant(scenario, act, ebpf.view, resources=(ebpf,)), host)
-        if p4 is not None:
+            plant = HardwarePlant(scenario, act, ebpf.view, resources=(ebpf,))
+        elif p4 is not None:
             p4.open()  # connect, claim, load, install: one line if any of it fails, nothing left
-            return _with_host(HardwarePlant(scenario, act, p4.view, resources=(p4,)), host)  # p4.close: the view
-        return _with_host(HardwarePlant(scenario, act, telemetry), host)
+            plant = HardwarePlant(scenario, act, p4.view, resources=(p4,))  # p4.close closes the view
+        else:
+            plant = HardwarePlant(scenario, act, telemetry)
     except BaseException:
         act.close()
         if p4 is not None:
@@ -265,6 +273,22 @@ def build_hardware_plant(
         if ebpf is not None:
             ebpf.close()
         raise
+    plant = _with_host(plant, host)
+    try:
+        return _queue_place(plant, queues_dev, netns, actuator)  # the queue place last, on any class
+    except BaseException:
+        plant.close()
+        raise
+
+
+def _queue_place(plant: HardwarePlant, queues_dev: str | None, netns: str | None, factory: Any) -> HardwarePlant:
+    """The plant with its queue place on ``queues_dev`` (``hardware_queues``), or as it is without one;
+    a factory whose actuators apply nothing (shadow mode's) gets the plan printer."""
+    if queues_dev is None:
+        return plant
+    from .hardware_queues import with_queue_place
+
+    return with_queue_place(plant, queues_dev, netns, shadow=getattr(factory, "applies", True) is False)
 
 
 def _check_files_and_names(p4info: str | None, netns: str | None) -> None:
@@ -285,7 +309,11 @@ def _check_files_and_names(p4info: str | None, netns: str | None) -> None:
 def _actuator(scenario: Scenario, dev: str | None, ovs_port: str | None, netns: str | None, ovs_db: str | None,
               ovs_mode: str, ovs_bridge: str | None, factory: Any) -> Any:
     if factory is not None:
-        return factory(dev if dev is not None else str(ovs_port), netns=netns)
+        return factory(dev if dev is not None else str(ovs_port or ""), netns=netns)
+    if dev is None and ovs_port is None:  # --queues-dev only: no shaper
+        from .hardware_queues import NoRatePlace
+
+        return NoRatePlace(scenario.u_max)
     if dev is not None:
         from ..actuators.tbf import TbfActuator
 
@@ -312,4 +340,5 @@ def _ebpf_source(telemetry: Any, scenario: Scenario, netns: str | None, dtn: lis
 
 
 register_plant("hardware", build_hardware_plant, realtime=True, replays=False,
-               cli=("telemetry", "dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token"))
+               cli=("telemetry", "dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token",
+                    "queues_dev"))

@@ -517,6 +517,22 @@ class JenksPolicy:
         tg = np.broadcast_to(np.asarray(target, dtype=np.float64), (len(cfgs),))
         return [serve_target(c, f, float(t)) for c, f, t in zip(cfgs, flows, tg, strict=True)]
 
+    def check_link(self, capacity: float) -> None:
+        """One line (``QueueConfigError``, a ValueError) when K queues do not fit a link of ``capacity``
+        bit/s: the K Jenks queues plus the default, UDP and bloat queues each get at least ``min_share``
+        of C, so (K + 3) x min_share must be <= 1, and that floor must carry one MTU per epoch (ours: a
+        queue that cannot send one packet per epoch can never show demand). Checked when a run is
+        assembled, before anything on a router changes."""
+        p = self.params
+        n = p.queues + 3
+        if n * p.min_share > 1:
+            raise QueueConfigError(f"policy.queues = {p.queues}: {n} queues x policy.min_share {p.min_share} "
+                                   f"of the link is more than the link; at most {int(1 / p.min_share) - 3} queues")
+        if p.min_share * capacity * self.epoch < 8 * p.mtu:
+            raise QueueConfigError(f"policy.queues = {p.queues}: a queue's floor, {p.min_share} x "
+                                   f"{capacity / 1e6:g} Mbit/s, carries less than one {p.mtu}-byte packet per "
+                                   f"{self.epoch:g} s epoch; raise policy.min_share or use fewer queues")
+
     def decide_queues(self, flows: Sequence[Any], capacity: float | Sequence[float]) -> list[QueueConfig]:
         if len(flows) != len(self.separators):
             raise ValueError(f"got {len(flows)} flow tables for a batch of {len(self.separators)}")
