@@ -20,18 +20,20 @@ __all__ = ["SocketFilter", "parse_prefixes", "parse_port_ranges"]
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
+def _items(texts: Iterable[str]) -> Iterable[str]:
+    """Every non-empty comma-separated item of ``texts`` (a flag given once per item or as a list)."""
+    for text in texts:
+        yield from (part.strip() for part in str(text).split(",") if part.strip())
+
+
 def parse_prefixes(texts: Iterable[str]) -> tuple[Network, ...]:
     """``["203.0.113.0/24", "2001:db8::/32"]`` -> networks; one-line ValueError on anything else."""
     out = []
-    for text in texts:
-        for part in str(text).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            try:
-                out.append(ipaddress.ip_network(part, strict=True))
-            except ValueError as exc:
-                raise ValueError(f"peer prefix {part!r} is not a prefix ({exc})") from None
+    for part in _items(texts):
+        try:
+            out.append(ipaddress.ip_network(part, strict=True))
+        except ValueError as exc:
+            raise ValueError(f"peer prefix {part!r} is not a prefix ({exc})") from None
     if not out:
         raise ValueError("the agent needs at least one peer prefix (--prefix 203.0.113.0/24)")
     return tuple(out)
@@ -40,19 +42,15 @@ def parse_prefixes(texts: Iterable[str]) -> tuple[Network, ...]:
 def parse_port_ranges(texts: Iterable[str]) -> tuple[tuple[int, int], ...]:
     """``["5201", "50000-51000"]`` -> ((5201, 5201), (50000, 51000)); one-line ValueError otherwise."""
     out = []
-    for text in texts:
-        for part in str(text).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            lo_s, _, hi_s = part.partition("-")
-            try:
-                lo, hi = int(lo_s), int(hi_s or lo_s)
-            except ValueError:
-                raise ValueError(f"port range {part!r}: expected PORT or LOW-HIGH, e.g. 50000-51000") from None
-            if not 1 <= lo <= hi <= 65535:
-                raise ValueError(f"port range {part!r}: ports are 1..65535, low before high")
-            out.append((lo, hi))
+    for part in _items(texts):
+        lo_s, _, hi_s = part.partition("-")
+        try:
+            lo, hi = int(lo_s), int(hi_s or lo_s)
+        except ValueError:
+            raise ValueError(f"port range {part!r}: expected PORT or LOW-HIGH, e.g. 50000-51000") from None
+        if not 1 <= lo <= hi <= 65535:
+            raise ValueError(f"port range {part!r}: ports are 1..65535, low before high")
+        out.append((lo, hi))
     return tuple(out)
 
 
