@@ -126,7 +126,7 @@ def test_evaluate_bad_or_unusable_executor_is_one_line(tmp_path):
     (tmp_path / "m").mkdir()
     (tmp_path / "g.json").write_text('{"kp": 1, "ki": 1, "kw": 1}')
     for argv, needle in ((["--executor", "ray://x:1"], "--executor"),
-                         (["--executor", "processes:2", "--plant", "netns"], "fluid-plant trials only")):
+                         (["--executor", "processes:2", "--plant", "netns"], "batched-plant trials only")):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             rc = main(["evaluate", "small-cubic", "--model", str(tmp_path / "m"), "--gains", str(tmp_path / "g.json"),

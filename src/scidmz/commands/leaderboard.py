@@ -207,7 +207,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     from ..executors import parse_executor
 
     if parse_executor(a.executor).kind != "local" and plant.realtime:
-        raise ValueError(f"--executor {a.executor} runs fluid-plant trials only; the {a.plant} plant runs in real "
+        raise ValueError(f"--executor {a.executor} runs batched-plant trials only; the {a.plant} plant runs in real "
                          "time, one testbed at a time")
     scen_over, plan_over = split_plan_overrides(a.set)
     names = _names(a.policies)
