@@ -196,17 +196,9 @@ def mrae(rows: list[dict[str, Any]]) -> float:
     return sum(errs) / len(errs)
 
 
-def _configurations() -> bool:
-    """Whether this build runs configurations (one policy per place, ``pacing+pi``)."""
-    import importlib.util
-
-    return importlib.util.find_spec("scidmz.policies.configuration") is not None
-
-
 # pacing alone, and pacing on the host place with a PI on the campus's rate place (a configuration: the
-# host member through the agents, the rate member through the TBF), where this build has configurations.
-@pytest.mark.parametrize("policy", ["pacing", pytest.param("pacing+pi", marks=pytest.mark.skipif(
-    not _configurations(), reason="this build has no configurations (policies/configuration.py)"))])
+# host member through the agents, the rate member through the TBF).
+@pytest.mark.parametrize("policy", ["pacing", "pacing+pi"])
 def test_rehearsal_pacing_on_real_equipment(site: dict[str, Any], policy: str) -> None:
     tmp: Path = site["tmp"]
     agent = start_agent(tmp)
