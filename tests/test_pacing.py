@@ -238,9 +238,10 @@ class _Schedule:
 def test_netns_dtn_follows_the_pacing_up_and_down_and_reset_lifts_it() -> None:
     sc = load_scenario("testbed").with_overrides(["campus.hosts=2", "link.capacity=40M", "dtn.streams=4"])
     hold = 8
-    # Up, then down, mid-episode. The first hold is longer: the start-up loses DTN packets at the bottleneck
-    # (26 drops in the first period, measured) and CUBIC's recovery at a 100 ms RTT takes 3-4 s on a quiet
-    # machine, 7 s in a CI run on two busy cores; that start-up is not what this test checks.
+    # Up, then down, mid-episode. The start-up loses DTN packets at the bottleneck (26 drops in the first
+    # period, measured) and CUBIC's recovery at a 100 ms RTT took 3-4 s on a quiet machine but more than 12 s
+    # in a CI run on two busy cores (4.1-7.5 Mbit/s in seconds 8-11 against 8). That recovery is not what this
+    # test checks, so the first hold is held to the cap alone; the step up and the step down must track.
     starts = np.array([0, 12, 20, 28])
     rates = np.repeat([8e6, 24e6, 4e6], np.diff(starts))
     prefix = f"pc{os.getpid() % 10000}"
@@ -249,7 +250,9 @@ def test_netns_dtn_follows_the_pacing_up_and_down_and_reset_lifts_it() -> None:
         rd = tr.column("rate_dtn")
         np.testing.assert_array_equal(tr.column("pacing"), rates)
         assert tr.column("dtn_paced_sockets")[-1] == 5  # 4 streams + iperf3's control connection
-        for k in range(3):
+        first = rd[starts[1] - hold // 2: starts[1]]
+        assert first.max() < 1.15 * rates[0], first
+        for k in (1, 2):
             tail = rd[starts[k + 1] - hold // 2: starts[k + 1]]
             assert abs(tail.mean() / rates[starts[k]] - 1) < 0.15, (k, tail, rates[starts[k]])
         old = pl.pacing_readback()
