@@ -282,7 +282,7 @@ def test_most_bytes_dropped_is_exit_1(tmp_path, capsys):
     orig = [len(_tcp(V4))] * 10 + [60000] * 4
     p = write_pcap(tmp_path / "b.pcap", frames, [T0 + i * MS for i in range(14)], orig_len=orig)
     assert main(["telemetry", "replay", str(p)]) == 1
-    assert "4 of 14 packets were cut by the snap length" in capsys.readouterr().err
+    assert "240000 of 243540 bytes (4 of 14 packets) were cut by the snap length" in capsys.readouterr().err
 
 
 def test_empty_capture_and_window_removing_everything_are_exit_1(tmp_path, capsys):

@@ -38,10 +38,19 @@ import numpy as np
 
 from ...fileio import atomic_write_bytes
 from ..twin.parse import REASONS, parse_frames, reason_bytes, reason_counts
+from .fragments import Reassembler
+from .notes import clock_steps, count_notes
 
-__all__ = ["Capture", "CHUNK_PACKETS", "add_counts", "iter_capture", "iter_times", "read_capture", "write_pcap"]
+__all__ = ["Capture", "CaptureInputError", "CHUNK_PACKETS", "add_counts", "iter_capture", "iter_times", "read_capture", "write_pcap"]
 
 MAX_CAPLEN = 262144
+#: pcapng ``if_tsresol`` exponents read (ours): finer than 10^-18 s or 2^-63 s, a 64-bit timestamp
+#: cannot hold even ten seconds, so such a value is a corrupt option, refused with one line.
+MAX_TSRESOL_DEC = 18
+MAX_TSRESOL_BIN = 63
+#: ``if_tsoffset`` read (ours): beyond 2^32 s (136 years) it is no clock's offset; also keeps
+#: timestamp + offset inside int64 nanoseconds.
+MAX_TSOFFSET_S = 1 << 32
 # Largest wire length believed (ours): BIG TCP super-packets reach 512 KiB; a larger
 # "original length" is a corrupt record header.
 MAX_WIRE = 1 << 24
@@ -55,7 +64,9 @@ class Capture:
     """Packets of one capture (or chunk): ``packets`` (``parse.PACKET_DTYPE``) and what the
     reader and parser noticed: ``drops`` (records/packets per reason), ``drop_bytes`` (their
     wire bytes; for ``corrupt_record`` the bytes skipped), ``linktypes`` (records per link
-    type), ``wire_bytes`` (all records' wire bytes)."""
+    type), ``wire_bytes`` (all records' wire bytes). ``drops`` also holds what is read but
+    named for a warning, not dropped (``notes``): no-L4 sub-counts, unsupported tunnels,
+    and ``tunnel_fragment`` / ``fragment_lost`` (``fragments``)."""
 
     packets: np.ndarray
     drops: dict[str, int] = field(default_factory=dict)
@@ -63,6 +74,8 @@ class Capture:
     drop_bytes: dict[str, int] = field(default_factory=dict)
     linktypes: dict[int, int] = field(default_factory=dict)
     wire_bytes: int = 0
+    clock_steps: int = 0  # times the capture's clock stepped back (``notes.clock_steps``)
+    clock_back_ns: int = 0  # the largest such step
 
 
 def _u32(buf, o, le):
@@ -153,21 +166,29 @@ def _walk_pcap_py(buf, le, nano, linktype, o, max_k, off, cap, orig, ts, lts, ba
     return k, o, o >= n
 
 
-def _ts_to_ns(t, res_kind, res_exp):
-    # res_kind 0: 10^-exp seconds; 1: 2^-exp seconds
+def _ts_to_ns(t, res_kind, res_exp, off_ns):
+    """A pcapng timestamp of ``t`` units (10^-exp s, or 2^-exp s for kind 1) plus the
+    interface's ``if_tsoffset`` as ns, floored to the ns, without overflow for any exponent
+    the reader accepts (decimal <= MAX_TSRESOL_DEC, binary <= MAX_TSRESOL_BIN)."""
     if res_kind == 0:
         if res_exp <= 9:
             m = np.int64(1)
             for _ in range(9 - res_exp):
                 m *= 10
-            return t * m
+            return t * m + off_ns
         d = np.int64(1)
         for _ in range(res_exp - 9):
             d *= 10
-        return t // d
+        return t // d + off_ns
     sec = t >> res_exp
     rem = t & ((np.int64(1) << res_exp) - 1)
-    return sec * 1000000000 + ((rem * 1000000000) >> res_exp)
+    if res_exp <= 32:  # rem < 2^32: rem * 10^9 fits in 63 bits
+        frac = (rem * 1000000000) >> res_exp
+    else:  # rem * 10^9 as hi * 2^32 + lo, each below 2^62; floor((hi * 2^32 + lo) / 2^e)
+        hi = (rem >> 32) * 1000000000
+        lo = (rem & 0xFFFFFFFF) * 1000000000
+        frac = (hi + (lo >> 32)) >> (res_exp - 32)
+    return sec * 1000000000 + frac + off_ns
 
 
 def _block_ok(buf, o, n):
@@ -184,11 +205,14 @@ def _block_ok(buf, o, n):
     return False
 
 
-def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad):
+def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, if_off, off, cap, orig, ts, lts, bad):
     """Walk pcapng blocks from byte ``o`` until ``max_k`` enhanced packet blocks or the end.
 
-    ``state`` ([little-endian, interfaces seen]) and the ``if_*`` arrays carry the
-    section's byte order and interface descriptions from one call to the next. A block
+    ``state`` ([little-endian, interfaces seen, refusal]) and the ``if_*`` arrays carry the
+    section's byte order and interface descriptions (link type, ``if_tsresol``,
+    ``if_tsoffset`` in ns) from one call to the next. An interface option no clock can
+    have (``_refusal``) stops the walk with ``state[2:5]`` = (option code, interface,
+    value) for the caller's one-line refusal. A block
     that cannot be right (length, trailing length, an unknown interface) is skipped by
     scanning 4-byte steps for the next plausible block (``_block_ok``), counted in
     ``bad[0]`` (and its bytes in ``bad[3]``). Returns (packets kept, next byte offset, finished).
@@ -229,6 +253,7 @@ def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig
                 if_lt[nif] = _u16(buf, o + 8, le)
                 if_kind[nif] = 0
                 if_exp[nif] = 6
+                if_off[nif] = 0
                 p = o + 16
                 end = o + blen - 4
                 while p + 4 <= end:
@@ -238,12 +263,18 @@ def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig
                         break
                     if code == 9 and olen >= 1:
                         v = np.int64(buf[p + 4])
-                        if v & 0x80:
-                            if_kind[nif] = 1
-                            if_exp[nif] = min(v & 0x7F, 62)
-                        else:
-                            if_kind[nif] = 0
-                            if_exp[nif] = min(v, 18)
+                        if_kind[nif] = 1 if v & 0x80 else 0
+                        if_exp[nif] = v & 0x7F
+                        if (v & 0x7F) > (MAX_TSRESOL_BIN if v & 0x80 else MAX_TSRESOL_DEC):
+                            state[2], state[3], state[4] = 9, nif, v
+                            return k, o, True
+                    elif code == 14 and olen >= 8:  # if_tsoffset: signed seconds
+                        secs = (_u32(buf, p + 8, le) << 32) | _u32(buf, p + 4, le) if le else (
+                            (_u32(buf, p + 4, le) << 32) | _u32(buf, p + 8, le))
+                        if secs > MAX_TSOFFSET_S or secs < -MAX_TSOFFSET_S:
+                            state[2], state[3], state[4] = 14, nif, secs
+                            return k, o, True
+                        if_off[nif] = secs * 1000000000
                     p += 4 + ((olen + 3) // 4) * 4
                 nif += 1
         elif not corrupt and btype == 6:  # enhanced packet block
@@ -260,7 +291,7 @@ def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig
                 off[k] = o + 28
                 cap[k] = incl
                 orig[k] = olen
-                ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid])
+                ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid], if_off[iid])
                 lts[k] = if_lt[iid]
                 k += 1
         elif not corrupt and btype == 3:  # simple packet block: no timestamp, unusable for timing
@@ -347,10 +378,20 @@ def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray) -> tuple[dict[str,
     if bad[4]:
         drops["record_fixed"] = int(bad[4])
     for name in ("fragment", "other_protocol"):
-        c = int(np.count_nonzero(pk["reason"] == REASONS.index(name)))
+        sel = pk["reason"] == REASONS.index(name)
+        c = int(np.count_nonzero(sel))
         if c:
             drops[name] = c
+            nbytes[name] = int(wire[sel].sum())
     return drops, nbytes
+
+
+def _add_lost(drops: dict[str, int], nbytes: dict[str, int], lost: tuple[int, int]) -> None:
+    """Tunnel fragments whose packet could not be reassembled (``fragments``): their rows were
+    ``tunnel_fragment`` when read (maybe in an earlier chunk); they are counted lost here, a drop."""
+    if lost[0]:
+        drops["fragment_lost"] = drops.get("fragment_lost", 0) + int(lost[0])
+        nbytes["fragment_lost"] = nbytes.get("fragment_lost", 0) + int(lost[1])
 
 
 def _linktypes(lts: np.ndarray) -> dict[int, int]:
@@ -433,14 +474,16 @@ def _walk(buf: np.ndarray, kind: str, le: bool, nano: bool, linktype: int,
     bad = np.zeros(5, np.int64)
     last = np.array([-1], np.int64)
     o = 24 if kind == "pcap" else 0
-    state = np.array([1, 0], np.int64)
-    if_lt, if_kind, if_exp = (np.zeros(256, np.int64) for _ in range(3))
+    state = np.array([1, 0, 0, 0, 0], np.int64)
+    if_lt, if_kind, if_exp, if_off = (np.zeros(256, np.int64) for _ in range(4))
     done = False
     while not done:
         if kind == "pcap":
             n, o, done = k["pcap"](buf, le, nano, linktype, o, chunk, off, cap, orig, ts, lts, bad, last)
         else:
-            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad)
+            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, if_off, off, cap, orig, ts,
+                                     lts, bad)
+            _refusal(buf, state)
         _release(buf, o)
         yield ts[:n].copy(), n
 
@@ -452,20 +495,50 @@ def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype:
     bad = np.zeros(5, np.int64)
     last = np.array([-1], np.int64)  # pcap: the last good record's second
     o = 24 if kind == "pcap" else 0
-    state = np.array([1, 0], np.int64)  # pcapng: little-endian, no interface yet
-    if_lt, if_kind, if_exp = (np.zeros(256, np.int64) for _ in range(3))
+    state = np.array([1, 0, 0, 0, 0], np.int64)  # pcapng: little-endian, no interface yet, no refusal
+    if_lt, if_kind, if_exp, if_off = (np.zeros(256, np.int64) for _ in range(4))
+    frags = Reassembler()
+    latest = np.iinfo(np.int64).min
     done = False
     while not done:
         bad[:] = 0
         if kind == "pcap":
             n, o, done = k["pcap"](buf, le, nano, linktype, o, chunk, off, cap, orig, ts, lts, bad, last)
         else:
-            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad)
+            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, if_off, off, cap, orig, ts,
+                                     lts, bad)
+            _refusal(buf, state, p)
         pk = parse_frames(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], tap=tap)
-        _release(buf, o)
+        lost = frags.feed(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], pk)
+        if done:
+            end = frags.flush()
+            lost = (lost[0] + end[0], lost[1] + end[1])
         drops, nbytes = _drops(pk, orig[:n], bad)
+        _add_lost(drops, nbytes, lost)
+        count_notes(buf, off[:n], cap[:n], orig[:n], lts[:n], pk, drops, nbytes)
+        _release(buf, o)
+        back, step, latest = clock_steps(ts[:n], latest)
         yield Capture(packets=pk, drops=drops, path=str(p), drop_bytes=nbytes, linktypes=_linktypes(lts[:n]),
-                      wire_bytes=int(orig[:n].sum()))
+                      wire_bytes=int(orig[:n].sum()), clock_steps=back, clock_back_ns=step)
+
+
+class CaptureInputError(RuntimeError):
+    """The capture says something no capture can mean (a pcapng interface option, a span of
+    timestamps): refused with one line, exit 1, as the other refusals of a capture's content."""
+
+
+def _refusal(buf: np.ndarray, state: np.ndarray, p: Path | str = "") -> None:
+    code, iface, value = (int(v) for v in state[2:5])
+    if not code:
+        return
+    name = p or getattr(buf, "filename", "") or "capture"
+    if code == 9:
+        what = (f"2^-{value & 0x7F}" if value & 0x80 else f"10^-{value}") + " s"
+        raise CaptureInputError(f"{name}: pcapng interface {iface} has if_tsresol {what} (byte 0x{value:02x}), "
+                                f"finer than any clock (at most 10^-{MAX_TSRESOL_DEC} or 2^-{MAX_TSRESOL_BIN} "
+                                "s are read): a corrupt interface description")
+    raise CaptureInputError(f"{name}: pcapng interface {iface} has if_tsoffset {value} s, beyond "
+                            f"+-{MAX_TSOFFSET_S} s (136 years): a corrupt interface description")
 
 
 def _release(buf: np.ndarray, upto: int) -> None:
@@ -499,6 +572,8 @@ def add_counts(total: Capture, part: Capture) -> None:
         for key, v in theirs.items():
             mine[key] = mine.get(key, 0) + int(v)  # type: ignore[index]
     total.wire_bytes += part.wire_bytes
+    total.clock_steps += part.clock_steps
+    total.clock_back_ns = max(total.clock_back_ns, part.clock_back_ns)
 
 
 def write_pcap(path: str | os.PathLike[str], frames: list[bytes], ts_ns: np.ndarray | list[int],

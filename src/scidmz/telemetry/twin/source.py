@@ -93,6 +93,8 @@ class TelemetrySource:
         self.linktypes: dict[int, int] = {}
         self.records = 0  # capture records read (replay), every tap's
         self.wire_bytes = 0
+        self.clock_steps = 0  # times a capture's clock stepped back (replay), and the largest step
+        self.clock_back_ns = 0
         self.packets_in = 0  # packets handed to the data plane so far (replay: every tap's)
         self.collector: Collector | None = None
         self._iter: Iterator[NetworkState] | None = None
@@ -174,6 +176,8 @@ class TelemetrySource:
         _add(self.linktypes, cap.linktypes)
         self.records += int(cap.packets.size)
         self.wire_bytes += int(cap.wire_bytes)
+        self.clock_steps += int(getattr(cap, "clock_steps", 0))
+        self.clock_back_ns = max(self.clock_back_ns, int(getattr(cap, "clock_back_ns", 0)))
 
     def _kept(self, cap: Any, keep: list[tuple[int | None, int | None, str]]) -> np.ndarray:
         """A chunk's packets after the time filters (each (lo, hi, reason) of ``keep``, counted), sorted."""

@@ -1,0 +1,90 @@
+"""What a capture's reader noticed beyond the parser's reasons: packets read without a
+TCP/UDP header for a reason worth naming, tunnels the parser does not open (counted per
+chunk into ``Capture.drops`` / ``drop_bytes``, packets and wire bytes, for ``run.outcome``
+to warn with; none of them is a drop), and records whose clock stepped back.
+
+* no L4 (sub-counts of ``other_protocol``): IPsec AH (51) and ESP (50); an IPv6
+  extension-header chain longer than the 16 headers the parser follows
+  (``ipv6_ext_chain``);
+* unsupported tunnels (``UNSUPPORTED_TUNNELS``, counted as ``tunnel_<key>``):
+  Geneve, GRE in UDP, VXLAN-GPE by their UDP ports, WCCP (GRE protocol 0x883E)
+  and any other GRE payload by the GRE header's protocol;
+* clock steps (``clock_steps``, into ``Capture.clock_steps`` / ``clock_back_ns``, not
+  into ``drops``): records more than ``CLOCK_STEP_NS`` (ours) earlier than the record
+  before them, and the largest such step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..twin import parse as P
+from .fragments import O_COLS, O_HDR_END, O_OK, outer
+
+__all__ = ["UNSUPPORTED_TUNNELS", "CLOCK_STEP_NS", "count_notes", "clock_steps"]
+
+#: Tunnels named, not opened: key -> how the messages call them.
+UNSUPPORTED_TUNNELS: dict[str, str] = {
+    "geneve": "Geneve (UDP port 6081)",
+    "gre_udp": "GRE in UDP (UDP port 4754)",
+    "vxlan_gpe": "VXLAN-GPE (UDP port 4790)",
+    "wccp": "WCCP redirection in GRE (protocol 0x883E)",
+    "gre_other": "GRE carrying a protocol other than IP, Ethernet or ERSPAN",
+}
+_UDP_PORTS = {6081: "geneve", 4754: "gre_udp", 4790: "vxlan_gpe"}
+#: Ours: a multi-queue NIC or two capture threads reorder records by microseconds; a step back
+#: of more than 10 ms is the clock itself (NTP stepping it, a VM resumed).
+CLOCK_STEP_NS = 10_000_000
+_R_OTHER = P.REASONS.index("other_protocol")
+
+
+def count_notes(buf: np.ndarray, off: np.ndarray, cap: np.ndarray, orig: np.ndarray, lts: np.ndarray,
+                pk: np.ndarray, drops: dict[str, int], nbytes: dict[str, int]) -> None:
+    """Add this chunk's no-L4 sub-counts and unsupported tunnels to ``drops`` / ``nbytes``."""
+    other = pk["reason"] == _R_OTHER
+    if other.any():
+        proto = pk["proto"]
+        for name, mask in (("ipsec_ah", proto == 51), ("ipsec_esp", proto == 50),
+                           ("ipv6_ext_chain", (proto == 0) | (proto == 43) | (proto == 60))):
+            _put(drops, nbytes, name, other & mask, orig)
+        gre = np.flatnonzero(other & (proto == 47))
+        if gre.size:
+            _gre_kinds(buf, off, cap, orig, lts, gre, drops, nbytes)
+    udp = pk["kind"] == P.KIND_UDP
+    if udp.any():
+        for port, key in _UDP_PORTS.items():
+            _put(drops, nbytes, f"tunnel_{key}", udp & (pk["dport"] == port), orig)
+
+
+def _gre_kinds(buf, off, cap, orig, lts, rows, drops, nbytes) -> None:
+    out = np.zeros((rows.size, O_COLS), np.int64)
+    outer()(buf, off, cap, orig, np.ascontiguousarray(lts, dtype=np.int64), rows, 0, out)
+    wccp = np.zeros(rows.size, bool)
+    for j, i in enumerate(rows.tolist()):
+        at = int(off[i]) + int(out[j, O_HDR_END])
+        if out[j, O_OK] and int(cap[i]) >= int(out[j, O_HDR_END]) + 4:
+            wccp[j] = int(buf[at + 2]) << 8 | int(buf[at + 3]) == 0x883E
+    sel = np.zeros(orig.shape[0], bool)
+    sel[rows[wccp]] = True
+    _put(drops, nbytes, "tunnel_wccp", sel, orig)
+    sel[:] = False
+    sel[rows[~wccp]] = True
+    _put(drops, nbytes, "tunnel_gre_other", sel, orig)
+
+
+def _put(drops: dict[str, int], nbytes: dict[str, int], name: str, mask: np.ndarray, orig: np.ndarray) -> None:
+    n = int(np.count_nonzero(mask))
+    if n:
+        drops[name] = drops.get(name, 0) + n
+        nbytes[name] = nbytes.get(name, 0) + int(orig[mask].sum())
+
+
+def clock_steps(ts: np.ndarray, prev: int) -> tuple[int, int, int]:
+    """(steps back, the largest step in ns, the chunk's last timestamp): a step is a record more
+    than ``CLOCK_STEP_NS`` earlier than the record before it (``prev``: the previous chunk's last)."""
+    if ts.size == 0:
+        return 0, 0, prev
+    d = np.diff(ts, prepend=np.int64(prev) if prev > np.iinfo(np.int64).min else ts[0])
+    step = d < -CLOCK_STEP_NS
+    n = int(np.count_nonzero(step))
+    return n, int(-d.min()) if n else 0, int(ts[-1])

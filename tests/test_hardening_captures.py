@@ -1,0 +1,256 @@
+"""Captures that were read wrong without a word: each class over a generated family of
+crafted captures (mirror tunnels fragmented by the mirror's MTU, pcapng interface
+options, unreadable minorities, messages that match their trigger, integer-ns periods),
+with tshark as the reference where it reads the same thing."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import struct
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scidmz.cli import main
+from scidmz.telemetry.sources.fragments import FRAG_TIMEOUT_NS, Reassembler
+from scidmz.telemetry.sources.pcap import CaptureInputError, read_capture, write_pcap
+from scidmz.telemetry.sources.synth import encapsulate, frame
+from scidmz.telemetry.twin.parse import KIND_TCP
+
+S = 1_000_000_000
+T0 = 1_700_000_000 * S
+TSHARK = shutil.which("tshark")
+GRE_KINDS = ("gre-ip", "gre-teb", "gre-key-seq", "erspan1", "erspan2", "erspan3", "erspan3-platform")
+FIELDS = ("kind", "frame_len", "payload", "seq", "ack", "sport", "dport", "src_lo", "dst_lo", "flags", "proto")
+
+
+# -- crafted captures ---------------------------------------------------------------------------------
+
+def _inner(j: int, payload: int = 1400) -> bytes:
+    return frame("10.1.0.2", "10.0.3.2", 5001, 40000 + j % 7, seq=1000 + j * payload, ack=5, flags="PA",
+                 payload=payload)
+
+
+def fragment(eth: bytes, size: int, ident: int) -> list[bytes]:
+    """The outer IP packet of Ethernet frame ``eth`` split into fragments of ``size`` payload bytes
+    (a multiple of 8), as a router on a smaller MTU does (IPv4) or the mirror's host (IPv6)."""
+    et = struct.unpack("!H", eth[12:14])[0]
+    l2, ip = eth[:14], eth[14:]
+    out = []
+    if et == 0x0800:
+        ihl = (ip[0] & 0x0F) * 4
+        hdr, data = ip[:ihl], ip[ihl:]
+        for at in range(0, len(data), size):
+            piece = data[at:at + size]
+            more = at + size < len(data)
+            h = bytearray(hdr)
+            h[2:4] = struct.pack("!H", ihl + len(piece))
+            h[4:6] = struct.pack("!H", ident & 0xFFFF)
+            h[6:8] = struct.pack("!H", (0x2000 if more else 0) | (at // 8))
+            out.append(l2 + bytes(h) + piece)
+        return out
+    nh, data = ip[6], ip[40:]
+    for at in range(0, len(data), size):
+        piece = data[at:at + size]
+        more = at + size < len(data)
+        fh = struct.pack("!BBHI", nh, 0, at | (1 if more else 0), ident)
+        h = bytearray(ip[:40])
+        h[4:6] = struct.pack("!H", 8 + len(piece))
+        h[6] = 44
+        out.append(l2 + bytes(h) + fh + piece)
+    return out
+
+
+def _mirror(kind: str, outer: str, n: int) -> list[bytes]:
+    dst = "2001:db8:ffff::2" if ":" in outer else "192.0.2.2"
+    return [encapsulate(_inner(j), kind, outer, dst) for j in range(n)]
+
+
+def _rows(pk: np.ndarray) -> list[tuple[int, ...]]:
+    return [tuple(int(r[f]) for f in FIELDS) for r in pk if r["kind"] == KIND_TCP]
+
+
+# -- 1. tunnel packets fragmented by the mirror's MTU ----------------------------------------------------
+
+FAMILY = list(itertools.product(GRE_KINDS, ("192.0.2.1", "2001:db8:ffff::1"), (512, 1200), ("inorder", "reversed",
+                                                                                             "interleaved")))
+
+
+@pytest.mark.parametrize(("kind", "outer", "size", "order"), FAMILY,
+                         ids=[f"{k}-{'v6' if ':' in o else 'v4'}-{s}-{r}" for k, o, s, r in FAMILY])
+def test_fragmented_mirror_packets_read_as_unfragmented(tmp_path, kind, outer, size, order):
+    """Every GRE/ERSPAN kind, outer IPv4 and IPv6, two MTUs, fragments in order, reversed and
+    interleaved across packets, read through small chunks: the inner frames are read exactly
+    as from the unfragmented capture, and no fragment is counted lost."""
+    whole = _mirror(kind, outer, 6)
+    groups = [fragment(f, size, 100 + j) for j, f in enumerate(whole)]
+    if order == "reversed":
+        groups = [g[::-1] for g in groups]
+    frames = [f for g in groups for f in g] if order != "interleaved" else [
+        f for tier in itertools.zip_longest(*groups) for f in tier if f is not None]
+    assert len(frames) > len(whole)
+    ref = read_capture(write_pcap(tmp_path / "whole.pcap", whole, T0 + np.arange(len(whole)) * 1000))
+    got_parts = list(_iter(write_pcap(tmp_path / "frag.pcap", frames, T0 + np.arange(len(frames)) * 1000), chunk=3))
+    got = np.concatenate([c.packets for c in got_parts])
+    assert sorted(_rows(got)) == sorted(_rows(ref.packets))
+    drops = _sum(c.drops for c in got_parts)
+    assert drops.get("fragment_lost", 0) == 0 and "fragment" not in drops
+    assert drops["tunnel_fragment"] == len(frames) - len(whole)
+
+
+def _iter(path: Path, chunk: int):
+    from scidmz.telemetry.sources.pcap import iter_capture
+
+    return iter_capture(path, chunk=chunk)
+
+
+def _sum(dicts) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+@pytest.mark.parametrize("missing", ["first", "middle", "last"])
+@pytest.mark.parametrize("outer", ["192.0.2.1", "2001:db8:ffff::1"])
+def test_a_group_missing_a_fragment_is_counted_lost_in_packets_and_bytes(tmp_path, missing, outer):
+    whole = _mirror("erspan2", outer, 4)
+    groups = [fragment(f, 512, 7 + j) for j, f in enumerate(whole)]
+    gone = groups[1].pop({"first": 0, "middle": 1, "last": -1}[missing])
+    assert gone
+    frames = [f for g in groups for f in g]
+    cap = read_capture(write_pcap(tmp_path / "f.pcap", frames, T0 + np.arange(len(frames)) * 1000))
+    assert len(_rows(cap.packets)) == 3
+    assert cap.drops["fragment_lost"] == len(groups[1])
+    assert cap.drop_bytes["fragment_lost"] == sum(len(f) for f in groups[1])
+
+
+def test_reassembly_is_bounded_in_time_and_memory():
+    r = Reassembler(timeout_ns=FRAG_TIMEOUT_NS, max_bytes=4000)
+    frames = [f for j, fr in enumerate(_mirror("gre-teb", "192.0.2.1", 12)) for f in fragment(fr, 512, j)[:2]]
+    buf = np.frombuffer(b"".join(frames), np.uint8)
+    lens = np.array([len(f) for f in frames], np.int64)
+    off = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    ts = T0 + np.arange(len(frames), dtype=np.int64)
+    from scidmz.telemetry.twin.parse import parse_frames
+
+    pk = parse_frames(buf, off, lens, lens, 1, ts)
+    lost = r.feed(buf, off, lens, lens, np.ones(len(frames), np.int64), ts, pk)
+    assert r.buffered <= 4000 and lost[0] > 0  # the oldest groups went first, counted
+    later = np.array([ts[-1] + FRAG_TIMEOUT_NS + 1], np.int64)
+    more = r.feed(buf[:1], off[:0], lens[:0], lens[:0], np.ones(0, np.int64), later, pk[:0])
+    assert not r.groups and lost[0] + more[0] == len(frames)
+
+
+@pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
+@pytest.mark.parametrize("kind", ["gre-teb", "erspan2", "erspan3"])
+def test_reassembled_inner_frames_match_tshark(tmp_path, kind):
+    whole = _mirror(kind, "192.0.2.1", 5)
+    frames = [f for j, fr in enumerate(whole) for f in fragment(fr, 600, 300 + j)]
+    path = write_pcap(tmp_path / "t.pcap", frames, T0 + np.arange(len(frames)) * 1000)
+    out = subprocess.run([TSHARK, "-r", str(path), "-Y", "tcp", "-T", "fields", "-e", "tcp.seq_raw",
+                          "-e", "tcp.len"], capture_output=True, text=True, check=True).stdout.split("\n")
+    theirs = sorted(tuple(int(x) for x in ln.split("\t")) for ln in out if ln.strip())
+    cap = read_capture(path)
+    ours = sorted((int(r["seq"]), int(r["payload"])) for r in cap.packets if r["kind"] == KIND_TCP)
+    assert ours == theirs and len(ours) == 5
+
+
+def test_ipv6_atomic_fragments_are_read_as_unfragmented(tmp_path):
+    plain = [frame("2001:db8:1::2", "2001:db8::1", 5001, 80, seq=j, flags="PA", payload=100) for j in range(4)]
+    atomic = [fragment(f, 4096, j)[0] for j, f in enumerate(plain)]
+    assert all(len(a) == len(f) + 8 for a, f in zip(atomic, plain, strict=True))
+    ref = read_capture(write_pcap(tmp_path / "p.pcap", plain, T0 + np.arange(4)))
+    got = read_capture(write_pcap(tmp_path / "a.pcap", atomic, T0 + np.arange(4)))
+    cols = ("kind", "payload", "seq", "sport", "dport", "src_hi", "src_lo", "proto")
+    assert [tuple(int(r[c]) for c in cols) for r in got.packets] == [tuple(int(r[c]) for c in cols)
+                                                                      for r in ref.packets]
+
+
+def test_all_fragments_lost_is_named_not_blamed_on_the_prefixes(tmp_path, capsys):
+    frames = [fragment(f, 512, j)[1] for j, f in enumerate(_mirror("erspan2", "192.0.2.1", 30))]
+    path = write_pcap(tmp_path / "lost.pcap", frames, T0 + np.arange(len(frames)) * 1000)
+    assert main(["telemetry", "replay", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "fragment" in err and "bytes" in err and "prefix" not in err
+
+
+# -- 2. pcapng interface options -------------------------------------------------------------------------
+
+def _opt(code: int, val: bytes) -> bytes:
+    return struct.pack("<HH", code, len(val)) + val + b"\0" * ((-len(val)) % 4)
+
+
+def _block(bt: int, body: bytes) -> bytes:
+    return struct.pack("<II", bt, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+
+
+def pcapng(ifaces: list[tuple[int, int | None]], packets: list[tuple[int, int]]) -> bytes:
+    """A pcapng file: one IDB per (if_tsresol byte, if_tsoffset s or None), EPBs of (iface, ticks)."""
+    shb = _block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    idbs = b"".join(_block(1, struct.pack("<HHI", 1, 0, 0) + _opt(9, bytes([res]))
+                           + (_opt(14, struct.pack("<q", off)) if off is not None else b"") + _opt(0, b""))
+                    for res, off in ifaces)
+    fr = frame("10.1.0.2", "10.0.3.2", 1, 2, seq=1, flags="PA", payload=10)
+    fr += b"\0" * ((-len(fr)) % 4)
+    epbs = b"".join(_block(6, struct.pack("<IIIII", i, t >> 32, t & 0xFFFFFFFF, len(fr), len(fr)) + fr)
+                    for i, t in packets)
+    return shb + idbs + epbs
+
+
+def _exact_ns(res: int, off: int | None, ticks: int) -> int:
+    unit = Fraction(1, 2 ** (res & 0x7F)) if res & 0x80 else Fraction(1, 10 ** res)
+    return int((ticks * unit + (off or 0)) * S // 1)
+
+
+RESOLUTIONS = [0, 3, 6, 9, 12, 18, 0x80 | 0, 0x80 | 10, 0x80 | 20, 0x80 | 30, 0x80 | 33, 0x80 | 40, 0x80 | 50,
+               0x80 | 62, 0x80 | 63]
+
+
+@pytest.mark.parametrize("res", RESOLUTIONS, ids=[f"{'bin' if r & 0x80 else 'dec'}{r & 0x7F}" for r in RESOLUTIONS])
+@pytest.mark.parametrize("off", [None, 0, 1_700_000_000, -3600])
+def test_pcapng_timestamps_are_exact_for_every_resolution_and_offset(tmp_path, res, off):
+    """The timestamp is the exact ticks x resolution + if_tsoffset, floored to the ns (Fraction
+    reference), for decimal and binary exponents up to the largest read, with ticks near the
+    top of what each resolution's 64 bits hold."""
+    e = res & 0x7F
+    unit = Fraction(1, 2 ** e) if res & 0x80 else Fraction(1, 10 ** e)
+    top = min((1 << 63) - 1, int(Fraction(2 ** 32) / unit))  # at most 2^32 s: inside int64 ns
+    rng = np.random.default_rng(res * 7 + (off or 0) % 97)
+    ticks = sorted({1, top, top // 3, *(int(x) for x in rng.integers(0, max(top, 2), 5, dtype=np.uint64))})
+    path = tmp_path / "t.pcapng"
+    path.write_bytes(pcapng([(res, off)], [(0, t) for t in ticks]))
+    got = read_capture(path).packets["ts_ns"].tolist()
+    assert got == [_exact_ns(res, off, t) for t in ticks]
+
+
+@pytest.mark.skipif(TSHARK is None, reason="tshark not installed")
+@pytest.mark.parametrize(("res", "off"), [(6, None), (9, 100), (0x80 | 20, 1_700_000_000), (3, -7)])
+def test_pcapng_timestamps_match_tshark(tmp_path, res, off):
+    """Where tshark's own arithmetic is exact (it overflows above 2^-32 binary), it agrees to the ns."""
+    unit = Fraction(1, 2 ** (res & 0x7F)) if res & 0x80 else Fraction(1, 10 ** res)
+    ticks = [int(Fraction(1_700_000_000 if off is None else 12, 1) / unit) + k * 977 for k in range(3)]
+    path = tmp_path / "t.pcapng"
+    path.write_bytes(pcapng([(res, off)], [(0, t) for t in ticks]))
+    out = subprocess.run([TSHARK, "-r", str(path), "-T", "fields", "-e", "frame.time_epoch"], capture_output=True,
+                         text=True, check=True).stdout.split()
+    theirs = [int(Fraction(x) * S) for x in out]
+    assert read_capture(path).packets["ts_ns"].tolist() == theirs
+
+
+@pytest.mark.parametrize(("res", "off", "word"), [(19, None, "if_tsresol"), (0x80 | 64, None, "if_tsresol"),
+                                                  (0x80 | 127, None, "if_tsresol"), (6, 1 << 40, "if_tsoffset"),
+                                                  (6, -(1 << 33), "if_tsoffset")])
+def test_absurd_interface_options_are_refused_with_one_line(tmp_path, capsys, res, off, word):
+    path = tmp_path / "bad.pcapng"
+    path.write_bytes(pcapng([(6, None), (res, off)], [(0, 5), (1, 5)]))
+    with pytest.raises(CaptureInputError, match=word):
+        read_capture(path)
+    assert main(["telemetry", "replay", str(path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and word in err[0] and "interface 1" in err[0]
