@@ -208,11 +208,15 @@ def _tunnel_line(drops: dict[str, int], dbytes: dict[str, int], records: int, to
 
 def _prefix_warnings(dp: Any, stats: dict[str, int], classified: int) -> list[str]:
     out: list[str] = []
-    n_out, n_data, n_in = (int(stats.get(k, 0)) for k in ("dtn_out_tcp", "dtn_out_data", "dtn_in_data"))
-    if n_out >= 20 and n_data <= 0.01 * n_out and n_in > n_out // 2:
-        out.append(f"--dtn-prefix: {n_out} TCP packets went to it but only {n_data} carried data, while {n_in} "
-                   "data packets came from it: is it the DTN sender? Give the receiving DTN (DTN-r), the host the "
-                   "data goes to; as given, its ACKs are measured as the DTN rate and the RTT is the sender's")
+    n_out, n_in = (int(stats.get(k, 0)) for k in ("dtn_out_tcp", "dtn_in_data"))
+    b_out, b_in = (int(stats.get(k, 0)) for k in ("dtn_out_payload", "dtn_in_payload"))
+    # Weighed in bytes (the rate is bytes): a sender's ACKs may carry a little data of their own, and
+    # counting packets then hid it; SENDER_BYTES (ours) is where the data flows the other way.
+    if n_out + n_in >= 20 and b_in > 0 and b_out <= SENDER_BYTES * b_in:
+        out.append(f"--dtn-prefix: {n_out} TCP packets carrying {b_out} bytes of data went to it, while {n_in} "
+                   f"carrying {b_in} bytes came from it: is it the DTN sender? Give the receiving DTN (DTN-r), the "
+                   "host the data goes to; as given, its ACKs are measured as the DTN rate and the RTT is the "
+                   "sender's")
     both = int(stats.get("both_classified", 0))
     wide = [str(n) for n, cls in dp.lpm if cls == C.CLASS_CAMPUS and n.prefixlen == 0]
     if wide or (classified and both > 0.5 * classified):
@@ -222,6 +226,11 @@ def _prefix_warnings(dp: Any, stats: dict[str, int], classified: int) -> list[st
                    "count as outgoing traffic and give no RTT; the remote prefix must not cover the campus")
     return out
 
+
+#: The sender check: the DTN prefix looks like the sender when the TCP data bytes going to it are
+#: at most this fraction of those coming from it (ours: a receiver's own traffic, say a control
+#: channel, stays far below 1 % of a bulk transfer's bytes).
+SENDER_BYTES = 0.01
 
 #: Above this fraction of unclassified packets a replay's rates say more about the prefixes than the network.
 UNCLASSIFIED_WARN = 0.5
@@ -272,7 +281,7 @@ class _Rtt:
                 "campus": self.hist[1].tolist()}
 
 
-def write_samples(path: str, rows: list[np.ndarray], t0: float, tick_s: float) -> int:
+def write_samples(path: str, rows: list[np.ndarray], t0_ns: int, tick_s: float) -> int:
     """The RTT samples as Parquet (time, t, flow 5-tuple and family, class, RTT in s), atomically."""
     import pandas as pd
 
@@ -290,7 +299,7 @@ def write_samples(path: str, rows: list[np.ndarray], t0: float, tick_s: float) -
     ts_ns = r[:, DR_TS_NS]
     df = pd.DataFrame({
         "time": pd.to_datetime(ts_ns, unit="ns", utc=True),
-        "t": ts_ns / 1e9 - t0,
+        "t": (ts_ns - t0_ns) / 1e9,
         "src": text[(0, 1)], "dst": text[(2, 3)],
         "sport": r[:, DR_SPORT].astype(np.uint16), "dport": r[:, DR_DPORT].astype(np.uint16),
         "proto": r[:, DR_PROTO].astype(np.uint8),
@@ -347,8 +356,8 @@ def replay(egress: str, ingress: str | None = None, *, period: float = 1.0,
     res["classified"] = classified
     res["warnings"] = problems + warnings
     if samples is not None:
-        t0 = src.collector.t0 if src.collector is not None else 0.0
-        res["samples"] = {"path": str(samples), "rows": write_samples(samples, rtt.samples, t0, rtt.tick_s)}
+        t0_ns = src.collector.t0_ns if src.collector is not None else 0
+        res["samples"] = {"path": str(samples), "rows": write_samples(samples, rtt.samples, t0_ns, rtt.tick_s)}
     human = "\n".join([*(format_state(state_of_row(r)[0], p) for r, p in zip(rows_a, pct, strict=True)),
                        f"drops: {drops_line(res['drops'])}"])
     return res, human

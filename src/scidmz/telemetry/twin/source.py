@@ -273,8 +273,8 @@ class TelemetrySource:
                 if not pk.size:
                     continue
                 t0_ns = int(pk["ts_ns"][0])
-                dp.advance_clock(t0_ns / 1e9)
-                self.collector = col = Collector(dp, self.alpha, t0=t0_ns / 1e9)
+                dp.advance_clock_ns(t0_ns)
+                self.collector = col = Collector(dp, self.alpha, t0_ns=t0_ns)
                 dp.start_periods(t0_ns + period_ns)
             assert col is not None
             if pk.size:
@@ -285,7 +285,11 @@ class TelemetrySource:
             upto = horizon if horizon is not None else t0_ns + period_ns * periods
             span = max(last_ns, upto) - t0_ns
             if span // period_ns + 1 > MAX_REPLAY_PERIODS:
-                raise ValueError(
+                from ..sources.pcap import (
+                    CaptureInputError,  # the capture's content: exit 1, as its other refusals
+                )
+
+                raise CaptureInputError(
                     f"capture spans {span / 1e9:.6g} s = {span // period_ns + 1} periods of {self.period:g} s; "
                     f"at most {MAX_REPLAY_PERIODS} (a timestamp far off? use --skip-outliers or --start/--end, "
                     "or a longer --period)")
@@ -299,7 +303,7 @@ class TelemetrySource:
                 ends = rows[:, 15].astype(np.int64) - base
                 out, pending = pending[: ends[-1]], pending[ends[-1]:]
                 base += int(ends[-1])
-                dp.advance_clock(t0_ns / 1e9 + rows[-1, 0])
+                dp.advance_clock_ns(t0_ns + round(rows[-1, 0] * 1e9))  # t = an exact ns count / 1e9
                 col.stale = state_of_row(rows[-1])[1]
                 yield PeriodBatch(rows=rows[:, :15], rtt=out, rtt_end=ends)
 
