@@ -15,11 +15,14 @@ last with ``--json``:
 
 Honest outcomes (``outcome``): if more than half of the records (or of the
 bytes) were dropped for any one reason, or no packet at all matched the
-prefixes, the run fails with one line naming the reason and the count
-(``TelemetryInputError``, exit 1), unless ``allow_drops`` turns that into a
-warning. The prefix checks warn when the DTN prefix sees only ACKs in its
-direction (the sender given instead of the receiver) or when the remote
-prefix covers the campus side too.
+prefixes, the run fails with one line naming the reason and the count, worded
+by its trigger (packets, or bytes), offering ``--allow-drops`` only where
+something is left to measure (``refusal``; ``TelemetryInputError``, exit 1),
+unless ``allow_drops`` turns that into a warning. Below that, a reason (or a
+note: no readable L4, an unsupported tunnel, a clock step) warns with its
+packets and bytes. The prefix checks warn when the TCP data bytes going to
+the DTN prefix are a sliver of those coming from it (the sender given instead
+of the receiver) or when the remote prefix covers the campus side too.
 """
 
 from __future__ import annotations

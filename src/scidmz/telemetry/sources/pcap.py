@@ -19,9 +19,12 @@ or more, a captured length above the wire length) are read and counted
 file that is not pcap or pcapng at all is a one-line ``ValueError``.
 
 Supported: pcap (us and ns magic, both byte orders), pcapng (SHB/IDB/EPB,
-several sections and interfaces, ``if_tsresol`` decimal or binary, both byte
-orders; simple packet blocks carry no timestamp and are counted as
-``no_timestamp``). Link types: those of ``parse.LINKTYPES``.
+several sections and interfaces, ``if_tsresol`` decimal or binary and
+``if_tsoffset``, exact to the ns, both byte orders; an option no clock can
+have is a one-line ``CaptureInputError``; simple packet blocks carry no
+timestamp and are counted as ``no_timestamp``). Link types: those of
+``parse.LINKTYPES``. After parsing, GRE/ERSPAN packets fragmented by the
+mirror's MTU are reassembled (``fragments``) and notes are counted (``notes``).
 """
 
 from __future__ import annotations
