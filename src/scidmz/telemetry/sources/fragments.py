@@ -177,16 +177,17 @@ class Reassembler:
         self.reassembled = 0
 
     def feed(self, buf: np.ndarray, off: np.ndarray, cap: np.ndarray, orig: np.ndarray, lts: np.ndarray,
-             ts: np.ndarray, pk: np.ndarray) -> tuple[int, int]:
+             ts: np.ndarray, pk: np.ndarray, n_frag: int = -1) -> tuple[int, int]:
         """Reassemble this chunk's tunnel fragments into ``pk`` in place; returns (packets, wire bytes)
-        of fragments lost so far in groups that expired or were evicted."""
-        cand = np.flatnonzero(pk["reason"] == _R_FRAG)
+        of fragments lost so far in groups that expired or were evicted. ``n_frag``: the chunk's
+        ``fragment`` rows if the caller counted them (0 skips the search)."""
+        cand = np.flatnonzero(pk["reason"] == _R_FRAG) if n_frag else np.zeros(0, np.int64)
         lost = (0, 0)
         if cand.size:
             out = np.zeros((cand.size, O_COLS), np.int64)
             outer()(buf, off, cap, orig, np.ascontiguousarray(lts, dtype=np.int64), cand, 1, out)
             lost = self._groups_of(buf, off, cap, orig, lts, ts, pk, cand, out)
-        if ts.size:
+        if ts.size and self.groups:
             lost = _plus(lost, self._expire(int(ts[-1])))
         return lost
 

@@ -39,21 +39,23 @@ _R_OTHER = P.REASONS.index("other_protocol")
 
 
 def count_notes(buf: np.ndarray, off: np.ndarray, cap: np.ndarray, orig: np.ndarray, lts: np.ndarray,
-                pk: np.ndarray, drops: dict[str, int], nbytes: dict[str, int]) -> None:
-    """Add this chunk's no-L4 sub-counts and unsupported tunnels to ``drops`` / ``nbytes``."""
-    other = pk["reason"] == _R_OTHER
-    if other.any():
-        proto = pk["proto"]
+                pk: np.ndarray, per_reason: np.ndarray, drops: dict[str, int], nbytes: dict[str, int]) -> None:
+    """Add this chunk's no-L4 sub-counts and unsupported tunnels to ``drops`` / ``nbytes``
+    (``per_reason``: the chunk's reason histogram, so a chunk without them costs one pass)."""
+    if per_reason[_R_OTHER]:
+        rows = np.flatnonzero(pk["reason"] == _R_OTHER)
+        proto = pk["proto"][rows]
         for name, mask in (("ipsec_ah", proto == 51), ("ipsec_esp", proto == 50),
                            ("ipv6_ext_chain", (proto == 0) | (proto == 43) | (proto == 60))):
-            _put(drops, nbytes, name, other & mask, orig)
-        gre = np.flatnonzero(other & (proto == 47))
+            _put(drops, nbytes, name, rows[mask], orig)
+        gre = rows[proto == 47]
         if gre.size:
             _gre_kinds(buf, off, cap, orig, lts, gre, drops, nbytes)
-    udp = pk["kind"] == P.KIND_UDP
-    if udp.any():
+    udp = np.flatnonzero(np.ascontiguousarray(pk["kind"]) == P.KIND_UDP)
+    if udp.size:
+        dport = pk["dport"][udp]
         for port, key in _UDP_PORTS.items():
-            _put(drops, nbytes, f"tunnel_{key}", udp & (pk["dport"] == port), orig)
+            _put(drops, nbytes, f"tunnel_{key}", udp[dport == port], orig)
 
 
 def _gre_kinds(buf, off, cap, orig, lts, rows, drops, nbytes) -> None:
@@ -63,20 +65,15 @@ def _gre_kinds(buf, off, cap, orig, lts, rows, drops, nbytes) -> None:
     for j, i in enumerate(rows.tolist()):
         at = int(off[i]) + int(out[j, O_HDR_END])
         if out[j, O_OK] and int(cap[i]) >= int(out[j, O_HDR_END]) + 4:
-            wccp[j] = int(buf[at + 2]) << 8 | int(buf[at + 3]) == 0x883E
-    sel = np.zeros(orig.shape[0], bool)
-    sel[rows[wccp]] = True
-    _put(drops, nbytes, "tunnel_wccp", sel, orig)
-    sel[:] = False
-    sel[rows[~wccp]] = True
-    _put(drops, nbytes, "tunnel_gre_other", sel, orig)
+            wccp[j] = (int(buf[at + 2]) << 8 | int(buf[at + 3])) == 0x883E
+    _put(drops, nbytes, "tunnel_wccp", rows[wccp], orig)
+    _put(drops, nbytes, "tunnel_gre_other", rows[~wccp], orig)
 
 
-def _put(drops: dict[str, int], nbytes: dict[str, int], name: str, mask: np.ndarray, orig: np.ndarray) -> None:
-    n = int(np.count_nonzero(mask))
-    if n:
-        drops[name] = drops.get(name, 0) + n
-        nbytes[name] = nbytes.get(name, 0) + int(orig[mask].sum())
+def _put(drops: dict[str, int], nbytes: dict[str, int], name: str, rows: np.ndarray, orig: np.ndarray) -> None:
+    if rows.size:
+        drops[name] = drops.get(name, 0) + int(rows.size)
+        nbytes[name] = nbytes.get(name, 0) + int(orig[rows].sum())
 
 
 def clock_steps(ts: np.ndarray, prev: int) -> tuple[int, int, int]:

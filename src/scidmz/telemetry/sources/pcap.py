@@ -60,6 +60,7 @@ MAX_WIRE = 1 << 24
 _R_CORRUPT = REASONS.index("corrupt_record")
 _R_TRUNCFILE = REASONS.index("truncated_file")
 _R_NOTS = REASONS.index("no_timestamp")
+_R_FRAG = REASONS.index("fragment")
 
 
 @dataclass
@@ -367,12 +368,23 @@ def _open(p: Path) -> tuple[np.ndarray, str, bool, bool, int]:
     return buf, kind, le, nano, linktype
 
 
-def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
+def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray, reason: np.ndarray,
+           per_reason: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
     """Per-reason counts and wire bytes of the unusable packets, the reader's counters, and
-    the L3-only notes (fragments, other protocols: counted in class bytes, not dropped)."""
-    gone = pk["kind"] == 0
-    drops = reason_counts(pk["reason"][gone])
-    nbytes = reason_bytes(pk["reason"][gone], wire[gone])
+    the L3-only notes (fragments, other protocols: counted in class bytes, not dropped).
+    ``reason``: the packets' reasons (contiguous), ``per_reason``: their histogram; a chunk
+    with nothing but readable packets costs no further pass."""
+    drops: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    if per_reason[1:].any():
+        gone = pk["kind"] == 0
+        drops = reason_counts(reason[gone])
+        nbytes = reason_bytes(reason[gone], wire[gone])
+        for name in ("fragment", "other_protocol"):
+            code = REASONS.index(name)
+            if per_reason[code]:
+                drops[name] = int(per_reason[code])
+                nbytes[name] = int(wire[reason == code].sum())
     for code, count in ((_R_CORRUPT, bad[0]), (_R_TRUNCFILE, bad[1]), (_R_NOTS, bad[2])):
         if count:
             drops[REASONS[code]] = drops.get(REASONS[code], 0) + int(count)
@@ -380,13 +392,16 @@ def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray) -> tuple[dict[str,
         nbytes[REASONS[_R_CORRUPT]] = nbytes.get(REASONS[_R_CORRUPT], 0) + int(bad[3])
     if bad[4]:
         drops["record_fixed"] = int(bad[4])
-    for name in ("fragment", "other_protocol"):
-        sel = pk["reason"] == REASONS.index(name)
-        c = int(np.count_nonzero(sel))
-        if c:
-            drops[name] = c
-            nbytes[name] = int(wire[sel].sum())
     return drops, nbytes
+
+
+def _reasons(pk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packets' reasons (one contiguous copy) and their histogram (all zero, at no further
+    pass, when every packet was read: the common chunk)."""
+    reason = np.ascontiguousarray(pk["reason"])
+    if not np.count_nonzero(reason):
+        return reason, np.zeros(len(REASONS), np.int64)
+    return reason, np.bincount(reason, minlength=len(REASONS))
 
 
 def _add_lost(drops: dict[str, int], nbytes: dict[str, int], lost: tuple[int, int]) -> None:
@@ -512,13 +527,16 @@ def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype:
                                      lts, bad)
             _refusal(buf, state, p)
         pk = parse_frames(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], tap=tap)
-        lost = frags.feed(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], pk)
+        reason, per_reason = _reasons(pk)
+        lost = frags.feed(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], pk, int(per_reason[_R_FRAG]))
+        if per_reason[_R_FRAG]:  # reassembly rewrote rows
+            reason, per_reason = _reasons(pk)
         if done:
             end = frags.flush()
             lost = (lost[0] + end[0], lost[1] + end[1])
-        drops, nbytes = _drops(pk, orig[:n], bad)
+        drops, nbytes = _drops(pk, orig[:n], bad, reason, per_reason)
         _add_lost(drops, nbytes, lost)
-        count_notes(buf, off[:n], cap[:n], orig[:n], lts[:n], pk, drops, nbytes)
+        count_notes(buf, off[:n], cap[:n], orig[:n], lts[:n], pk, per_reason, drops, nbytes)
         _release(buf, o)
         back, step, latest = clock_steps(ts[:n], latest)
         yield Capture(packets=pk, drops=drops, path=str(p), drop_bytes=nbytes, linktypes=_linktypes(lts[:n]),
