@@ -54,6 +54,8 @@ MAX_TSRESOL_BIN = 63
 #: ``if_tsoffset`` read (ours): beyond 2^32 s (136 years) it is no clock's offset; also keeps
 #: timestamp + offset inside int64 nanoseconds.
 MAX_TSOFFSET_S = 1 << 32
+#: pcapng timestamps read (ours): up to 2^32 s after the epoch, pcap's 32-bit range.
+MAX_TS_S = 1 << 32
 # Largest wire length believed (ours): BIG TCP super-packets reach 512 KiB; a larger
 # "original length" is a corrupt record header.
 MAX_WIRE = 1 << 24
@@ -195,6 +197,21 @@ def _ts_to_ns(t, res_kind, res_exp, off_ns):
     return sec * 1000000000 + frac + off_ns
 
 
+def _ts_fits(t, res_kind, res_exp):
+    """A pcapng timestamp of at most 2^32 s (pcap's own range; with ``MAX_TSOFFSET_S`` the sum
+    stays inside int64 ns); the 64-bit field read as negative (top bit set) is beyond it too."""
+    if t < 0:
+        return False
+    if res_kind == 1:
+        return (t >> res_exp) <= MAX_TS_S
+    d = np.int64(1)
+    for _ in range(res_exp):
+        d *= 10
+        if d > t:
+            return True
+    return t // d <= MAX_TS_S
+
+
 def _block_ok(buf, o, n):
     """A plausible pcapng block at ``o`` in either byte order: a known type, a length that is a
     multiple of 4 and fits, and the same length repeated at its end (resynchronisation)."""
@@ -292,12 +309,16 @@ def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, if_off, off, c
                     bad[4] += 1
                     olen = incl
                 t = (_u32(buf, o + 12, le) << 32) | _u32(buf, o + 16, le)
-                off[k] = o + 28
-                cap[k] = incl
-                orig[k] = olen
-                ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid], if_off[iid])
-                lts[k] = if_lt[iid]
-                k += 1
+                if _ts_fits(t, if_kind[iid], if_exp[iid]):
+                    off[k] = o + 28
+                    cap[k] = incl
+                    orig[k] = olen
+                    ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid], if_off[iid])
+                    lts[k] = if_lt[iid]
+                    k += 1
+                else:  # a timestamp no int64 ns holds: the block is skipped whole, counted corrupt
+                    bad[0] += 1
+                    bad[3] += blen
         elif not corrupt and btype == 3:  # simple packet block: no timestamp, unusable for timing
             bad[2] += 1
         if corrupt:
@@ -331,6 +352,7 @@ def _kernels() -> dict[str, Any]:
         g["_u32"] = jit(_u32)
         g["_u16"] = jit(_u16)
         g["_ts_to_ns"] = jit(_ts_to_ns)
+        g["_ts_fits"] = jit(_ts_fits)
         g["_pcap_head_ok"] = jit(_pcap_head_ok)
         g["_block_ok"] = jit(_block_ok)
         _KERNELS["pcap"] = jit(_walk_pcap_py)
