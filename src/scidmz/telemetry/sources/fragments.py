@@ -27,10 +27,11 @@ Linux stack's ``ipfrag_time`` (30 s) does; the buffered payload is held under
 ``FRAG_MAX_BYTES`` by losing the oldest groups first; a group may hold at most
 ``FRAG_MAX_PIECES`` fragments. A lost group's fragments are counted, packets
 and wire bytes, as ``fragment_lost`` (a drop: the inner frames are gone).
-Not reassembled: VXLAN (a UDP fragment cannot be told from a host's own
-fragmented UDP before its first fragment arrives, and mirrors use GRE), a
-tunnel inside a tunnel, and live captures (the ring path parses blocks without
-this stage).
+The file reader (``pcap``) and the live ring (``capture.RingCapture``) both
+run it. Not reassembled: VXLAN (a UDP fragment cannot be told from a host's
+own fragmented UDP before its first fragment arrives, and mirrors use GRE),
+a tunnel inside a tunnel, and the eBPF telemetry (in the kernel, one packet at
+a time).
 """
 
 from __future__ import annotations

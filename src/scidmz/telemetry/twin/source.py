@@ -418,8 +418,14 @@ def _warm_kernels() -> None:
     import pandas  # noqa: F401  - the collector's first flows() would import it mid-capture
 
     from ..sources.capture import _walker
+    from ..sources.fragments import Reassembler
     from ..sources.synth import frame
     from .parse import parse_frames
+
+    # the ring's fragment reassembly, on a GRE fragment (its kernel runs only when one comes)
+    piece = np.frombuffer(frame("192.0.2.1", "192.0.2.2", proto=47, payload=64, frag=0x2000), dtype=np.uint8)
+    at, n1 = np.zeros(1, np.int64), np.full(1, piece.size, np.int64)
+    Reassembler().feed(piece, at, n1, n1, np.ones(1, np.int64), at, parse_frames(piece, at, n1, n1, 1, at))
 
     one = frame("10.0.0.1", "10.1.0.1", 1, 2, seq=1, flags="PA", payload=10)
     fr = np.frombuffer(one * 2, dtype=np.uint8).copy()
