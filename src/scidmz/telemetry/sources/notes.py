@@ -9,7 +9,7 @@ to warn with; none of them is a drop), and records whose clock stepped back.
 * unsupported tunnels (``UNSUPPORTED_TUNNELS``, counted as ``tunnel_<key>``):
   Geneve, GRE in UDP, VXLAN-GPE by their UDP ports, WCCP (GRE protocol 0x883E)
   and any other GRE payload by the GRE header's protocol;
-* clock steps (``clock_steps``, into ``Capture.clock_steps`` / ``clock_back_ns``, not
+* clock steps (``scan``, into ``Capture.clock_steps`` / ``clock_back_ns``, not
   into ``drops``): records more than ``CLOCK_STEP_NS`` (ours) earlier than the record
   before them, and the largest such step.
 """
@@ -21,7 +21,7 @@ import numpy as np
 from ..twin import parse as P
 from .fragments import O_COLS, O_HDR_END, O_OK, outer
 
-__all__ = ["UNSUPPORTED_TUNNELS", "CLOCK_STEP_NS", "count_notes", "clock_steps"]
+__all__ = ["UNSUPPORTED_TUNNELS", "CLOCK_STEP_NS", "count_notes", "scan", "SC_REASONS", "SC_STEPS", "SC_MAX_STEP"]
 
 #: Tunnels named, not opened: key -> how the messages call them.
 UNSUPPORTED_TUNNELS: dict[str, str] = {
@@ -39,9 +39,10 @@ _R_OTHER = P.REASONS.index("other_protocol")
 
 
 def count_notes(buf: np.ndarray, off: np.ndarray, cap: np.ndarray, orig: np.ndarray, lts: np.ndarray,
-                pk: np.ndarray, per_reason: np.ndarray, drops: dict[str, int], nbytes: dict[str, int]) -> None:
+                pk: np.ndarray, per_reason: np.ndarray, seen: np.ndarray, drops: dict[str, int],
+                nbytes: dict[str, int]) -> None:
     """Add this chunk's no-L4 sub-counts and unsupported tunnels to ``drops`` / ``nbytes``
-    (``per_reason``: the chunk's reason histogram, so a chunk without them costs one pass)."""
+    (``per_reason``: the chunk's reason histogram; ``seen``: its ``scan``)."""
     if per_reason[_R_OTHER]:
         rows = np.flatnonzero(pk["reason"] == _R_OTHER)
         proto = pk["proto"][rows]
@@ -51,11 +52,54 @@ def count_notes(buf: np.ndarray, off: np.ndarray, cap: np.ndarray, orig: np.ndar
         gre = rows[proto == 47]
         if gre.size:
             _gre_kinds(buf, off, cap, orig, lts, gre, drops, nbytes)
-    udp = np.flatnonzero(np.ascontiguousarray(pk["kind"]) == P.KIND_UDP)
-    if udp.size:
-        dport = pk["dport"][udp]
-        for port, key in _UDP_PORTS.items():
-            _put(drops, nbytes, f"tunnel_{key}", udp[dport == port], orig)
+    for j, key in enumerate(_UDP_PORTS.values()):
+        if seen[SC_UDP + 2 * j]:
+            name = f"tunnel_{key}"
+            drops[name] = drops.get(name, 0) + int(seen[SC_UDP + 2 * j])
+            nbytes[name] = nbytes.get(name, 0) + int(seen[SC_UDP + 2 * j + 1])
+
+
+#: ``scan`` output: packets with a reason, clock steps back, the largest step (ns), then
+#: (packets, wire bytes) per port of ``_UDP_PORTS``.
+SC_REASONS, SC_STEPS, SC_MAX_STEP, SC_UDP = 0, 1, 2, 3
+_PORTS = np.array(list(_UDP_PORTS), np.int64)
+
+
+def _scan_py(reason, kind, dport, orig, ts, has_prev, prev, step_ns, ports, out):
+    """One pass over a chunk (no allocation): the ``scan`` counters into ``out``."""
+    last = prev
+    for i in range(ts.shape[0]):
+        if reason[i] != 0:
+            out[SC_REASONS] += 1
+        t = ts[i]
+        if (i > 0 or has_prev) and last - t > step_ns:
+            out[SC_STEPS] += 1
+            if last - t > out[SC_MAX_STEP]:
+                out[SC_MAX_STEP] = last - t
+        last = t
+        if kind[i] == 3:
+            d = dport[i]
+            for j in range(ports.shape[0]):
+                if d == ports[j]:
+                    out[SC_UDP + 2 * j] += 1
+                    out[SC_UDP + 2 * j + 1] += orig[i]
+
+
+_SCAN: list = []
+
+
+def scan(pk: np.ndarray, orig: np.ndarray, ts: np.ndarray, prev: int | None) -> np.ndarray:
+    """A chunk's counters in one compiled pass (``SC_*``): whether any packet has a reason (so a
+    clean chunk skips the rest), the clock's steps back (``prev``: the previous chunk's last
+    timestamp) and the UDP ports of unsupported tunnels."""
+    if not _SCAN:
+        import numba
+
+        _SCAN.append(numba.njit(cache=True, nogil=True)(_scan_py))
+    out = np.zeros(SC_UDP + 2 * len(_PORTS), np.int64)
+    _SCAN[0](pk["reason"], pk["kind"], pk["dport"], orig, ts, prev is not None, 0 if prev is None else prev,
+             CLOCK_STEP_NS, _PORTS, out)
+    return out
 
 
 def _gre_kinds(buf, off, cap, orig, lts, rows, drops, nbytes) -> None:
@@ -74,14 +118,3 @@ def _put(drops: dict[str, int], nbytes: dict[str, int], name: str, rows: np.ndar
     if rows.size:
         drops[name] = drops.get(name, 0) + int(rows.size)
         nbytes[name] = nbytes.get(name, 0) + int(orig[rows].sum())
-
-
-def clock_steps(ts: np.ndarray, prev: int) -> tuple[int, int, int]:
-    """(steps back, the largest step in ns, the chunk's last timestamp): a step is a record more
-    than ``CLOCK_STEP_NS`` earlier than the record before it (``prev``: the previous chunk's last)."""
-    if ts.size == 0:
-        return 0, 0, prev
-    d = np.diff(ts, prepend=np.int64(prev) if prev > np.iinfo(np.int64).min else ts[0])
-    step = d < -CLOCK_STEP_NS
-    n = int(np.count_nonzero(step))
-    return n, int(-d.min()) if n else 0, int(ts[-1])

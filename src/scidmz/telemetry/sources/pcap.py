@@ -42,7 +42,7 @@ import numpy as np
 from ...fileio import atomic_write_bytes
 from ..twin.parse import REASONS, parse_frames, reason_bytes, reason_counts
 from .fragments import Reassembler
-from .notes import clock_steps, count_notes
+from .notes import SC_MAX_STEP, SC_REASONS, SC_STEPS, count_notes, scan
 
 __all__ = ["Capture", "CaptureInputError", "CHUNK_PACKETS", "add_counts", "iter_capture", "iter_times", "read_capture", "write_pcap"]
 
@@ -80,7 +80,7 @@ class Capture:
     drop_bytes: dict[str, int] = field(default_factory=dict)
     linktypes: dict[int, int] = field(default_factory=dict)
     wire_bytes: int = 0
-    clock_steps: int = 0  # times the capture's clock stepped back (``notes.clock_steps``)
+    clock_steps: int = 0  # times the capture's clock stepped back (``notes.scan``)
     clock_back_ns: int = 0  # the largest such step
 
 
@@ -390,7 +390,7 @@ def _open(p: Path) -> tuple[np.ndarray, str, bool, bool, int]:
     return buf, kind, le, nano, linktype
 
 
-def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray, reason: np.ndarray,
+def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray, reason: np.ndarray | None,
            per_reason: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
     """Per-reason counts and wire bytes of the unusable packets, the reader's counters, and
     the L3-only notes (fragments, other protocols: counted in class bytes, not dropped).
@@ -398,7 +398,7 @@ def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray, reason: np.ndarray
     with nothing but readable packets costs no further pass."""
     drops: dict[str, int] = {}
     nbytes: dict[str, int] = {}
-    if per_reason[1:].any():
+    if reason is not None and per_reason[1:].any():
         gone = pk["kind"] == 0
         drops = reason_counts(reason[gone])
         nbytes = reason_bytes(reason[gone], wire[gone])
@@ -417,12 +417,13 @@ def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray, reason: np.ndarray
     return drops, nbytes
 
 
+_NO_REASONS = np.zeros(len(REASONS), np.int64)
+
+
 def _reasons(pk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The packets' reasons (one contiguous copy) and their histogram (all zero, at no further
-    pass, when every packet was read: the common chunk)."""
+    """The packets' reasons (one contiguous copy) and their histogram; only for a chunk where
+    some packet has a reason (``notes.scan`` says so), so the common chunk pays neither."""
     reason = np.ascontiguousarray(pk["reason"])
-    if not np.count_nonzero(reason):
-        return reason, np.zeros(len(REASONS), np.int64)
     return reason, np.bincount(reason, minlength=len(REASONS))
 
 
@@ -538,7 +539,7 @@ def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype:
     state = np.array([1, 0, 0, 0, 0], np.int64)  # pcapng: little-endian, no interface yet, no refusal
     if_lt, if_kind, if_exp, if_off = (np.zeros(256, np.int64) for _ in range(4))
     frags = Reassembler()
-    latest = np.iinfo(np.int64).min
+    latest: int | None = None  # the previous chunk's last timestamp
     done = False
     while not done:
         bad[:] = 0
@@ -549,20 +550,23 @@ def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype:
                                      lts, bad)
             _refusal(buf, state, p)
         pk = parse_frames(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], tap=tap)
-        reason, per_reason = _reasons(pk)
+        seen = scan(pk, orig[:n], ts[:n], latest)
+        reason, per_reason = _reasons(pk) if seen[SC_REASONS] else (None, _NO_REASONS)
         lost = frags.feed(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], pk, int(per_reason[_R_FRAG]))
         if per_reason[_R_FRAG]:  # reassembly rewrote rows
             reason, per_reason = _reasons(pk)
+            seen = scan(pk, orig[:n], ts[:n], latest)
         if done:
             end = frags.flush()
             lost = (lost[0] + end[0], lost[1] + end[1])
         drops, nbytes = _drops(pk, orig[:n], bad, reason, per_reason)
         _add_lost(drops, nbytes, lost)
-        count_notes(buf, off[:n], cap[:n], orig[:n], lts[:n], pk, per_reason, drops, nbytes)
+        count_notes(buf, off[:n], cap[:n], orig[:n], lts[:n], pk, per_reason, seen, drops, nbytes)
         _release(buf, o)
-        back, step, latest = clock_steps(ts[:n], latest)
+        latest = int(ts[n - 1]) if n else latest
         yield Capture(packets=pk, drops=drops, path=str(p), drop_bytes=nbytes, linktypes=_linktypes(lts[:n]),
-                      wire_bytes=int(orig[:n].sum()), clock_steps=back, clock_back_ns=step)
+                      wire_bytes=int(orig[:n].sum()), clock_steps=int(seen[SC_STEPS]),
+                      clock_back_ns=int(seen[SC_MAX_STEP]))
 
 
 class CaptureInputError(RuntimeError):
