@@ -207,23 +207,9 @@ class Reassembler:
             r = pk[i]
             key = (int(r["fam"]), int(r["src_hi"]), int(r["src_lo"]), int(r["dst_hi"]), int(r["dst_lo"]),
                    int(row[O_IDENT]), int(row[O_PROTO]))
-            t = int(ts[i])
-            g = self.groups.get(key)
-            if g is None or t - g.first_ts > self.timeout_ns:
-                if g is not None:
-                    lost = _plus(lost, self._drop([key]))
-                g = self.groups[key] = _Group(t)
-            o, h = int(off[i]), int(row[O_HDR_END])
-            data = bytes(buf[o + h:o + h + int(row[O_CAPT])])
-            g.pieces.append((int(row[O_OFF]), int(row[O_WIRE]), data))
-            g.nbytes += len(data)
-            g.rows_wire += int(orig[i])
-            self.buffered += len(data)
-            if row[O_OFF] == 0:
-                g.head = bytes(buf[o:o + h])
-                g.head_meta = (int(row[O_IP]), h, int(row[O_NH_POS]), int(lts[i]))
-            if not row[O_MORE]:
-                g.total = int(row[O_OFF]) + int(row[O_WIRE])
+            g, gone = self._group(key, int(ts[i]))
+            lost = _plus(lost, gone)
+            self._add(g, buf, int(off[i]), row, int(orig[i]), int(lts[i]))
             pk["kind"][i] = P.KIND_DROP
             pk["reason"][i] = _R_TUNFRAG
             built = self._complete(g)
@@ -239,6 +225,30 @@ class Reassembler:
         if done:
             self._parse_into(done, lts, ts, pk)
         return lost
+
+    def _group(self, key: tuple[int, ...], t: int) -> tuple[_Group, tuple[int, int]]:
+        """The open group of ``key``, or a new one (an expired one with the key is lost first)."""
+        g = self.groups.get(key)
+        lost = (0, 0)
+        if g is None or t - g.first_ts > self.timeout_ns:
+            if g is not None:
+                lost = self._drop([key])
+            g = self.groups[key] = _Group(t)
+        return g, lost
+
+    def _add(self, g: _Group, buf: np.ndarray, o: int, row: np.ndarray, wire: int, lt: int) -> None:
+        """One fragment's captured payload (copied: the caller's buffer moves on) into ``g``."""
+        h = int(row[O_HDR_END])
+        data = bytes(buf[o + h:o + h + int(row[O_CAPT])])
+        g.pieces.append((int(row[O_OFF]), int(row[O_WIRE]), data))
+        g.nbytes += len(data)
+        g.rows_wire += wire
+        self.buffered += len(data)
+        if row[O_OFF] == 0:
+            g.head = bytes(buf[o:o + h])
+            g.head_meta = (int(row[O_IP]), h, int(row[O_NH_POS]), lt)
+        if not row[O_MORE]:
+            g.total = int(row[O_OFF]) + int(row[O_WIRE])
 
     @staticmethod
     def _complete(g: _Group) -> tuple[bytes, int, int] | None:
