@@ -144,23 +144,10 @@ def refusal(problems: list[str], classified: int) -> str:
 
 def outcome(src: Any, stats: dict[str, int], classified: int) -> tuple[list[str], list[str]]:
     """(problems, warnings) of a finished replay or capture (module docstring)."""
-    problems: list[str] = []
-    warnings: list[str] = []
     records = int(src.records)
     drops, dbytes = dict(src.drops), dict(getattr(src, "drop_bytes", {}))
     total_bytes = int(src.wire_bytes) + int(dbytes.get("corrupt_record", 0))
-    for reason, count in sorted(drops.items(), key=lambda kv: -kv[1]):
-        if reason.startswith("kernel_") or reason in _TUNNEL_KEYS:
-            continue
-        nbytes = int(dbytes.get(reason, 0))
-        by_count = records > 0 and reason != "corrupt_record" and count > DROP_FRACTION * records
-        by_bytes = total_bytes > 0 and nbytes > DROP_FRACTION * total_bytes
-        if reason not in NOT_DROPS and (by_count or by_bytes):
-            problems.append(_drop_line(reason, count, nbytes, records, total_bytes, src.linktypes,
-                                       (by_bytes and not by_count) or reason == "fragment_lost"))
-        elif (reason in NOTES or reason not in NOT_DROPS | QUIET) and count and (
-                reason in ALWAYS_WARN or count > WARN_FRACTION * records or nbytes > WARN_FRACTION * total_bytes):
-            warnings.append(_drop_line(reason, count, nbytes, records, total_bytes, src.linktypes, True))
+    problems, warnings = _reason_lines(drops, dbytes, records, total_bytes, src.linktypes)
     tunnels = _tunnel_line(drops, dbytes, records, total_bytes)
     back = int(getattr(src, "clock_steps", 0))
     if back:
@@ -195,6 +182,27 @@ def outcome(src: Any, stats: dict[str, int], classified: int) -> tuple[list[str]
     if exp and exp > 0.01 * (exp + int(stats.get("rtt_samples", 0))):
         warnings.append(f"{exp} ACKs matched data older than the RTT timeout ({src.dp.rtt_timeout:g} s) and gave "
                         "no sample: RTTs above it are missing (--rtt-timeout raises it)")
+    return problems, warnings
+
+
+def _reason_lines(drops: dict[str, int], dbytes: dict[str, int], records: int, total_bytes: int,
+                  linktypes: dict[int, int]) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the per-reason counts: a drop above DROP_FRACTION of the packets or
+    bytes is a problem; a drop or note above WARN_FRACTION (any, for ALWAYS_WARN) a warning."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    for reason, count in sorted(drops.items(), key=lambda kv: -kv[1]):
+        if reason.startswith("kernel_") or reason in _TUNNEL_KEYS:
+            continue
+        nbytes = int(dbytes.get(reason, 0))
+        by_count = records > 0 and reason != "corrupt_record" and count > DROP_FRACTION * records
+        by_bytes = total_bytes > 0 and nbytes > DROP_FRACTION * total_bytes
+        if reason not in NOT_DROPS and (by_count or by_bytes):
+            problems.append(_drop_line(reason, count, nbytes, records, total_bytes, linktypes,
+                                       (by_bytes and not by_count) or reason == "fragment_lost"))
+        elif (reason in NOTES or reason not in NOT_DROPS | QUIET) and count and (
+                reason in ALWAYS_WARN or count > WARN_FRACTION * records or nbytes > WARN_FRACTION * total_bytes):
+            warnings.append(_drop_line(reason, count, nbytes, records, total_bytes, linktypes, True))
     return problems, warnings
 
 
