@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from scidmz.actuators.share import HEADROOM, demand, water_fill
 from scidmz.agent.client import AgentClient
 from scidmz.agent.hostcaps import binding_caps, caps_of_qdiscs
 from scidmz.agent.lease import Lease
 from scidmz.agent.match import SocketFilter
-from scidmz.agent.share import HEADROOM, demand, water_fill
 from scidmz.agent.token import load_or_create, read_token
 
 UNIT_DIR = Path(__file__).resolve().parents[1] / "deploy" / "systemd"

@@ -167,7 +167,7 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
     g.add_argument("--ovs-mode", default=None, help="hardware plant: htb | meter | policing (default htb)")
     g.add_argument("--dtn-agent", action="append", default=None, metavar="URL",
                    help="hardware plant: a DTN's `scidmz agent`, e.g. http://192.0.2.7:8643, the host place "
-                        "(pacing policies); repeatable: the DTNs' target is split equally among them")
+                        "(pacing policies); repeatable: the DTNs' target is split among them on what each delivers")
     g.add_argument("--dtn-agent-token", action="append", default=None, metavar="FILE",
                    help="hardware plant: a copy of the agent's token file; once for every --dtn-agent, or once "
                         "per --dtn-agent in the same order")
