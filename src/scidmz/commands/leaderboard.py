@@ -79,7 +79,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_seed_arg(p, what="trial i uses seed S + i")
     add_policy_file_args(p)
     p.add_argument("--max-starved", type=float, default=None,
-                   help="leave out trials whose share of starved periods exceeds this (default 0.05)")
+                   help="refused: the starved share is evidence, not validity (it depends on what the policy "
+                        "did); a trial's validity is the plan's rule, --set plan.max_cpu_pressure=, "
+                        "plan.max_stage_late=, plan.min_probe_service=, plan.max_reruns= (docs/leaderboard.md)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where the fluid plant's trials run: local (default) | processes[:N] | dask://HOST:PORT "
                         "(the same numbers)")
@@ -184,8 +186,6 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
 
 
 def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
-    import math
-
     from ..evaluation.leaderboard.plan import (
         make_plan,
         parse_experiments,
@@ -200,9 +200,13 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
 
     if a.scenario is None:
         raise ValueError("a SCENARIO is required (a built-in name or a .toml file), except with --render-only")
-    ms = DEFAULT_MAX_STARVED if a.max_starved is None else float(a.max_starved)
-    if not (math.isfinite(ms) and 0.0 <= ms <= 1.0):
-        raise ValueError(f"--max-starved must be a share in [0, 1], got {a.max_starved}")
+    if a.max_starved is not None:
+        # Ours: the starved share is counted per unit from symptoms the policy moves (its own step
+        # lateness, the backlog it leaves), so it no longer decides validity (evaluation.leaderboard.validity).
+        raise ValueError("--max-starved: a trial's starved share is evidence now, not its validity (it depends on "
+                         "what the policy did); set the plan's rule with --set plan.max_cpu_pressure=, "
+                         "plan.max_stage_late=, plan.min_probe_service=, plan.max_reruns=")
+    ms = DEFAULT_MAX_STARVED
     plant = plant_spec(a.plant)
     from ..executors import parse_executor
 
@@ -214,7 +218,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     fewer = _canonical_trials(parse_policy_trials(a.policy_trials))
     _check_policy_trials(fewer, names)
     plan = make_plan(plant.name, a.trials, a.fct_trials, parse_experiments(a.experiments, plant.name), a.quick,
-                     a.seed, plan_over, fewer, ms)
+                     a.seed, plan_over, fewer)
     sc = resolve_scenario(a.scenario, scen_over)
     try:
         policies, files = build_policies(names, sc, files=policy_file_args(a, names), tracking_uri=a.tracking_uri)

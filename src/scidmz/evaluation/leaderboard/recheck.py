@@ -188,7 +188,9 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     if doc.get("complete") is False:
         # An unfinished re-check says so and nothing else: its trials so far are not the plan.
         return {"complete": False, "units_left": doc.get("units_left"), "policies": policies}
-    max_starved = float(doc.get("max_starved", DEFAULT_MAX_STARVED))
+    # null in a run under the plan's validity rule (its header's rule is applied: ``build_rows``)
+    ms = doc.get("max_starved")
+    max_starved = float(ms) if isinstance(ms, int | float) else DEFAULT_MAX_STARVED
     exps = [e for e in h2["plan"]["experiments"] if e in ("mrae", "fct")]
     trials = {}
     for u in u2:
