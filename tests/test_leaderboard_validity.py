@@ -144,6 +144,8 @@ def test_a_disturbed_trial_is_invalid_for_every_policy_rerun_and_appended(tmp_pa
     assert doc["reruns"] == {"mrae": {"1": 1}} and doc["invalid_trials"] == {} and doc["stayed_invalid"] == {}
     assert doc["complete"] and res["units"] == 12
     assert {r["trials"] for r in doc["rows"]} == {3} and {r["excluded_trials"] for r in doc["rows"]} == {0}
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "each trial counts with its last valid run (re-run: MRAE trials 1)." in report
     # the committed-results check holds for a ledger with re-runs
     old, new = recompute(tmp_path / "run")
     from scidmz.evaluation.leaderboard.ledger import first_difference
@@ -183,6 +185,8 @@ def test_a_trial_still_disturbed_after_its_reruns_is_reported_and_left_out(tmp_p
     doc = json.loads((tmp_path / "run" / "results.json").read_text())
     assert doc["stayed_invalid"] == {"mrae": [1]} and doc["invalid_trials"] == {"mrae": [1]}
     assert {r["trials"] for r in doc["rows"]} == {2} and {r["excluded_trials"] for r in doc["rows"]} == {1}
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "still invalid after its re-runs is left out for every policy (counted; MRAE trials 1)" in report
 
 
 def test_a_resume_finishes_a_rerun_the_interruption_cut_short(tmp_path, rt_plant) -> None:
