@@ -274,3 +274,18 @@ def test_the_netns_source_falls_back_to_proc_stat_without_psi_and_says_so(monkey
     src = V.MachineSignals(lambda: next(stage), dict)
     src.begin()
     assert src.end()["stage_late_mean_s"] is None
+
+
+def test_a_recheck_judges_each_run_by_its_own_rule_and_uses_the_reruns() -> None:
+    """A re-check under the validity rule against a first run under the legacy starvation rule: the
+    first run's starved trial 2 is out, the re-check's trial 1 counts with its re-run."""
+    from scidmz.evaluation.leaderboard.recheck import recheck_rows
+    from scidmz.evaluation.leaderboard.validity import LegacyStarvation
+
+    first = [{"unit": "mrae", "policy": "pi", "trial": i, "metrics": {"mrae": 0.1}, "periods": 100,
+              "starved_periods": 9 if i == 2 else 0} for i in range(5)]
+    again = [{"unit": "mrae", "policy": "pi", "trial": i, "metrics": {"mrae": 0.9 if i == 1 else 0.1},
+              "periods": 100, "starved_periods": 50, "validity": BUSY if i == 1 else QUIET} for i in range(5)]
+    again.append({**again[1], "metrics": {"mrae": 0.1}, "validity": QUIET, "rerun": 1})
+    row = recheck_rows(first, again, ["pi"], ["mrae"], LegacyStarvation(0.05), 0, ValidityRule())[0]
+    assert row["n"] == 4 and row["again_mean"] == pytest.approx(0.1)  # trial 2 out (first run), trial 1 re-run
