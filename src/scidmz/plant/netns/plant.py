@@ -174,7 +174,10 @@ class NetnsPlant:
             self._tel.close()
             self._tel = None
         self._traffic.stop_clients()
+        # a discipline asked for the next episode (set_discipline) is kept for it, not spent on the probe
+        keep, self._discipline_next = self._discipline_next, None
         self._restore_default()
+        self._discipline_next = keep
         self._act.set_rate(self.scenario.u_max)
         time.sleep(self._drain)
         h = (self._tb.spec.campus or [self._tb.dtn])[0]

@@ -17,10 +17,13 @@ leaderboard records its numbers in every unit's ledger line and judges each tria
   saturates the bottleneck, and the bottleneck TBF's own byte counter over a 1 s window,
   over B_max x the window, says whether the machine can still serve the emulated link.
 
-Each is a number or None (never guessed). No policy acts on any of them: the CPU pressure
-and the stage's lateness are the whole machine's, and the probe runs with no policy at all.
-(The CPU pressure includes the testbed's own forwarding work; at most a few per cent on a
-quiet machine, against a threshold of 30 %.)
+Each is a number or None (never guessed). No policy acts on them: the probe runs with no
+policy at all, and the CPU pressure and the stage's lateness are the whole machine's. A
+caveat we have not measured away: a policy's own computation (the MLC's ANN inference, the
+NFQUEUE stage of ABC and FFS) runs on the same two cores, and counts in the CPU pressure as
+far as it makes other tasks wait. It cannot bias a comparison (a trial it invalidates is
+invalid for every policy and re-run), but a policy heavy enough to cross the threshold
+alone would make every trial re-run; the recorded ``cpu_pressure`` per policy shows it.
 """
 
 from __future__ import annotations
