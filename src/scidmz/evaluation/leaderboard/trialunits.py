@@ -313,7 +313,10 @@ def _run_unit(pl: Any, plant: str, policy: Policy, name: str, unit: str, i: int,
     source = getattr(pl, "validity_signals", None)
     signals: dict[str, Any] = {}
     if source is not None:
+        t_probe = time.perf_counter()
         signals.update(source.probe())
+        # the probe's own time, so a unit's overhead beyond its episode can be read off the ledger
+        signals["probe_wall_s"] = time.perf_counter() - t_probe
         source.begin()
     note_run(sc, plant, pl)
     t0 = time.perf_counter()
