@@ -34,7 +34,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "utilization": ("utilization", "higher"),
     "short": ("short_fct_median", "lower"),
 }
-#: The validity rule's default (``LeaderboardPlan.max_starved``, ``--max-starved``).
+#: The legacy starvation rule's threshold for ledgers whose plan records none (``validity.LegacyStarvation``).
 DEFAULT_MAX_STARVED = 0.05
 #: Bounds on every count, checked before any work, so a typo cannot allocate or run for days (docs/safety.md).
 MAX_TRIALS = 10_000
