@@ -115,7 +115,6 @@ class LegacyStarvation:
     No re-runs: those runs had none."""
 
     max_starved: float
-    max_reruns: int = 0
 
     def breaks(self, rec: Mapping[str, Any]) -> list[str]:
         n, periods = int(rec.get("starved_periods") or 0), int(rec.get("periods") or 0)
