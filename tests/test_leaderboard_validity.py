@@ -179,7 +179,12 @@ def test_a_trial_still_disturbed_after_its_reruns_is_reported_and_left_out(tmp_p
     """Trial 1's first policy is disturbed in every run: after max_reruns = 2 re-runs it stays invalid,
     for every policy, and the results say so."""
     rt_plant({3, 6, 9})  # trial 1's first unit in each of its three runs
-    _run(tmp_path, _plan(max_reruns=2))
+    res = _run(tmp_path, _plan(max_reruns=2))
+    from scidmz.commands.leaderboard import _validity_line
+
+    assert res["stayed_invalid"] == {"mrae": [1]} and res["reruns"] == {"mrae": {"1": 2}}
+    assert _validity_line(res) == ("\nre-run (a disturbed machine): mrae trials 1; "
+                                   "still invalid, left out for every policy: mrae trials 1")
     lines = _lines(tmp_path)
     assert sorted({ln.get("rerun", 0) for ln in lines if ln["trial"] == 1}) == [0, 1, 2] and len(lines) == 15
     doc = json.loads((tmp_path / "run" / "results.json").read_text())

@@ -185,6 +185,19 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
     return 0
 
 
+def _validity_line(res: dict) -> str:
+    """What the validity rule did, when it did anything: trials re-run, and those still invalid."""
+    rerun = {u: sorted(by, key=int) for u, by in (res.get("reruns") or {}).items() if by}
+    stayed = {u: t for u, t in (res.get("stayed_invalid") or {}).items() if t}
+    if not rerun and not stayed:
+        return ""
+    line = "\nre-run (a disturbed machine): " + "; ".join(f"{u} trials {', '.join(t)}" for u, t in rerun.items())
+    if stayed:
+        line += "; still invalid, left out for every policy: " + "; ".join(
+            f"{u} trials {', '.join(map(str, t))}" for u, t in stayed.items())
+    return line
+
+
 def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     from ..evaluation.leaderboard.plan import (
         make_plan,
@@ -228,5 +241,5 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     res = run_leaderboard(prep, command, ms, a.executor)
     best = {r["experiment"]: r["policy"] for r in res["rows"] if r.get("best")}
     human = (f"{res['units_run']} trials run, {res['units']} in the ledger; best: "
-             + ", ".join(f"{e} {p}" for e, p in best.items()) + f"\nreport: {res['report']}")
+             + ", ".join(f"{e} {p}" for e, p in best.items()) + _validity_line(res) + f"\nreport: {res['report']}")
     return res, human

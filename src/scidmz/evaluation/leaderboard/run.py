@@ -248,7 +248,7 @@ def _run_owned(prep: Prepared, command: str, max_starved: float, executor: str |
     doc, res, files = _write(prep, command, max_starved, load0)
     return {"out": str(prep.out), "results": str(res), **files, "units_run": len(prep.ledger.lines) - before,
             "units": len(prep.ledger.lines), "cut_bytes": prep.ledger.cut, "wall_s": time.perf_counter() - t0,
-            "rows": doc["rows"]}
+            "reruns": doc.get("reruns") or {}, "stayed_invalid": doc.get("stayed_invalid") or {}, "rows": doc["rows"]}
 
 
 @contextlib.contextmanager
