@@ -8,7 +8,8 @@ while the transfer runs (the MLC paper's Fig. 12). Short-flow trials add one Wei
 short-flow sender beside the long flows; their metric is the trial's median
 short-flow FCT. Transfer sizes (ours, as the existing reports): 10 GB on the fluid
 plant (the MLC paper's section 4.3), 300 MB on a real-time plant (reports/mlc-netns:
-the testbed runs at 100 Mbit/s), 150 MB with ``--quick``.
+the testbed runs at 100 Mbit/s), 150 MB with ``--quick``. The plan also carries its
+validity rule (``validity.ValidityRule``), fixed before the run like every size here.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ Top level (``RESULTS_FORMAT`` = 1)::
     format_version, scidmz_version, git_commit, generated, command, scenario (its full
     to_dict()), fingerprint (regime.fingerprint), plant, plant_model, code, machine (cpus,
     arch, kernel, python), load (1/5/15 min load averages at start and end of this
-    invocation), plan, policies (kind, files' sha256), max_starved, ledger (units, lines
+    invocation), plan, policies (kind, files' sha256), max_starved (the legacy rule's threshold;
+    null under the plan's ``validity`` rule), invalid_trials, and under that rule validity,
+    reruns and stayed_invalid (below), ledger (units: lines, re-runs included; lines
     cut on resume), drift (each ``--allow-drift`` resume: units_before, at, code, kernel and
     what they were; ``ledger``), rows
 
