@@ -214,8 +214,11 @@ class QueueConfig:
                         )
                 object.__setattr__(m, "_scope", scope)
         if len(matches) != len(self.rules):
-            dup = next(r.match for i, r in enumerate(self.rules) if r.match in {x.match for x in self.rules[:i]})
-            raise QueueConfigError(f"flow rule {_show(dup)} appears twice")
+            seen_m: set[FlowMatch] = set()
+            for r in self.rules:
+                if r.match in seen_m:
+                    raise QueueConfigError(f"flow rule {_show(r.match)} appears twice")
+                seen_m.add(r.match)
 
     def summary(self) -> dict[str, object]:
         """JSON-ready description (rates in bit/s, buffers in bytes)."""
