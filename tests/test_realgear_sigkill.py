@@ -9,9 +9,10 @@ log file), checked to have made its state, and then:
 3. a fresh start on the same port or interface reclaims it (its owner record names a dead process),
    runs its periods and, stopped cleanly, leaves nothing.
 
-Set-ups: the rate place on Open vSwitch (``--ovs-port``, QoS + Queue rows in ``htb`` mode, an
-OpenFlow meter in ``meter`` mode) on a private userspace OVS; the Jenks queue place on a router
-(``--queues-dev``: the HTB tree, its bfifo leaves and the u32 filters of real iperf3 flows).
+Set-ups: set-up 1's TBF on a router's WAN interface (``--dev``); set-up 2's rate place on Open
+vSwitch (``--ovs-port``, QoS + Queue rows in ``htb`` mode, an OpenFlow meter in ``meter`` mode) on a
+private userspace OVS; the Jenks queue place on a router (``--queues-dev``: the HTB tree, its bfifo
+leaves and the u32 filters of real iperf3 flows), each with the eBPF telemetry.
 Set-up 3 (the TBF and the P4 switch's entries) is SIGKILLed in tests/test_realgear_setup3.py, the
 bare TBF/HTB actuators in tests/test_realgear_reclaim.py. Names hold ``jk``.
 """
@@ -202,3 +203,13 @@ def test_jenks_queue_place_sigkilled_then_reclaimed(router: tuple[str, str, str]
     finally:
         for p in (cli, srv):
             _kill(p)
+
+
+def test_tbf_rate_place_sigkilled_then_reclaimed(router: tuple[str, str, str], tmp_path: Path) -> None:
+    """Set-up 1's shaper: the TBF on the router's WAN interface, with the eBPF telemetry."""
+    _a, r, _b = router
+
+    def made() -> bool:
+        return "tbf 5c1d:" in sh("tc", "-n", r, "qdisc", "show", "dev", "wan0").stdout
+
+    _rehearse(tmp_path, ["--telemetry", "ebpf:lan0,wan0", "--dev", "wan0", "--netns", r], {}, made)
