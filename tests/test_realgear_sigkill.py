@@ -79,7 +79,7 @@ def _rehearse(tmp_path: Path, args: list[str], env: dict[str, str], made: Callab
         second, _ = _control(tmp_path, "second", [*args, "--duration", "3"], env)
         _, err = second.communicate(timeout=60)
         lines = [x for x in err.splitlines() if x.strip()]
-        assert second.returncode in (1, 2) and len(lines) == 1 and str(p.pid) in lines[0], (second.returncode, err[-2000:])
+        assert second.returncode == 2 and len(lines) == 1 and str(p.pid) in lines[0], (second.returncode, err[-2000:])
         assert p.poll() is None and made()
     finally:
         if p.poll() is None:
