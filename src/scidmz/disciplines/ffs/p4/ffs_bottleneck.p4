@@ -17,7 +17,7 @@
  *   - the ingress is the source's longest match in `ing_of` (default 1: the
  *     rest of the campus), log2 of its fairness-matrix entry M_i an entry of
  *     `ing_weight` -- the weights the control plane rewrites every period;
- *   - the capacity constants (C K, delta K, log2(C + delta)) are `params`;
+ *   - the capacity constants (C K, delta K, log2(C + delta)) and tau's bounds are `params`;
  *   - forward iff u < gamma, u from the switch's random(); else drop.
  * Until the control plane has set `params`, frames are forwarded with no
  * discipline. Decay, log and exp tables: include/ffs_tables.p4 (gen_tables.py:
@@ -38,7 +38,7 @@ header ipv4_t {
 struct headers_t { ethernet_t eth; ipv4_t ip; }
 struct meta_t {
     bit<1> disc; bit<1> armed; bit<8> ing;
-    bit<64> ck_q8; bit<64> dk_q8; bit<32> log_cd_q8;
+    bit<64> ck_q8; bit<64> dk_q8; bit<32> log_cd_q8; bit<32> tau_min_q8; bit<32> tau_max_q8;
     bit<64> ds; bit<64> cs;   // stream decay pair (Q24)
     bit<8> top_r; bit<8> sh_r; bit<8> lsh_r; bit<32> mant_r;
     bit<64> de; bit<64> ce;   // egress decay pair (Q24)
@@ -62,8 +62,9 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
     action wire() { sm.egress_spec = sm.ingress_port ^ 1; }
     action fwd(bit<9> port, bit<1> disc) { sm.egress_spec = port; m.disc = disc; }
     action set_ing(bit<8> ing) { m.ing = ing; }
-    action set_params(bit<64> ck_q8, bit<64> dk_q8, bit<32> log_cd_q8) {
+    action set_params(bit<64> ck_q8, bit<64> dk_q8, bit<32> log_cd_q8, bit<32> tau_min_q8, bit<32> tau_max_q8) {
         m.armed = 1; m.ck_q8 = ck_q8; m.dk_q8 = dk_q8; m.log_cd_q8 = log_cd_q8;
+        m.tau_min_q8 = tau_min_q8; m.tau_max_q8 = tau_max_q8;
     }
     action set_dc_s(bit<64> d, bit<64> c) { m.ds = d; m.cs = c; }
     action set_top_r(bit<8> p, bit<8> sh, bit<8> lsh) { m.top_r = p; m.sh_r = sh; m.lsh_r = lsh; }
@@ -207,8 +208,8 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
             log2_mant_a.apply();
             int<32> log_ad = (int<32>)(((bit<32>)m.top_a << 8) + m.mant_a) + FFS_OFF_Q8;
             tau = tau + (int<32>)m.log_cd_q8 - log_ad;
-            if (tau < FFS_TAU_MIN_Q8) { tau = FFS_TAU_MIN_Q8; }
-            if (tau > FFS_TAU_MAX_Q8) { tau = FFS_TAU_MAX_Q8; }
+            if (tau < (int<32>)m.tau_min_q8) { tau = (int<32>)m.tau_min_q8; }
+            if (tau > (int<32>)m.tau_max_q8) { tau = (int<32>)m.tau_max_q8; }
             tau_reg.write(0, (bit<32>)tau);
             t_tau.write(0, now);
         }
@@ -227,8 +228,8 @@ control Ing(inout headers_t h, inout meta_t m, inout standard_metadata_t sm) {
         } else {
             int<32> x = r_log - f2;                             // log(r / f'): tau limiting nobody
             if (cong == 1 || x > tau) { tau = x; }
-            if (tau < FFS_TAU_MIN_Q8) { tau = FFS_TAU_MIN_Q8; }
-            if (tau > FFS_TAU_MAX_Q8) { tau = FFS_TAU_MAX_Q8; }
+            if (tau < (int<32>)m.tau_min_q8) { tau = (int<32>)m.tau_min_q8; }
+            if (tau > (int<32>)m.tau_max_q8) { tau = (int<32>)m.tau_max_q8; }
             tau_reg.write(0, (bit<32>)tau);
             cong_reg.write(0, 0);
         }
