@@ -226,3 +226,17 @@ def test_entries_no_record_accounts_for_are_refused(tmp_path: Path) -> None:
         _, err = p.communicate(timeout=60)
         assert p.returncode == 2 and "already has 5 discipline entries" in err, err[-2000:]
         assert _switch_entries(lab) == 5  # refused: nothing changed
+
+
+def test_shadow_mode_prints_the_weights_and_touches_no_switch(capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    from scidmz.disciplines.abc import ABCConfig
+    from scidmz.plant.hardware_discipline import DisciplinePrinter
+
+    place = DisciplinePrinter("127.0.0.1:1").open()  # nothing answers there: nothing is asked
+    place.load(ABCConfig(capacity_bps=1e7))
+    place.set_weights(np.array([7e6, 3e6]))
+    assert "SHADOW 127.0.0.1:1: abc weights [7.000, 3.000] Mbit/s" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="tables are generated for"):
+        place.load(ABCConfig(capacity_bps=1e7, memory_meter_s=1.0))
