@@ -240,3 +240,17 @@ def test_shadow_mode_prints_the_weights_and_touches_no_switch(capsys: pytest.Cap
     assert "SHADOW 127.0.0.1:1: abc weights [7.000, 3.000] Mbit/s" in capsys.readouterr().err
     with pytest.raises(ValueError, match="tables are generated for"):
         place.load(ABCConfig(capacity_bps=1e7, memory_meter_s=1.0))
+
+
+def test_hardware_plant_runs_discipline_policies_only_with_its_discipline_place() -> None:
+    from scidmz.plant.hardware import HardwarePlant, HostHardwarePlant
+    from scidmz.plant.hardware_discipline import _with_place
+    from scidmz.policies.configuration import build_configuration
+    from scidmz.runner import check_places
+
+    pol = build_configuration("pacing+abc", {}, lambda _m: {})
+    assert set(check_places(_with_place(HostHardwarePlant), pol)) == {"host", "discipline"}
+    with pytest.raises(ValueError, match="runs no bottleneck discipline"):
+        check_places(HostHardwarePlant, pol)
+    with pytest.raises(ValueError, match="cannot pace"):
+        check_places(_with_place(HardwarePlant), pol)
