@@ -117,10 +117,11 @@ def _wait_periods(p: subprocess.Popen, log: Path, n: int, timeout: float = 60.0)
 
 
 def _switch_entries(lab: object) -> int:
-    """Table entries the switch holds in the discipline program's tables (read from inside its namespace)."""
+    """Table entries the switch holds in the discipline program's tables (read from inside its namespace,
+    with no arbitration: the controller stays the primary client)."""
     code = ("from scidmz.telemetry.p4.p4runtime import P4RuntimeClient\n"
             "from scidmz.telemetry.p4.p4info import P4InfoIndex\n"
-            "c=P4RuntimeClient('127.0.0.1:9559',election_id=(0,2)).connect()\n"
+            "c=P4RuntimeClient('127.0.0.1:9559')\n"
             "i=P4InfoIndex.from_message(c.get_pipeline().p4info)\nn=0\n"
             "for t in i.tables.values():\n"
             "    if t.name.rpartition('.')[2] in ('port_fwd','agg_of','agg_weight','ing_of','ing_weight'):\n"
@@ -191,9 +192,19 @@ def _stage_share(policy: str) -> tuple[float, float]:
     return _share(d0, d1)
 
 
+@pytest.fixture(scope="module")
+def programs() -> None:
+    """Both programs compiled (and cached) before any controller starts: p4c takes ~20 s each here."""
+    from scidmz.plant.hardware_discipline import program_files
+
+    for name in ("abc", "ffs"):
+        program_files(name)
+
+
 @pytest.mark.root
 @pytest.mark.parametrize("policy", ["abc", "ffs"])
-def test_rehearsal_discipline_on_bmv2_follows_the_target_as_the_netns_stage(policy: str, tmp_path: Path) -> None:
+def test_rehearsal_discipline_on_bmv2_follows_the_target_as_the_netns_stage(policy: str, tmp_path: Path,
+                                                                           programs: None) -> None:
     share_p4, total_p4, periods = _p4_share(tmp_path, policy)
     share_stage, total_stage = _stage_share(policy)
     gap = share_p4 - share_stage
@@ -207,7 +218,7 @@ def test_rehearsal_discipline_on_bmv2_follows_the_target_as_the_netns_stage(poli
 
 
 @pytest.mark.root
-def test_entries_no_record_accounts_for_are_refused(tmp_path: Path) -> None:
+def test_entries_no_record_accounts_for_are_refused(tmp_path: Path, programs: None) -> None:
     from scidmz.plant.netns.p4lab import p4_lab
 
     with p4_lab(f"{P}b") as lab:
