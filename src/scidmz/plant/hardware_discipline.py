@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import math
 import os
 import shutil
 import subprocess
@@ -48,9 +47,20 @@ import numpy as np
 __all__ = ["DisciplineSwitch", "DisciplinePlace", "DisciplinePrinter", "with_discipline_place", "program_files",
            "weight_updates", "parse_ports"]
 
-_TABLES = {"abc": ("agg_of", "agg_weight"), "ffs": ("ing_of", "ing_weight")}
 _N_AGG = 16  # the programs' N_AGG / N_ING
-_QUEUE_PKT = 1500.0  # the virtual FIFO's packet (abc.config.QUEUE_PKT_BYTES)
+
+
+def _bottlenecks() -> dict[str, Any]:
+    """Every registered discipline with a bottleneck program: name -> its control plane."""
+    from ..disciplines.registry import names
+
+    out = {}
+    for n in names():
+        try:
+            out[n] = _spec(n)
+        except ValueError:
+            continue
+    return out
 
 
 def parse_ports(value: Any) -> tuple[int, int]:
@@ -96,23 +106,21 @@ def program_files(name: str, pipeline: str | None = None) -> tuple[Path, Path]:
     from ..telemetry.p4.p4info import P4InfoIndex
     from ..telemetry.p4.p4runtime import pipeline_files
 
-    if name not in _TABLES:
-        raise ValueError(f"the P4 discipline place runs {', '.join(_TABLES)}; discipline {name!r} has no "
-                         "bottleneck program")
-    files = pipeline_files(pipeline) if pipeline is not None else _compiled(name)
+    spec = _spec(name)  # one line for a discipline without a bottleneck program
+    files = pipeline_files(pipeline) if pipeline is not None else _compiled(name, spec.PROGRAM)
     info = P4InfoIndex.from_file(files[1])
-    for t in ("port_fwd", "params", *_TABLES[name]):
+    for t in ("port_fwd", "params", spec.CLASS[0], spec.WEIGHT[0]):
         try:
             info.table(t)
         except ValueError:
             raise ValueError(f"pipeline {files[1].parent}: not the {name} bottleneck program (no table {t}); "
-                             f"compile disciplines/{name}/p4/{name}_bottleneck.p4") from None
+                             f"compile disciplines/{name}/p4/{spec.PROGRAM}") from None
     return files
 
 
-def _compiled(name: str) -> tuple[Path, Path]:
+def _compiled(name: str, program: str) -> tuple[Path, Path]:
     src = Path(__file__).resolve().parents[1] / "disciplines" / name / "p4"
-    prog = src / f"{name}_bottleneck.p4"
+    prog = src / program
     text = prog.read_bytes() + b"".join(p.read_bytes() for p in sorted((src / "include").glob("*.p4")))
     p4c = shutil.which("p4c")
     if p4c is None:
@@ -121,7 +129,7 @@ def _compiled(name: str) -> tuple[Path, Path]:
         p4c = str(toolchain_bin() / "p4c")
     key = hashlib.sha256(text + p4c.encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "scidmz" / "p4disc" / f"{name}-{key}"
-    json_, info = cache / f"{name}_bottleneck.json", cache / f"{name}_bottleneck.p4info.txtpb"
+    json_, info = cache / f"{prog.stem}.json", cache / f"{prog.stem}.p4info.txtpb"
     if json_.is_file() and info.is_file():
         return json_, info
     cache.parent.mkdir(parents=True, exist_ok=True)
@@ -143,60 +151,20 @@ def _compiled(name: str) -> tuple[Path, Path]:
     return json_, info
 
 
-def _check_tables_match(config: Any, name: str) -> None:
-    """The programs' decay and log tables are generated for one configuration's memories: refuse another."""
-    if name == "abc":
-        from ..disciplines.abc.config import ABCConfig
+def _spec(name: str) -> Any:
+    """The discipline's bottleneck-program control plane (``disciplines/<name>/p4/bottleneck.py``)."""
+    from ..disciplines.registry import get
 
-        ref = ABCConfig(capacity_bps=50e6)
-        fields = ("memory_meter_s", "memory_avg_s")
-    else:
-        from ..disciplines.ffs.config import FFSConfig
-        from ..disciplines.ffs.p4.gen_tables import TABLE_II_MBPS
-
-        ref = FFSConfig(**TABLE_II_MBPS)
-        fields = ("estimator_s", "tau_period_s", "tau_init")
-    for f in fields:
-        if not math.isclose(float(getattr(config, f)), float(getattr(ref, f)), rel_tol=1e-9):
-            raise ValueError(f"discipline {name}: {f} = {getattr(config, f)!r}, but the P4 program's tables are "
-                             f"generated for {getattr(ref, f)!r} (python -m scidmz.disciplines.{name}.p4.gen_tables)")
+    return get(name).p4_bottleneck()
 
 
 def weight_updates(name: str, config: Any, w: np.ndarray) -> list[int]:
-    """The weight tables' action parameter per aggregate for weights ``w`` (bit/s, > 0): ABC's activity
-    offset -log2 R_r (with abc/p4/gen_tables' constant), FFS's log2 M_i; Q8 two's complement."""
+    """The weight entries' action parameter per aggregate for weights ``w`` (bit/s, finite, > 0), as
+    the discipline's ``p4/bottleneck.py`` encodes them (Q8, two's complement in 32 bits)."""
     w = np.asarray(w, dtype=np.float64).ravel()
     if w.size < 1 or w.size > _N_AGG or not np.all(np.isfinite(w)) or np.any(w <= 0):
         raise ValueError(f"discipline weights must be 1..{_N_AGG} finite rates > 0, got {w.tolist()}")
-    if name == "abc":
-        k = -8.0 + 3.0 + math.log2(1e6)
-        vals = [round((k - math.log2(x)) * 256) for x in w]
-    else:
-        m = w / w.sum() * float(config.capacity_bps)
-        vals = [round(math.log2(x) * 256) for x in m]
-    return [v & 0xFFFFFFFF for v in vals]
-
-
-def _params(name: str, config: Any) -> dict[str, int]:
-    if name == "abc":
-        return {"qmin_b": round(config.q_min_pkts * _QUEUE_PKT), "qbase_b": round(config.q_base_pkts * _QUEUE_PKT),
-                "gamma_b": round(config.gamma_pkts * _QUEUE_PKT), "buffer_b": round(config.buffer_pkts * _QUEUE_PKT),
-                "drain_q16": round(config.capacity_bps / 8.0 / 1e6 * 65536)}
-    from ..disciplines.ffs.config import P_CAP, P_DELTA, P_K, P_TAU_MAX, P_TAU_MIN
-
-    p = config.params()
-    k, cap, delta = p[P_K], p[P_CAP], p[P_DELTA]
-    return {"ck_q8": round(cap * k * 256), "dk_q8": round(delta * k * 256),
-            "log_cd_q8": round(math.log2(cap + delta) * 256) & 0xFFFFFFFF,
-            "tau_min_q8": round(math.log2(p[P_TAU_MIN]) * 256) & 0xFFFFFFFF,
-            "tau_max_q8": round(math.log2(p[P_TAU_MAX]) * 256) & 0xFFFFFFFF}
-
-
-def _initial_weights(name: str, config: Any) -> np.ndarray:
-    if name == "abc":
-        refs = config.ref_rates_bps or (config.ref_rate_bps, config.ref_rate_bps)
-        return np.asarray(refs, dtype=np.float64)
-    return np.asarray(config.matrix_col_bps, dtype=np.float64)
+    return [v & 0xFFFFFFFF for v in _spec(name).weight_values(config, w)]
 
 
 class _Tables:
@@ -257,12 +225,13 @@ class _Tables:
         self.client.write([self.update("MODIFY", "params", None, "NoAction")])
 
 
-def _ours(info: Any) -> str | None:
-    """Which discipline program a running P4Info is (None: another program)."""
+def _ours(info: Any) -> tuple[str, ...] | None:
+    """The tables scidmz writes in a running P4Info, if it is one of the discipline programs (None: another)."""
     names = {n.rpartition(".")[2] for n in info.tables}
     if "port_fwd" not in names or "params" not in names:
         return None
-    return next((d for d, (_, w) in _TABLES.items() if w in names), None)
+    return next((("port_fwd", s.CLASS[0], s.WEIGHT[0]) for s in _bottlenecks().values()
+                 if s.WEIGHT[0] in names and s.CLASS[0] in names), None)
 
 
 class DisciplineSwitch:
@@ -329,7 +298,7 @@ class DisciplineSwitch:
         running = self._running()
         left: list[Any] = []
         if running is not None:
-            left = running.entries(("port_fwd", *_TABLES[_ours(running.info) or "abc"]))
+            left = running.entries(_ours(running.info) or ())
         self._claim = claim(f"p4disc-{self.address}", f"the discipline entries on the switch at {self.address}")
         if left and self._claim.reclaimed is None:
             raise ValueError(f"the switch at {self.address} already has {len(left)} discipline entries that no "
@@ -349,7 +318,8 @@ class DisciplineSwitch:
         if config is None:
             raise ValueError("the P4 discipline place needs a discipline (--policy abc or ffs)")
         name = for_config(config).name
-        _check_tables_match(config, name)
+        spec = _spec(name)
+        spec.check(config)
         json_, p4info = program_files(name, self.pipeline)  # compiled before the switch changes
         info = P4InfoIndex.from_file(p4info)
         self._tables = tables = _Tables(self.client, info)
@@ -357,24 +327,18 @@ class DisciplineSwitch:
         self._installed = True  # before the writes: a half-done install is removed on close
         self.client.set_pipeline(info.p4info, read_bytes_input(json_, "BMv2 JSON file"))
         a, b = self.ports
-        ups = [tables.update("INSERT", "port_fwd", {"sm.ingress_port": (a,)}, "fwd",
-                             {"port": b, "disc": 1}),
-               tables.update("INSERT", "port_fwd", {"sm.ingress_port": (b,)}, "fwd",
-                             {"port": a, "disc": 0})]
-        cls_table, w_table = _TABLES[name]
-        key = "h.ip.src"
-        act = "set_agg" if name == "abc" else "set_ing"
-        ups += [tables.update("INSERT", cls_table, {key: (net, plen)}, act, {act[4:]: 0}) for net, plen in self.prefixes]
-        w0 = _initial_weights(name, config)
-        param = "off" if name == "abc" else "v"
-        wkey = "m.agg" if name == "abc" else "m.ing"
-        self._weights = [tables.update("INSERT", w_table, {wkey: (i,)}, "set_ref" if name == "abc" else "set_m",
-                                       {param: v}) for i, v in enumerate(weight_updates(name, config, w0))]
+        ups = [tables.update("INSERT", "port_fwd", {"sm.ingress_port": (a,)}, "fwd", {"port": b, "disc": 1}),
+               tables.update("INSERT", "port_fwd", {"sm.ingress_port": (b,)}, "fwd", {"port": a, "disc": 0})]
+        table, key, action, param = spec.CLASS
+        ups += [tables.update("INSERT", table, {key: (net, plen)}, action, {param: 0}) for net, plen in self.prefixes]
+        table, key, action, param = spec.WEIGHT
+        self._weights = [tables.update("INSERT", table, {key: (i,)}, action, {param: v})
+                         for i, v in enumerate(weight_updates(name, config, spec.initial_weights(config)))]
         tables.client.write(ups + self._weights)
         modify = self.client.p.enum_value("p4.v1.Update.Type", "MODIFY")
         for u in self._weights:
             u.type = modify  # from now on only their values change
-        tables.client.write([tables.update("MODIFY", "params", None, "set_params", _params(name, config))])
+        tables.client.write([tables.update("MODIFY", "params", None, "set_params", spec.params(config))])
 
     def set_weights(self, w: np.ndarray) -> None:
         """The per-aggregate weights (bit/s) for the next period: one P4Runtime write."""
@@ -396,7 +360,7 @@ class DisciplineSwitch:
             if client is not None and self._installed and self._tables is not None:
                 try:
                     self._tables.disarm()
-                    self._tables.delete(self._tables.entries(("port_fwd", *_TABLES[str(self.name)])))
+                    self._tables.delete(self._tables.entries(_ours(self._tables.info) or ()))
                 except Exception as exc:  # a switch gone away took its entries with it
                     print(f"scidmz control: removing the discipline entries at {self.address} failed: {exc}",
                           file=sys.stderr)
@@ -426,7 +390,7 @@ class DisciplinePrinter:
         from ..disciplines.registry import for_config
 
         self.name = for_config(config).name
-        _check_tables_match(config, self.name)
+        _spec(self.name).check(config)
 
     def set_weights(self, w: np.ndarray) -> None:
         vals = ", ".join(f"{x / 1e6:.3f}" for x in np.asarray(w, dtype=np.float64).ravel())
