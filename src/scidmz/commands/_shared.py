@@ -174,6 +174,11 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
     g.add_argument("--queues-dev", default=None, metavar="IFACE",
                    help="hardware plant: the router's WAN interface that holds a queue policy's K queues "
                         "(HTB leaves, bfifo, u32 rules), e.g. for --policy jenks")
+    g.add_argument("--discipline", default=None, metavar="p4:HOST:PORT",
+                   help="hardware plant: the P4Runtime address of the switch (BMv2) that forwards the bottleneck "
+                        "traffic, for --policy abc|ffs: it loads disciplines/<name>/p4 and sets the weights every "
+                        "period (--plant-opt discipline_pipeline=DIR: p4c's output instead of compiling; "
+                        "discipline_ports=IN,OUT, default 0,1)")
     g.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
                    help="any other keyword option of the plant, e.g. egress_hook=tc (repeatable)")
 
