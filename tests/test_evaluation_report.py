@@ -130,3 +130,15 @@ def test_kernel_bbr_rows_are_labelled_bbr_v1_beside_the_papers_bbrv2_figures() -
     assert PAPER["bbr2"]["label"] == "BBRv2"
     assert {k: v for k, v in PAPER["bbr"].items() if k != "label"} == \
         {k: v for k, v in PAPER["bbr2"].items() if k != "label"}
+
+
+def test_the_report_says_which_engine_ran_its_trials_and_what_a_rerun_would_move() -> None:
+    from scidmz.evaluation.mlc.report import ENGINE, trials_note
+
+    core = trials_note({"plant": "netns (identification and tuning: fluid)", "engine": ENGINE})
+    assert "evaluation core" in core and "Williams order" in core
+    assert "Williams" not in trials_note({"plant": "fluid", "engine": ENGINE})
+    old_fluid = trials_note({"plant": "fluid"})
+    assert "former trial engine" in old_fluid and "no figure here moves" in old_fluid
+    old_kernel = trials_note({"plant": "netns (identification and tuning: fluid)"})
+    assert "would move every kernel figure" in old_kernel and "has not been made" in old_kernel

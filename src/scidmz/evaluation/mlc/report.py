@@ -20,7 +20,7 @@ from ..fct import ideal_fct
 from ..render import fmt_num, render
 from ..render import write_report as _write
 
-__all__ = ["PAPER", "render_report", "write_report", "headline_lines", "verdicts"]
+__all__ = ["PAPER", "ENGINE", "render_report", "write_report", "headline_lines", "verdicts", "trials_note"]
 
 # Section 4 of the paper. Reductions are % of the trivial solution's mean (positive = MLC better).
 PAPER: dict[str, dict[str, Any]] = {
@@ -265,6 +265,33 @@ def _section_context(cca_key: str, sec: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: ``meta["engine"]`` of a reproduction whose trials ran through the evaluation core.
+ENGINE = "core"
+
+
+def trials_note(meta: Mapping[str, Any]) -> str:
+    """Which engine ran the report's paired trials, and for a report of the retired second engine,
+    which figures a rerun through the core would move and why."""
+    realtime = str(meta.get("plant") or "fluid").startswith("netns")
+    if meta.get("engine") == ENGINE:
+        how = (" On the testbed they ran trial-major on one testbed kept up for the whole evaluation, the "
+               "policies in a Williams order that changes from trial to trial." if realtime else "")
+        return ("The paired trials ran through the evaluation core (the leaderboard's trial plan, ledger and "
+                "unit runner): trial i of every policy has seed + i and a target signal drawn from (seed, i) "
+                "alone, and every metric is the core's." + how)
+    if not realtime:
+        return ("These trials ran in the MLC study's former trial engine, retired since. On the fluid plant it "
+                "ran the same trials as the evaluation core (same seeds, target signals and metric code; a "
+                "rerun through the core gives these numbers bit for bit, checked on the --quick chain), so "
+                "no figure here moves.")
+    return ("These trials ran in the MLC study's former trial engine, retired since: it ran every trial of one "
+            "policy before the next policy's, on a testbed built for each trial. The evaluation core runs "
+            "trial-major on one testbed, the policies in a Williams order, so slow drift of the machine "
+            "does not fall on one policy; a rerun through the core would move every kernel figure here "
+            "(MRAE, FCT, utilisation and their tests) by as much as that drift was. That rerun takes hours "
+            "of real-kernel time and has not been made; until it is, these figures are the old engine's.")
+
+
 def render_report(
     sections: Mapping[str, Mapping[str, Any]],
     meta: Mapping[str, Any],
@@ -283,6 +310,7 @@ def render_report(
         "mlc_report.md.j2", out_dir, meta=meta, facts=facts, commentary=_commentary(sections),
         sections=[_section_context(c, s) for c, s in sections.items()],
         notes=notes.strip() if notes else None, rate_ratio=_rate_ratio, significance=SIGNIFICANCE,
+        trials_note=trials_note(meta),
     )
 
 
