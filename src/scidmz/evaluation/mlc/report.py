@@ -19,6 +19,7 @@ from typing import Any
 from ..fct import ideal_fct
 from ..render import fmt_num, render
 from ..render import write_report as _write
+from ..verdict import ALPHA
 
 __all__ = ["PAPER", "ENGINE", "render_report", "write_report", "headline_lines", "verdicts", "trials_note"]
 
@@ -55,7 +56,8 @@ PAPER: dict[str, dict[str, Any]] = {
 # The kernel here has BBR v1 only: its rows sit beside the paper's BBRv2 figures, and say so in their label.
 PAPER["bbr"] = {**PAPER["bbr2"], "label": "BBR v1 (kernel; paper column: BBRv2)"}
 
-SIGNIFICANCE = 0.05  # a gain "meets the target" only with a paired two-sided p below this
+#: A gain "meets the target" only with a paired two-sided p below this: the evaluation's one level.
+SIGNIFICANCE = ALPHA
 
 #: How a policy is named in the headline (the paper's spelling; others by their registry name).
 _LABELS = {"mlc": "MLC"}
