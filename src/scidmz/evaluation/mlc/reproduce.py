@@ -105,19 +105,20 @@ class ReproducePlan:
         from dataclasses import replace
 
         # --quick (ours): CI's end-to-end check of every stage on the kernel, each as short as it
-        # can be and still be that stage: two paired trials per test, 10 s MRAE trials with one
-        # target step, a 10 MB transfer, 25 s of testbed identification (training needs 20 rows).
-        exp = replace(ExperimentPlan(seed=seed), trials=2 if quick else 10, duration=10.0 if quick else 120.0,
-                      target_hold=5.0 if quick else 30.0, transfer=10e6 if quick else 300e6,
-                      fct_target=0.5, fct_max_time=30.0 if quick else 180.0)
+        # can be and still be that stage: two paired trials per test, 3 s MRAE trials, a 5 MB
+        # transfer, 3 s GA and refinement episodes (the GA's least), 20 s of testbed identification
+        # (the 20 rows training needs); a testbed's reset between units (~3 s) is most of what is left.
+        exp = replace(ExperimentPlan(seed=seed), trials=2 if quick else 10, duration=3.0 if quick else 120.0,
+                      target_hold=3.0 if quick else 30.0, transfer=5e6 if quick else 300e6,
+                      fct_target=0.5, fct_max_time=20.0 if quick else 180.0)
         return cls(
             mode="netns (quick)" if quick else "netns",
             scenarios={cca: "testbed" for cca in ccas},
             identify_duration=600.0 if quick else 14_400.0, identify_batch=8, cv_folds=0 if quick else 3,
             train_kwargs={"epochs": 5 if quick else 30}, generations=2 if quick else 40,
-            population=6 if quick else 20, parents=3 if quick else 10, episode=10.0 if quick else 120.0,
+            population=6 if quick else 20, parents=3 if quick else 10, episode=3.0 if quick else 120.0,
             experiments=exp, which=("mrae", "fct", "utilization"), seed=seed, eval_plant="netns",
-            delta_u=0.05, refine_episodes=1 if quick else 2, refine_identify_s=25.0 if quick else 1_800.0,
+            delta_u=0.05, refine_episodes=1 if quick else 2, refine_identify_s=20.0 if quick else 1_800.0,
         )
 
     def scaled(self, **sizes: Any) -> ReproducePlan:
