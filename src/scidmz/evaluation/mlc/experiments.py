@@ -294,9 +294,11 @@ def sweep_experiment(
 # -- section 4.5: short flows --------------------------------------------------------
 
 
-def short_result(sc: Scenario, plan: ExperimentPlan, run: CoreRun) -> ExperimentResult:
+def short_result(sc: Scenario, plan: ExperimentPlan, run: CoreRun, names: Sequence[str]) -> ExperimentResult:
     """Section 4.5 / Table 6 / Fig. 14 from the core's short-flow trials: the FCTs of one campus
-    sender's Weibull short flows, over the single flows of every trial."""
+    sender's Weibull short flows, over the single flows of every trial (the paper's median and
+    CDF), and a paired test of each policy's per-trial medians (the core's metric) against the
+    baseline's."""
     import pandas as pd
 
     if not run.flows:
@@ -308,6 +310,7 @@ def short_result(sc: Scenario, plan: ExperimentPlan, run: CoreRun) -> Experiment
     summary: dict[str, Any] = per_policy(
         table, "fct", p90=lambda g: float(np.quantile(g["fct"], 0.9)) if len(g) else math.nan)
     compare(summary, "median", "median_reduction_pct")
+    paired(summary, pd.DataFrame(run.rows("short", names)), "short_fct_median")
     base = summary.get(BASELINE, {}).get("median", math.nan)
     for name, s in summary.items():
         if name != BASELINE and isinstance(s, dict):
@@ -325,7 +328,8 @@ def short_flow_experiment(
     progress: bool = False,
 ) -> ExperimentResult:
     """Section 4.5: the core's short-flow trials of every policy, laid out as Table 6 and Fig. 14."""
-    return short_result(scenario, plan, run_core(scenario, policies, plan, ("short",), plant, progress))
+    return short_result(scenario, plan, run_core(scenario, policies, plan, ("short",), plant, progress),
+                        list(policies))
 
 
 # -- the registry ---------------------------------------------------------------------
@@ -381,7 +385,7 @@ register_experiment(
     run=lambda sc, pols, plan, plant, prog: {"sweep": sweep_experiment(sc, pols, plan, plant, prog)})
 register_experiment(
     "short", lambda sc, plan: f"short flows: {plan.short_trials} trials x {plan.short_duration:g} s", unit="short",
-    layout=lambda sc, plan, run, names: {"short": short_result(sc, plan, run)})
+    layout=lambda sc, plan, run, names: {"short": short_result(sc, plan, run, names)})
 
 
 def parse_experiments(spec: str | Sequence[str] | None) -> tuple[str, ...]:
