@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
 
@@ -79,6 +80,7 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "loadavg_before": [round(x, 2) for x in load0],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "headline": result["headline"],
     }))
 
