@@ -47,6 +47,9 @@ def check_request(trials: int, experiments: str | Sequence[str] | None, policies
     from ..limits import check
 
     check("trials", trials, "--trials")  # limits.BOUNDS, before anything is allocated
+    if trials < 2:
+        # the core's trial plan's rule, said in the command's own words
+        raise ValueError(f"--trials must be >= 2 (a paired test needs two trials), got {trials}")
     spec = parse_executor(executor)  # a bad spec is one line before any work
     if spec.kind != "local" and plant_spec(plant).realtime:
         raise ValueError(f"--executor {executor} runs batched-plant trials only; the {plant} plant runs in real "
