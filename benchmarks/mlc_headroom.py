@@ -1,7 +1,7 @@
 """Where a rate controller can win against the trivial TBF: the trivial TBF's tracking error, taken apart.
 
 For each scenario (fluid plant), the trivial TBF (MLC section 3.7, u = B_max - R*_DTN)
-runs the MRAE evaluation's stepping target (``evaluation.mlc.experiments.mrae_targets``:
+runs the MRAE evaluation's stepping target (``evaluation.leaderboard.trialunits.mrae_targets``:
 R*_DTN ~ U[0.3, 0.7] x B_max held 30 s, ``--trials`` trials of 120 s), and we report
 
 * ``mrae``: eq. (3) over the whole trial, as the evaluation computes it;
@@ -33,7 +33,8 @@ import time
 
 import numpy as np
 
-from scidmz.evaluation.mlc.experiments import ExperimentPlan, mrae_targets
+from scidmz.evaluation.leaderboard.trialunits import mrae_targets
+from scidmz.evaluation.mlc.experiments import ExperimentPlan
 from scidmz.evaluation.trials import run_trials
 from scidmz.plant.base import make_plant
 from scidmz.policies import TrivialPolicy
@@ -46,7 +47,7 @@ def decompose(name: str, trials: int, transient: float, seed: int) -> dict[str, 
     sc = load_scenario(name)
     plan = ExperimentPlan(trials=trials, duration=120.0, target_hold=30.0, seed=seed)
     sc = sc.replace(duration=plan.duration, dtn={"transfer": None})
-    targets = mrae_targets(sc, plan)
+    targets = mrae_targets(sc, plan.core(("mrae",)))
     traces, _ = run_trials(sc, TrivialPolicy(), targets, seed=seed)
     n_tr = max(1, int(round(transient / sc.period)))
     rows = []

@@ -7,7 +7,11 @@ GA of Table 2, 100-trial evaluations, the N_s sweep) in under 15 minutes on a
     python benchmarks/reproduce_speed.py             # the paper's sizes (long)
     python benchmarks/reproduce_speed.py --quick     # the CI sizes
     python benchmarks/reproduce_speed.py --generations 10 --trials 30 ...   # scaled down
+    python benchmarks/reproduce_speed.py --before /tmp/old-src    # before/after in one run
 
+``--before SRC``: the same plan first with the package in ``SRC`` (another checkout's ``src``,
+e.g. ``git archive main src | tar -x -C /tmp/old``), then with this one, each in a fresh
+process, so both meet the same machine load; prints {"before": ..., "after": ..., "speedup"}.
 The load average before and after is reported because the machine may be shared.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
 
@@ -38,7 +43,12 @@ def main() -> None:
     ap.add_argument("--ns-trials", type=int, default=None)
     ap.add_argument("--short-trials", type=int, default=None)
     ap.add_argument("--experiments", default=None)
+    ap.add_argument("--before", default=None, metavar="SRC",
+                    help="run the same plan with the package in SRC first, then this one (module docstring)")
     a = ap.parse_args()
+    if a.before:
+        compare(a.before)
+        return
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     from scidmz.evaluation.mlc.reproduce import ReproducePlan, reproduce_mlc
@@ -70,8 +80,31 @@ def main() -> None:
         "cpus": os.cpu_count(),
         "loadavg_before": [round(x, 2) for x in load0],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
         "headline": result["headline"],
     }))
+
+
+def compare(before_src: str) -> None:
+    """The same command line (without --before) with ``before_src``'s package, then with ours."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    args, skip = [], False
+    for x in sys.argv[1:]:
+        if not skip and not x.startswith("--before"):
+            args.append(x)
+        skip = x == "--before"
+    here = str(Path(__file__).resolve().parents[1] / "src")
+    docs = {}
+    for name, src in (("before", before_src), ("after", here)):
+        env = {**os.environ, "PYTHONPATH": src}
+        out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=True)
+        docs[name] = json.loads(out.stdout.strip().splitlines()[-1])
+        docs[name]["src"] = src
+    b, f = docs["before"]["wall_s"], docs["after"]["wall_s"]
+    print(json.dumps({"benchmark": "reproduce_mlc_before_after", **docs, "speedup": round(b / f, 3) if f else None}))
 
 
 if __name__ == "__main__":

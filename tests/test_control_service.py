@@ -64,7 +64,7 @@ def test_plant_flags_refused_in_one_line(kw: dict, msg: str) -> None:
 
 
 @pytest.mark.parametrize("cmd", [["simulate", "small-cubic"],
-                                 ["evaluate", "small-cubic", "--policies", "none", "--quick", "--trials", "1",
+                                 ["evaluate", "small-cubic", "--policies", "none", "--quick", "--trials", "2",
                                   "--experiments", "mrae"],
                                  ["identify", "small-cubic", "--duration", "5", "--out", "x.parquet"],
                                  ["control", "run", "--target", "5M"]])

@@ -13,12 +13,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from scidmz.evaluation.leaderboard.trialunits import mrae_targets
 from scidmz.evaluation.mlc.experiments import (
     EXPERIMENTS,
     ExperimentPlan,
     fct_experiment,
     mrae_experiment,
-    mrae_targets,
     parse_experiments,
     run_experiments,
     short_flow_experiment,
@@ -64,9 +64,9 @@ def test_plan_validation_and_parsing() -> None:
 
 
 def test_mrae_targets_are_seeded_steps_within_bounds(sc) -> None:
-    a = mrae_targets(sc, PLAN)
+    a = mrae_targets(sc, PLAN.core())
     assert a.shape == (20, 3)
-    assert np.array_equal(a, mrae_targets(sc, PLAN))
+    assert np.array_equal(a, mrae_targets(sc, PLAN.core()))
     assert a.min() >= 0.3 * sc.capacity and a.max() <= 0.7 * sc.capacity
     assert np.all(a[:10] == a[0]) and not np.all(a[10] == a[0])  # a new level every 10 s
     assert not np.array_equal(a[:, 0], a[:, 1])  # one pattern per trial
@@ -147,7 +147,7 @@ def test_single_instance_plants_run_trials_in_turn(sc, monkeypatch) -> None:
     batched = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan)
     serial = mrae_experiment(sc, {"trivial": TrivialPolicy()}, plan, "fluid-one")
     assert np.allclose(serial.table["mrae"], batched.table["mrae"])
-    assert [tr.meta["instance"] for tr in serial.traces["trivial"]] == [0, 1, 2]
+    assert list(serial.table["seed"]) == [5, 6, 7]  # trial i: seed + i, one after another
     short = replace(PLAN, short_trials=2, short_duration=10.0)
     res = short_flow_experiment(sc, {"trivial": TrivialPolicy()}, short, "fluid-one")
     assert set(res.table["instance"]) <= {0, 1} and len(res.table) > 0
@@ -164,7 +164,33 @@ def test_ci95_is_students_t_not_the_normal_limit():
 def test_starved_periods_are_counted_where_the_plant_reports_them():
     import pandas as pd
 
-    from scidmz.evaluation.mlc.experiments import _starved
+    from scidmz.evaluation.leaderboard.trialunits import _starved
 
-    assert _starved(pd.DataFrame({"rate_dtn": [1.0, 2.0]})) == {}  # the fluid plant: nothing to count
-    assert _starved(pd.DataFrame({"starved": [0.0, 1.0, 1.0, np.nan]})) == {"starved_periods": 2}
+    assert _starved(pd.DataFrame({"rate_dtn": [1.0, 2.0]})) == 0  # the fluid plant: nothing to count
+    assert _starved(pd.DataFrame({"starved": [0.0, 1.0, 1.0, np.nan]})) == 2
+
+
+def test_the_study_runs_the_cores_trials(sc) -> None:
+    """The MLC study has no trial engine of its own: its MRAE rows are the core's ledger lines, with
+    the core's seeds and targets, and a run of more trials shares the first ones unchanged."""
+    from scidmz.evaluation.leaderboard.trialunits import unit_metrics
+    from scidmz.evaluation.mlc.experiments import run_core
+
+    run = run_core(sc, {"trivial": TrivialPolicy()}, PLAN, ("mrae",))
+    rows = run.rows("mrae", ["trivial"])
+    assert [r["seed"] for r in rows] == [3, 4, 5]
+    tr = run.first["mrae"]["trivial"][0]
+    core = PLAN.core(("mrae",))
+    assert rows[0]["mrae"] == unit_metrics("mrae", tr, core.variant(sc, "mrae"), core)["metrics"]["mrae"]
+    more = run_core(sc, {"trivial": TrivialPolicy()}, replace(PLAN, trials=5), ("mrae",)).rows("mrae", ["trivial"])
+    assert [r["mrae"] for r in more[:3]] == [r["mrae"] for r in rows]
+
+
+def test_short_flows_are_tested_pair_by_pair_on_the_cores_per_trial_medians(sc, policies) -> None:
+    """Table 6's medians are over every single flow; the paired test is on the core's per-trial
+    medians (trial i of each policy on the same seed), so the short-flow cell can be judged."""
+    res = short_flow_experiment(sc, policies, PLAN)
+    s = res.summary["none"]
+    assert s["paired_n"] == PLAN.short_trials and 0 < s["paired_p"] <= 1
+    # unshaped campus traffic: its own short flows finish sooner in every trial
+    assert s["paired_wins"] == PLAN.short_trials and s["median"] < res.summary["trivial"]["median"]

@@ -130,3 +130,26 @@ def test_kernel_bbr_rows_are_labelled_bbr_v1_beside_the_papers_bbrv2_figures() -
     assert PAPER["bbr2"]["label"] == "BBRv2"
     assert {k: v for k, v in PAPER["bbr"].items() if k != "label"} == \
         {k: v for k, v in PAPER["bbr2"].items() if k != "label"}
+
+
+def test_the_report_says_which_engine_ran_its_trials_and_what_a_rerun_would_move() -> None:
+    from scidmz.evaluation.mlc.report import ENGINE, trials_note
+
+    core = trials_note({"plant": "netns (identification and tuning: fluid)", "engine": ENGINE})
+    assert "evaluation core" in core and "Williams order" in core
+    assert "Williams" not in trials_note({"plant": "fluid", "engine": ENGINE})
+    old_fluid = trials_note({"plant": "fluid"})
+    assert "former trial engine" in old_fluid and "No figure here moves beyond such last digits" in old_fluid
+    old_kernel = trials_note({"plant": "netns (identification and tuning: fluid)"})
+    assert "would move every kernel figure" in old_kernel and "has not been made" in old_kernel
+
+
+def test_short_flows_with_per_trial_medians_are_judged_by_their_paired_test() -> None:
+    s = _summaries(0.10, 0.11, 150, 170, 0.95, 0.952)
+    s["short"]["mlc"].update(paired_n=4, paired_wins=4, paired_p=0.01)
+    v = {x["metric"]: x for x in verdicts("cubic", s)}
+    assert v["short-flow FCT (median, s)"]["p"] == 0.01 and v["short-flow FCT (median, s)"]["wins"] == "4/4"
+    assert v["short-flow FCT (median, s)"]["meets"] == "yes"
+    s["short"]["mlc"]["paired_p"] = 0.3
+    v = {x["metric"]: x for x in verdicts("cubic", s)}
+    assert v["short-flow FCT (median, s)"]["meets"].startswith("**not significant**")

@@ -112,7 +112,12 @@ def test_reproduce_mlc_netns_quick_end_to_end(tmp_path: Path) -> None:
     report = (tmp_path / "r" / "report.md").read_text()
     assert "netns" in report and "refined on the netns plant" in report
     sec = json.loads((tmp_path / "r" / "results.json").read_text())["sections"]["cubic"]
-    assert sec["fine_tune"]["plant"] == "netns" and sec["fine_tune"]["rows"] >= 50
+    # every period of the planned testbed identification became a row of the fine-tuning data
+    from scidmz.evaluation.mlc.reproduce import ReproducePlan
+    from scidmz.scenario import load_scenario
+
+    rows = ReproducePlan.netns(quick=True).refine_identify_s / load_scenario("testbed").period
+    assert sec["fine_tune"]["plant"] == "netns" and sec["fine_tune"]["rows"] == rows >= 20
     assert math.isfinite(sec["fine_tune"]["init_relative_error"])
     ref = sec["tune"]["refine"]
     assert [c["factor"] for c in ref["candidates"]] == [1.0, 0.3, 0.1, 0.03] and ref["plant"] == "netns"

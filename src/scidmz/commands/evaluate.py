@@ -52,7 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _policy_names(a: argparse.Namespace) -> list[str]:
-    from ..evaluation.mlc.evaluate import policy_list
+    from ..evaluation.evaluate import policy_list
 
     return list(policy_list(a.policies))
 
@@ -80,7 +80,7 @@ def _files(a: argparse.Namespace, names: list[str]) -> dict[str, dict[str, str |
 def cmd_evaluate(a: argparse.Namespace) -> int:
     import contextlib
 
-    from ..evaluation.mlc.evaluate import check_request, evaluate
+    from ..evaluation.evaluate import check_request, evaluate
     from ..fileio import own_folder
     from ..scenario import resolve_scenario
     from .build import build_policies

@@ -2,14 +2,16 @@
 
 Studies:
 
-- ``mlc/``: the MLC paper (Vega et al.): section 4's experiments (``scidmz evaluate``)
-  and the whole chain's reproduction (``scidmz reproduce mlc``);
+- ``mlc/``: the MLC paper (Vega et al.): section 4's experiments laid out as the paper's
+  figures and the whole chain's reproduction (``scidmz reproduce mlc``); its trials are the
+  core's (``leaderboard/``);
 - ``jenks/``: the Jenks RTT-separation papers' tests on the fluid plant and the netns
   testbed (``scidmz reproduce jenks``);
 - ``disciplines/``: the ABC and FFS papers at the bottleneck (``scidmz reproduce abc|ffs``)
   and the Science DMZ comparison of the disciplines (``scidmz reproduce disciplines-dmz``);
-- ``leaderboard/``: every policy of every kind on the same paired trials, resumable from a
-  ledger, ranked with paired tests (``scidmz leaderboard``).
+- ``leaderboard/``: the evaluation core: one trial plan (seeds, target signals, the FCT
+  bound, the validity rule), the ledger and the unit runner that every study's paired trials
+  go through, and ``scidmz leaderboard`` (every policy of every kind, ranked with paired tests).
 
 What every study shares (a new study, e.g. a leaderboard, builds on these):
 
@@ -20,5 +22,6 @@ What every study shares (a new study, e.g. a leaderboard, builds on these):
   commit, machine, scenario and plant-model fingerprints);
 - ``render``: Markdown reports from results files by Jinja templates (``templates/``).
 
-``simulate`` is ``scidmz simulate``'s library side. Plots live in ``scidmz.plots``.
+``simulate`` and ``evaluate`` are ``scidmz simulate``'s and ``scidmz evaluate``'s library sides
+(``evaluate``: any policies against the trivial TBF on the MLC paper's experiments). Plots live in ``scidmz.plots``.
 """

@@ -75,6 +75,10 @@ def _native_stderr_muted() -> Iterator[None]:
             os.close(saved)
 
 
+#: Training batches per TensorFlow call (``InverseModel.fit``).
+_STEPS_PER_EXECUTION = 64
+
+
 def _keras() -> Any:
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -207,7 +211,11 @@ class InverseModel(RegressorMixin, BaseEstimator):
             self.model_ = self._build()
         xs = self.x_scaler_.transform(X).astype(np.float32)
         ys = self.y_scaler_.transform(yy.reshape(-1, 1)).astype(np.float32)
-        self.model_.compile(optimizer=keras.optimizers.Adam(float(self.learning_rate)), loss="mse")
+        # Many batches per call into TensorFlow: the same batches in the same order, so the same
+        # weights bit for bit, without Python's per-batch overhead (a 22-input MLP's batch costs
+        # less than the call; measured 1.6x faster training on the --quick chain's dataset).
+        self.model_.compile(optimizer=keras.optimizers.Adam(float(self.learning_rate)), loss="mse",
+                            steps_per_execution=_STEPS_PER_EXECUTION)
         t0 = time.perf_counter()
         callbacks = [_tqdm_epochs(keras, int(self.epochs))] if self.progress else []
         try:

@@ -67,7 +67,7 @@ DEFAULT_GENE_SPACE: tuple[dict[str, float], ...] = (
     {"low": 0.0, "high": 2.5},
 )
 #: The fitness target steps between these fractions of B_max, holding each level HOLD s
-#: (the same kind of signal as the MRAE evaluation's, evaluation/mlc/experiments.py, so the
+#: (the same kind of signal as the MRAE evaluation's, evaluation/leaderboard/trialunits.py, so the
 #: GA tunes for the conditions the controller is judged on; a different seed).
 TARGET_RANGE = (0.3, 0.7)
 TARGET_HOLD = 30.0

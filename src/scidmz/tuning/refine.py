@@ -82,16 +82,18 @@ def refine_gains(
     cands = [replace(gains, kp=gains.kp * f, ki=gains.ki * f, kw=gains.kw * f) for f in facs]
     scores = np.zeros((len(cands), episodes))
     starved = np.zeros((len(cands), episodes), dtype=int)
-    for e in range(episodes):
-        for i, g in enumerate(cands):
-            with make_plant(plant, sc, batch=1) as pl:
+    # One plant for every episode, as the evaluation core runs its trials: an episode's reset returns
+    # it to its default, and a testbed built per episode cost more than a short episode itself.
+    with make_plant(plant, sc, batch=1) as pl:
+        for e in range(episodes):
+            for i, g in enumerate(cands):
                 tr = run_episode(pl, loop_policy(predictor, g), targets[:, e : e + 1], seed=rs + e)[0]
-            scores[i, e] = iae(tr.column("target"), tr.column("rate_dtn"), sc.period)
-            if "starved" in tr.columns:
-                starved[i, e] = int(np.asarray(tr.column("starved"), dtype=bool).sum())
-            if log is not None:
-                log(f"   refine on {plant}: factor {facs[i]:g} episode {e + 1}/{episodes}: "
-                    f"IAE {scores[i, e] / 1e6:.1f} Mbit, {starved[i, e]} starved periods")
+                scores[i, e] = iae(tr.column("target"), tr.column("rate_dtn"), sc.period)
+                if "starved" in tr.columns:
+                    starved[i, e] = int(np.asarray(tr.column("starved"), dtype=bool).sum())
+                if log is not None:
+                    log(f"   refine on {plant}: factor {facs[i]:g} episode {e + 1}/{episodes}: "
+                        f"IAE {scores[i, e] / 1e6:.1f} Mbit, {starved[i, e]} starved periods")
     mean = scores.mean(axis=1)
     mean[~np.isfinite(mean)] = np.inf
     best = int(np.argmin(mean))

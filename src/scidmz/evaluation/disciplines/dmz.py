@@ -94,7 +94,7 @@ def reproduce_dmz(out: str | os.PathLike[str] = "reports/disciplines-dmz", quick
     """Run ``scidmz evaluate`` per scenario (ABC, FFS and the trivial TBF, paired trials; 30 by default,
     the ``--quick`` plan's sizes with ``quick``) into ``out/<scenario>/``, then render ``out/report.md``."""
     from ...scenario import resolve_scenario
-    from ..mlc.evaluate import evaluate, make_policies
+    from ..evaluate import evaluate, make_policies
 
     out_dir = Path(out)
     n = int(trials) if trials is not None else (4 if quick else 30)

@@ -1,7 +1,7 @@
 """The sizes of a leaderboard run (``LeaderboardPlan``) and their bounds.
 
 Trial i of every policy has seed ``seed + i`` and the same target signal: column i of
-the MLC evaluation's ``mrae_targets`` (pseudo-random steps in [0.3, 0.7] x B_max held
+``trialunits.mrae_targets`` (pseudo-random steps in [0.3, 0.7] x B_max held
 30 s, 120 s trials; ``--quick``: 30 s). The FCT trials move a fixed DTN transfer at
 0.5 x B_max until it is done, bounded (``fct_bound``); their utilisation rho is taken
 while the transfer runs (the MLC paper's Fig. 12). Short-flow trials add one Weibull

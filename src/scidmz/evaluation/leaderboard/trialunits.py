@@ -35,6 +35,7 @@ import numpy as np
 
 from ...metrics import mrae, utilization
 from ...plant.base import make_plant
+from ...plant.registry import PlantSpec
 from ...policies.base import Policy
 from ...scenario import Scenario
 from ...state import Trace
@@ -44,8 +45,9 @@ from .ledger import Ledger
 from .plan import LeaderboardPlan
 from .validity import ValidityRule
 
-__all__ = ["CHUNK", "check_sizes", "targets", "target_hashes", "unit_metrics", "run_batched", "run_realtime",
-           "planned_units", "todo_count", "realtime_order", "policy_order", "trial_groups", "next_run"]
+__all__ = ["CHUNK", "check_sizes", "mrae_targets", "targets", "target_hashes", "unit_metrics", "run_batched",
+           "run_realtime", "planned_units", "todo_count", "realtime_order", "policy_order", "trial_groups", "next_run",
+           "Keep", "trial_flows"]
 
 #: Fluid trials per batched plant: bounds memory and how much an interruption loses.
 CHUNK = 50
@@ -71,15 +73,27 @@ def check_sizes(plan: LeaderboardPlan, scenario: Scenario) -> None:
         check("trial_cells", steps * plan.count(unit), f"{what}: periods x {plan.count(unit)} trials")
 
 
+def mrae_targets(sc: Scenario, plan: LeaderboardPlan) -> np.ndarray:
+    """(steps, trials) R*_DTN of the MRAE trials (the MLC paper's section 4.2 names no target signal;
+    ours): a new level uniform in [target_low, target_high] x B_max every ``target_hold`` seconds
+    (the kind of signal the GA tunes on, its section 3.3; ``target_hold >= duration``: one constant
+    level per trial). Column i depends on (``plan.seed``, i) alone (``signals.trial_steps``), so
+    runs of any trial count share trial i."""
+    from ...signals import trial_steps
+
+    steps = int(round(plan.duration / sc.period))
+    hold = max(1, int(round(plan.target_hold / sc.period)))
+    return trial_steps(steps, plan.target_low * sc.capacity, plan.target_high * sc.capacity,
+                       hold=min(hold, steps), seed=plan.seed, trials=plan.count("mrae"))
+
+
 def targets(unit: str, sc: Scenario, plan: LeaderboardPlan) -> np.ndarray:
-    """(steps, trials) R*_DTN of one trial kind: the MLC evaluation's stepping targets for MRAE
-    (column i: trial i), ``fct_target`` x B_max for the FCT and short-flow trials. The sizes are
-    checked first (``check_sizes``)."""
+    """(steps, trials) R*_DTN of one trial kind: ``mrae_targets`` for MRAE (column i: trial i),
+    ``fct_target`` x B_max for the FCT and short-flow trials. The sizes are checked first
+    (``check_sizes``)."""
     check_sizes(plan, sc)
     if unit == "mrae":
-        from ..mlc.experiments import mrae_targets
-
-        return mrae_targets(sc, plan)  # type: ignore[arg-type]  # reads the same fields as ExperimentPlan's
+        return mrae_targets(sc, plan)
     steps = int(math.ceil((plan.fct_bound(sc) if unit == "fct" else plan.short_duration) / sc.period - 1e-9))
     return np.full((steps, plan.count(unit)), plan.fct_target * sc.capacity)
 
@@ -145,8 +159,9 @@ def unit_metrics(unit: str, trace: Trace, sc: Scenario, plan: LeaderboardPlan, s
     return {"metrics": m, "starved_periods": _starved(run), "starved_by": _starved_by(run), "periods": len(run)}
 
 
-def _short_fcts(records: Any, instance: int) -> np.ndarray:
-    """FCTs of one instance's finished short flows, from a plant's ``flow_records()``."""
+def trial_flows(records: Any, instance: int) -> Any:
+    """One instance's finished short flows (a DataFrame with their ``fct``), from a plant's
+    ``flow_records()``."""
     import pandas as pd
 
     if records is None:
@@ -158,7 +173,7 @@ def _short_fcts(records: Any, instance: int) -> np.ndarray:
         df = df[df["instance"] == instance]
     if "fct" not in df.columns:
         raise ValueError(f"flow records lack 'fct' (columns: {list(df.columns)})")
-    return df["fct"].to_numpy(dtype=np.float64)
+    return df
 
 
 def _runs(todo: list[int], chunk: int) -> list[tuple[int, int]]:
@@ -226,6 +241,10 @@ def next_run(runs: Mapping[int, Mapping[str, Mapping[str, Any]]], order: list[st
 
 
 Tick = Callable[[int], None]
+#: ``keep(unit, policy, trial, trace, flows)`` sees each finished unit's trace (and a short-flow
+#: trial's flows, ``trial_flows``; else None) before it is dropped: a study that draws a trace or
+#: tabulates single flows takes what it needs, and the runner keeps nothing else in memory.
+Keep = Callable[[str, str, int, Trace, Any], None]
 
 
 def policy_order(names: list[str], trial: int) -> list[str]:
@@ -252,8 +271,9 @@ def realtime_order(plan: LeaderboardPlan, names: list[str], done: Container[tupl
 
 
 def run_batched(scenario: Scenario, policies: Mapping[str, Policy], plan: LeaderboardPlan, ledger: Ledger,
-                plant: str = "fluid", tick: Tick | None = None) -> None:
-    """Every remaining unit on a batched plant (module docstring); ``tick(n)`` after n units."""
+                plant: str | PlantSpec = "fluid", tick: Tick | None = None, keep: Keep | None = None) -> None:
+    """Every remaining unit on a batched plant (module docstring); ``tick(n)`` after n units,
+    ``keep`` (``Keep``) on each finished one."""
     for unit in plan.units:
         sc = plan.variant(scenario, unit)
         tg = targets(unit, sc, plan)
@@ -265,18 +285,21 @@ def run_batched(scenario: Scenario, policies: Mapping[str, Policy], plan: Leader
                                         until_done=unit == "fct", want_flows=unit == "short")
                 share = (time.perf_counter() - t0) / (hi - lo)  # a batch's wall time, shared by its trials
                 for k, tr in enumerate(trs):
-                    short = _short_fcts(flows, k) if unit == "short" else None
+                    fl = trial_flows(flows, k) if unit == "short" else None
+                    short = fl["fct"].to_numpy(dtype=np.float64) if fl is not None else None
                     ledger.append(unit, name, lo + k, {"seed": plan.seed + lo + k, "wall_s": share,
                                                        **unit_metrics(unit, tr, sc, plan, short)})
+                    if keep is not None:
+                        keep(unit, name, lo + k, tr, fl)
                 if tick is not None:
                     tick(hi - lo)
 
 
 def run_realtime(scenario: Scenario, policies: Mapping[str, Policy], plan: LeaderboardPlan, ledger: Ledger,
                  plant: str = "netns", tick: Tick | None = None, plant_options: Mapping[str, Any] | None = None,
-                 ) -> None:
+                 keep: Keep | None = None) -> None:
     """Every remaining unit on one real-time plant, trial-major, the policies in ``policy_order``; an
-    invalid trial run again for every policy (module docstring)."""
+    invalid trial run again for every policy (module docstring); ``keep`` (``Keep``) on each finished unit."""
     runs = _runs_by_trial(ledger.lines)
     groups = [(i, u, order) for i, u, order in trial_groups(plan, list(policies))
               if next_run(runs.get((u, i), {}), order, plan.validity)[1]]
@@ -299,13 +322,13 @@ def run_realtime(scenario: Scenario, policies: Mapping[str, Policy], plan: Leade
                     break
                 for name in left:
                     _run_unit(pl, plant, policies[name], name, unit, i, rerun, variants[unit], tgs[unit][:, i],
-                              plan, ledger)
+                              plan, ledger, keep)
                     if tick is not None:
                         tick(1)
 
 
 def _run_unit(pl: Any, plant: str, policy: Policy, name: str, unit: str, i: int, rerun: int, sc: Scenario,
-              target: np.ndarray, plan: LeaderboardPlan, ledger: Ledger) -> None:
+              target: np.ndarray, plan: LeaderboardPlan, ledger: Ledger, keep: Keep | None) -> None:
     """One unit on a real-time plant, with its machine signals where the plant records them: the
     calibration probe just before it, then CPU pressure and stage lateness while it runs."""
     from ...runner import run_episode
@@ -324,6 +347,9 @@ def _run_unit(pl: Any, plant: str, policy: Policy, name: str, unit: str, i: int,
     wall = time.perf_counter() - t0
     if source is not None:
         signals.update(source.end())
-    short = _short_fcts(pl.flow_records(), 0) if unit == "short" else None
+    fl = trial_flows(pl.flow_records(), 0) if unit == "short" else None
+    short = fl["fct"].to_numpy(dtype=np.float64) if fl is not None else None
     ledger.append(unit, name, i, {"seed": plan.seed + i, "wall_s": wall, **unit_metrics(unit, trs[0], sc, plan, short),
                                   **({"validity": signals} if source is not None else {})}, rerun=rerun)
+    if keep is not None:
+        keep(unit, name, i, trs[0], fl)

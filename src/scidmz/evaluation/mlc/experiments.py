@@ -1,33 +1,35 @@
-"""The MLC paper's evaluation (Vega et al., section 4): every policy on the same seeded trials.
+"""The MLC paper's evaluation (Vega et al., section 4), run through the evaluation core.
 
-- ``mrae_experiment``      section 4.2, eq. (3), Fig. 10: set-point tracking over
-  N trials of t_N = 120 s. The paper names no target signal; we use a seeded
-  pseudo-random step target per trial (a new R*_DTN uniform in
-  [target_low, target_high] x B_max every ``target_hold`` seconds, the same kind of
-  signal the GA tunes on, section 3.3). ``target_hold >= duration`` gives one
-  constant R*_DTN per trial instead.
+Every trial is one of the core's units (``leaderboard.trialunits``): the core's trial plan
+(``ExperimentPlan.core``: trial i of every policy has seed + i and target column i, a
+function of (seed, i) alone), its ledger and its unit runner (batched on the fluid plant;
+on a real-time plant trial-major on ONE testbed, the policies in a Williams order), and the
+core's per-trial metrics (``trialunits.unit_metrics``). What this module adds is the
+paper's layout of them:
+
+- ``mrae_experiment``      section 4.2, eq. (3), Fig. 10: the core's MRAE trials (its
+  seeded pseudo-random step target, ``trialunits.mrae_targets``).
 - ``fct_experiment``       section 4.3, Fig. 11 and, from the same trials, Fig. 12
-  (bottleneck utilisation rho, eq. (4), averaged while the transfer runs): a
-  10 GB DTN transfer against the campus long flows, run until every trial's
-  transfer finishes (bounded by ``fct_max_time``). The paper gives no target for
-  it; Table 5's N_s = 100 row (trivial 174 s for 10 GB, i.e. ~460 Mbit/s)
-  suggests R*_DTN = 500 Mbit/s, our default (``fct_target`` = 0.5 x B_max).
-- ``sweep_experiment``     section 4.4, Table 5: the same FCT test with N_s campus
-  streams, N_s in {1, 10, 100, 1000, 10000}; up to 100 hosts as in the testbed,
-  more streams as parallel flows per host.
-- ``short_flow_experiment`` section 4.5, Table 6, Fig. 14: one extra campus sender
-  making Weibull short flows next to the long flows; median short-flow FCT.
+  (bottleneck utilisation rho, eq. (4), while the transfer runs): the core's FCT trials.
+  The paper gives no target for it; Table 5's N_s = 100 row (trivial 174 s for 10 GB,
+  i.e. ~460 Mbit/s) suggests R*_DTN = 500 Mbit/s, our default (``fct_target`` = 0.5 x B_max).
+- ``sweep_experiment``     section 4.4, Table 5: the core's FCT trials with N_s campus
+  streams, N_s in {1, 10, 100, 1000, 10000}; up to 100 hosts as in the testbed, more
+  streams as parallel flows per host.
+- ``short_flow_experiment`` section 4.5, Table 6, Fig. 14: the core's short-flow trials;
+  the paper's figure is over the single short flows of all trials (their median and CDF).
 
 The experiments are a registry (``EXPERIMENT_REGISTRY``, ``register_experiment``):
-``run_experiments`` runs the ones asked for, in registry order. Every trial of one
-policy runs in ONE batched plant (``evaluation.trials``; instance i uses seed + i),
-so the policies see the same campus randomness trial for trial (paired trials).
+``run_experiments`` runs the core's trials of every experiment asked for in ONE core run
+(one testbed on a real-time plant), then lays each out in registry order. Summaries and
+paired tests are ``evaluation.stats``'.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,17 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from ...metrics import fct as fct_metric
-from ...metrics import mrae, utilization
-from ...plant.registry import PlantSpec
+from ...plant.registry import PlantSpec, plant_spec
 from ...policies.base import Policy
 from ...scenario import Scenario
-from ...signals import trial_steps
 from ...state import Trace
 from ..fct import ideal_fct
 from ..results import current_meta, provenance, write_csv, write_json
 from ..stats import BASELINE, by_policy, compare, paired, per_policy
-from ..trials import run_trials, using_executor
+from ..trials import using_executor
 from .plan import ExperimentPlan
 
 __all__ = [
@@ -56,7 +55,6 @@ __all__ = [
     "ExperimentPlan",
     "ExperimentResult",
     "register_experiment",
-    "mrae_targets",
     "mrae_experiment",
     "fct_experiment",
     "sweep_experiment",
@@ -70,7 +68,8 @@ __all__ = [
 
 @dataclass
 class ExperimentResult:
-    """One experiment on one scenario: per-trial rows and the summary the report prints."""
+    """One experiment on one scenario: per-trial rows and the summary the report prints.
+    ``traces``: each policy's first trial (the example trace a report draws), nothing more."""
 
     name: str
     scenario: str
@@ -84,21 +83,83 @@ class ExperimentResult:
                 "wall_s": self.wall_s}
 
 
-def _dtn_fct(trace: Trace) -> float:
-    """The DTN transfer's FCT from the plant's per-period ``dtn_fct`` column (NaN until done)."""
-    if "dtn_fct" not in trace.df.columns:
-        raise ValueError("the plant does not report 'dtn_fct'; the FCT experiments need it")
-    v = trace.df["dtn_fct"].to_numpy(dtype=np.float64)
-    fin = v[np.isfinite(v)]
-    return float(fin[0]) if fin.size else math.nan
+# -- the core's trials ---------------------------------------------------------------
 
 
-def _starved(df: Any) -> dict[str, int]:
-    """Periods in which the testbed's CPU, not TCP, limited the result (netns ``info["starved"]``);
-    nothing for plants that do not report it. Reports count them; a benchmark refuses them."""
-    if "starved" not in df.columns:
-        return {}
-    return {"starved_periods": int(np.nansum(df["starved"].to_numpy(dtype=np.float64)))}
+@dataclass
+class CoreRun:
+    """What one core run left: its ledger's finished units, each policy's first trace per trial
+    kind, and the short-flow trials' single flows."""
+
+    units: dict[tuple[str, str, int], dict[str, Any]]
+    first: dict[str, dict[str, list[Trace]]]
+    flows: list[Any]
+
+    def rows(self, unit: str, policies: Sequence[str]) -> list[dict[str, Any]]:
+        """One row per trial of ``unit``: policy, trial, seed, the core's metrics, starved periods."""
+        out = []
+        for (u, name, i), rec in sorted(self.units.items(), key=lambda kv: (list(policies).index(kv[0][1]),
+                                                                             kv[0][2])):
+            if u == unit:
+                m = {k: (math.nan if v is None else v) for k, v in rec["metrics"].items()}
+                out.append({"policy": name, "trial": i, "seed": rec["seed"], **m,
+                            "starved_periods": int(rec.get("starved_periods") or 0)})
+        return out
+
+    def wall(self, unit: str) -> float:
+        return float(sum(r.get("wall_s") or 0.0 for (u, _, _), r in self.units.items() if u == unit))
+
+
+def run_core(scenario: Scenario, policies: Mapping[str, Policy], plan: ExperimentPlan,
+             experiments: tuple[str, ...], plant: str | PlantSpec = "fluid", progress: bool = False,
+             fct_trials: int | None = None) -> CoreRun:
+    """The core's trials of ``experiments`` for every policy (module docstring), through its trial
+    plan, a ledger (in a temporary folder: a study's results file is its record) and its unit runner."""
+    from ..leaderboard.ledger import Ledger
+    from ..leaderboard.trialunits import (
+        check_sizes,
+        planned_units,
+        run_batched,
+        run_realtime,
+        target_hashes,
+    )
+
+    spec = plant_spec(plant)
+    core = plan.core(experiments, fct_trials)
+    check_sizes(core, scenario)
+    first: dict[str, dict[str, list[Trace]]] = {}
+    flows: list[Any] = []
+
+    def keep(unit: str, name: str, trial: int, trace: Trace, fl: Any) -> None:
+        if trial == 0:
+            first.setdefault(unit, {})[name] = [trace]
+        if fl is not None:
+            flows.append(fl.assign(policy=name, instance=trial))
+
+    header = {"scenario": scenario.name, "plant": spec.name, "plan": core.to_dict(),
+              "targets": target_hashes(core, scenario), "policies": list(policies)}
+    bar = _bar(len(planned_units(core, list(policies))), progress)
+    tick = bar.update if bar is not None else None
+    with tempfile.TemporaryDirectory(prefix="scidmz-mlc-") as tmp, Ledger.open(tmp, header, False) as ledger:
+        try:
+            if spec.realtime:
+                run_realtime(scenario, policies, core, ledger, spec.name, tick, spec.options, keep)
+            else:
+                run_batched(scenario, policies, core, ledger, spec, tick, keep)
+        finally:
+            if bar is not None:
+                bar.close()
+        return CoreRun(dict(ledger.done), first, flows)
+
+
+def _bar(total: int, progress: bool) -> Any:
+    if not progress or not total:
+        return None
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="trials", unit="trial", file=sys.stderr)
 
 
 def _ideal_fct(plan: ExperimentPlan, target: float) -> float:
@@ -110,25 +171,22 @@ def _ideal_fct(plan: ExperimentPlan, target: float) -> float:
 # -- section 4.2: MRAE -----------------------------------------------------------
 
 
-def mrae_targets(scenario: Scenario, plan: ExperimentPlan) -> np.ndarray:
-    """(steps, trials) R*_DTN: seeded pseudo-random steps per trial (see the module doc); column i
-    depends on (plan.seed, i) alone (``signals.trial_steps``), so runs of any size share trial i."""
-    steps = int(round(plan.duration / scenario.period))
-    hold = max(1, int(round(plan.target_hold / scenario.period)))
-    return trial_steps(
-        steps, plan.target_low * scenario.capacity, plan.target_high * scenario.capacity,
-        hold=min(hold, steps), seed=plan.seed, trials=plan.trials,
+def mrae_result(sc: Scenario, plan: ExperimentPlan, run: CoreRun, names: Sequence[str]) -> ExperimentResult:
+    """Section 4.2 / eq. (3) / Fig. 10 from the core's MRAE trials: MRAE of R_DTN vs R*_DTN per trial."""
+    import pandas as pd
+
+    table = pd.DataFrame(run.rows("mrae", names))
+    summary: dict[str, Any] = per_policy(
+        table, "mrae", utilization=lambda g: float(g["utilization"].mean()),
+        mean_rate_dtn=lambda g: float(g["mean_rate_dtn"].mean()), mean_target=lambda g: float(g["mean_target"].mean()),
+        starved_periods=lambda g: int(g["starved_periods"].sum()))
+    compare(summary, "mean", "reduction_pct")
+    paired(summary, table, "mrae")
+    summary["target_signal"] = (
+        f"pseudo-random steps, R*_DTN ~ U[{plan.target_low:g}, {plan.target_high:g}] x B_max "
+        f"every {min(plan.target_hold, plan.duration):g} s, seed {plan.seed} (trial i: drawn from (seed, i) alone)"
     )
-
-
-def _mrae_row(name: str, i: int, df: Any, capacity: float) -> dict[str, Any]:
-    rd, rc = df["rate_dtn"].to_numpy(), df["rate_campus"].to_numpy()
-    return {
-        "policy": name, "trial": i, "mrae": mrae(df["target"].to_numpy(), rd),
-        "utilization": float(np.mean(utilization(rd, rc, capacity))),
-        "mean_target": float(df["target"].mean()), "mean_rate_dtn": float(rd.mean()),
-        "mean_rate_campus": float(rc.mean()), "mean_u": float(df["u"].mean()), **_starved(df),
-    }
+    return ExperimentResult("mrae", sc.name, table, summary, run.first.get("mrae", {}), run.wall("mrae"))
 
 
 def mrae_experiment(
@@ -138,80 +196,25 @@ def mrae_experiment(
     plant: str | PlantSpec = "fluid",
     progress: bool = False,
 ) -> ExperimentResult:
-    """Section 4.2 / eq. (3) / Fig. 10: MRAE of R_DTN vs R*_DTN per trial, every policy."""
-    import pandas as pd
-
-    t0 = time.perf_counter()
-    sc = scenario.replace(duration=plan.duration, dtn={"transfer": None})
-    tg = mrae_targets(sc, plan)
-    skip = int(round(plan.skip / sc.period))
-    rows: list[dict[str, Any]] = []
-    traces: dict[str, list[Trace]] = {}
-    for name, pol in policies.items():
-        trs, _ = run_trials(sc, pol, tg, seed=plan.seed, plant=plant, progress=progress)
-        traces[name] = trs
-        rows += [_mrae_row(name, i, tr.df.iloc[skip:], sc.capacity) for i, tr in enumerate(trs)]
-    table = pd.DataFrame(rows)
-    summary: dict[str, Any] = per_policy(
-        table, "mrae", utilization=lambda g: float(g["utilization"].mean()),
-        mean_rate_dtn=lambda g: float(g["mean_rate_dtn"].mean()), mean_target=lambda g: float(g["mean_target"].mean()))
-    if "starved_periods" in table:
-        for name, g in table.groupby("policy", sort=False):
-            summary[str(name)]["starved_periods"] = int(g["starved_periods"].sum())
-    compare(summary, "mean", "reduction_pct")
-    paired(summary, table, "mrae")
-    summary["target_signal"] = (
-        f"pseudo-random steps, R*_DTN ~ U[{plan.target_low:g}, {plan.target_high:g}] x B_max "
-        f"every {min(plan.target_hold, plan.duration):g} s, seed {plan.seed} (trial i: column i)"
-    )
-    return ExperimentResult("mrae", sc.name, table, summary, traces, time.perf_counter() - t0)
+    """Section 4.2: the core's MRAE trials of every policy, laid out as the paper's Fig. 10."""
+    run = run_core(scenario, policies, plan, ("mrae",), plant, progress)
+    return mrae_result(scenario.replace(duration=plan.duration, dtn={"transfer": None}), plan, run, list(policies))
 
 
 # -- section 4.3: FCT and utilisation ----------------------------------------------
 
 
-def _fct_rows(
-    sc: Scenario, policies: Mapping[str, Policy], plan: ExperimentPlan, trials: int, plant: str | PlantSpec,
-    progress: bool, extra: dict[str, Any] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, list[Trace]]]:
-    steps = int(math.ceil(plan.fct_bound(sc) / sc.period))
-    tg = np.full((steps, trials), plan.fct_target * sc.capacity)
-    rows: list[dict[str, Any]] = []
-    traces: dict[str, list[Trace]] = {}
-    for name, pol in policies.items():
-        trs, _ = run_trials(sc, pol, tg, seed=plan.seed, plant=plant, until_done=True, progress=progress)
-        traces[name] = trs
-        for i, tr in enumerate(trs):
-            f = _dtn_fct(tr)
-            df = tr.df if not math.isfinite(f) else tr.df[tr.df["t"] <= f + sc.dtn.start + sc.period]
-            rho = utilization(df["rate_dtn"].to_numpy(), df["rate_campus"].to_numpy(), sc.capacity)
-            rows.append({
-                "policy": name, "trial": i, **(extra or {}), "fct": f, "finished": bool(math.isfinite(f)),
-                "utilization": float(np.mean(rho)), "mean_rate_dtn": float(df["rate_dtn"].mean()),
-                "mean_u": float(df["u"].mean()), **_starved(df),
-            })
-    return rows, traces
-
-
 def _unfinished(g: Any) -> int:
-    return int((~g["finished"]).sum())
+    return int((~g["finished"].astype(bool)).sum())
 
 
-def fct_experiment(
-    scenario: Scenario,
-    policies: Mapping[str, Policy],
-    plan: ExperimentPlan,
-    plant: str | PlantSpec = "fluid",
-    progress: bool = False,
-) -> tuple[ExperimentResult, ExperimentResult]:
-    """Sections 4.3: FCT of the DTN transfer (Fig. 11) and utilisation rho (Fig. 12), same trials."""
+def fct_results(sc: Scenario, plan: ExperimentPlan, run: CoreRun, names: Sequence[str],
+                ) -> tuple[ExperimentResult, ExperimentResult]:
+    """Section 4.3 from the core's FCT trials: FCT of the DTN transfer (Fig. 11) and utilisation rho
+    (Fig. 12), same trials."""
     import pandas as pd
 
-    t0 = time.perf_counter()
-    sc = scenario.replace(dtn={"transfer": plan.transfer})
-    rows, traces = _fct_rows(sc, policies, plan, plan.fct_trials or plan.trials, plant, progress)
-    table = pd.DataFrame(rows)
-    wall = time.perf_counter() - t0
+    table = pd.DataFrame(run.rows("fct", names)).drop(columns=["fct_bound"], errors="ignore")
     fct_sum: dict[str, Any] = per_policy(table, "fct", unfinished=_unfinished)
     util_sum: dict[str, Any] = per_policy(table, "utilization")
     compare(fct_sum, "mean", "reduction_pct")
@@ -224,9 +227,21 @@ def fct_experiment(
     fct_sum.update(info)
     util_sum.update(info)
     return (
-        ExperimentResult("fct", sc.name, table, fct_sum, traces, wall),
+        ExperimentResult("fct", sc.name, table, fct_sum, run.first.get("fct", {}), run.wall("fct")),
         ExperimentResult("utilization", sc.name, table[["policy", "trial", "utilization"]].copy(), util_sum, {}, 0.0),
     )
+
+
+def fct_experiment(
+    scenario: Scenario,
+    policies: Mapping[str, Policy],
+    plan: ExperimentPlan,
+    plant: str | PlantSpec = "fluid",
+    progress: bool = False,
+) -> tuple[ExperimentResult, ExperimentResult]:
+    """Section 4.3: the core's FCT trials of every policy, laid out as the paper's Figs. 11 and 12."""
+    run = run_core(scenario, policies, plan, ("fct",), plant, progress)
+    return fct_results(scenario, plan, run, list(policies))
 
 
 # -- section 4.4: N_s sweep --------------------------------------------------------
@@ -250,7 +265,7 @@ def sweep_experiment(
     plant: str | PlantSpec = "fluid",
     progress: bool = False,
 ) -> ExperimentResult:
-    """Section 4.4 / Table 5: mean FCT of the DTN transfer and its reduction vs N_s."""
+    """Section 4.4 / Table 5: the core's FCT trials per N_s campus layout; mean FCT and its reduction."""
     import pandas as pd
 
     t0 = time.perf_counter()
@@ -258,15 +273,13 @@ def sweep_experiment(
     trials_used: dict[int, int] = {}
     for n_s in plan.ns_values:
         hosts, per_host = sweep_layout(n_s, max_hosts=max(scenario.campus.hosts, 1))
-        sc = scenario.replace(
-            dtn={"transfer": plan.transfer},
-            campus={"hosts": hosts, "flows_per_host": per_host, "traffic": "long"},
-        )
-        # The plant's cost grows with trials x flows; keep N_s = 10000 affordable.
-        trials_used[int(n_s)] = max(1, min(plan.ns_trials, plan.ns_max_flows // max(n_s, 1)))
-        r, _ = _fct_rows(sc, policies, plan, trials_used[int(n_s)], plant, progress, extra={"n_s": int(n_s)})
-        rows.extend(r)
-    table = pd.DataFrame(rows)
+        sc = scenario.replace(campus={"hosts": hosts, "flows_per_host": per_host, "traffic": "long"})
+        # The plant's cost grows with trials x flows; keep N_s = 10000 affordable (two trials at
+        # least: a paired test needs two).
+        trials_used[int(n_s)] = max(2, min(plan.ns_trials, plan.ns_max_flows // max(n_s, 1)))
+        run = run_core(sc, policies, plan, ("fct",), plant, progress, fct_trials=trials_used[int(n_s)])
+        rows.extend({**r, "n_s": int(n_s)} for r in run.rows("fct", list(policies)))
+    table = pd.DataFrame(rows).drop(columns=["fct_bound"], errors="ignore")
     summary: dict[str, Any] = {"rows": []}
     for n_s in plan.ns_values:
         per = per_policy(table[table["n_s"] == n_s], "fct", unfinished=_unfinished)
@@ -281,6 +294,32 @@ def sweep_experiment(
 # -- section 4.5: short flows --------------------------------------------------------
 
 
+def short_result(sc: Scenario, plan: ExperimentPlan, run: CoreRun, names: Sequence[str]) -> ExperimentResult:
+    """Section 4.5 / Table 6 / Fig. 14 from the core's short-flow trials: the FCTs of one campus
+    sender's Weibull short flows, over the single flows of every trial (the paper's median and
+    CDF), and a paired test of each policy's per-trial medians (the core's metric) against the
+    baseline's."""
+    import pandas as pd
+
+    if not run.flows:
+        raise ValueError("the plant returned no short flows; the short-flow experiment needs them")
+    df = pd.concat(run.flows, ignore_index=True)
+    df = df[np.isfinite(df["fct"].to_numpy(dtype=np.float64))]
+    keep = [c for c in ("policy", "instance", "flow_id", "bytes", "size", "start", "finish", "fct") if c in df.columns]
+    table = df[keep].reset_index(drop=True)
+    summary: dict[str, Any] = per_policy(
+        table, "fct", p90=lambda g: float(np.quantile(g["fct"], 0.9)) if len(g) else math.nan)
+    compare(summary, "median", "median_reduction_pct")
+    paired(summary, pd.DataFrame(run.rows("short", names)), "short_fct_median")
+    base = summary.get(BASELINE, {}).get("median", math.nan)
+    for name, s in summary.items():
+        if name != BASELINE and isinstance(s, dict):
+            s["median_delta_s"] = s["median"] - base
+    summary["target"] = plan.fct_target * sc.capacity
+    summary["duration"] = plan.short_duration
+    return ExperimentResult("short", sc.name, table, summary, {}, run.wall("short"))
+
+
 def short_flow_experiment(
     scenario: Scenario,
     policies: Mapping[str, Policy],
@@ -288,99 +327,65 @@ def short_flow_experiment(
     plant: str | PlantSpec = "fluid",
     progress: bool = False,
 ) -> ExperimentResult:
-    """Section 4.5 / Table 6 / Fig. 14: FCT of one campus sender's Weibull short flows."""
-    import pandas as pd
-
-    t0 = time.perf_counter()
-    sc = scenario.replace(
-        duration=plan.short_duration, dtn={"transfer": None}, campus={"short_flow_senders": 1},
-    )
-    steps = int(round(plan.short_duration / sc.period))
-    tg = np.full((steps, plan.short_trials), plan.fct_target * sc.capacity)
-    frames = []
-    for name, pol in policies.items():
-        _, flows = run_trials(sc, pol, tg, seed=plan.seed, plant=plant, want_flows=True, progress=progress)
-        df = _short_flows(flows)
-        df.insert(0, "policy", name)
-        frames.append(df)
-    table = pd.concat(frames, ignore_index=True)
-    summary: dict[str, Any] = per_policy(
-        table, "fct", p90=lambda g: float(np.quantile(g["fct"], 0.9)) if len(g) else math.nan)
-    compare(summary, "median", "median_reduction_pct")
-    base = summary.get(BASELINE, {}).get("median", math.nan)
-    for name, s in summary.items():
-        if name != BASELINE and isinstance(s, dict):
-            s["median_delta_s"] = s["median"] - base
-    summary["target"] = plan.fct_target * sc.capacity
-    summary["duration"] = plan.short_duration
-    return ExperimentResult("short", sc.name, table, summary, {}, time.perf_counter() - t0)
-
-
-def _short_flows(flows: Any) -> Any:
-    """Finished short flows with their FCT from the plant's flow records."""
-    import pandas as pd
-
-    if flows is None:
-        raise ValueError("the plant returned no flow records; the short-flow experiment needs them")
-    df = pd.DataFrame(flows)
-    for col in ("class", "kind"):
-        if col in df.columns:
-            df = df[df[col].astype(str) == "short"]
-            break
-    if "fct" not in df.columns:
-        if {"start", "finish"} <= set(df.columns):
-            df = df.assign(fct=fct_metric(df["start"].to_numpy(), df["finish"].to_numpy()))
-        else:
-            raise ValueError(f"flow records lack 'fct' or 'start'/'finish' (columns: {list(df.columns)})")
-    df = df[np.isfinite(df["fct"].to_numpy(dtype=np.float64))]
-    keep = [c for c in ("instance", "flow_id", "bytes", "size", "start", "finish", "fct") if c in df.columns]
-    return df[keep].reset_index(drop=True)
+    """Section 4.5: the core's short-flow trials of every policy, laid out as Table 6 and Fig. 14."""
+    return short_result(scenario, plan, run_core(scenario, policies, plan, ("short",), plant, progress),
+                        list(policies))
 
 
 # -- the registry ---------------------------------------------------------------------
 
-RunFn = Callable[[Scenario, Mapping[str, Policy], ExperimentPlan, str, bool], dict[str, ExperimentResult]]
+#: ``layout(scenario, plan, core run, policy names)``: the experiment's results from the core's trials.
+Layout = Callable[[Scenario, ExperimentPlan, CoreRun, Sequence[str]], dict[str, ExperimentResult]]
+#: ``run(scenario, policies, plan, plant, progress)``: an experiment that runs trials of its own.
+RunFn = Callable[[Scenario, Mapping[str, Policy], ExperimentPlan, Any, bool], dict[str, ExperimentResult]]
 
 
 @dataclass(frozen=True)
 class Experiment:
-    """A registered experiment: ``run`` returns one ``ExperimentResult`` per name in ``gives``
-    (the FCT trials also give the utilisation); ``describe`` is its progress line."""
+    """A registered experiment: ``gives`` the results it makes (the FCT trials also give the
+    utilisation); either the core's ``unit`` of trials with its ``layout``, or its own ``run`` (the
+    N_s sweep: the core's trials on other campus layouts); ``describe`` is its progress line."""
 
-    run: RunFn
     gives: tuple[str, ...]
     describe: Callable[[Scenario, ExperimentPlan], str]
+    unit: str | None = None
+    layout: Layout | None = None
+    run: RunFn | None = None
 
 
-#: name -> Experiment, in the order ``run_experiments`` runs them.
+#: name -> Experiment, in the order ``run_experiments`` lays them out.
 EXPERIMENT_REGISTRY: dict[str, Experiment] = {}
 #: Every result name an ``--experiments`` list may ask for, in registry order.
 EXPERIMENTS: tuple[str, ...] = ()
 
 
-def register_experiment(name: str, run: RunFn, describe: Callable[[Scenario, ExperimentPlan], str],
-                        gives: tuple[str, ...] | None = None) -> None:
-    """Add an experiment; ``gives`` (default ``(name,)``) are the results it makes from one run."""
+def register_experiment(name: str, describe: Callable[[Scenario, ExperimentPlan], str],
+                        gives: tuple[str, ...] | None = None, unit: str | None = None,
+                        layout: Layout | None = None, run: RunFn | None = None) -> None:
+    """Add an experiment (``Experiment``); ``gives`` (default ``(name,)``) are the results it makes."""
     global EXPERIMENTS
-    EXPERIMENT_REGISTRY[name] = Experiment(run, tuple(gives or (name,)), describe)
+    if (unit is None or layout is None) == (run is None):
+        raise ValueError(f"experiment {name}: give either a core unit with its layout, or a run")
+    EXPERIMENT_REGISTRY[name] = Experiment(tuple(gives or (name,)), describe, unit, layout, run)
     EXPERIMENTS = tuple(dict.fromkeys(g for e in EXPERIMENT_REGISTRY.values() for g in e.gives))
 
 
 register_experiment(
-    "mrae", lambda sc, pols, plan, plant, prog: {"mrae": mrae_experiment(sc, pols, plan, plant, prog)},
-    lambda sc, plan: f"MRAE: {plan.trials} trials x {plan.duration:g} s per policy")
+    "mrae", lambda sc, plan: f"MRAE: {plan.trials} trials x {plan.duration:g} s per policy", unit="mrae",
+    layout=lambda sc, plan, run, names: {"mrae": mrae_result(
+        sc.replace(duration=plan.duration, dtn={"transfer": None}), plan, run, names)})
 register_experiment(
-    "fct", lambda sc, pols, plan, plant, prog: dict(zip(("fct", "utilization"),
-                                                         fct_experiment(sc, pols, plan, plant, prog), strict=True)),
-    lambda sc, plan: (f"FCT/utilisation: {plan.fct_trials or plan.trials} trials, "
-                      f"{plan.transfer / 1e9:g} GB transfer per policy"),
-    gives=("fct", "utilization"))
+    "fct", lambda sc, plan: (f"FCT/utilisation: {plan.fct_trials or plan.trials} trials, "
+                             f"{plan.transfer / 1e9:g} GB transfer per policy"),
+    gives=("fct", "utilization"), unit="fct",
+    layout=lambda sc, plan, run, names: dict(zip(("fct", "utilization"), fct_results(sc, plan, run, names),
+                                                 strict=True)))
 register_experiment(
-    "sweep", lambda sc, pols, plan, plant, prog: {"sweep": sweep_experiment(sc, pols, plan, plant, prog)},
-    lambda sc, plan: f"N_s sweep {list(plan.ns_values)}")
+    "sweep", lambda sc, plan: f"N_s sweep {list(plan.ns_values)}",
+    run=lambda sc, pols, plan, plant, prog: {"sweep": sweep_experiment(sc, pols, plan, plant, prog)})
 register_experiment(
-    "short", lambda sc, pols, plan, plant, prog: {"short": short_flow_experiment(sc, pols, plan, plant, prog)},
-    lambda sc, plan: f"short flows: {plan.short_trials} trials x {plan.short_duration:g} s")
+    "short", lambda sc, plan: f"short flows: {plan.short_trials} trials x {plan.short_duration:g} s", unit="short",
+    layout=lambda sc, plan, run, names: {"short": short_result(sc, plan, run, names)})
 
 
 def parse_experiments(spec: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -399,6 +404,16 @@ def parse_experiments(spec: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
+def _core_groups(exps: tuple[str, ...], plant: str | PlantSpec) -> list[tuple[str, ...]]:
+    """The core runs ``exps`` need: one; on a real-time plant the short-flow trials in a run of their
+    own, as the leaderboard runs them (their extra sender is another testbed)."""
+    if not exps:
+        return []
+    if plant_spec(plant).realtime and "short" in exps and len(exps) > 1:
+        return [tuple(e for e in exps if e != "short"), ("short",)]
+    return [exps]
+
+
 def run_experiments(
     scenario: Scenario,
     policies: Mapping[str, Policy],
@@ -412,18 +427,28 @@ def run_experiments(
 ) -> dict[str, ExperimentResult]:
     """Run the chosen experiments; with ``out_dir`` write CSV per experiment, results.json and PNGs.
 
+    The core's trials of every chosen experiment run in one core run (``run_core``; on a real-time
+    plant one testbed for all of them), then each experiment lays its results out.
     ``executor`` (a ``concurrent.futures.Executor``, e.g. from ``executors.open_executor``): the
-    trials of every experiment are cut into chunks run there, with the same seeds per trial.
+    batched trials are cut into chunks run there, with the same seeds per trial.
     """
     wanted = set(parse_experiments(list(experiments)))
     say = log or (lambda _m: None)
+    chosen = [e for e in EXPERIMENT_REGISTRY.values() if not wanted.isdisjoint(e.gives)]
+    core_exps = tuple(g for e in chosen if e.unit is not None for g in e.gives)
     results: dict[str, ExperimentResult] = {}
     with provenance(f"python: run_experiments({scenario.name!r}, ...)"), using_executor(executor):
-        for exp in EXPERIMENT_REGISTRY.values():
-            if wanted.isdisjoint(exp.gives):
-                continue
+        for exp in chosen:
             say(f"[{scenario.name}] {exp.describe(scenario, plan)}")
-            got = exp.run(scenario, policies, plan, plant, progress)
+        runs = {group: run_core(scenario, policies, plan, group, plant, progress)
+                for group in _core_groups(core_exps, plant)}
+        for exp in chosen:
+            if exp.layout is not None:
+                run = next(r for g, r in runs.items() if exp.gives[0] in g)
+                got = exp.layout(scenario, plan, run, list(policies))
+            else:
+                assert exp.run is not None
+                got = exp.run(scenario, policies, plan, plant, progress)
             results.update({k: v for k, v in got.items() if k in wanted})
         if out_dir is not None:
             write_results(results, out_dir, scenario, plan)

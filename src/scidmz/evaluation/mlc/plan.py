@@ -1,4 +1,11 @@
-"""The sizes of the MLC paper's section 4 experiments (``ExperimentPlan``)."""
+"""The sizes of the MLC paper's section 4 experiments (``ExperimentPlan``), as the core's trial plan.
+
+The trials themselves are the evaluation core's (``leaderboard.plan.LeaderboardPlan``: seeds,
+target signals, the FCT bound, the validity rule): ``core`` turns these sizes into that plan, and
+the plan is built, so checked, when this one is. What only the MLC study has is its N_s sweep
+(section 4.4, Table 5: ``ns_values``, ``ns_trials``, ``ns_max_flows``) and its paper-sized
+defaults (100 trials of 120 s, a 10 GB transfer).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,8 @@ from typing import Any
 
 from ...plant.registry import PlantSpec
 from ...scenario import Scenario
+from ..leaderboard.plan import LeaderboardPlan
+from ..leaderboard.validity import ValidityRule
 
 __all__ = ["ExperimentPlan"]
 
@@ -20,7 +29,6 @@ class ExperimentPlan:
     target_low: float = 0.3  # x B_max
     target_high: float = 0.7  # x B_max
     target_hold: float = 30.0  # s between target steps (>= duration: constant per trial)
-    skip: float = 0.0  # s of each MRAE trial left out of the metric (0 = the paper's t = 1..t_N)
     fct_target: float = 0.5  # x B_max, R*_DTN during the FCT, sweep and short-flow tests
     transfer: float = 10e9  # bytes, the DTN transfer of sections 4.3/4.4
     fct_trials: int | None = None  # None -> trials
@@ -31,12 +39,11 @@ class ExperimentPlan:
     short_duration: float = 600.0  # s, section 4.5 captured 600 s
     short_trials: int = 4
     seed: int = 0
+    #: Re-runs of a trial a disturbed machine made invalid (the core's ``ValidityRule.max_reruns``);
+    #: None: the core's default. Fixed before the run, like every size here.
+    max_reruns: int | None = None
 
     def __post_init__(self) -> None:
-        def need(cond: bool, what: str) -> None:
-            if not cond:
-                raise ValueError(f"experiment plan: {what}")
-
         from ...limits import check
 
         # Upper bounds first (limits.BOUNDS): a count is refused before anything is allocated.
@@ -46,18 +53,12 @@ class ExperimentPlan:
             check("fct_trials", self.fct_trials, "experiment plan: fct_trials")
         for n in self.ns_values:
             check("ns_value", n, "experiment plan: N_s")
-        need(self.trials >= 1, f"trials must be >= 1, got {self.trials}")
-        need(self.duration > 0, f"duration must be > 0, got {self.duration}")
-        need(0 < self.target_low <= self.target_high <= 1, "need 0 < target_low <= target_high <= 1")
-        need(self.target_hold > 0, "target_hold must be > 0")
-        need(0 <= self.skip < self.duration, "skip must be in [0, duration)")
-        need(0 < self.fct_target <= 1, "fct_target must be in (0, 1] x B_max")
-        need(self.transfer > 0, "transfer must be > 0 bytes")
-        need(self.fct_trials is None or self.fct_trials >= 1, "fct_trials must be >= 1")
-        need(self.fct_max_time is None or self.fct_max_time > 0, "fct_max_time must be > 0")
-        need(all(int(n) >= 1 for n in self.ns_values), "every N_s must be >= 1")
-        need(self.ns_trials >= 1 and self.short_trials >= 1, "ns_trials and short_trials must be >= 1")
-        need(self.short_duration > 0, "short_duration must be > 0")
+        if not all(int(n) >= 1 for n in self.ns_values):
+            raise ValueError("experiment plan: every N_s must be >= 1")
+        if self.ns_trials < 2:
+            raise ValueError(f"experiment plan: ns_trials must be >= 2 (a paired test needs two trials), "
+                             f"got {self.ns_trials}")
+        self.core()  # the trial plan's own checks (counts, shares, seconds, bytes), once
 
     @classmethod
     def quick(cls, seed: int = 0) -> ExperimentPlan:
@@ -67,22 +68,31 @@ class ExperimentPlan:
             ns_values=(1, 10, 100), ns_trials=2, short_duration=30.0, short_trials=2, seed=seed,
         )
 
+    def core(self, experiments: tuple[str, ...] = ("mrae", "fct", "utilization", "short"),
+             fct_trials: int | None = None) -> LeaderboardPlan:
+        """The core's trial plan of these sizes for ``experiments`` (``fct_trials``: another FCT
+        count, the sweep's per N_s)."""
+        return LeaderboardPlan(
+            trials=self.trials, fct_trials=fct_trials or self.fct_trials or self.trials,
+            short_trials=self.short_trials, experiments=experiments, duration=self.duration,
+            target_low=self.target_low, target_high=self.target_high, target_hold=self.target_hold,
+            fct_target=self.fct_target, transfer=self.transfer, fct_max_time=self.fct_max_time,
+            short_duration=self.short_duration, seed=self.seed,
+            validity=ValidityRule() if self.max_reruns is None else ValidityRule(max_reruns=self.max_reruns))
+
     def check_for(self, scenario: Scenario, plant: str | PlantSpec = "fluid") -> None:
         """What this plan asks of ``plant`` on ``scenario``, checked before any trial runs: the plant
         exists, and a batched one stays within ``limits.MAX_BATCH_FLOWS`` (trials x flows)."""
         from ...plant.base import check_batch_flows, plant_spec
+        from ..leaderboard.trialunits import CHUNK
 
         if not plant_spec(plant).realtime:
-            check_batch_flows(scenario, max(self.trials, self.fct_trials or 0, self.short_trials))
+            # The core runs at most CHUNK trials in one batched plant.
+            check_batch_flows(scenario, min(CHUNK, max(self.trials, self.fct_trials or 0, self.short_trials)))
 
     def fct_bound(self, scenario: Scenario) -> float:
-        """Seconds an FCT trial may run before its transfer counts as unfinished."""
-        if self.fct_max_time is not None:
-            return self.fct_max_time
-        from ..fct import ideal_fct
-
-        ideal = ideal_fct(self.transfer, self.fct_target * scenario.capacity)
-        return 4.0 * ideal + 60.0
+        """Seconds an FCT trial may run before its transfer counts as unfinished (the core's bound)."""
+        return self.core().fct_bound(scenario)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ...plant.registry import PlantSpec, plant_spec
-from ...policies.base import Policy
-from ...scenario import Scenario
-from ..results import clean, provenance
-from ..stats import BASELINE
-from .experiments import ExperimentPlan, parse_experiments, run_experiments, write_results
-from .tracking import EVALUATE_EXPERIMENT, log_results, tracked
+from ..plant.registry import PlantSpec, plant_spec
+from ..policies.base import Policy
+from ..scenario import Scenario
+from .mlc.experiments import ExperimentPlan, parse_experiments, run_experiments, write_results
+from .mlc.tracking import EVALUATE_EXPERIMENT, log_results, tracked
+from .results import clean, provenance
+from .stats import BASELINE
 
 __all__ = ["evaluate", "check_request", "policy_list", "make_policies"]
 
@@ -28,7 +28,7 @@ def policy_list(policies: str | Sequence[str]) -> list[str]:
     """``--policies`` as canonical names (a configuration ``pi+pacing`` is ``pacing+pi``), the trivial
     baseline last (added if missing); one line if unknown. Any policy of the registry may be named, and
     any configuration of them (``policies.configuration`` checks each member)."""
-    from ...policies.configuration import canonical_name
+    from ..policies.configuration import canonical_name
 
     names = [n.strip() for n in (policies.split(",") if isinstance(policies, str) else policies) if n.strip()]
     if not names:
@@ -43,10 +43,13 @@ def policy_list(policies: str | Sequence[str]) -> list[str]:
 def check_request(trials: int, experiments: str | Sequence[str] | None, policies: str | Sequence[str],
                   executor: str | None = None, plant: str | PlantSpec = "fluid") -> tuple[list[str], tuple[str, ...]]:
     """Everything cheap to check before a policy is built: (policy names, experiments); one line each."""
-    from ...executors import parse_executor
-    from ...limits import check
+    from ..executors import parse_executor
+    from ..limits import check
 
     check("trials", trials, "--trials")  # limits.BOUNDS, before anything is allocated
+    if trials < 2:
+        # the core's trial plan's rule, said in the command's own words
+        raise ValueError(f"--trials must be >= 2 (a paired test needs two trials), got {trials}")
     spec = parse_executor(executor)  # a bad spec is one line before any work
     if spec.kind != "local" and plant_spec(plant).realtime:
         raise ValueError(f"--executor {executor} runs batched-plant trials only; the {plant} plant runs in real "
@@ -56,7 +59,7 @@ def check_request(trials: int, experiments: str | Sequence[str] | None, policies
 
 def make_policies(names: Sequence[str]) -> dict[str, Policy]:
     """Registry policies that need no trained files, by name (the trivial baseline last)."""
-    from ...policies.registry import make_policy
+    from ..policies.registry import make_policy
 
     return {n: make_policy(n) for n in policy_list(names)}
 
@@ -76,7 +79,7 @@ def _file_hashes(files: Mapping[str, str]) -> dict[str, str]:
     """SHA-256 of each trained file that is a file (a gains JSON; a directory holding gains.json)."""
     from pathlib import Path
 
-    from ...tracking import file_sha256
+    from ..tracking import file_sha256
 
     out = {}
     for key, path in files.items():
@@ -153,7 +156,7 @@ def _validate(scenario: Scenario, policies: Mapping[str, Policy], trials: int,
 
 
 def _executor_kind(executor: str | None) -> str:
-    from ...executors import parse_executor
+    from ..executors import parse_executor
 
     return parse_executor(executor).kind
 
@@ -161,7 +164,7 @@ def _executor_kind(executor: str | None) -> str:
 def _run(scenario: Scenario, policies: Mapping[str, Policy], plan: ExperimentPlan, exps: tuple[str, ...],
          plant: PlantSpec, executor: str | None, progress: bool) -> dict[str, Any]:
     """The experiments on the executor (``local``: in this process, with a progress bar)."""
-    from ...executors import open_executor, parse_executor
+    from ..executors import open_executor, parse_executor
 
     with open_executor(parse_executor(executor)) as ex:
         return run_experiments(scenario, policies, plan, exps, plant=plant, progress=progress and ex is None,
@@ -172,7 +175,7 @@ def _summary(scenario: Scenario, results: Mapping[str, Any], trials: int, exps: 
              files: Mapping[str, Mapping[str, str]] | None, names: Sequence[str], wall: float,
              out: str | None) -> tuple[dict[str, Any], str]:
     """The JSON summary and the human headline lines."""
-    from .report import headline_lines
+    from .mlc.report import headline_lines
 
     out_json: dict[str, Any] = {
         "scenario": scenario.name, "trials": int(trials), **_file_params(files, names),
