@@ -34,9 +34,8 @@ import subprocess
 import threading
 from typing import Any
 
-from ..fileio import pid_alive
+from ..records import RecordError, proc_start_time, recorded_owner_runs
 from .base import ActuatorError, check_rate
-from .owner import proc_start
 
 __all__ = ["OvsQosActuator", "OVS_MODES", "EXT_ID", "which"]
 
@@ -107,7 +106,7 @@ class _Ovsdb:
 
     def create_htb(self, port: str, rate: int) -> None:
         ext = {EXT_ID: "scidmz", EXT_PID: str(os.getpid()), EXT_HOST: socket.gethostname(),
-               EXT_START: str(proc_start(os.getpid()))}
+               EXT_START: str(proc_start_time(os.getpid()))}
         with self.api.transaction(check_error=True) as txn:
             q = txn.add(self.api.db_create("Queue", other_config={"max-rate": str(rate)}, external_ids=ext))
             qos = txn.add(self.api.db_create("QoS", type="linux-htb", other_config={"max-rate": str(rate)},
@@ -142,7 +141,7 @@ class _Ovsdb:
 
     def set_meter_owner(self, bridge: str) -> None:
         owner = {METER_PID: str(os.getpid()), METER_HOST: socket.gethostname(),
-                 METER_START: str(proc_start(os.getpid()))}
+                 METER_START: str(proc_start_time(os.getpid()))}
         self.api.db_set("Bridge", bridge, ("external_ids", owner)).execute(check_error=True)
 
     def clear_meter_owner(self, bridge: str) -> None:
@@ -396,14 +395,19 @@ _COOKIE = 0x5C1D
 
 
 def _live_owner(pid: str, host: str | None, start: str | None = None) -> str:
-    """Who holds a scidmz row or meter, or "" when it is a leftover of a dead scidmz of this host:
-    its pid is gone, or now names a process started at another time (a recycled pid; rows made
-    before the start time was recorded fall back on the pid alone)."""
-    if host == socket.gethostname() and pid.isdigit():
-        if not pid_alive(int(pid)):
-            return ""
-        if start is not None and start.isdigit() and proc_start(int(pid)) != int(start):
-            return ""
+    """Who holds a scidmz row or meter, or "" when it is a leftover of a dead scidmz of this host
+    (``records.recorded_owner_runs``, the one owner check: its pid is gone, or now names a process
+    started at another time; rows made before the start time was recorded go by the pid alone)."""
+    try:
+        # A start that is not digits ("None": the maker could not read its own) goes by the pid alone;
+        # a row without a host names no host we can check, so it counts as another host's.
+        runs = recorded_owner_runs(int(pid) if pid.isdigit() else pid,
+                                   int(start) if start is not None and start.isdigit() else None,
+                                   "" if host is None else host)
+    except RecordError:
+        runs = True  # a row scidmz's own code did not write this way: never taken for a leftover
+    if not runs:
+        return ""
     return f"scidmz process {pid} on {host}" if pid.isdigit() else "an older scidmz"
 
 
