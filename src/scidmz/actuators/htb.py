@@ -33,7 +33,9 @@ measures 1,000 of them.
 
 ``close`` deletes the root HTB (which removes every class, bfifo and filter
 under it) only if it is still ours; a device whose root qdisc someone else
-configured is refused at start.
+configured is refused at start, and one an admin puts in our place (or below
+ours) while it runs is left alone: ``apply`` raises ``ForeignConfigError``
+from then on (``rootqdisc.RootQdisc.check``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,11 @@ R2Q = 10
 _MAX_QUANTUM = 200_000
 
 assert MAX_QID < _INNER_MINOR, "queue ids must not collide with the inner class"
+
+
+def _own_fifo(handle: int) -> bool:
+    """Whether a qdisc below our HTB is one of our leaves' bfifos (by its handle)."""
+    return _FIFO_MAJOR0 <= handle >> 16 <= _FIFO_MAJOR0 + MAX_QID
 
 
 def derive_quantum(rate_bps: float, mtu: int) -> int:
@@ -107,7 +114,7 @@ class HtbQueueActuator:
         self._cfg: QueueConfig | None = None
         self._prio: int | None = None  # u32 priority of the rule set in force
         self._closed = False
-        self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator")
+        self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator", own_child=_own_fifo)
         from pyroute2.netlink.rtnl.tcmsg import plugins, sched_pfifo
 
         # pyroute2 knows pfifo but not bfifo; both carry the same tc_fifo_qopt
@@ -211,6 +218,7 @@ class HtbQueueActuator:
             if self._closed:
                 raise RuntimeError(f"HtbQueueActuator on '{self.dev}' is closed")
             prev, prev_prio = self._cfg, self._prio
+            self._root.check(prev is not None)  # an admin's qdisc in our place: left alone (ForeignConfigError)
             try:
                 self._build(config)
             except Exception as exc:  # netlink refusal, or pyroute2 failing to encode
