@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -232,3 +233,84 @@ def test_control_run_leaves_an_admins_root_qdisc_put_on_mid_run(router: Path, tm
     after = qdiscs("wan0")
     assert "qdisc htb 1: root" in after and "tbf" not in after, after  # survived the exit
     assert not list((router / "claims").glob("*.json"))  # the owner record went with the run
+
+
+# -- Open vSwitch: the same rule for a QoS row and a meter ------------------------------------------------
+
+@pytest.fixture
+def ovs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A private userspace OVS in namespace NS with bridge br0 and ports sa, sb (veths to a0, b0)."""
+    from scidmz.plant.netns.ovsd import OvsUserspace, ovs_available
+
+    if os.geteuid() != 0 or not ovs_available():
+        pytest.skip("needs root and Open vSwitch")
+    sh("ip", "netns", "del", NS, check=False)
+    sh("ip", "netns", "add", NS)
+    sw = OvsUserspace(netns=NS)
+    try:
+        for port, peer in (("sa", "a0"), ("sb", "b0")):
+            sh("ip", "-n", NS, "link", "add", port, "type", "veth", "peer", "name", peer)
+            for d in (port, peer):
+                sh("ip", "-n", NS, "link", "set", d, "up")
+        sw.start()
+        sw.add_bridge("br0")
+        for port, peer in (("sa", "a0"), ("sb", "b0")):
+            sw.add_port("br0", port, peer=peer, peer_netns=NS)
+        yield sw
+    finally:
+        sw.stop()
+        sh("ip", "netns", "del", NS, check=False)
+
+
+def _settle(cond: Callable[[], bool]) -> None:
+    wait_until(cond, 5, "the OVSDB change to reach the actuator's IDL")  # the IDL learns asynchronously
+
+
+def test_ovs_an_admins_qos_in_our_place_is_left_and_our_rows_go(ovs: Any) -> None:
+    from scidmz.actuators.base import ForeignConfigError
+    from scidmz.actuators.ovs import OvsQosActuator
+
+    act = OvsQosActuator(ovs.db_remote, "sb", mode="htb")
+    try:
+        act.set_rate(20e6)
+        act.set_rate(30e6)
+        ovs.vsctl("set", "Port", "sb", "qos=@q", "--", "--id=@q", "create", "QoS", "type=linux-htb",
+                  "other-config:max-rate=7000000", "external_ids:admin=yes")
+        _settle(lambda: act._foreign() is not None)
+        for rate in (40e6, 10e6):
+            with pytest.raises(ForeignConfigError, match="leaves it as it is"):
+                act.set_rate(rate)
+        assert "7000000" in ovs.vsctl("get", "QoS", ovs.vsctl("get", "Port", "sb", "qos").strip(), "other_config")
+    finally:
+        act.close()
+    qos = ovs.vsctl("get", "Port", "sb", "qos").strip()
+    assert "admin" in ovs.vsctl("get", "QoS", qos, "external_ids")  # the admin's QoS stays on the port
+    rows = ovs.vsctl("--columns=external_ids", "list", "QoS")
+    assert rows.count("external_ids") == 1 and "scidmz" not in rows, rows  # our orphaned rows went
+    assert ovs.vsctl("list", "Queue").strip() == ""
+
+
+def test_ovs_a_meter_taken_from_us_is_left_alone(ovs: Any) -> None:
+    from scidmz.actuators.base import ForeignConfigError
+    from scidmz.actuators.ovs import OvsQosActuator
+
+    target = ovs.mgmt("br0")
+    act = OvsQosActuator(ovs.db_remote, "sa", mode="meter", bridge="br0", ofctl_target=target)
+    try:
+        act.set_rate(20e6)
+        # The admin deletes our meter and makes their own under the same id, with their own flow.
+        ovs.ofctl("del-meter", "br0", "meter=23581")
+        ovs.ofctl("add-meter", "br0", "meter=23581,kbps,band=type=drop,rate=4000")
+        ovs.ofctl("add-flow", "br0", "priority=50,in_port=2,actions=meter:23581,NORMAL")
+        ovs.vsctl("br-set-external-id", "br0", "scidmz-meter-pid", "1")  # and rewrites our record
+        _settle(lambda: act._foreign() is not None)
+        with pytest.raises(ForeignConfigError, match="leaves it as it is"):
+            act.set_rate(30e6)
+        assert "rate=4000" in ovs.ofctl("dump-meters", "br0")
+    finally:
+        act.close()
+    assert "rate=4000" in ovs.ofctl("dump-meters", "br0")  # the admin's meter stays
+    flows = ovs.ofctl("dump-flows", "br0")
+    assert "priority=50" in flows and "cookie=0x5c1d" not in flows, flows  # their flow stays, ours went
+    ext = ovs.vsctl("get", "Bridge", "br0", "external_ids")
+    assert re.search(r'scidmz-meter-pid="?1"?[,}]', ext), ext  # a record that is not ours: left

@@ -152,6 +152,21 @@ class _Ovsdb:
         self.api.db_remove("Bridge", bridge, "external_ids", METER_PID, METER_HOST, METER_START,
                            if_exists=True).execute(check_error=True)
 
+    def drop_unused_mine(self) -> None:
+        """Destroy this process's QoS rows (and their Queues) that no port uses any more: ``QoS`` and
+        ``Queue`` are root tables, so OVSDB keeps them after an admin put their own QoS in ours' place."""
+        rows = [r for r in self.api.db_list("QoS", columns=["_uuid", "queues", "external_ids"]).execute(
+            check_error=True) if _is_mine(dict(r["external_ids"]), EXT_PID, EXT_HOST, EXT_START)]
+        used = {_uuid(q) for q in self.api.db_list("Port", columns=["qos"]).execute(check_error=True)
+                for q in ([q["qos"]] if not isinstance(q["qos"], list) else q["qos"])}
+        with self.api.transaction(check_error=True) as txn:
+            for row in rows:
+                if row["_uuid"] in used:
+                    continue
+                txn.add(self.api.db_destroy("QoS", row["_uuid"]))
+                for queue in row["queues"].values():
+                    txn.add(self.api.db_destroy("Queue", _uuid(queue)))
+
     def clear_htb(self, port: str, mine: bool = False) -> None:
         """Remove the port's scidmz QoS (with ``mine``: only if this process made it)."""
         qos = self._qos_uuid(port)
@@ -442,8 +457,27 @@ class OvsQosActuator:
                         self._be.clear_htb(self.port, mine=True)
                     else:
                         self._remove_meter()
+                elif self._installed:
+                    self._close_displaced()
             finally:
                 self._be.close()
+
+    def _close_displaced(self) -> None:
+        """At close, once someone else's configuration stands in ours' place: remove only what is
+        still ours and in nobody's way (our QoS and Queue rows no port uses any more, our flow by its
+        cookie, the bridge's record if it names this process); the admin's QoS, meter or policing
+        values stay as they are. A row someone uses (the database refuses to destroy it) stays too."""
+        try:
+            if self.mode == "htb":
+                self._be.drop_unused_mine()
+            elif self.mode == "meter":
+                self._ofctl("del-flows", f"cookie={_COOKIE:#x}/-1")
+                pid, host, start = self._be.meter_owner(str(self.bridge))
+                if _is_mine({METER_PID: pid, METER_HOST: host or "", METER_START: start or ""},
+                            METER_PID, METER_HOST, METER_START):
+                    self._be.clear_meter_owner(str(self.bridge))
+        except Exception as exc:  # ovsdbapp and ovs-ofctl raise several types; close must finish
+            log.warning("left scidmz's own rows on OVS port '%s': %s: %s", self.port, type(exc).__name__, exc)
 
     def _still_ours(self) -> bool:
         """Whether close may undo what we made (someone else's configuration is left as it is)."""
