@@ -145,9 +145,13 @@ class RootQdisc:
 
             try:
                 q = self.root()
-                below = self.foreign_below() if q is not None and self.ours() is not None else []
+                ours = self.ours()
+                below = self.foreign_below() if ours is not None else []
+                if ours is None:
+                    # A device that went away took our root with it: a failure, not an admin's root.
+                    self.ipr.get_links(self.index)
             except (NetlinkError, OSError) as exc:
-                raise ActuatorError(f"cannot read the qdiscs of {self.where}: {exc}") from None
+                raise ActuatorError(f"cannot read the qdiscs of {self.where} (gone?): {exc}") from None
             h = f"{self.handle >> 16:x}:"
             if below:
                 self.displaced = (f"someone attached {', '.join(below)} below the scidmz {self.kind} {h} on "
