@@ -149,3 +149,53 @@ def test_testbed_ebpf_and_token_records_use_the_same_check(people, kind, tmp_pat
         # Files scidmz writes always hold a start time: one without is refused, not judged by its pid.
         assert alive == (None if start is None else runs), kind
     assert _owner_runs(pid, start) is bool(runs), kind  # a malformed token file is no daemon's
+
+
+def test_ovs_policing_values_someone_else_set_are_left_alone() -> None:
+    """Ingress policing has no row of its own to mark, so ours is the values we set last. This kernel
+    has no tc police action (the actuator refuses policing at start here), so the OVS database is a
+    stand-in holding the two Interface columns; the decisions are the actuator's own code."""
+    from scidmz.actuators.base import ForeignConfigError
+    from scidmz.actuators.ovs import OvsQosActuator
+
+    class Columns:
+        def __init__(self) -> None:
+            self.cols = {"ingress_policing_rate": 0, "ingress_policing_burst": 0}
+            self.writes = 0
+
+        def get_interface(self, _port: str, col: str) -> int:
+            return self.cols[col]
+
+        def set_interface(self, _port: str, **cols: int) -> None:
+            self.cols.update(cols)
+            self.writes += 1
+
+        def close(self) -> None:
+            pass
+
+    import threading
+
+    act = OvsQosActuator.__new__(OvsQosActuator)
+    db = Columns()
+    act.port, act.mode, act.burst, act.bridge = "p1", "policing", None, None
+    act._lock, act._closed, act._installed, act._displaced = threading.Lock(), False, False, None
+    act._policing, act._prev_policing, act._be = (0, 0), (0, 0), db
+    act.set_rate(20e6)
+    act.set_rate(30e6)  # ours: changed in place
+    assert db.cols["ingress_policing_rate"] == 30_000
+    db.cols.update(ingress_policing_rate=5_000, ingress_policing_burst=500)  # the admin's
+    for rate in (40e6, 10e6):
+        with pytest.raises(ForeignConfigError, match="set to 5000 kbit/s .* by someone else"):
+            act.set_rate(rate)
+    writes = db.writes
+    act.close()
+    assert db.writes == writes and db.cols["ingress_policing_rate"] == 5_000  # not restored over theirs
+
+    act2 = OvsQosActuator.__new__(OvsQosActuator)
+    db2 = Columns()
+    act2.port, act2.mode, act2.burst, act2.bridge = "p1", "policing", None, None
+    act2._lock, act2._closed, act2._installed, act2._displaced = threading.Lock(), False, False, None
+    act2._policing, act2._prev_policing, act2._be = (0, 0), (0, 0), db2
+    act2.set_rate(20e6)
+    act2.close()  # still ours: the values found at start come back
+    assert db2.cols == {"ingress_policing_rate": 0, "ingress_policing_burst": 0}
