@@ -41,7 +41,8 @@ def sh(*argv: str, check: bool = True) -> str:
 
 
 def qdiscs(dev: str = "k0") -> str:
-    return sh("tc", "-n", NS, "qdisc", "show", "dev", dev)
+    # HTB's direct_packets_stat counts packets (IPv6 neighbour discovery on the veth): not configuration.
+    return re.sub(r"direct_packets_stat \d+", "direct_packets_stat N", sh("tc", "-n", NS, "qdisc", "show", "dev", dev))
 
 
 def wait_until(cond: Callable[[], bool], timeout: float, what: str) -> None:
@@ -95,18 +96,20 @@ def _actuator(kind: str) -> tuple[Any, Callable[[float], None]]:
         a = TbfActuator("k0", netns=NS)
         return a, a.set_rate
     from scidmz.actuators.htb import HtbQueueActuator
-    from scidmz.queueconfig import QueueConfig, QueueSpec
+    from scidmz.queueconfig import FlowMatch, FlowRule, QueueConfig, QueueSpec
 
     h = HtbQueueActuator("k0", netns=NS)
 
     def apply(rate: float) -> None:
-        h.apply(QueueConfig(100e6, (QueueSpec(1, rate, rate, 30000, None, "default"),), 1, ()))
+        # A rule that changes with the rate: each apply moves our u32 rules to a new priority.
+        rule = FlowRule(FlowMatch("10.71.1.2", "10.71.2.2", None, int(rate / 1e6), 6), 1)
+        h.apply(QueueConfig(100e6, (QueueSpec(1, rate, rate, 30000, None, "default"),), 1, (rule,)))
 
     return h, apply
 
 
-@pytest.mark.parametrize("kind", ["tbf", "htb"])
-@pytest.mark.parametrize("admin", [*ADMIN, "below", "before_first_rate"])
+@pytest.mark.parametrize("kind,admin", [(k, a) for k in ("tbf", "htb") for a in (*ADMIN, "below", "before_first_rate")]
+                         + [("htb", "filter")])
 def test_an_admins_qdisc_is_never_replaced_or_deleted(veth: Path, kind: str, admin: str) -> None:
     from scidmz.actuators.base import ForeignConfigError
 
@@ -120,11 +123,16 @@ def test_an_admins_qdisc_is_never_replaced_or_deleted(veth: Path, kind: str, adm
             set_rate(20e6)
             set_rate(30e6)  # a second period changes ours in place
             assert mark in qdiscs()
-            if admin == "below":
+            if admin == "filter":  # the admin's filter on our HTB: deleting ours would delete it
+                sh("tc", "-n", NS, "filter", "add", "dev", "k0", "parent", "5c1e:", "prio", "7", "protocol", "ip",
+                   "u32", "match", "ip", "dst", "10.9.9.9/32", "flowid", "5c1e:1")
+                after, ours_stays = "qdisc htb 5c1e: root", True
+            elif admin == "below":
                 args, after, ours_stays = BELOW[kind], "qdisc pfifo 77:", True
+                _tc(*args)
             else:
                 args, after, ours_stays = ADMIN[admin]
-            _tc(*args)
+                _tc(*args)
         before = qdiscs()
         for rate in (40e6, 10e6):  # every later period: refused, nothing touched
             with pytest.raises(ForeignConfigError, match="leaves it as it is") as ei:
@@ -138,6 +146,9 @@ def test_an_admins_qdisc_is_never_replaced_or_deleted(veth: Path, kind: str, adm
     now = qdiscs()
     assert after in now, now
     assert (mark in now) == ours_stays, now
+    if admin == "filter":
+        assert "10.9.9.9" in sh("tc", "-n", NS, "filter", "show", "dev", "k0", "parent", "5c1e:") or \
+            "0a090909" in sh("tc", "-n", NS, "filter", "show", "dev", "k0", "parent", "5c1e:")
     assert not veth.exists() or list(veth.iterdir()) == []  # the owner record is given up
 
 

@@ -114,7 +114,8 @@ class HtbQueueActuator:
         self._cfg: QueueConfig | None = None
         self._prio: int | None = None  # u32 priority of the rule set in force
         self._closed = False
-        self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator", own_child=_own_fifo)
+        self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator", own_child=_own_fifo,
+                               own_filter=lambda prio: prio == self._prio)
         from pyroute2.netlink.rtnl.tcmsg import plugins, sched_pfifo
 
         # pyroute2 knows pfifo but not bfifo; both carry the same tc_fifo_qopt

@@ -53,12 +53,14 @@ class RootQdisc:
     """The root qdisc of ``dev`` that ``owner`` installs with ``handle`` and ``kind`` (see module doc)."""
 
     def __init__(self, dev: str, netns: str | None, handle: int, kind: str, owner: str,
-                 own_child: Callable[[int], bool] = _default_child) -> None:
+                 own_child: Callable[[int], bool] = _default_child,
+                 own_filter: Callable[[int], bool] | None = None) -> None:
         """``own_child(handle)``: whether a qdisc with that handle below our root is one the actuator
-        makes itself (the HTB's bfifos); any other there is someone else's."""
+        makes itself (the HTB's bfifos); any other there is someone else's. ``own_filter(prio)``: the
+        same for a filter on our root (None: the kind takes no filters, e.g. a classless TBF)."""
         #: Why what we installed is no longer ours to change (None: it still is); see the module doc.
         self.displaced: str | None = None
-        self._own_child = own_child
+        self._own_child, self._own_filter = own_child, own_filter
         if not dev or not isinstance(dev, str):
             raise ValueError(f"{owner} needs a device name, got {dev!r}")
         if netns is not None and not Path("/var/run/netns", netns).exists():
@@ -105,7 +107,8 @@ class RootQdisc:
                              f"(an older scidmz, or another tool); check it, then `{ns}tc qdisc del dev {self.dev} root`")
         if left:
             try:
-                self.delete_ours()
+                # A dead scidmz's tree, whole: its rules' priorities are its own, not this instance's.
+                self._delete_root()
             except BaseException:
                 c.release()
                 raise
@@ -130,11 +133,16 @@ class RootQdisc:
         return None
 
     def foreign_below(self) -> list[str]:
-        """Qdiscs someone else attached below our root ("pfifo 77:"), which deleting ours would delete."""
+        """Qdiscs ("pfifo 77:") and filters on our root ("u32 filter prio 7") that someone else attached,
+        which deleting ours would delete."""
         major = self.handle >> 16
-        return [f"{q.get_attr('TCA_KIND')} {q['handle'] >> 16:x}:" for q in self.ipr.get_qdiscs(index=self.index)
-                if q["parent"] != TC_H_ROOT and q["parent"] >> 16 == major and q["handle"] >> 16 != major
-                and not self._own_child(q["handle"])]
+        out = [f"{q.get_attr('TCA_KIND')} {q['handle'] >> 16:x}:" for q in self.ipr.get_qdiscs(index=self.index)
+               if q["parent"] != TC_H_ROOT and q["parent"] >> 16 == major and q["handle"] >> 16 != major
+               and not self._own_child(q["handle"])]
+        if self._own_filter is not None:
+            prios = {f["info"] >> 16 for f in self.ipr.get_filters(index=self.index, parent=self.handle)}
+            out += [f"a filter at priority {p} on it" for p in sorted(prios) if not self._own_filter(p)]
+        return out
 
     def check(self, installed: bool) -> None:
         """ForeignConfigError, naming what was found, if the device's root is not ours to change: after
@@ -179,6 +187,11 @@ class RootQdisc:
             return
         except ActuatorError:
             return  # the device or its namespace went first, and our root with it
+        self._delete_root()
+
+    def _delete_root(self) -> None:
+        """Delete the root under our handle, all below it included. The kernel deletes only a root that
+        has our handle (EINVAL otherwise), so another root that appeared meanwhile is never deleted."""
         from pyroute2.netlink.exceptions import NetlinkError
 
         try:
