@@ -16,6 +16,9 @@ prefix and steps ``--steps`` periods back to back, with the ``--mechanism`` give
   the connections exist: the kernel walks its whole TCP established hash table
   (``net.ipv4.tcp_ehash_entries`` buckets, once per address family) on every
   dump, whatever the number of connections;
+* ``dump_two_walks``: the sock_diag listing as one request per family (two
+  walks of that table) against ``dump``'s one ``TCPDIAG_GETSOCK`` walk
+  (``agent/diag.py``), measured in the same run;
 * ``pyroute2_dump``: the same dump through pyroute2's DiagSocket (why diag.py is
   hand-written), when pyroute2 is installed.
 
@@ -129,6 +132,9 @@ def main() -> int:
         resetting_all = _summary(_cpu_per_call(resetting, a.steps))
         sets = (agent.counts["sets"] - sets_before) / a.steps
         dump = _summary(_cpu_per_call(agent._source.dump, a.steps))
+        two = DiagSocket(one_walk=False)  # the per-family requests: one walk of the hash table each
+        dump_two_walks = _summary(_cpu_per_call(two.dump, a.steps))
+        two.close()
         p2 = _pyroute2_dump()
         pyroute2 = _summary(_cpu_per_call(p2, max(20, a.steps // 10))) if p2 else None
         paced = agent.status()["paced"]
@@ -140,7 +146,8 @@ def main() -> int:
     print(json.dumps({
         "benchmark": "agent_period", "mechanism": a.mechanism, "connections": a.connections, "paced": paced, "steps": a.steps,
         "goal_ms": 2.0, "step": steady, "step_resetting_all": {**resetting_all, "sets_per_period": sets},
-        "dump": dump, "dump_empty": dump_empty, "pyroute2_dump": pyroute2,
+        "dump": dump, "dump_two_walks": dump_two_walks, "one_walk": getattr(agent._source, "one_walk", None),
+        "dump_empty": dump_empty, "pyroute2_dump": pyroute2,
         "step_without_dump_median_ms": round(steady["median_ms"] - dump["median_ms"], 3),
         "tcp_ehash_entries": ehash,
     }))

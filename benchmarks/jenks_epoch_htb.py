@@ -2,15 +2,15 @@
 
 An epoch is what the hardware plant's queue place does every period: ``JenksSeparator.decide``
 on the flow table (classify by RTT, plan rates and buffers, one rule per flow) and
-``HtbQueueActuator.apply`` of the result (the changed classes, then the rule set under a
-fresh u32 priority through the ``u32batch`` path, then the old priority deleted). Measured on a
+``HtbQueueActuator.apply`` of the result (the changed classes, then the rules' difference: each
+flow keeps its own u32 filter, ``actuators.u32slots``). Measured on a
 veth in a private namespace (``qgbench<pid>``), after a first install that is not counted:
 
 * ``steady``: RTTs jitter 2 % around their values, so no flow changes class (hysteresis keeps
   them) and only the queues' rates move: no rule is rewritten;
 * ``moving``: 1 % of the flows jump to another RTT range every epoch, so after ``hold`` epochs
-  they move queue, and the rule set changes: the actuator rewrites *all* the rules (it swaps
-  whole rule sets, which keeps the switch-over atomic; it does not patch single rules).
+  they move queue: the actuator replaces the class of those flows' filters only (~100 requests);
+  ``requests_median`` counts the netlink requests the rules took.
 
 Needs root (null otherwise). Usage: PYTHONPATH=src python3 benchmarks/jenks_epoch_htb.py
 [--flows 10000] [--queues 4] [--epochs 8]
@@ -47,18 +47,28 @@ def epochs(act: object, n: int, k: int, count: int, moving: bool) -> dict[str, f
     base = rng.choice([0.005, 0.020, 0.050, 0.100], n) * rng.uniform(0.9, 1.1, n)
     sep = JenksSeparator(JenksParams(queues=k))
     act.apply(sep.decide(flow_table(n, base, rng), 10e9))  # type: ignore[attr-defined]
-    decide, apply, total, rules = [], [], [], []
+    decide, apply, total, rules, reqs = [], [], [], [], []
+    sent: list[int] = []
+    real = act._nlb.send  # type: ignore[attr-defined]
+
+    def counting(requests: list[bytes]) -> dict[int, int]:
+        sent.append(len(requests))
+        return real(requests)
+
+    act._nlb.send = counting  # type: ignore[attr-defined]
     for e in range(count):
         rtt = base * rng.uniform(0.99, 1.01, n)
         if moving:
             idx = rng.choice(n, n // 100, replace=False)
             base[idx] = rng.choice([0.005, 0.100], idx.size)
         table = flow_table(n, rtt, rng)  # the telemetry's table: not part of the epoch's cost
+        before = len(sent)
         t0 = time.perf_counter()
         cfg = sep.decide(table, 10e9)
         t1 = time.perf_counter()
         act.apply(cfg)  # type: ignore[attr-defined]
         t2 = time.perf_counter()
+        reqs.append(sum(sent[before:]))
         decide.append(t1 - t0)
         apply.append(t2 - t1)
         total.append(t2 - t0)
@@ -66,7 +76,7 @@ def epochs(act: object, n: int, k: int, count: int, moving: bool) -> dict[str, f
         del e
     return {"decide_s_median": float(np.median(decide)), "apply_s_median": float(np.median(apply)),
             "epoch_s_median": float(np.median(total)), "epoch_s_max": float(np.max(total)),
-            "rules": int(np.median(rules))}
+            "rules": int(np.median(rules)), "requests_median": int(np.median(reqs))}
 
 
 def main() -> None:

@@ -112,9 +112,11 @@ PERIOD_S = 1.0  # the testbed scenario's control period T; a unit's episode is i
 
 
 def _overhead(units: list[dict[str, Any]], first_builds: bool = False) -> dict[str, Any]:
-    """Each unit's wall time beyond its episode (periods x T), in seconds and as a share of the episode;
-    ``first_builds``: the first unit also built the testbed, so the median leaves it out."""
-    secs = [u["wall_s"] - u["periods"] * PERIOD_S for u in units]
+    """Each unit's wall time beyond its episode (periods x T), in seconds and as a share of the episode,
+    the validity rule's calibration probe before it included (``validity.probe_wall_s``, where the ledger
+    records one); ``first_builds``: the first unit also built the testbed, so the median leaves it out."""
+    secs = [u["wall_s"] + float((u.get("validity") or {}).get("probe_wall_s") or 0.0) - u["periods"] * PERIOD_S
+            for u in units]
     over = [x / (u["periods"] * PERIOD_S) for x, u in zip(secs, units, strict=True)]
     later = sorted(secs[1:] if first_builds and len(secs) > 1 else secs)
     return {"units": len(units), "per_trial_overhead_s": [round(x, 2) for x in secs],

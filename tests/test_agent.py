@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from scidmz.actuators.share import HEADROOM, demand, water_fill
 from scidmz.agent.client import AgentClient
 from scidmz.agent.hostcaps import binding_caps, caps_of_qdiscs
 from scidmz.agent.lease import Lease
 from scidmz.agent.match import SocketFilter
-from scidmz.agent.share import HEADROOM, demand, water_fill
 from scidmz.agent.token import load_or_create, read_token
 
 UNIT_DIR = Path(__file__).resolve().parents[1] / "deploy" / "systemd"
@@ -197,3 +197,38 @@ def test_an_api_address_it_cannot_listen_on_is_one_line_and_writes_nothing(tmp_p
                        timeout=60)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "cannot listen" in r.stderr, r.stderr
     assert list(tmp_path.iterdir()) == []  # no token, no record
+
+
+def test_the_one_walk_dump_lists_what_the_per_family_dumps_list() -> None:
+    # IPv4, IPv6 and a dual-stack socket talking to an IPv4 peer (an IPv4-mapped address in an AF_INET6
+    # socket): the TCPDIAG_GETSOCK answer must hold every one with the same fields as SOCK_DIAG_BY_FAMILY's.
+    import ipaddress
+    import socket
+
+    from scidmz.agent.diag import DiagSocket
+
+    held = []
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        srv = socket.create_server((host, 0), family=family)
+        held += [srv, socket.create_connection(srv.getsockname()[:2]), srv.accept()[0]]
+    dual = socket.create_server(("::", 0), family=socket.AF_INET6, dualstack_ipv6=True)
+    mapped = socket.socket(socket.AF_INET6)
+    mapped.connect(("::ffff:127.0.0.1", dual.getsockname()[1]))
+    held += [dual, mapped, dual.accept()[0]]
+    one, two = DiagSocket(), DiagSocket(one_walk=False)
+    try:
+        def key(s: object) -> tuple:
+            return (s.inode, s.family, s.local, s.lport, s.peer, s.rport, s.max_pacing_rate)
+
+        a, b = sorted(map(key, one.dump())), sorted(map(key, two.dump()))
+        assert one.one_walk, "this kernel refused TCPDIAG_GETSOCK: the agent would walk the hash table twice"
+        mine = {s.getsockname()[1] for s in held if s.type == socket.SOCK_STREAM}
+        assert {k[3] for k in a} & mine == {k[3] for k in b} & mine
+        assert [k for k in a if k[3] in mine] == [k for k in b if k[3] in mine]
+        assert any(ipaddress.ip_address(k[4]) == ipaddress.ip_address("::ffff:127.0.0.1") for k in a)
+        assert {socket.AF_INET, socket.AF_INET6} <= {k[1] for k in a if k[3] in mine}
+    finally:
+        one.close()
+        two.close()
+        for s in held:
+            s.close()

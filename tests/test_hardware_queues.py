@@ -146,21 +146,23 @@ def _link_drops() -> int:
     return int(tx) + int(rx)
 
 
-def _config(k: int, capacity: float, ports: list[int]) -> object:
+def _config(k: int, capacity: float, ports: list[int], src: str = "10.9.0.2") -> object:
     """Epoch k's plan: three RTT queues whose rates rotate, the flows moved round them, and a fourth
-    queue that comes and goes (the changes an epoch makes)."""
+    queue that comes and goes (the changes an epoch makes). A host ``src`` makes rules that cannot
+    overlap (the actuator moves each flow's own filter); a prefix makes it swap whole rule sets."""
     from scidmz.queueconfig import FlowMatch, FlowRule, QueueConfig, QueueSpec
 
     qids = [1, 10, 11, 12] + ([13] if k % 2 else [])
     share = capacity / len(qids)
     queues = tuple(QueueSpec(q, share * (0.8 + 0.1 * ((q + k) % 3)), capacity, 2_000_000) for q in qids)
-    rules = tuple(FlowRule(FlowMatch(src="10.9.0.2", dst="10.0.3.2", proto=6, dport=p), qids[1 + (i + k) % 3])
+    rules = tuple(FlowRule(FlowMatch(src=src, dst="10.0.3.2", proto=6, dport=p), qids[1 + (i + k) % 3])
                   for i, p in enumerate(ports))
     return QueueConfig(capacity, queues, 1, rules).validate()
 
 
 @pytest.mark.root
-def test_100_reconfigurations_under_load_drop_nothing(router: None) -> None:
+@pytest.mark.parametrize("src", ["10.9.0.2", "10.9.0.0/24"], ids=["per-flow", "whole-set"])
+def test_100_reconfigurations_under_load_drop_nothing(router: None, src: str) -> None:
     from scidmz.actuators.htb import HtbQueueActuator
 
     ports = [5301, 5302, 5303]
@@ -168,7 +170,7 @@ def test_100_reconfigurations_under_load_drop_nothing(router: None) -> None:
     act = HtbQueueActuator("wan0", netns=NS_R)
     runs = []
     try:
-        act.apply(_config(0, capacity, ports))
+        act.apply(_config(0, capacity, ports, src))
         runs = [_iperf("10.0.3.2", p, 6, "-b", "40M", "-C", "cubic") for p in ports]
         time.sleep(1.0)
         before, link_before = _drops(NS_R, "wan0"), _link_drops()
@@ -185,7 +187,7 @@ def test_100_reconfigurations_under_load_drop_nothing(router: None) -> None:
         poller.start()
         try:
             for k in range(1, 101):
-                act.apply(_config(k, capacity, ports))
+                act.apply(_config(k, capacity, ports, src))
                 assert act.current() is not None
                 time.sleep(0.02)
         finally:

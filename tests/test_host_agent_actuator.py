@@ -3,7 +3,7 @@
 The agent's own app (``agent.api.build_app``) is served in-process over a core
 that records what the controller asked (no sockets are paced: that needs
 rights and is what ``tests/test_rehearsal_dtn_agent.py`` does on real
-namespaces). Checked: the equal split among several agents, the token pairing
+namespaces). Checked: the split among several agents on their reported demand, the token pairing
 rules, the start-up check as one line, a lost agent as ``HostAgentError`` (the
 controller's ``host_agent`` cause), the lease renewed in periods without a rate,
 the lift at close, and that the plant declares the host capability only with
@@ -24,7 +24,13 @@ import pytest
 
 pytest.importorskip("uvicorn")
 
-from scidmz.actuators.host_agent import AgentPacer, HostAgentError, agent_token_files  # noqa: E402
+from scidmz.actuators.host_agent import (  # noqa: E402
+    FLOOR,
+    AgentPacer,
+    HostAgentError,
+    agent_token_files,
+    split_on_demand,
+)
 
 
 class RecordingCore:
@@ -33,6 +39,10 @@ class RecordingCore:
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
         self.leased = False
+        self.sent: float | None = None  # what the DTN "delivered" over the agent's last period
+
+    def delivered(self) -> float | None:
+        return self.sent
 
     def set_rate(self, bps: float) -> float:
         self.calls.append(("rate", bps))
@@ -97,6 +107,43 @@ def test_split_renew_lift(agents: list[tuple[str, Path, RecordingCore, Any]]) ->
     assert [s["error"] for s in pacer.status()] == [None, None]
     pacer.close()
     assert all(a[2].calls[-1][0] == "lift" for a in agents)
+
+
+def test_the_split_follows_what_each_dtn_delivered(agents: list[tuple[str, Path, RecordingCore, Any]]) -> None:
+    pacer = AgentPacer([a[0] for a in agents], [str(a[1]) for a in agents], period=1.0)
+    pacer.set_pacing(300e6)  # nothing measured yet: both unbounded, an even split
+    assert [a[2].calls[-1] for a in agents] == [("rate", 150e6), ("rate", 150e6)]
+    agents[0][2].sent, agents[1][2].sent = 10e6, 149e6  # DTN 0 held back by its disks, DTN 1 saturated
+    pacer.keep()  # the renewal's answer carries the new readings
+    pacer.keep()
+    assert [s["delivered"] for s in pacer.status()] == [10e6, 149e6]
+    pacer.set_pacing(300e6)
+    floor = FLOOR * 150e6  # 1.25 x 10 Mbit/s is below DTN 0's floor: the floor, the rest to DTN 1
+    assert [a[2].calls[-1] for a in agents] == [("rate", floor), ("rate", 300e6 - floor)]
+
+
+@pytest.mark.parametrize(("delivered", "last", "want"), [
+    ([None, None, None], [None, None, None], [100e6, 100e6, 100e6]),  # nothing known: even
+    ([0.0, 150e6], [150e6, 150e6], [15e6, 285e6]),  # an idle DTN keeps its floor only
+    # both held back (1.25 x delivered granted), what neither wants spread evenly over both
+    ([100e6, 95e6], [150e6, 150e6], [153.125e6, 146.875e6]),
+    ([40e6, 200e6], [100e6, 200e6], [50e6, 250e6]),  # held back to 1.25 x 40, the saturated one takes the rest
+])
+def test_split_on_demand_table(delivered: list, last: list, want: list[float]) -> None:
+    got = split_on_demand(sum(want), delivered, last)
+    assert got == pytest.approx(want)
+
+
+def test_split_on_demand_always_sums_to_the_target_and_keeps_every_floor() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        n = int(rng.integers(1, 6))
+        total = float(rng.uniform(1e6, 1e10))
+        last = [None if rng.random() < 0.2 else float(rng.uniform(0, total)) for _ in range(n)]
+        delivered = [None if rng.random() < 0.2 else float(rng.uniform(0, 2 * total)) for _ in range(n)]
+        got = split_on_demand(total, delivered, last)
+        assert sum(got) == pytest.approx(total, rel=1e-9)
+        assert min(got) >= FLOOR * total / n * (1 - 1e-12)
 
 
 def test_a_lost_agent_is_a_host_agent_error(agents: list[tuple[str, Path, RecordingCore, Any]]) -> None:

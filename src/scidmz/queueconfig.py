@@ -87,6 +87,14 @@ class FlowMatch:
         if all(getattr(self, f) is None for f in ("src", "dst", "sport", "dport", "proto")):
             raise QueueConfigError("flow rule matches everything; use the default queue instead")
 
+    def __hash__(self) -> int:
+        # Cached (the match is frozen): rule sets of 10,000 flows are hashed several times an epoch.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.src, self.dst, self.sport, self.dport, self.proto))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     def networks(self) -> list[ipaddress.IPv4Network]:
         return [_network(v) for v in (self.src, self.dst) if v is not None]
 
@@ -179,23 +187,38 @@ class QueueConfig:
             raise QueueConfigError(f"queue rates sum to {total:.0f} bit/s, above the link capacity {c:.0f} bit/s")
         if self.default not in seen:
             raise QueueConfigError(f"default queue {self.default!r} is not one of the queues {sorted(seen)}")
+        self._check_rules(seen, None if scope is None else tuple(scope))
+        return self
+
+    def _check_rules(self, qids: set[int], scope: tuple[str, ...] | None) -> None:
+        # Each rule's own checks are remembered on its (frozen) match: a queue policy hands the same
+        # matches back every epoch, and re-checking 10,000 of them took most of a Jenks epoch's budget
+        # on a real router (benchmarks/jenks_epoch_htb.py).
         nets = None if scope is None else [_network(s) for s in scope]
         matches: set[FlowMatch] = set()
         for r in self.rules:
-            r.match.check()
-            if r.queue not in seen:
-                raise QueueConfigError(f"flow rule {_show(r.match)} names queue {r.queue}, which does not exist")
-            if r.match in matches:
-                raise QueueConfigError(f"flow rule {_show(r.match)} appears twice")
-            matches.add(r.match)
-            if nets is not None:
-                for n in r.match.networks():
+            m = r.match
+            memo = m.__dict__
+            if "_checked" not in memo:
+                m.check()
+                object.__setattr__(m, "_checked", True)
+            if r.queue not in qids:
+                raise QueueConfigError(f"flow rule {_show(m)} names queue {r.queue}, which does not exist")
+            matches.add(m)
+            if nets is not None and memo.get("_scope") != scope:
+                for n in m.networks():
                     if not any(_subnet_of(n, s) for s in nets):
                         raise QueueConfigError(
                             f"flow rule address {n} is outside the scenario's networks "
                             f"({', '.join(str(s) for s in nets)})"
                         )
-        return self
+                object.__setattr__(m, "_scope", scope)
+        if len(matches) != len(self.rules):
+            seen_m: set[FlowMatch] = set()
+            for r in self.rules:
+                if r.match in seen_m:
+                    raise QueueConfigError(f"flow rule {_show(r.match)} appears twice")
+                seen_m.add(r.match)
 
     def summary(self) -> dict[str, object]:
         """JSON-ready description (rates in bit/s, buffers in bytes)."""

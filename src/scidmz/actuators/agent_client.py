@@ -15,6 +15,7 @@ that does not answer is a ``ConnectionError``; a refused token a
 from __future__ import annotations
 
 import json
+import math
 import os
 import urllib.parse
 from typing import Any
@@ -48,6 +49,9 @@ class AgentClient:
         self.url = f"{u.scheme}://{u.netloc}"
         self.token = read_token(token_file)
         self.timeout = float(timeout)
+        #: What the DTN delivered over its agent's last period (frame bit/s), from the last /rate or /renew
+        #: answer; None until one carried it.
+        self.delivered: float | None = None
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
         import urllib.error
@@ -88,11 +92,19 @@ class AgentClient:
         code, doc = self._request("POST", "/rate", {"rate": float(bps)})
         if code != 200:
             raise ValueError(f"agent {self.url} refused rate {bps!r}: {doc.get('error')}")
+        self._note_delivered(doc)
         return float(doc["rate"])
 
     def renew(self) -> bool:
-        code, _ = self._request("POST", "/renew", {})
+        code, doc = self._request("POST", "/renew", {})
+        if code == 200:
+            self._note_delivered(doc)
         return code == 200
+
+    def _note_delivered(self, doc: dict[str, Any]) -> None:
+        v = doc.get("delivered")
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        self.delivered = float(v) if ok else None
 
     def lift(self) -> int:
         """Ask the agent to lift every cap it set now (a controller's clean exit); how many it lifted."""

@@ -9,13 +9,23 @@ on its fallback rate still holds the DTNs' last rate), so the lease runs out
 only when the controller itself stops. ``close()`` asks every agent to lift at
 once (a clean exit); a controller that dies leaves that to the lease.
 
-**Splitting R among several DTNs (ours): equally.** Each agent already shares
-its rate among its own connections by max-min water-filling on measured demand
-(``agent/share.py``); across DTNs we split evenly, because it needs no extra
-round trip per period, it is what an admin can predict from the target alone,
-and a Science DMZ's DTNs usually serve one transfer pool behind a load
-balancer. Its cost: a DTN with nothing to send leaves its share unused (then
-give that DTN's agent less weight by running it off the list).
+**Splitting R among several DTNs (ours): on demand, with a floor.** Each agent
+shares its rate among its own connections by max-min water-filling on measured
+demand (``actuators/share.py``); across DTNs the same rule applies one level up.
+Every ``/rate`` and ``/renew`` answer carries what that DTN delivered over its
+agent's last period, so the split costs no extra round trip. Each DTN first gets
+a floor, ``FLOOR`` (10 %) of an even share R/n, so a DTN where a transfer starts
+is paced at once and, delivering most of its floor, is unbounded the next
+period; the rest of R is water-filled on the DTNs' demands (``share.demand``:
+a DTN that delivered at least 90 % of its last rate, or has not been measured,
+takes what is left; one held back by its disks or its peers gets 1.25 x what it
+delivered). The shares always sum to R, so the DTNs together never exceed the
+target, and an idle DTN no longer holds an even share the busy ones cannot use.
+Why not an even split (what this did first): it is predictable from the target
+alone, but a Science DMZ's DTNs rarely carry equal loads, and an idle DTN's
+share was lost. Why a floor of 10 %: a new transfer on an idle DTN reaches a fair
+share within two periods, while at most 10 % of an idle DTN's even share is held
+back from the others.
 
 **Faults.** An agent that does not answer (or answers with an error) during a
 run raises ``HostAgentError`` (an ``ActuatorError``) naming it; the controller
@@ -36,8 +46,12 @@ import numpy as np
 
 from .agent_client import AgentClient
 from .base import ActuatorError
+from .share import demand, water_fill
 
-__all__ = ["AgentPacer", "HostAgentError", "agent_token_files"]
+__all__ = ["AgentPacer", "HostAgentError", "agent_token_files", "split_on_demand", "FLOOR"]
+
+#: The share of an even split R/n every DTN keeps whatever its demand (module docstring; ours).
+FLOOR = 0.10
 
 log = logging.getLogger("scidmz.actuators.host_agent")
 
@@ -61,6 +75,18 @@ def agent_token_files(urls: Sequence[str], tokens: Sequence[str] | str | None) -
     return [str(t) for t in toks]
 
 
+def split_on_demand(total: float, delivered: Sequence[float | None], last: Sequence[float | None]) -> list[float]:
+    """R split among DTNs: a floor each, the rest water-filled on each DTN's demand (module docstring).
+
+    ``delivered[i]`` is what DTN i delivered over its agent's last period and ``last[i]`` the rate it was
+    given then (frame bit/s; None: unknown, so unbounded). The shares sum to ``total``."""
+    n = len(delivered)
+    floor = FLOOR * float(total) / n
+    wants = [demand(d, r) for d, r in zip(delivered, last, strict=True)]
+    rest = water_fill(float(total) - n * floor, [max(w - floor, 0.0) for w in wants])
+    return [floor + x for x in rest]
+
+
 class AgentPacer:
     """The DTNs' aggregate pacing rate through their agents (module docstring)."""
 
@@ -81,8 +107,10 @@ class AgentPacer:
         return [c.check() for c in self.clients]
 
     def split(self, total: float) -> list[float]:
-        """The aggregate rate split among the agents (equally; module docstring)."""
-        return [float(total) / len(self.clients)] * len(self.clients)
+        """The aggregate rate split among the agents on their last reported demand (module docstring)."""
+        if len(self.clients) == 1:
+            return [float(total)]
+        return split_on_demand(total, [c.delivered for c in self.clients], self.rates)
 
     def set_pacing(self, rates: np.ndarray | float) -> None:
         """Set the DTNs' aggregate pacing rate (frame bit/s; a (1,) array or a scalar); HostAgentError if an
@@ -123,7 +151,7 @@ class AgentPacer:
 
     def status(self) -> list[dict[str, Any]]:
         """Per agent: its URL, the rate last set, and the last error (None: answering)."""
-        return [{"url": c.url, "rate": r, "error": e, "shadow": self.shadow}
+        return [{"url": c.url, "rate": r, "delivered": c.delivered, "error": e, "shadow": self.shadow}
                 for c, r, e in zip(self.clients, self.rates, self.errors, strict=True)]
 
     def close(self) -> None:

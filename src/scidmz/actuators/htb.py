@@ -21,15 +21,22 @@ per queue), built from what this kernel has (MACHINE.md: htb, bfifo, u32):
 
 ``apply(config)`` validates first (nothing is touched on bad input), then
 changes the kernel in an order that keeps traffic flowing: new and changed
-classes (and their bfifos) first, then the new rule set added under a fresh
-u32 priority that is evaluated before the old one, then the old rule set
-deleted in one message (``tc filter del ... prio P``), then the classes no
-longer used. If the kernel refuses any step, the new rule set is deleted
-and the previous configuration is rebuilt, so a failed batch leaves the
-previous configuration in force (ActuatorError). Rules go as batches of
-hand-encoded requests, every one acknowledged (``u32batch``: pyroute2's
-encoding alone took 0.76 s for 1,000 rules); ``benchmarks/jenks_speed.py``
-measures 1,000 of them.
+classes (and their bfifos) first, then the rules, then the classes no longer
+used. Rules that cannot overlap (each names the same fields, every address a
+host: a Jenks epoch's 5-tuples) are changed by their difference
+(``u32slots``): each keeps its own filter, a flow that moves queue has its
+filter's class swapped in place, new flows are added and gone ones deleted,
+so a steady epoch sends nothing and one that moves 1 % of 10,000 flows sends
+~100 requests. Other rule sets (prefixes, mixed fields: their order decides)
+are swapped whole: the new set added under a fresh u32 priority that is
+evaluated before the old one, then the old set deleted in one message
+(``tc filter del ... prio P``). Either way no packet meets an interface
+without its rules or its qdisc. If the kernel refuses any step, the previous
+configuration is rebuilt, so a failed batch leaves the previous configuration
+in force (ActuatorError). Rules go as batches of hand-encoded requests, every
+one acknowledged (``u32batch``: pyroute2's encoding alone took 0.76 s for
+1,000 rules); ``benchmarks/jenks_speed.py`` measures 1,000 of them and
+``benchmarks/jenks_epoch_htb.py`` a whole Jenks epoch of 10,000 flows.
 
 ``close`` deletes the root HTB (which removes every class, bfifo and filter
 under it) only if it is still ours; a device whose root qdisc someone else
@@ -51,6 +58,7 @@ from .rootqdisc import TC_H_ROOT as _TC_H_ROOT
 from .rootqdisc import RootQdisc
 from .tbf import derive_burst
 from .u32batch import Key, NetlinkBatch, u32_filter_request
+from .u32slots import MAX_BLOCKS, SLOT_PRIO0, RuleSlots
 
 __all__ = ["HtbQueueActuator", "HTB_HANDLE", "u32_keys", "u32_match", "derive_quantum"]
 
@@ -59,11 +67,14 @@ _INNER_MINOR = 0x0FFF
 _ETH_P_IP = 0x0800
 _FIFO_MAJOR0 = 0x8000
 _PRIO_TOP = 0xFF00
+#: The whole-set path's priorities cycle through [_PRIO_LOW, _PRIO_TOP], above every slot priority.
+_PRIO_LOW = 0xF000
 #: HTB's rate-to-quantum divisor (tc's default r2q).
 R2Q = 10
 _MAX_QUANTUM = 200_000
 
 assert MAX_QID < _INNER_MINOR, "queue ids must not collide with the inner class"
+assert SLOT_PRIO0 + MAX_BLOCKS <= _PRIO_LOW, "slot priorities must stay below the whole-set ones"
 
 
 def _own_fifo(handle: int) -> bool:
@@ -132,6 +143,7 @@ class HtbQueueActuator:
         except BaseException:
             self._root.close()
             raise
+        self._slots = RuleSlots(self.index, HTB_HANDLE, _ETH_P_IP)
 
     # -- kernel helpers -------------------------------------------------------------------
     def _ours(self) -> bool:
@@ -169,6 +181,24 @@ class HtbQueueActuator:
             if exc.code not in (2, 22):  # nothing at that priority
                 raise
 
+    def _swap_rules(self, rules: tuple[FlowRule, ...]) -> None:
+        """The whole set under a fresh priority, then the previous set (whole-set or slot rules) deleted."""
+        old_prio = self._prio
+        # A lower number is matched first, so the new set wins over an older whole set as soon as it is
+        # in; slot rules (lower numbers still) win until they are deleted just after.
+        prio = _PRIO_TOP if old_prio is None or old_prio <= _PRIO_LOW else old_prio - 1
+        try:
+            self._add_rules(rules, prio)
+        except BaseException:
+            self._del_rules(prio)
+            raise
+        self._prio = prio
+        if old_prio is not None and old_prio != prio:
+            self._del_rules(old_prio)
+        for p in self._slots.prios():
+            self._del_rules(p)
+        self._slots.clear()
+
     def _build(self, cfg: QueueConfig) -> None:
         """Make the kernel hold ``cfg`` from whatever of ours is there (see module doc for the order)."""
         prev = self._cfg if self._ours() else None
@@ -177,6 +207,7 @@ class HtbQueueActuator:
             if self._ours():
                 self._tc("del", index=self.index, handle=HTB_HANDLE, parent=_TC_H_ROOT)
             self._prio = None
+            self._slots.clear()
             self._tc("add", "htb", self.index, HTB_HANDLE, parent=_TC_H_ROOT, default=cfg.default, r2q=R2Q)
             burst = derive_burst(cfg.capacity, cfg.mtu)
             self._tc(
@@ -189,18 +220,15 @@ class HtbQueueActuator:
         for q in cfg.queues:
             if old.get(q.qid) != q:
                 self._set_class(q, cfg.mtu, "change" if q.qid in old else "add")
-        old_prio = self._prio
         if prev is None or prev.rules != cfg.rules:
-            # A lower number is matched first, so the new set wins as soon as it is in.
-            prio = _PRIO_TOP if old_prio is None or old_prio <= 2 else old_prio - 1
-            try:
-                self._add_rules(cfg.rules, prio)
-            except BaseException:
-                self._del_rules(prio)
-                raise
-            self._prio = prio
-            if old_prio is not None and old_prio != prio:
-                self._del_rules(old_prio)
+            plan = self._slots.plan(cfg.rules, HTB_HANDLE)
+            if plan is not None:
+                self._slots.sync(self._nlb, plan, HTB_HANDLE, u32_match)
+                if self._prio is not None:
+                    self._del_rules(self._prio)
+                    self._prio = None
+            else:
+                self._swap_rules(cfg.rules)
         new_ids = {q.qid for q in cfg.queues}
         for qid in old:
             if qid not in new_ids:
@@ -232,6 +260,7 @@ class HtbQueueActuator:
         from pyroute2.netlink.exceptions import NetlinkError
 
         self._cfg, self._prio = None, None
+        self._slots.clear()
         try:
             if self._ours():
                 self._tc("del", index=self.index, handle=HTB_HANDLE, parent=_TC_H_ROOT)
@@ -273,9 +302,10 @@ class HtbQueueActuator:
                 label = next((q.label for q in self._cfg.queues if q.qid == minor), "")
                 queues.append(QueueSpec(minor, float(rate) * 8, float(ceil) * 8, limits.get(minor, 0),
                                         int(parms["quantum"]), label))
+            prios = {self._prio, *self._slots.prios()}
             nfilt = sum(
                 1 for f in self._ipr.get_filters(index=self.index, parent=HTB_HANDLE)
-                if f.get_attr("TCA_KIND") == "u32" and (f["info"] >> 16) == self._prio
+                if f.get_attr("TCA_KIND") == "u32" and (f["info"] >> 16) in prios
                 and f.get_attr("TCA_OPTIONS") is not None and f.get_attr("TCA_OPTIONS").get_attr("TCA_U32_SEL") is not None
             )
             if nfilt != len(self._cfg.rules):

@@ -22,14 +22,14 @@ import socket
 import struct
 from collections.abc import Sequence
 
-__all__ = ["Key", "u32_filter_request", "BatchError", "NetlinkBatch", "CHUNK"]
+__all__ = ["Key", "u32_filter_request", "u32_delete_request", "BatchError", "NetlinkBatch", "CHUNK"]
 
 #: (value, mask, offset): 32 bits compared at ``offset`` bytes into the IPv4 header, network order.
 Key = tuple[int, int, int]
 
-_RTM_NEWTFILTER = 44
+_RTM_NEWTFILTER, _RTM_DELTFILTER = 44, 45
 _NLMSG_ERROR = 2
-_NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_EXCL, _NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+_NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_ECHO, _NLM_F_EXCL, _NLM_F_CREATE = 0x1, 0x4, 0x8, 0x200, 0x400
 _TCA_KIND, _TCA_OPTIONS = 1, 2
 _TCA_U32_CLASSID, _TCA_U32_SEL = 1, 5
 _TC_U32_TERMINAL = 1
@@ -47,17 +47,37 @@ def _attr(kind: int, payload: bytes) -> bytes:
     return struct.pack("=HH", n, kind) + payload + b"\0" * (-n % 4)
 
 
+def _tcmsg(ifindex: int, handle: int, parent: int, prio: int, protocol: int) -> bytes:
+    return struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, ifindex, handle, parent,
+                       (prio << 16) | socket.htons(protocol))
+
+
 def u32_filter_request(seq: int, ifindex: int, parent: int, prio: int, protocol: int, classid: int,
-                       keys: Sequence[Key]) -> bytes:
-    """One RTM_NEWTFILTER request (create, exclusive, acknowledged) adding a u32 filter that sends
-    packets matching every key to ``classid``; ``protocol`` is the ethertype (0x0800)."""
+                       keys: Sequence[Key], handle: int = 0, replace: bool = False, echo: bool = False) -> bytes:
+    """One RTM_NEWTFILTER request (acknowledged) adding a u32 filter that sends packets matching every
+    key to ``classid``; ``protocol`` is the ethertype (0x0800).
+
+    ``handle`` 0 lets the kernel number the filter; a node id alone (``0x00000NNN``) places it at that
+    node of the priority's root hash table; a full handle (``htid | node``) names it. Without
+    ``replace`` the request is exclusive (the filter must not exist); with it an existing filter of
+    that handle keeps its selector and only takes the new ``classid``, in one RCU swap (the kernel's
+    u32 change path), and a missing one is created. ``echo`` asks the kernel to send the filter back
+    (``NetlinkBatch.send`` returns its handle)."""
     sel = struct.pack("=BBBxHHhhI", _TC_U32_TERMINAL, 0, len(keys), 0, 0, 0, 0, 0)
     sel += b"".join(struct.pack(">II", mask, val) + struct.pack("=ii", off, 0) for val, mask, off in keys)
     opts = _attr(_TCA_U32_CLASSID, struct.pack("=I", classid)) + _attr(_TCA_U32_SEL, sel)
-    body = struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, ifindex, 0, parent, (prio << 16) | socket.htons(protocol))
-    body += _attr(_TCA_KIND, b"u32\0") + _attr(_TCA_OPTIONS, opts)
-    flags = _NLM_F_REQUEST | _NLM_F_ACK | _NLM_F_EXCL | _NLM_F_CREATE
+    body = _tcmsg(ifindex, handle, parent, prio, protocol) + _attr(_TCA_KIND, b"u32\0") + _attr(_TCA_OPTIONS, opts)
+    flags = _NLM_F_REQUEST | _NLM_F_ACK | _NLM_F_CREATE | (0 if replace else _NLM_F_EXCL) | (_NLM_F_ECHO if echo else 0)
     return _HDR.pack(_HDR.size + len(body), _RTM_NEWTFILTER, flags, seq, 0) + body
+
+
+def u32_delete_request(seq: int, ifindex: int, parent: int, prio: int, protocol: int, handle: int) -> bytes:
+    """One RTM_DELTFILTER request (acknowledged) deleting the u32 filter ``handle`` (htid | node, never 0:
+    0 would delete every filter at ``prio``)."""
+    if not handle & 0xFFF:
+        raise ValueError(f"u32 handle {handle:#x} names no single filter")
+    body = _tcmsg(ifindex, handle, parent, prio, protocol) + _attr(_TCA_KIND, b"u32\0")
+    return _HDR.pack(_HDR.size + len(body), _RTM_DELTFILTER, _NLM_F_REQUEST | _NLM_F_ACK, seq, 0) + body
 
 
 class BatchError(OSError):
@@ -98,10 +118,12 @@ class NetlinkBatch:
         self._seq = (self._seq + 1) & 0x7FFFFFFF or 1
         return self._seq
 
-    def send(self, requests: Sequence[bytes]) -> None:
+    def send(self, requests: Sequence[bytes]) -> dict[int, int]:
         """Send ``requests`` (each carrying its own sequence number) and wait for every acknowledgement;
-        raise ``BatchError`` naming the first refused one (the others were still all processed)."""
+        raise ``BatchError`` naming the first refused one (the others were still all processed).
+        Returns the handles of the filters the kernel echoed (``echo=True`` requests), by sequence number."""
         first_err: tuple[int, int] | None = None
+        echoed: dict[int, int] = {}
         for a in range(0, len(requests), CHUNK):
             part = requests[a:a + CHUNK]
             want = {_HDR.unpack_from(r)[3]: a + i for i, r in enumerate(part)}
@@ -113,7 +135,7 @@ class NetlinkBatch:
                     raise OSError(_errno.ETIMEDOUT, f"{len(want)} netlink requests were not acknowledged") from None
                 off = 0
                 while off + _HDR.size <= len(data):
-                    ln, kind, _flags, _seq, _pid = _HDR.unpack_from(data, off)
+                    ln, kind, _flags, seq, _pid = _HDR.unpack_from(data, off)
                     if ln < _HDR.size:
                         break
                     if kind == _NLMSG_ERROR:
@@ -122,9 +144,12 @@ class NetlinkBatch:
                         idx = want.pop(orig_seq, None)
                         if err and idx is not None and (first_err is None or idx < first_err[1]):
                             first_err = (-err, idx)
+                    elif kind == _RTM_NEWTFILTER:  # an echo: tcmsg's handle follows family, pads, ifindex
+                        echoed[seq] = struct.unpack_from("=I", data, off + _HDR.size + 8)[0]
                     off += (ln + 3) & ~3
         if first_err is not None:
             raise BatchError(*first_err)
+        return echoed
 
     def close(self) -> None:
         self._sock.close()

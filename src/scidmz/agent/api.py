@@ -4,6 +4,9 @@ Every request carries ``Authorization: Bearer <token>`` (``agent.token``):
 
 * ``POST /rate`` ``{"rate": "400M"}`` (or bit/s): set the aggregate rate and grant the lease;
 * ``POST /renew``: renew the lease (409 if none is held: it expired, set the rate again);
+  both answer with ``delivered``, what the DTN's matching connections delivered over the
+  agent's last period (frame bit/s, null before one was measured), so a controller serving
+  several DTNs splits its rate on demand without another request;
 * ``GET /status``: state, rate, lease, host caps, every matching connection with its share,
   pacing rate and delivery rates (from ``tcp_info``);
 * ``GET /metrics``: Prometheus text.
@@ -116,14 +119,14 @@ def build_app(agent: Any, token: str, metrics: Any = None) -> Any:
             return _json(400, {"error": 'body must be JSON like {"rate": "400M"}'})
         except ValueError as exc:
             return _json(400, {"error": str(exc).splitlines()[0]})
-        return _json(200, {"rate": v, "lease_remaining": agent.lease.remaining()})
+        return _json(200, {"rate": v, "lease_remaining": agent.lease.remaining(), "delivered": agent.delivered()})
 
     async def renew(request: Request) -> Any:
         if not authorised(request):
             return refused()
         if not agent.renew():
             return _json(409, {"error": "no lease held (it expired or no rate was set): POST /rate again"})
-        return _json(200, {"lease_remaining": agent.lease.remaining()})
+        return _json(200, {"lease_remaining": agent.lease.remaining(), "delivered": agent.delivered()})
 
     async def lift(request: Request) -> Any:
         # The controller's clean exit: the DTN is unpaced at once rather than at the lease's end.

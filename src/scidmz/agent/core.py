@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..actuators.pacing import payload_bytes_per_s
+from ..actuators.share import demand, water_fill
 from ..units import WIRE_PER_PAYLOAD
 from .diag import UNLIMITED, DiagSocket, TcpSocket
 from .lease import Lease
@@ -40,7 +41,6 @@ from .match import SocketFilter
 from .mechanism import PidfdMechanism
 from .owners import Owner, OwnerIndex, comm_of
 from .record import OwnerRecord
-from .share import demand, water_fill
 
 __all__ = ["DtnAgent", "Conn", "DEADBAND"]
 
@@ -123,6 +123,13 @@ class DtnAgent:
     def renew(self) -> bool:
         with self._lock:
             return self.lease.renew()
+
+    def delivered(self) -> float | None:
+        """What the matching connections delivered over the last period (frame bit/s); None before any
+        period was measured. The controller splits its rate among DTNs on it (``actuators.host_agent``)."""
+        with self._lock:
+            got = [c.delivered for c in self.conns.values() if c.delivered is not None]
+            return float(sum(got)) if got or not self.conns else None
 
     # -- one period ----------------------------------------------------------------------
     def step(self) -> None:

@@ -15,6 +15,16 @@ which 2.5 ms is the kernel's own walk), and importing it adds 20 MB of RSS to
 an agent whose budget is 60 MB.
 Offsets are those of ``include/uapi/linux/inet_diag.h`` and ``linux/tcp.h``
 (stable ABI: fields are only ever appended).
+
+One walk for both families (ours): most of a period's cost is the kernel
+walking its whole established hash table (``net.ipv4.tcp_ehash_entries``
+buckets, 262,144 here, shared by IPv4 and IPv6) once per dump, however few
+sockets there are. A ``SOCK_DIAG_BY_FAMILY`` request names one family, so
+listing IPv4 and IPv6 costs two walks. The older ``TCPDIAG_GETSOCK`` request
+(``inet_diag_req``, still served by ``net/ipv4/inet_diag.c`` for
+compatibility) asks with ``AF_UNSPEC`` and gets both families from one walk,
+with the same ``inet_diag_msg`` answers: benchmarks/agent_period.py reports
+both dumps side by side. A kernel that refuses it gets the two dumps.
 """
 
 from __future__ import annotations
@@ -35,8 +45,11 @@ TCP_ESTABLISHED = 1
 #: ~0UL: "no maximum" (a socket's initial SO_MAX_PACING_RATE).
 UNLIMITED = 2**64 - 1
 
+TCPDIAG_GETSOCK = 18
+
 _NLH = struct.Struct("=IHHII")
 _REQ = struct.Struct("=BBBxI48x")  # family, protocol, ext, pad, states, inet_diag_sockid (any)
+_OLD_REQ = struct.Struct("=BBBB48xII")  # inet_diag_req: family, src_len, dst_len, ext, sockid, states, dbs
 _MSG = struct.Struct("=BBBB2s2s16s16sIQIIIII")  # inet_diag_msg: 72 bytes
 _RTA = struct.Struct("=HH")
 #: tcp_info: (byte 7) delivery_rate_app_limited bit; max_pacing_rate@112, bytes_acked@120,
@@ -67,7 +80,7 @@ def _addr(family: int, raw: bytes) -> str:
     return str(ipaddress.IPv6Address(raw))
 
 
-def _parse(family: int, body: memoryview) -> TcpSocket | None:
+def _parse(body: memoryview) -> TcpSocket | None:
     (fam, _state, _t, _r, sport, dport, src, dst, _if, _cookie, _exp, _rq, _wq, _uid,
      inode) = _MSG.unpack_from(body, 0)
     off = _MSG.size
@@ -95,22 +108,28 @@ def _parse(family: int, body: memoryview) -> TcpSocket | None:
 class DiagSocket:
     """A NETLINK_SOCK_DIAG socket, kept open; ``dump()`` lists every established TCP socket."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, one_walk: bool = True) -> None:
         self._sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
         self._sock.bind((0, 0))
         self._seq = 0
+        self.one_walk = one_walk  # False once the kernel refused the TCPDIAG_GETSOCK request
 
     def dump(self) -> list[TcpSocket]:
+        if self.one_walk:
+            try:
+                return self._dump(TCPDIAG_GETSOCK, _OLD_REQ.pack(socket.AF_UNSPEC, 0, 0, 1 << (INET_DIAG_INFO - 1),
+                                                                 1 << TCP_ESTABLISHED, 0))
+            except OSError:
+                self.one_walk = False
         out: list[TcpSocket] = []
         for family in (socket.AF_INET, socket.AF_INET6):
-            out.extend(self._dump(family))
+            req = _REQ.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 1 << TCP_ESTABLISHED)
+            out.extend(self._dump(SOCK_DIAG_BY_FAMILY, req))
         return out
 
-    def _dump(self, family: int) -> list[TcpSocket]:
+    def _dump(self, kind: int, req: bytes) -> list[TcpSocket]:
         self._seq += 1
-        req = _REQ.pack(family, socket.IPPROTO_TCP, 1 << (INET_DIAG_INFO - 1), 1 << TCP_ESTABLISHED)
-        self._sock.send(_NLH.pack(_NLH.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP,
-                                  self._seq, 0) + req)
+        self._sock.send(_NLH.pack(_NLH.size + len(req), kind, NLM_F_REQUEST | NLM_F_DUMP, self._seq, 0) + req)
         out: list[TcpSocket] = []
         while True:
             data = memoryview(self._sock.recv(1 << 17))
@@ -126,8 +145,8 @@ class DiagSocket:
                     if err:
                         raise OSError(err, f"sock_diag dump failed: {__import__('os').strerror(err)}")
                     return out
-                if seq == self._seq and ty == SOCK_DIAG_BY_FAMILY:
-                    s = _parse(family, data[off + _NLH.size: off + ln])
+                if seq == self._seq and ty == kind:
+                    s = _parse(data[off + _NLH.size: off + ln])
                     if s is not None:
                         out.append(s)
                 off += (ln + 3) & ~3

@@ -167,13 +167,18 @@ def add_plant_args(p: argparse.ArgumentParser, realtime_note: str = "") -> None:
     g.add_argument("--ovs-mode", default=None, help="hardware plant: htb | meter | policing (default htb)")
     g.add_argument("--dtn-agent", action="append", default=None, metavar="URL",
                    help="hardware plant: a DTN's `scidmz agent`, e.g. http://192.0.2.7:8643, the host place "
-                        "(pacing policies); repeatable: the DTNs' target is split equally among them")
+                        "(pacing policies); repeatable: the DTNs' target is split among them on what each delivers")
     g.add_argument("--dtn-agent-token", action="append", default=None, metavar="FILE",
                    help="hardware plant: a copy of the agent's token file; once for every --dtn-agent, or once "
                         "per --dtn-agent in the same order")
     g.add_argument("--queues-dev", default=None, metavar="IFACE",
                    help="hardware plant: the router's WAN interface that holds a queue policy's K queues "
                         "(HTB leaves, bfifo, u32 rules), e.g. for --policy jenks")
+    g.add_argument("--discipline", default=None, metavar="p4:HOST:PORT",
+                   help="hardware plant: the P4Runtime address of the switch (BMv2) that forwards the bottleneck "
+                        "traffic, for --policy abc|ffs: it loads disciplines/<name>/p4 and sets the weights every "
+                        "period (--plant-opt discipline_pipeline=DIR: p4c's output instead of compiling; "
+                        "discipline_ports=IN,OUT, default 0,1)")
     g.add_argument("--plant-opt", action="append", default=[], metavar="KEY=VALUE",
                    help="any other keyword option of the plant, e.g. egress_hook=tc (repeatable)")
 

@@ -41,9 +41,10 @@ DEFAULT_TARGET_FRACTION = 0.5
 
 
 #: The plant flags beyond ``--telemetry`` (the hardware plant's rate actuator target, its host actuator,
-#: the DTN agents, and its queue device); a plant takes those its registry entry names
+#: the DTN agents, its queue device and its discipline switch); a plant takes those its registry entry names
 #: (``register_plant(cli=...)``).
-PLANT_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token", "queues_dev")
+PLANT_FLAGS = ("dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token", "queues_dev",
+               "discipline")
 
 
 def plant_choice(plant: str, *, telemetry: str | None = None, extra: list[str] | tuple[str, ...] = (),

@@ -79,7 +79,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_seed_arg(p, what="trial i uses seed S + i")
     add_policy_file_args(p)
     p.add_argument("--max-starved", type=float, default=None,
-                   help="leave out trials whose share of starved periods exceeds this (default 0.05)")
+                   help="refused: the starved share is evidence, not validity (it depends on what the policy "
+                        "did); a trial's validity is the plan's rule, --set plan.max_cpu_pressure=, "
+                        "plan.max_stage_late=, plan.min_probe_service=, plan.max_reruns= (docs/leaderboard.md)")
     p.add_argument("--executor", default=None, metavar="SPEC",
                    help="where the fluid plant's trials run: local (default) | processes[:N] | dask://HOST:PORT "
                         "(the same numbers)")
@@ -183,9 +185,20 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
     return 0
 
 
-def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
-    import math
+def _validity_line(res: dict) -> str:
+    """What the validity rule did, when it did anything: trials re-run, and those still invalid."""
+    rerun = {u: sorted(by, key=int) for u, by in (res.get("reruns") or {}).items() if by}
+    stayed = {u: t for u, t in (res.get("stayed_invalid") or {}).items() if t}
+    if not rerun and not stayed:
+        return ""
+    line = "\nre-run (a disturbed machine): " + "; ".join(f"{u} trials {', '.join(t)}" for u, t in rerun.items())
+    if stayed:
+        line += "; still invalid, left out for every policy: " + "; ".join(
+            f"{u} trials {', '.join(map(str, t))}" for u, t in stayed.items())
+    return line
 
+
+def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     from ..evaluation.leaderboard.plan import (
         make_plan,
         parse_experiments,
@@ -200,9 +213,13 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
 
     if a.scenario is None:
         raise ValueError("a SCENARIO is required (a built-in name or a .toml file), except with --render-only")
-    ms = DEFAULT_MAX_STARVED if a.max_starved is None else float(a.max_starved)
-    if not (math.isfinite(ms) and 0.0 <= ms <= 1.0):
-        raise ValueError(f"--max-starved must be a share in [0, 1], got {a.max_starved}")
+    if a.max_starved is not None:
+        # Ours: the starved share is counted per unit from symptoms the policy moves (its own step
+        # lateness, the backlog it leaves), so it no longer decides validity (evaluation.leaderboard.validity).
+        raise ValueError("--max-starved: a trial's starved share is evidence now, not its validity (it depends on "
+                         "what the policy did); set the plan's rule with --set plan.max_cpu_pressure=, "
+                         "plan.max_stage_late=, plan.min_probe_service=, plan.max_reruns=")
+    ms = DEFAULT_MAX_STARVED
     plant = plant_spec(a.plant)
     from ..executors import parse_executor
 
@@ -214,7 +231,7 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     fewer = _canonical_trials(parse_policy_trials(a.policy_trials))
     _check_policy_trials(fewer, names)
     plan = make_plan(plant.name, a.trials, a.fct_trials, parse_experiments(a.experiments, plant.name), a.quick,
-                     a.seed, plan_over, fewer, ms)
+                     a.seed, plan_over, fewer)
     sc = resolve_scenario(a.scenario, scen_over)
     try:
         policies, files = build_policies(names, sc, files=policy_file_args(a, names), tracking_uri=a.tracking_uri)
@@ -224,5 +241,5 @@ def _run(a: argparse.Namespace, command: str) -> tuple[dict, str]:
     res = run_leaderboard(prep, command, ms, a.executor)
     best = {r["experiment"]: r["policy"] for r in res["rows"] if r.get("best")}
     human = (f"{res['units_run']} trials run, {res['units']} in the ledger; best: "
-             + ", ".join(f"{e} {p}" for e, p in best.items()) + f"\nreport: {res['report']}")
+             + ", ".join(f"{e} {p}" for e, p in best.items()) + _validity_line(res) + f"\nreport: {res['report']}")
     return res, human

@@ -8,7 +8,8 @@ Every discipline is one package, ``scidmz.disciplines.<name>``, with the same fi
 - ``fluid.py``   the fluid plant's hook (:mod:`scidmz.disciplines.base` documents the contract):
   ``FLUID_ID``, ``layout``, ``init``, ``set_weights``, ``state`` and the numba ``admit``;
 - ``stage.py``   ``Decider``, the NFQUEUE data-path stage's per-packet verdicts;
-- ``p4/``        its P4 program and table generator, ``p4check.py`` its BMv2 cross-check (if it has one).
+- ``p4/``        its P4 program and table generator, ``p4check.py`` its BMv2 cross-check (if it has one);
+  ``p4/bottleneck.py`` the control plane of its program for a switch at the bottleneck (if it has one).
 
 The fluid id is the number the fluid kernel dispatches on: numba calls only
 functions it sees when it compiles, so ``plant/fluid/kernel.py``'s
@@ -48,6 +49,15 @@ class DisciplineEntry:
     def decider(self) -> type:
         """The NFQUEUE stage's decider class."""
         return import_module(f"{self.package}.stage").Decider
+
+    def p4_bottleneck(self) -> ModuleType:
+        """The control plane of its P4 program for a switch at the bottleneck (``p4/bottleneck.py``:
+        ``PROGRAM``, ``CLASS``, ``WEIGHT``, ``check``, ``weight_values``, ``initial_weights``, ``params``);
+        a one-line ValueError for a discipline without one."""
+        try:
+            return import_module(f"{self.package}.p4.bottleneck")
+        except ModuleNotFoundError:
+            raise ValueError(f"discipline {self.name!r} has no P4 bottleneck program") from None
 
 
 _ENTRIES = (

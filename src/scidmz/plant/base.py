@@ -45,7 +45,8 @@ from .registry import (
     register_plant,
 )
 
-__all__ = ["StateBatch", "Plant", "QueuePlant", "DisciplinePlant", "HostPlant", "UnmeasuredPlant", "plant_capabilities",
+__all__ = ["StateBatch", "Plant", "QueuePlant", "DisciplinePlant", "HostPlant", "UnmeasuredPlant", "ValiditySource",
+           "plant_capabilities",
            "CAPABILITIES", "capability_methods", "FLOW_COLUMNS", "FlowTable", "make_plant", "register_plant",
            "check_plant_options", "check_batch_flows", "PLANT_KINDS", "PlantSpec", "plant_spec", "plant_entry",
            "plant_names", "DEFAULT_PLANT"]
@@ -160,6 +161,25 @@ class UnmeasuredPlant(Plant, Protocol):
 
     def unmeasured(self) -> dict[str, int]:
         """Packets passed on unmeasured since the plant was built, by reason (cumulative; {}: none)."""
+        ...
+
+
+class ValiditySource(Protocol):
+    """Signals of the machine a real-time plant runs on, which no policy moves: what a leaderboard judges
+    a trial's validity by (``evaluation.leaderboard.validity``). A plant that records them exposes one
+    as ``validity_signals`` (the netns plant: ``plant.netns.manage.validity``; a deterministic plant has
+    none). Each value is a number, or None where the source could not read it (never guessed)."""
+
+    def probe(self) -> dict[str, Any]:
+        """A short calibration of the testbed between episodes (e.g. ``probe_service``)."""
+        ...
+
+    def begin(self) -> None:
+        """Start measuring an episode."""
+        ...
+
+    def end(self) -> dict[str, Any]:
+        """The signals since ``begin`` (e.g. ``cpu_pressure``, ``stage_late_mean_s``)."""
         ...
 
 

@@ -213,6 +213,9 @@ def build_hardware_plant(
     dtn_agent_token: list[str] | str | None = None,
     host_shadow: bool = False,
     queues_dev: str | None = None,
+    discipline: str | None = None,
+    discipline_pipeline: str | None = None,
+    discipline_ports: Any = "0,1",
 ) -> HardwarePlant:
     """A ``HardwarePlant`` from command-line options: the actuator (``TbfActuator`` on ``dev`` or
     ``OvsQosActuator`` on ``ovs_port``, or ``actuator(target, netns=)``) and the telemetry view
@@ -227,15 +230,20 @@ def build_hardware_plant(
     ``dtn_agent_token`` (one token file, or one per URL): the host place (``hardware_host``), every
     agent checked first, before anything is shaped; ``host_shadow`` (shadow mode's): the agents are
     checked and asked, and no rate is set on them. ``queues_dev``: the queue place, K HTB
-    queues on that interface (``hardware_queues``; without ``dev``/``ovs_port`` there is no rate place)."""
+    queues on that interface (``hardware_queues``; without ``dev``/``ovs_port`` there is no rate place).
+    ``discipline="p4:HOST:PORT"``: the discipline place, ABC or FFS in the P4 switch at the bottleneck
+    (``hardware_discipline``: ``discipline_pipeline`` p4c's output folder, else the program compiled;
+    ``discipline_ports`` "IN,OUT"), connected and its owner record taken before anything else is opened."""
     if telemetry is None or telemetry == "":
         raise ValueError(
             "the hardware plant needs its telemetry: give the P4Runtime address (--telemetry HOST:PORT) of "
             "the switch running telemetry_p4/, or --telemetry ebpf:LAN_IF,WAN_IF for this router's interfaces"
         )
-    if dev is not None and ovs_port is not None or dev is None and ovs_port is None and queues_dev is None:
+    if dev is not None and ovs_port is not None or dev is None and ovs_port is None and queues_dev is None \
+            and discipline is None:
         raise ValueError("the hardware plant needs exactly one actuator target: --dev IFACE or --ovs-port PORT"
-                         " (or only --queues-dev IFACE for a queue policy)")
+                         " (or only --queues-dev IFACE for a queue policy, --discipline p4:HOST:PORT for a "
+                         "discipline policy)")
     if actuator is not None and not callable(actuator):
         raise ValueError(f"actuator must be a factory (target, netns=) -> RateActuator, got {actuator!r}")
     _check_files_and_names(p4info, netns)
@@ -245,15 +253,55 @@ def build_hardware_plant(
         check_queue_dev(queues_dev, netns, dev)  # before the shaper or the telemetry touch the router
     ebpf = _ebpf_source(telemetry, scenario, netns, dtn_prefixes, remote_prefixes, egress_hook)
     host = open_host(scenario, dtn_agent, dtn_agent_token, shadow=host_shadow)  # they answer, or exit 2
+    disc = _discipline_place(discipline, discipline_pipeline, discipline_ports, dtn_prefixes, actuator)
+    try:
+        plant = _open_places(scenario, dev, ovs_port, telemetry, ebpf, netns, ovs_db, ovs_mode, ovs_bridge, actuator,
+                             host, dict(p4_pipeline=p4_pipeline, p4_thrift=p4_thrift, tap_ports=tap_ports,
+                                        p4info=p4info, dtn_prefixes=dtn_prefixes, remote_prefixes=remote_prefixes,
+                                        install=install, options=view_options or {}))
+    except BaseException:
+        if disc is not None:
+            disc.close()
+        raise
+    if disc is not None:
+        from .hardware_discipline import with_discipline_place
+
+        plant = with_discipline_place(plant, disc)
+    try:
+        return _queue_place(plant, queues_dev, netns, actuator)  # the queue place last, on any class
+    except BaseException:
+        plant.close()
+        raise
+
+
+def _discipline_place(address: str | None, pipeline: str | None, ports: Any, dtn: Any, factory: Any) -> Any:
+    """The discipline place at ``address`` (``hardware_discipline``), opened: connected, its owner record
+    taken, a dead owner's entries removed; shadow mode's prints its weights. None without an address."""
+    if address is None:
+        if pipeline is not None:
+            raise ValueError("discipline_pipeline is for a discipline switch (--discipline p4:HOST:PORT)")
+        return None
+    from .hardware_discipline import DisciplinePrinter, DisciplineSwitch
+
+    switch = DisciplineSwitch(address, pipeline=pipeline, ports=ports, dtn_prefixes=dtn)  # checks, no change
+    if getattr(factory, "applies", True) is False:
+        return DisciplinePrinter(switch.address)
+    return switch.open()
+
+
+def _open_places(scenario: Scenario, dev: str | None, ovs_port: str | None, telemetry: Any, ebpf: Any,
+                 netns: str | None, ovs_db: str | None, ovs_mode: str, ovs_bridge: str | None, actuator: Any,
+                 host: Any, p4opts: dict[str, Any]) -> HardwarePlant:
+    """The rate place and the telemetry (and the host place), opened; nothing left open on failure."""
     p4 = None
     if isinstance(telemetry, str) and ebpf is None:
         from .hardware_p4 import P4Switch
 
         # every option is checked here, before the actuator or the switch is touched
-        p4 = P4Switch(telemetry, pipeline=p4_pipeline, thrift=p4_thrift, tap_ports=tap_ports, p4info=p4info,
-                      dtn_prefixes=dtn_prefixes, remote_prefixes=remote_prefixes, install=install,
-                      options=view_options or {})
-    elif p4_pipeline is not None or p4_thrift is not None:
+        p4 = P4Switch(telemetry, pipeline=p4opts["p4_pipeline"], thrift=p4opts["p4_thrift"],
+                      tap_ports=p4opts["tap_ports"], p4info=p4opts["p4info"], dtn_prefixes=p4opts["dtn_prefixes"],
+                      remote_prefixes=p4opts["remote_prefixes"], install=p4opts["install"], options=p4opts["options"])
+    elif p4opts["p4_pipeline"] is not None or p4opts["p4_thrift"] is not None:
         raise ValueError("--p4-pipeline and --p4-thrift are for a P4 telemetry switch (--telemetry p4:HOST:PORT)")
     # The actuator first: it validates the local side without touching the network.
     act = _actuator(scenario, dev, ovs_port, netns, ovs_db, ovs_mode, ovs_bridge, actuator)
@@ -273,12 +321,7 @@ def build_hardware_plant(
         if ebpf is not None:
             ebpf.close()
         raise
-    plant = _with_host(plant, host)
-    try:
-        return _queue_place(plant, queues_dev, netns, actuator)  # the queue place last, on any class
-    except BaseException:
-        plant.close()
-        raise
+    return _with_host(plant, host)
 
 
 def _queue_place(plant: HardwarePlant, queues_dev: str | None, netns: str | None, factory: Any) -> HardwarePlant:
@@ -341,4 +384,4 @@ def _ebpf_source(telemetry: Any, scenario: Scenario, netns: str | None, dtn: lis
 
 register_plant("hardware", build_hardware_plant, realtime=True, replays=False,
                cli=("telemetry", "dev", "netns", "ovs_port", "ovs_db", "ovs_mode", "dtn_agent", "dtn_agent_token",
-                    "queues_dev"))
+                    "queues_dev", "discipline"))

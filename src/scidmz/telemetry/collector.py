@@ -62,6 +62,13 @@ FLOW_COLUMNS: tuple[str, ...] = (
 )
 
 
+def _clock_ns(view: DataPlaneView) -> int:
+    """The view's clock in integer ns: exact where the view keeps it so (the twin), else rounded
+    from its seconds (a switch's or the kernel's clock, read as a float)."""
+    exact = getattr(view, "clock_ns", None)
+    return int(exact()) if callable(exact) else round(view.clock() * 1e9)
+
+
 def state_of_row(row: np.ndarray) -> tuple[NetworkState, dict[str, bool]]:
     """A ``control.close_period`` output row as (NetworkState, stale flags)."""
     y = NetworkState(float(row[0]), *(float(v) for v in row[1:8]))
@@ -71,7 +78,8 @@ def state_of_row(row: np.ndarray) -> tuple[NetworkState, dict[str, bool]]:
 class Collector:
     """Turns data-plane reads into ``NetworkState`` samples (see module docstring)."""
 
-    def __init__(self, view: DataPlaneView, alpha: float = DEFAULT_ALPHA, t0: float | None = None) -> None:
+    def __init__(self, view: DataPlaneView, alpha: float = DEFAULT_ALPHA, t0: float | None = None, *,
+                 t0_ns: int | None = None) -> None:
         if not 0.0 <= alpha < 1.0:
             raise ValueError(f"alpha must be in [0, 1), got {alpha}")
         from .controlplane import new_state
@@ -80,10 +88,12 @@ class Collector:
         self.alpha = float(alpha)
         self.tick_s = view.tick_ns * 1e-9
         self._t_th_ticks = C.T_TH_US * 1000 // view.tick_ns
-        clock = view.clock()
-        self.t0 = clock if t0 is None else float(t0)
+        clock_ns = _clock_ns(view)
+        # t0 in integer ns (``t0_ns``, a replay's first packet) or from seconds (a live clock)
+        self.t0_ns = int(t0_ns) if t0_ns is not None else clock_ns if t0 is None else round(float(t0) * 1e9)
+        self.t0 = self.t0_ns / 1e9
         # The flow_vector and the scalars of Algorithms 3, 4, 6, 8 (control.new_state).
-        self.state = new_state(self.tick_s, self.alpha, self.t0, clock,
+        self.state = new_state(int(view.tick_ns), self.alpha, self.t0_ns, clock_ns,
                                view.read_class_counters().astype(np.int64)[:, 0],
                                view.read_register(C.REG_QD_SUM).astype(np.int64),
                                view.read_register(C.REG_QD_CNT).astype(np.int64))
@@ -103,7 +113,7 @@ class Collector:
 
         v = self.view
         fs, ff, alist, ci, cf = self.state
-        now = v.clock()
+        now = _clock_ns(v)
         ctr = v.read_class_counters().astype(np.int64)[:, 0]
         rtt_d, flow_d = v.drain_digests()
         self.last_rtt_digests, self.last_flow_digests = rtt_d, flow_d

@@ -63,15 +63,20 @@ FS_COLS = 16
 # ff columns
 FF_RATE, FF_RTT = 0, 1
 # ci: active count, flows that came and went this period, periods closed, previous class byte
-# counters, previous qd_sum and qd_cnt (per class), RTT_campus initialised
+# counters, previous qd_sum and qd_cnt (per class), RTT_campus initialised, and the clock in
+# integer ns (previous read, t0, the tick): float64 epoch seconds hold 1.7e9 s to 2.4e-7 s, which
+# put a rate over T = 0.1 s 1.4 ppm off; integer differences are exact.
 I_NACT, I_EPHEMERAL, I_PERIOD = 0, 1, 2
 I_PREV_BYTES = 3
 I_PREV_QSUM = I_PREV_BYTES + C.N_CLASSES
 I_PREV_QCNT = I_PREV_QSUM + C.N_CLASSES
 I_CAMPUS_INIT = I_PREV_QCNT + C.N_CLASSES
-CI_LEN = I_CAMPUS_INIT + 1
-# cf: previous clock, t0, RTT_campus, RTT_DTN, queuing delay per class, tick (s), alpha
-X_PREV_CLOCK, X_T0, X_RTT_CAMPUS, X_RTT_DTN = 0, 1, 2, 3
+I_PREV_NS = I_CAMPUS_INIT + 1
+I_T0_NS = I_PREV_NS + 1
+I_TICK_NS = I_T0_NS + 1
+CI_LEN = I_TICK_NS + 1
+# cf: (two unused slots), RTT_campus, RTT_DTN, queuing delay per class, tick (s), alpha
+X_RTT_CAMPUS, X_RTT_DTN = 2, 3
 X_QD = 4
 X_TICK = X_QD + C.N_CLASSES
 X_ALPHA = X_TICK + 1
@@ -80,9 +85,10 @@ CF_LEN = X_ALPHA + 1
 OUT_COLS = 15
 
 
-def new_state(tick_s: float, alpha: float, t0: float, clock: float, ctr_bytes: np.ndarray,
+def new_state(tick_ns: int, alpha: float, t0_ns: int, clock_ns: int, ctr_bytes: np.ndarray,
               qd_sum: np.ndarray, qd_cnt: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Fresh collector arrays (fs, ff, alist, ci, cf) starting from the given first reads."""
+    """Fresh collector arrays (fs, ff, alist, ci, cf) starting from the given first reads
+    (times in integer ns: the data-plane tick, the series' t0 and the clock read now)."""
     n = C.AF_TABLE_SIZE
     fs = np.zeros((n, FS_COLS), np.int64)
     fs[:, F_PREV_BYTES] = -1
@@ -94,10 +100,11 @@ def new_state(tick_s: float, alpha: float, t0: float, clock: float, ctr_bytes: n
     ci[I_PREV_BYTES:I_PREV_BYTES + C.N_CLASSES] = ctr_bytes
     ci[I_PREV_QSUM:I_PREV_QSUM + C.N_CLASSES] = qd_sum
     ci[I_PREV_QCNT:I_PREV_QCNT + C.N_CLASSES] = qd_cnt
+    ci[I_PREV_NS] = clock_ns
+    ci[I_T0_NS] = t0_ns
+    ci[I_TICK_NS] = tick_ns
     cf = np.zeros(CF_LEN, np.float64)
-    cf[X_PREV_CLOCK] = clock
-    cf[X_T0] = t0
-    cf[X_TICK] = tick_s
+    cf[X_TICK] = tick_ns * 1e-9
     cf[X_ALPHA] = alpha
     return fs, ff, alist, ci, cf
 
@@ -154,8 +161,8 @@ def apply_flow_digests(fs, ff, alist, ci, rows, lo, hi):
 
 
 @njit(**_JIT)
-def close_period(fs, ff, alist, ci, cf, now, ctr_bytes, qsum, qcnt, qlast, af, rtt_acc, t_th_ticks, out, row):
-    """One ``NetworkState`` at data-plane time ``now`` into ``out[row]`` (``OUT_COLS``).
+def close_period(fs, ff, alist, ci, cf, now_ns, ctr_bytes, qsum, qcnt, qlast, af, rtt_acc, t_th_ticks, out, row):
+    """One ``NetworkState`` at data-plane time ``now_ns`` (integer ns) into ``out[row]`` (``OUT_COLS``).
 
     ``ctr_bytes``, ``qsum``, ``qcnt``, ``qlast``: per-class reads of the class byte
     counters and queuing-delay registers; ``af``: the active-flow registers, one row per
@@ -164,8 +171,8 @@ def close_period(fs, ff, alist, ci, cf, now, ctr_bytes, qsum, qcnt, qlast, af, r
     of class c, in ticks. Digests must have been applied (``apply_flow_digests``).
     """
     tick = cf[X_TICK]
-    dt = now - cf[X_PREV_CLOCK]
-    out[row, 0] = now - cf[X_T0]
+    dt = (now_ns - ci[I_PREV_NS]) / 1e9  # an exact integer, rounded once
+    out[row, 0] = (now_ns - ci[I_T0_NS]) / 1e9
     # Algorithm 3
     for c in range(C.N_CLASSES):
         d = ctr_bytes[c] - ci[I_PREV_BYTES + c]
@@ -175,7 +182,8 @@ def close_period(fs, ff, alist, ci, cf, now, ctr_bytes, qsum, qcnt, qlast, af, r
         elif c == C.CLASS_CAMPUS:
             out[row, 2] = 8.0 * d / dt if dt > 0 else 0.0
     # Algorithm 4 / MLC "deleting inactive flows using a timeout": af_ts older than T_TH
-    now_t = np.int64(round(now / tick)) & MASK
+    tick_ns = ci[I_TICK_NS]
+    now_t = ((now_ns + tick_ns // 2) // tick_ns) & MASK
     for idx in range(ci[I_NACT] - 1, -1, -1):  # backwards: a removal swaps in an already seen slot
         slot = alist[idx]
         age = (now_t - np.int64(af[slot, A_TS])) & MASK
@@ -227,7 +235,7 @@ def close_period(fs, ff, alist, ci, cf, now, ctr_bytes, qsum, qcnt, qlast, af, r
     for c in range(C.N_CLASSES):
         ci[I_PREV_QSUM + c] = qsum[c]
         ci[I_PREV_QCNT + c] = qcnt[c]
-    cf[X_PREV_CLOCK] = now
+    ci[I_PREV_NS] = now_ns
     out[row, 3] = cf[X_RTT_DTN]
     out[row, 4] = cf[X_RTT_CAMPUS]
     out[row, 5] = cf[X_QD + C.CLASS_DTN]

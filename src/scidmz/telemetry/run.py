@@ -15,11 +15,14 @@ last with ``--json``:
 
 Honest outcomes (``outcome``): if more than half of the records (or of the
 bytes) were dropped for any one reason, or no packet at all matched the
-prefixes, the run fails with one line naming the reason and the count
-(``TelemetryInputError``, exit 1), unless ``allow_drops`` turns that into a
-warning. The prefix checks warn when the DTN prefix sees only ACKs in its
-direction (the sender given instead of the receiver) or when the remote
-prefix covers the campus side too.
+prefixes, the run fails with one line naming the reason and the count, worded
+by its trigger (packets, or bytes), offering ``--allow-drops`` only where
+something is left to measure (``refusal``; ``TelemetryInputError``, exit 1),
+unless ``allow_drops`` turns that into a warning. Below that, a reason (or a
+note: no readable L4, an unsupported tunnel, a clock step) warns with its
+packets and bytes. The prefix checks warn when the TCP data bytes going to
+the DTN prefix are a sliver of those coming from it (the sender given instead
+of the receiver) or when the remote prefix covers the campus side too.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 
 from ..state import STATE_FIELDS, NetworkState
 from . import constants as C
+from .sources.notes import UNSUPPORTED_TUNNELS
 
 __all__ = ["replay", "capture", "format_state", "outcome", "TelemetryInputError", "HIST_EDGES_S"]
 
@@ -61,8 +65,28 @@ HIST_EDGES_S = np.logspace(-6, 2, 41)
 
 #: Reasons that are not drops: L3-only packets still count in the class rates; the time
 #: window and the outliers are what the user asked to leave out; fixed records were read.
-NOT_DROPS = frozenset({"fragment", "other_protocol", "unclassified", "outside_window", "outlier", "record_fixed"})
+#: Read, but with no TCP/UDP header this parser reads (``pcap.NO_L4`` sub-counts of fragment and
+#: other_protocol), or read out of time order: counted in the class bytes, no RTT or flow; warned.
+NOTES = {
+    "fragment": "are IP fragments (not of a mirror tunnel): they count in the class rates, but give no RTT or flow",
+    "ipsec_ah": "carry IPsec AH (protocol 51), whose TCP/UDP header is not read: they count in the class rates, "
+                "but give no RTT or flow",
+    "ipsec_esp": "carry IPsec ESP (protocol 50, encrypted): they count in the class rates, but give no RTT or flow",
+    "ipv6_ext_chain": "have more than 16 IPv6 extension headers, beyond which the parser does not look: they count "
+                      "in the class rates, but give no RTT or flow",
+}
+NOT_DROPS = frozenset({"fragment", "other_protocol", "unclassified", "outside_window", "outlier", "record_fixed",
+                       "tunnel_fragment", *NOTES, *(f"tunnel_{k}" for k in UNSUPPORTED_TUNNELS)})
+_TUNNEL_KEYS = frozenset(f"tunnel_{k}" for k in UNSUPPORTED_TUNNELS)
 DROP_FRACTION = 0.5
+#: Below DROP_FRACTION a reason still warns above this fraction of the records or bytes (ours: one
+#: packet in a hundred can move a rate by a percent; rarer ones are noise such as ARP or LLDP);
+#: ``ALWAYS_WARN`` reasons warn at any count, as what they lose is the measured traffic itself.
+WARN_FRACTION = 0.01
+ALWAYS_WARN = frozenset({"unknown_linktype", "fragment_lost"})
+#: Counted, listed under drops, never warned (ours): ARP, LLDP, STP and the like are on every link
+#: and carry nothing this measures.
+QUIET = frozenset({"non_ip"})
 _LINK_HINT = "it reads Ethernet, Linux SLL/SLL2, raw IP, BSD loopback and PPP"
 _WHY = {
     "truncated": "were cut by the snap length inside a header that is needed (Ethernet + IPv4 + TCP needs "
@@ -76,54 +100,81 @@ _WHY = {
     "mpls_payload": "carry neither IP nor a pseudowire control word below their MPLS labels",
     "truncated_file": "are cut by the end of the file",
     "no_timestamp": "are pcapng simple packet blocks, which carry no timestamp",
+    "fragment_lost": "are IP fragments of mirror tunnel packets (GRE, ERSPAN) whose other fragments are missing or "
+                     "came too late: the frames inside them are lost",
 }
 
 
 def _drop_line(reason: str, count: int, nbytes: int, records: int, total_bytes: int,
-               linktypes: dict[int, int]) -> str:
+               linktypes: dict[int, int], by_bytes: bool = False) -> str:
+    """One line naming a reason, worded by what triggered it: packets, or bytes when the bytes did."""
     from .twin.parse import LINKTYPES
 
     if reason == "unknown_linktype":
         odd = sorted(((c, lt) for lt, c in linktypes.items() if lt not in LINKTYPES), reverse=True)
         lts = ", ".join(f"{lt}" for _, lt in odd) or "?"
-        return (f"{count} of {records} packets have link type {lts}, which scidmz telemetry does not read "
-                f"({_LINK_HINT})")
+        return (f"{_amount(count, nbytes, records, total_bytes, by_bytes)} have link type {lts}, which scidmz "
+                f"telemetry does not read ({_LINK_HINT})")
     if reason == "corrupt_record":
         return (f"{nbytes} of {total_bytes} bytes of the capture lie in {count} corrupt stretch(es) of record "
                 "headers that were skipped")
-    return f"{count} of {records} packets {_WHY.get(reason, f'were dropped ({reason})')}"
+    why = _WHY.get(reason) or NOTES.get(reason) or f"were dropped ({reason})"
+    return f"{_amount(count, nbytes, records, total_bytes, by_bytes)} {why}"
+
+
+def _amount(count: int, nbytes: int, records: int, total_bytes: int, by_bytes: bool) -> str:
+    if by_bytes:
+        return f"{nbytes} of {total_bytes} bytes ({count} of {records} packets)"
+    return f"{count} of {records} packets"
+
+
+def drops_line(drops: dict[str, int]) -> str:
+    """The human ``drops:`` line: only what was dropped, not what was read another way."""
+    real = {k: v for k, v in drops.items() if k not in NOT_DROPS and k != "kernel_packets" and v}
+    return ", ".join(f"{k}={v}" for k, v in real.items()) or "none"
+
+
+def refusal(problems: list[str], classified: int) -> str:
+    """The one line of a refused run; --allow-drops is offered only where it would measure something."""
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    tail = ("; --allow-drops measures the rest anyway" if classified else
+            "; no other packet is left to measure")
+    return problems[0] + more + tail
 
 
 def outcome(src: Any, stats: dict[str, int], classified: int) -> tuple[list[str], list[str]]:
     """(problems, warnings) of a finished replay or capture (module docstring)."""
-    problems: list[str] = []
-    warnings: list[str] = []
     records = int(src.records)
     drops, dbytes = dict(src.drops), dict(getattr(src, "drop_bytes", {}))
     total_bytes = int(src.wire_bytes) + int(dbytes.get("corrupt_record", 0))
-    for reason, count in sorted(drops.items(), key=lambda kv: -kv[1]):
-        if reason in NOT_DROPS or reason.startswith("kernel_"):
-            continue
-        nbytes = int(dbytes.get(reason, 0))
-        by_count = records > 0 and reason != "corrupt_record" and count > DROP_FRACTION * records
-        by_bytes = total_bytes > 0 and nbytes > DROP_FRACTION * total_bytes
-        if by_count or by_bytes:
-            problems.append(_drop_line(reason, count, nbytes, records, total_bytes, src.linktypes))
+    problems, warnings = _reason_lines(drops, dbytes, records, total_bytes, src.linktypes)
+    tunnels = _tunnel_line(drops, dbytes, records, total_bytes)
+    back = int(getattr(src, "clock_steps", 0))
+    if back:
+        warnings.append(f"the capture's clock stepped back {back} time(s), by up to "
+                        f"{int(getattr(src, 'clock_back_ns', 0)) / 1e9:.6g} s (a record earlier than the one "
+                        "before it): the packets are measured in time order, so periods around a step mix "
+                        "traffic from both sides of it")
     if records == 0 and not problems:
         problems.append("the capture holds no packet")
     elif classified == 0 and not problems:
         if src.packets_in == 0:
             problems.append(f"none of {records} packets is left to measure (--start/--end or --skip-outliers "
                             "removed them all)")
+        elif tunnels:
+            problems.append(tunnels)
+            tunnels = ""
         else:
             problems.append(f"none of {src.packets_in} packets matched --dtn-prefix or --remote-prefix "
                             "(neither as destination nor as source): nothing to measure; check the prefixes")
+    if tunnels:
+        warnings.append(tunnels)
     outgoing = int(src.dp.cls_ctr[C.TAP_EGRESS, 1:, 1].sum())
     if classified and not outgoing and not problems:
         problems.append(f"none of {classified} matching packets went to --dtn-prefix or --remote-prefix on the "
                         "egress tap, they all came from there: the capture holds only the return direction "
                         "(ACKs), or the prefixes name the senders; no rate or RTT can be measured")
-    unc = int(stats.get("unclassified", 0))
+    unc = int(stats.get("unclassified", 0)) - sum(int(drops.get(k, 0)) for k in _TUNNEL_KEYS)
     if classified and src.packets_in and unc / src.packets_in > UNCLASSIFIED_WARN:
         warnings += unclassified_warning(unc, src.packets_in)
     warnings += _prefix_warnings(src.dp, stats, classified)
@@ -134,13 +185,49 @@ def outcome(src: Any, stats: dict[str, int], classified: int) -> tuple[list[str]
     return problems, warnings
 
 
+def _reason_lines(drops: dict[str, int], dbytes: dict[str, int], records: int, total_bytes: int,
+                  linktypes: dict[int, int]) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the per-reason counts: a drop above DROP_FRACTION of the packets or
+    bytes is a problem; a drop or note above WARN_FRACTION (any, for ALWAYS_WARN) a warning."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    for reason, count in sorted(drops.items(), key=lambda kv: -kv[1]):
+        if reason.startswith("kernel_") or reason in _TUNNEL_KEYS:
+            continue
+        nbytes = int(dbytes.get(reason, 0))
+        by_count = records > 0 and reason != "corrupt_record" and count > DROP_FRACTION * records
+        by_bytes = total_bytes > 0 and nbytes > DROP_FRACTION * total_bytes
+        if reason not in NOT_DROPS and (by_count or by_bytes):
+            problems.append(_drop_line(reason, count, nbytes, records, total_bytes, linktypes,
+                                       (by_bytes and not by_count) or reason == "fragment_lost"))
+        elif (reason in NOTES or reason not in NOT_DROPS | QUIET) and count and (
+                reason in ALWAYS_WARN or count > WARN_FRACTION * records or nbytes > WARN_FRACTION * total_bytes):
+            warnings.append(_drop_line(reason, count, nbytes, records, total_bytes, linktypes, True))
+    return problems, warnings
+
+
+def _tunnel_line(drops: dict[str, int], dbytes: dict[str, int], records: int, total_bytes: int) -> str:
+    """The tunnels seen that this parser does not open (``pcap.UNSUPPORTED_TUNNELS``), named."""
+    seen = [(name, int(drops[f"tunnel_{key}"]), int(dbytes.get(f"tunnel_{key}", 0)))
+            for key, name in UNSUPPORTED_TUNNELS.items() if drops.get(f"tunnel_{key}")]
+    if not seen:
+        return ""
+    what = "; ".join(f"{n} packets ({b} bytes) are {name}" for name, n, b in seen)
+    return (f"{what} (of {records} packets, {total_bytes} bytes): a tunnel scidmz telemetry does not open "
+            "(it reads GRE, ERSPAN I/II/III, VXLAN and MPLS pseudowires), so the frames inside are not measured")
+
+
 def _prefix_warnings(dp: Any, stats: dict[str, int], classified: int) -> list[str]:
     out: list[str] = []
-    n_out, n_data, n_in = (int(stats.get(k, 0)) for k in ("dtn_out_tcp", "dtn_out_data", "dtn_in_data"))
-    if n_out >= 20 and n_data <= 0.01 * n_out and n_in > n_out // 2:
-        out.append(f"--dtn-prefix: {n_out} TCP packets went to it but only {n_data} carried data, while {n_in} "
-                   "data packets came from it: is it the DTN sender? Give the receiving DTN (DTN-r), the host the "
-                   "data goes to; as given, its ACKs are measured as the DTN rate and the RTT is the sender's")
+    n_out, n_in = (int(stats.get(k, 0)) for k in ("dtn_out_tcp", "dtn_in_data"))
+    b_out, b_in = (int(stats.get(k, 0)) for k in ("dtn_out_payload", "dtn_in_payload"))
+    # Weighed in bytes (the rate is bytes): a sender's ACKs may carry a little data of their own, and
+    # counting packets then hid it; SENDER_BYTES (ours) is where the data flows the other way.
+    if n_out + n_in >= 20 and b_in > 0 and b_out <= SENDER_BYTES * b_in:
+        out.append(f"--dtn-prefix: {n_out} TCP packets carrying {b_out} bytes of data went to it, while {n_in} "
+                   f"carrying {b_in} bytes came from it: is it the DTN sender? Give the receiving DTN (DTN-r), the "
+                   "host the data goes to; as given, its ACKs are measured as the DTN rate and the RTT is the "
+                   "sender's")
     both = int(stats.get("both_classified", 0))
     wide = [str(n) for n, cls in dp.lpm if cls == C.CLASS_CAMPUS and n.prefixlen == 0]
     if wide or (classified and both > 0.5 * classified):
@@ -150,6 +237,11 @@ def _prefix_warnings(dp: Any, stats: dict[str, int], classified: int) -> list[st
                    "count as outgoing traffic and give no RTT; the remote prefix must not cover the campus")
     return out
 
+
+#: The sender check: the DTN prefix looks like the sender when the TCP data bytes going to it are
+#: at most this fraction of those coming from it (ours: a receiver's own traffic, say a control
+#: channel, stays far below 1 % of a bulk transfer's bytes).
+SENDER_BYTES = 0.01
 
 #: Above this fraction of unclassified packets a replay's rates say more about the prefixes than the network.
 UNCLASSIFIED_WARN = 0.5
@@ -200,7 +292,7 @@ class _Rtt:
                 "campus": self.hist[1].tolist()}
 
 
-def write_samples(path: str, rows: list[np.ndarray], t0: float, tick_s: float) -> int:
+def write_samples(path: str, rows: list[np.ndarray], t0_ns: int, tick_s: float) -> int:
     """The RTT samples as Parquet (time, t, flow 5-tuple and family, class, RTT in s), atomically."""
     import pandas as pd
 
@@ -218,7 +310,7 @@ def write_samples(path: str, rows: list[np.ndarray], t0: float, tick_s: float) -
     ts_ns = r[:, DR_TS_NS]
     df = pd.DataFrame({
         "time": pd.to_datetime(ts_ns, unit="ns", utc=True),
-        "t": ts_ns / 1e9 - t0,
+        "t": (ts_ns - t0_ns) / 1e9,
         "src": text[(0, 1)], "dst": text[(2, 3)],
         "sport": r[:, DR_SPORT].astype(np.uint16), "dport": r[:, DR_DPORT].astype(np.uint16),
         "proto": r[:, DR_PROTO].astype(np.uint8),
@@ -267,8 +359,7 @@ def replay(egress: str, ingress: str | None = None, *, period: float = 1.0,
     classified = _classified(src, stats)
     problems, warnings = outcome(src, stats, classified)
     if problems and not allow_drops:
-        raise TelemetryInputError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "")
-                                  + "; --allow-drops measures the rest anyway")
+        raise TelemetryInputError(refusal(problems, classified))
     res = _result(src, rows_a, pct, stats)
     res["rtt_histogram"] = rtt.histogram()
     res["packets"] = src.packets_in
@@ -276,11 +367,10 @@ def replay(egress: str, ingress: str | None = None, *, period: float = 1.0,
     res["classified"] = classified
     res["warnings"] = problems + warnings
     if samples is not None:
-        t0 = src.collector.t0 if src.collector is not None else 0.0
-        res["samples"] = {"path": str(samples), "rows": write_samples(samples, rtt.samples, t0, rtt.tick_s)}
-    drops = ", ".join(f"{kk}={v}" for kk, v in res["drops"].items()) or "none"
+        t0_ns = src.collector.t0_ns if src.collector is not None else 0
+        res["samples"] = {"path": str(samples), "rows": write_samples(samples, rtt.samples, t0_ns, rtt.tick_s)}
     human = "\n".join([*(format_state(state_of_row(r)[0], p) for r, p in zip(rows_a, pct, strict=True)),
-                       f"drops: {drops}"])
+                       f"drops: {drops_line(res['drops'])}"])
     return res, human
 
 
@@ -290,7 +380,7 @@ def _classified(src: Any, stats: dict[str, int]) -> int:
 
     gone = sum(int(v) for kk, v in src.drops.items() if kk in REASONS and kk not in (
         "fragment", "other_protocol", "corrupt_record", "truncated_file", "no_timestamp", "outside_window",
-        "outlier", "unclassified"))
+        "outlier", "unclassified", "fragment_lost"))
     return max(0, int(src.packets_in) - gone - int(stats.get("unclassified", 0)))
 
 
@@ -341,14 +431,13 @@ def capture(egress: str, ingress: str | None = None, *, period: float = 1.0, dur
     classified = _classified(src, stats)
     problems, warnings = outcome(src, stats, classified) if src.records or series else ([], [])
     if problems and not allow_drops:
-        raise TelemetryInputError(problems[0] + "; --allow-drops measures the rest anyway")
+        raise TelemetryInputError(refusal(problems, classified))
     rows = np.array([[y.t, *y.as_vector(), *(f in s for f in STATE_FIELDS)] for y, s in zip(series, stale,
                                                                                            strict=True)])
     res = _result(src, rows.reshape(-1, 15), np.full((len(series), 2, 3), np.nan), stats)
     res["warnings"] = problems + warnings
     res["packets"] = src.packets_in
-    drops = ", ".join(f"{kk}={v}" for kk, v in res["drops"].items()) or "none"
-    return res, f"{len(series)} periods; drops: {drops}"
+    return res, f"{len(series)} periods; drops: {drops_line(res['drops'])}"
 
 
 def _tap(name: str) -> int:

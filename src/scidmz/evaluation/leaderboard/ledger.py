@@ -15,10 +15,16 @@ model, code, plan or policies differ, naming the first difference::
                 target is another trial),
      "policies": {name: {"kind": ..., "files": {option: sha256}}}}
 
-Then one line per finished unit (trial kind, policy, trial)::
+Then one line per finished unit (trial kind, policy, trial, re-run)::
 
     {"kind": "unit", "unit": "mrae"|"fct"|"short", "policy", "trial", "seed", "metrics": {...},
-     "starved_periods", "starved_by": {symptom: periods}, "periods", "wall_s", "finished_at"}
+     "starved_periods", "starved_by": {symptom: periods}, "periods", "wall_s", "finished_at",
+     "rerun": n, "validity": {signal: value}}
+
+``rerun`` (absent: 0) counts the runs of an invalid trial (``validity``): a re-run is
+appended, never written over the first, so the ledger keeps every run; ``validity``
+holds the unit's machine signals where the plant records them (a real-time plant).
+Ledgers written before either field read as they always did.
 
 A resume onto a ledger whose code or kernel build differs is refused like any other
 difference, unless ``allow_drift`` (``--allow-drift``, ours): a run of many hours spans
@@ -49,7 +55,7 @@ from collections.abc import Container, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Ledger", "Unit", "parse_ledger", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256",
+__all__ = ["Ledger", "Unit", "parse_ledger", "parse_ledger_lines", "LEDGER_NAME", "LEDGER_FORMAT", "code_identity", "files_sha256",
            "first_difference"]
 
 LEDGER_NAME = "ledger.jsonl"
@@ -156,11 +162,35 @@ Unit = tuple[str, str, int]
 
 def parse_ledger(data: bytes, where: str, planned: Container[Unit] | None = None,
                  ) -> tuple[dict[str, Any], dict[Unit, dict[str, Any]], list[dict[str, Any]]]:
-    """(header, finished units by (unit, policy, trial), drift lines) of a ledger's bytes; a partial last
-    line (a crash mid-write) is not a finished unit and is skipped. One-line ``ValueError`` starting
-    with ``where`` when the bytes are not a ledger, and when a unit line repeats a unit or (given
-    ``planned``, the units this run's plan names) names one outside the plan: two runs writing one
-    ledger leave such lines, and summing them would report wrong numbers."""
+    """(header, finished units by (unit, policy, trial): each one's latest run, drift lines) of a
+    ledger's bytes (``parse_ledger_lines``)."""
+    head, lines, drifts = parse_ledger_lines(data, where, planned)
+    return head, _latest(lines), drifts
+
+
+def _latest(lines: list[dict[str, Any]]) -> dict[Unit, dict[str, Any]]:
+    """Each (unit, policy, trial)'s line of its highest re-run counter."""
+    done: dict[Unit, dict[str, Any]] = {}
+    for r in lines:
+        key = _unit_key(r)
+        assert key is not None  # checked when parsed
+        if key not in done or _rerun(r) >= _rerun(done[key]):
+            done[key] = r
+    return done
+
+
+def _rerun(r: Mapping[str, Any]) -> int:
+    v = r.get("rerun", 0)
+    return v if isinstance(v, int) and not isinstance(v, bool) else -1
+
+
+def parse_ledger_lines(data: bytes, where: str, planned: Container[Unit] | None = None,
+                       ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(header, every unit line in order, re-runs included, drift lines) of a ledger's bytes; a partial
+    last line (a crash mid-write) is not a finished unit and is skipped. One-line ``ValueError``
+    starting with ``where`` when the bytes are not a ledger, and when a unit line repeats a unit and
+    re-run or (given ``planned``, the units this run's plan names) names one outside the plan: two runs
+    writing one ledger leave such lines, and summing them would report wrong numbers."""
     from ...fileio import parse_json
 
     lines = data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace").splitlines()
@@ -174,25 +204,26 @@ def parse_ledger(data: bytes, where: str, planned: Container[Unit] | None = None
             raise ValueError(f"{where} {exc}; the ledger is damaged") from None
     if not isinstance(recs[0], dict) or recs[0].get("kind") != "header":
         raise ValueError(f"{where} does not start with a leaderboard header line")
-    done: dict[Unit, dict[str, Any]] = {}
-    first: dict[Unit, int] = {}
+    lines: list[dict[str, Any]] = []
+    first: dict[tuple[str, str, int, int], int] = {}
     drifts: list[dict[str, Any]] = []
     for i, r in enumerate(recs[1:], start=2):
         if isinstance(r, dict) and r.get("kind") == "drift" and set(_DRIFTS) <= set(r):
             drifts.append(r)
             continue
         key = _unit_key(r)
-        if key is None:
+        if key is None or _rerun(r) < 0:
             raise ValueError(f"{where} line {i} is not a unit line")
-        if key in first:
-            raise ValueError(f"{where} line {i} repeats {_name(key)} (first on line {first[key]}); "
+        run = (*key, _rerun(r))
+        if run in first:
+            raise ValueError(f"{where} line {i} repeats {_name(key, run[3])} (first on line {first[run]}); "
                              "two runs wrote this ledger, and a unit is never counted twice: use another --out")
         if planned is not None and key not in planned:
             raise ValueError(f"{where} line {i} holds {_name(key)}, which this run's plan does not name; "
                              "use another --out")
-        first[key] = i
-        done[key] = r
-    return recs[0], done, drifts
+        first[run] = i
+        lines.append(r)
+    return recs[0], lines, drifts
 
 
 def _unit_key(r: Any) -> Unit | None:
@@ -204,8 +235,8 @@ def _unit_key(r: Any) -> Unit | None:
     return str(r["unit"]), str(r["policy"]), t
 
 
-def _name(key: Unit) -> str:
-    return f"{key[0]} trial {key[2]} of {key[1]}"
+def _name(key: Unit, rerun: int = 0) -> str:
+    return f"{key[0]} trial {key[2]} of {key[1]}" + (f" (re-run {rerun})" if rerun else "")
 
 
 class Ledger:
@@ -216,10 +247,14 @@ class Ledger:
     """
 
     def __init__(self, path: Path, header: dict[str, Any], done: dict[tuple[str, str, int], dict[str, Any]],
-                 cut: int, drifts: list[dict[str, Any]] | None = None, pending: dict[str, Any] | None = None) -> None:
+                 cut: int, drifts: list[dict[str, Any]] | None = None, pending: dict[str, Any] | None = None,
+                 lines: list[dict[str, Any]] | None = None) -> None:
         self.path = path
         self.header = header
+        #: each (unit, policy, trial)'s latest run
         self.done = done
+        #: every unit line in the ledger's order, re-runs included (what the results judge)
+        self.lines = list(lines if lines is not None else done.values())
         #: bytes of a partial last line (a crash mid-write) cut off when resuming; 0 if none
         self.cut = cut
         #: the drift lines in the ledger (module docstring), oldest first
@@ -250,7 +285,8 @@ class Ledger:
             return cls(path, head, {}, 0)
         if st is None:
             raise ValueError(f"--resume: no ledger in {Path(out_dir)} (no {LEDGER_NAME}); run without --resume first")
-        fd, old, done, end, cut, drifts = cls._read(path, planned)
+        fd, old, lines, end, cut, drifts = cls._read(path, planned)
+        done = _latest(lines)
         try:
             pending = _drift_check(old, drifts, head, path, allow_drift)
             if cut:
@@ -262,14 +298,14 @@ class Ledger:
             raise
         if pending is not None:
             pending["units_before"] = len(done)
-        led = cls(path, old, done, cut, drifts, pending)
+        led = cls(path, old, done, cut, drifts, pending, lines)
         led._fd = fd
         return led
 
     @staticmethod
     def _read(path: Path, planned: Container[Unit] | None,
-              ) -> tuple[int, dict[str, Any], dict[Unit, dict[str, Any]], int, int, list[dict[str, Any]]]:
-        """(open descriptor, header, units, end of the last whole line, bytes after it, drifts)."""
+              ) -> tuple[int, dict[str, Any], list[dict[str, Any]], int, int, list[dict[str, Any]]]:
+        """(open descriptor, header, unit lines, end of the last whole line, bytes after it, drifts)."""
         from ...fileio import open_member, read_fd
         from ...limits import MAX_LEDGER_BYTES
 
@@ -277,11 +313,11 @@ class Ledger:
         try:
             data = read_fd(fd, MAX_LEDGER_BYTES, f"--resume: {path}")
             end = data.rfind(b"\n") + 1
-            head, done, drifts = parse_ledger(data, f"--resume: {path}", planned)
+            head, lines, drifts = parse_ledger_lines(data, f"--resume: {path}", planned)
         except BaseException:
             os.close(fd)
             raise
-        return fd, head, done, end, len(data) - end, drifts
+        return fd, head, lines, end, len(data) - end, drifts
 
     def _write_line(self, record: Mapping[str, Any]) -> str:
         from ...fileio import open_member
@@ -299,9 +335,11 @@ class Ledger:
         os.fsync(self._fd)
         return line.decode()
 
-    def append(self, unit: str, policy: str, trial: int, record: Mapping[str, Any]) -> dict[str, Any]:
-        """Record one finished unit (``record``: seed, metrics, starved_periods, periods, wall_s)."""
+    def append(self, unit: str, policy: str, trial: int, record: Mapping[str, Any], rerun: int = 0) -> dict[str, Any]:
+        """Record one finished unit (``record``: seed, metrics, starved_periods, periods, wall_s, validity);
+        ``rerun``: its trial's re-run counter (0: the first run, written without the field as before)."""
         rec = {"kind": "unit", "unit": unit, "policy": policy, "trial": int(trial), **record,
+               **({"rerun": int(rerun)} if rerun else {}),
                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         if self._fd is None:
             # A new ledger's header goes with its first trial (a resumed one is open already): a run
@@ -315,6 +353,7 @@ class Ledger:
             self._pending = None
         line = self._write_line(rec)
         self.done[(unit, policy, int(trial))] = json.loads(line)
+        self.lines.append(self.done[(unit, policy, int(trial))])
         return self.done[(unit, policy, int(trial))]
 
     def close(self) -> None:

@@ -8,15 +8,17 @@ while the transfer runs (the MLC paper's Fig. 12). Short-flow trials add one Wei
 short-flow sender beside the long flows; their metric is the trial's median
 short-flow FCT. Transfer sizes (ours, as the existing reports): 10 GB on the fluid
 plant (the MLC paper's section 4.3), 300 MB on a real-time plant (reports/mlc-netns:
-the testbed runs at 100 Mbit/s), 150 MB with ``--quick``.
+the testbed runs at 100 Mbit/s), 150 MB with ``--quick``. The plan also carries its
+validity rule (``validity.ValidityRule``), fixed before the run like every size here.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ...scenario import Scenario
+from .validity import VALIDITY_KEYS, ValidityRule
 
 __all__ = ["LeaderboardPlan", "ideal_fct", "DEFAULT_MAX_STARVED", "EXPERIMENTS", "UNITS", "METRICS", "MAX_TRIALS", "MAX_POLICIES", "MAX_SEED",
            "MAX_SECONDS", "MAX_TRANSFER", "PLAN_KEYS", "make_plan", "parse_experiments", "unit_of",
@@ -33,7 +35,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "utilization": ("utilization", "higher"),
     "short": ("short_fct_median", "lower"),
 }
-#: The validity rule's default (``LeaderboardPlan.max_starved``, ``--max-starved``).
+#: The legacy starvation rule's threshold for ledgers whose plan records none (``validity.LegacyStarvation``).
 DEFAULT_MAX_STARVED = 0.05
 #: Bounds on every count, checked before any work, so a typo cannot allocate or run for days (docs/safety.md).
 MAX_TRIALS = 10_000
@@ -44,7 +46,7 @@ MAX_TRANSFER = 1e13  # bytes (10 TB)
 #: ``--set plan.KEY=VALUE``: the plan's sizes a command line may change, and how each is read.
 PLAN_KEYS: dict[str, str] = {"duration": "time", "target_low": "share", "target_high": "share",
                              "target_hold": "time", "fct_target": "share", "transfer": "size",
-                             "fct_max_time": "time", "short_duration": "time"}
+                             "fct_max_time": "time", "short_duration": "time", **VALIDITY_KEYS}
 
 
 def ideal_fct(transfer: float, share: float, capacity: float) -> float:
@@ -117,10 +119,14 @@ class LeaderboardPlan:
     #: the plan's count; trials 0..n-1 of such a policy are paired with the same trials of the others
     policy_trials: tuple[tuple[str, int, int], ...] = ()
     #: The validity rule, fixed before the run and recorded in the ledger header with the plan (a
-    #: resume under another rule is refused): a trial (one trial kind, trial i) is invalid for every
-    #: policy when any policy's unit of it had more than this share of starved periods (periods the
-    #: machine, not TCP, limited: ``plant.netns.manage.starvation``), never judged from its outcome.
-    max_starved: float = DEFAULT_MAX_STARVED
+    #: resume under another rule is refused): a trial is invalid for every policy when any policy's
+    #: unit of it ran on a disturbed machine, judged from signals no policy moves (``validity``),
+    #: never from its outcome; an invalid trial is run again.
+    validity: ValidityRule = field(default_factory=ValidityRule)
+    #: The rule of ledgers written before ``validity``: a trial was invalid when any unit's starved
+    #: share exceeded this. None in new plans: the starved share is evidence, not validity
+    #: (``validity`` module docstring: it depends on what the policy did).
+    max_starved: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("trials", "fct_trials", "short_trials"):
@@ -143,8 +149,11 @@ class LeaderboardPlan:
             raise ValueError(f"plan.fct_target must be a share of B_max in (0, 1], got {self.fct_target!r}")
         if not 0 < self.transfer <= MAX_TRANSFER:
             raise ValueError(f"plan.transfer must be in (0, {MAX_TRANSFER:g}] bytes, got {self.transfer!r}")
-        if not (isinstance(self.max_starved, int | float) and 0.0 <= self.max_starved <= 1.0):
+        if self.max_starved is not None and not (
+                isinstance(self.max_starved, int | float) and 0.0 <= self.max_starved <= 1.0):
             raise ValueError(f"--max-starved must be a share in [0, 1], got {self.max_starved!r}")
+        if not isinstance(self.validity, ValidityRule):
+            raise ValueError(f"plan.validity must be a ValidityRule, got {self.validity!r}")
         self._check_policy_trials()
 
     def _check_policy_trials(self) -> None:
@@ -192,6 +201,9 @@ class LeaderboardPlan:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["experiments"] = list(self.experiments)
+        d["validity"] = self.validity.to_dict()
+        if self.max_starved is None:
+            d.pop("max_starved")
         # Left out when unused: a plan without per-policy counts keeps the header it always had.
         d.pop("policy_trials")
         if self.policy_trials:
@@ -219,7 +231,9 @@ def split_plan_overrides(items: list[str] | None) -> tuple[list[str], dict[str, 
         v = parse_time(val, what) if how == "time" else parse_size(val, what) if how == "size" else val
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
             raise ValueError(f"--set {what}: expected a finite number, got {val!r}")
-        plan[key] = float(v)
+        if how == "count" and v != int(v):
+            raise ValueError(f"--set {what}: expected a whole number, got {val!r}")
+        plan[key] = int(v) if how == "count" else float(v)
     return rest, plan
 
 
@@ -244,11 +258,13 @@ def parse_policy_trials(spec: str | None) -> tuple[tuple[str, int, int], ...]:
 def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiments: tuple[str, ...],
               quick: bool = False, seed: int = 0, overrides: dict[str, float] | None = None,
               policy_trials: tuple[tuple[str, int, int], ...] = (),
-              max_starved: float = DEFAULT_MAX_STARVED) -> LeaderboardPlan:
+              max_starved: float | None = None) -> LeaderboardPlan:
     """The plan of a command line: ``--quick`` sizes, per-plant transfer, counts defaulting to ``trials``
     (4 with ``--quick``, else 50 on the fluid plant, 20 on a real-time one), then ``overrides``
     (``--set plan.KEY=VALUE``, ``split_plan_overrides``) and fewer trials for some policies
-    (``--policy-trials``, ``parse_policy_trials``)."""
+    (``--policy-trials``, ``parse_policy_trials``). The validity rule's thresholds come from
+    ``overrides`` too (``plan.max_cpu_pressure`` ...; ``validity.VALIDITY_KEYS``). ``max_starved``: only
+    to rebuild a plan of a ledger written under the legacy starvation rule."""
     from ...plant.base import plant_entry, plant_names
 
     entry = plant_entry(plant)
@@ -264,7 +280,9 @@ def make_plan(plant: str, trials: int | None, fct_trials: int | None, experiment
         kw = {"duration": 30.0, "short_duration": 30.0, "transfer": 150e6}
     elif realtime:
         kw = {"transfer": 300e6}
+    over = dict(overrides or {})
+    rule = ValidityRule(**{k: over.pop(k) for k in list(over) if k in VALIDITY_KEYS})
     return LeaderboardPlan(trials=n, fct_trials=fct_trials if fct_trials is not None else n, short_trials=n,
                            experiments=experiments, seed=seed, policy_trials=tuple(policy_trials),
-                           max_starved=float(max_starved),
-                           **{**kw, **(overrides or {})})
+                           max_starved=None if max_starved is None else float(max_starved), validity=rule,
+                           **{**kw, **over})

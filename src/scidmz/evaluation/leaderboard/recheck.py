@@ -13,8 +13,9 @@ Ours: the kernel CUBIC run of the leaderboard ran on a delay stage that held som
 little (docs/testbed.md); re-running all of it is a whole day of testbed time, so the
 re-check runs the policies whose verdict matters most on fewer trials, and this comparison
 says whether their numbers and the verdict among them held. Trials left out of the
-statistics (a trial in which any policy's unit had a starved share over ``max_starved``) are
-left out here too, for every policy, on either side.
+statistics (by each run's validity rule, ``validity``; a ledger of the legacy rule: a trial in
+which any policy's unit had a starved share over ``max_starved``) are left out here too, for
+every policy, on either side, and a re-run trial counts with its last valid run.
 
 Only the two ledgers are read (never written: a partial last line is skipped, not cut).
 """
@@ -28,15 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from . import stats
-from .ledger import parse_ledger
+from .ledger import parse_ledger_lines
 from .plan import EXPERIMENTS, METRICS, unit_of
-from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, invalid_trials, unit_value
+from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, unit_value
+from .validity import LegacyStarvation, ValidityRule, rule_of, select_runs
 
 __all__ = ["read_ledger", "recheck_rows", "check_same_plan", "target_mismatch", "recheck_context", "standing"]
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(header, unit lines) of a ``ledger.jsonl``, read only; one-line ``ValueError`` if it is not one."""
+    """(header, unit lines, re-runs included) of a ``ledger.jsonl``, read only; one-line ``ValueError`` if
+    it is not one."""
     from ...fileio import read_member
     from ...limits import MAX_LEDGER_BYTES
 
@@ -45,8 +48,8 @@ def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict
     data = read_member(p, "ledger", MAX_LEDGER_BYTES)
     if data is None:
         raise ValueError(f"{p}: no such ledger")
-    head, done, _ = parse_ledger(data, str(p))  # read only: a partial last line stays in the file
-    return head, list(done.values())
+    head, lines, _ = parse_ledger_lines(data, str(p))  # read only: a partial last line stays in the file
+    return head, lines
 
 
 def check_same_plan(first: Mapping[str, Any], again: Mapping[str, Any]) -> None:
@@ -99,25 +102,32 @@ def target_mismatch(first: Mapping[str, Any], first_units: Sequence[Mapping[str,
     return out
 
 
-def _values(units: Sequence[Mapping[str, Any]], exp: str, policy: str, max_starved: float) -> dict[int, float]:
-    """One policy's values of ``exp`` on the run's valid trials (a trial invalid for any policy is
-    invalid for all, ``results.invalid_trials``)."""
-    bad = invalid_trials(units, max_starved).get(unit_of(exp), set())
-    return {int(r["trial"]): unit_value(exp, r) for r in units
-            if r.get("unit") == unit_of(exp) and r.get("policy") == policy and int(r["trial"]) not in bad}
+def _values(units: Sequence[Mapping[str, Any]], exp: str, policy: str,
+            rule: float | ValidityRule | LegacyStarvation) -> dict[int, float]:
+    """One policy's values of ``exp`` on the run's valid trials, each from the trial's last valid run
+    (a trial invalid for any policy is invalid for all, ``validity.select_runs``); ``rule``: the run's
+    (a number: the legacy starved-share threshold)."""
+    r = LegacyStarvation(float(rule)) if isinstance(rule, int | float) else rule
+    chosen, bad, _ = select_runs(units, r)
+    out = bad.get(unit_of(exp), set())
+    return {i: unit_value(exp, line) for (u, name, i), line in chosen.items()
+            if u == unit_of(exp) and name == policy and i not in out}
 
 
 def recheck_rows(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, Any]], policies: Sequence[str],
-                 experiments: Sequence[str] = ("mrae", "fct"), max_starved: float = DEFAULT_MAX_STARVED,
-                 seed: int = 0) -> list[dict[str, Any]]:
+                 experiments: Sequence[str] = ("mrae", "fct"),
+                 max_starved: float | ValidityRule | LegacyStarvation = DEFAULT_MAX_STARVED,
+                 seed: int = 0, again_rule: ValidityRule | LegacyStarvation | None = None) -> list[dict[str, Any]]:
     """One row per (experiment, policy) the re-check ran: ``n`` trials both runs kept, the first run's
     and the re-check's means over them, ``pct`` = the re-check's change (+ = better), its ``ci95``
-    and Wilcoxon ``p`` (``stats.planned_pair``)."""
+    and Wilcoxon ``p`` (``stats.planned_pair``). ``max_starved``: the first run's validity rule (a
+    number: the legacy starved-share threshold), ``again_rule`` the re-check's (default the same)."""
     rows = []
     for exp in (e for e in EXPERIMENTS if e in experiments):
         metric, better = METRICS[exp]
         for name in policies:
-            a, b = _values(first, exp, name, max_starved), _values(again, exp, name, max_starved)
+            a = _values(first, exp, name, max_starved)
+            b = _values(again, exp, name, max_starved if again_rule is None else again_rule)
             x, y = stats.paired_values(a, b)
             pair = stats.planned_pair(a, b, better, stats.stable_seed(seed, "recheck", exp, name))
             rows.append({"experiment": exp, "metric": metric, "better": better, "policy": name,
@@ -188,7 +198,9 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     if doc.get("complete") is False:
         # An unfinished re-check says so and nothing else: its trials so far are not the plan.
         return {"complete": False, "units_left": doc.get("units_left"), "policies": policies}
-    max_starved = float(doc.get("max_starved", DEFAULT_MAX_STARVED))
+    # null in a run under the plan's validity rule (its header's rule is applied: ``build_rows``)
+    ms = doc.get("max_starved")
+    max_starved = float(ms) if isinstance(ms, int | float) else DEFAULT_MAX_STARVED
     exps = [e for e in h2["plan"]["experiments"] if e in ("mrae", "fct")]
     trials = {}
     for u in u2:
@@ -208,7 +220,8 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
             "unpaired": {e: unpaired[unit_of(e)] for e in exps if unit_of(e) in unpaired},
             "again_own": {e: " ".join(_verdict([r for r in own if r["experiment"] == e], ideal))
                           for e in exps if unit_of(e) in unpaired},
-            "rows": recheck_rows(u1, u2, policies, paired, max_starved, int(h2["plan"].get("seed", 0))),
+            "rows": recheck_rows(u1, u2, policies, paired, rule_of(h1, max_starved), int(h2["plan"].get("seed", 0)),
+                                 rule_of(h2, max_starved)),
             "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2),
             "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {**{k: r.get(k) for k in _VS_TRIVIAL},
                                                                      "lead": leads_trivial(r),

@@ -5,7 +5,9 @@ Top level (``RESULTS_FORMAT`` = 1)::
     format_version, scidmz_version, git_commit, generated, command, scenario (its full
     to_dict()), fingerprint (regime.fingerprint), plant, plant_model, code, machine (cpus,
     arch, kernel, python), load (1/5/15 min load averages at start and end of this
-    invocation), plan, policies (kind, files' sha256), max_starved, ledger (units, lines
+    invocation), plan, policies (kind, files' sha256), max_starved (the legacy rule's threshold;
+    null under the plan's ``validity`` rule), invalid_trials, and under that rule validity,
+    reruns and stayed_invalid (below), ledger (units: lines, re-runs included; lines
     cut on resume), drift (each ``--allow-drift`` resume: units_before, at, code, kernel and
     what they were; ``ledger``), rows
 
@@ -30,13 +32,18 @@ p value a page renders is corrected in one family: a run's report, all of its te
 where the plant does not model the policy on equal footing (the fluid plant's
 ``noise_covers``); such rows are shown but have no rank and are never the best.
 
-Our choices: validity is judged per trial, not per unit: a trial (one trial kind, trial
-i) in which any policy's unit had a starved share (starved periods / periods) above
-``max_starved`` is left out of every policy's statistics of every experiment it gives
-(counted in each row's ``excluded_trials``), so all policies keep the same valid trials
-(``invalid_trials``: per trial kind, the trials left out). The rule is the plan's
-(``LeaderboardPlan.max_starved``, in the ledger header); ledgers written before the plan
-carried it use the results file's ``max_starved``; an FCT trial whose transfer did not finish within the bound
+Our choices: validity is judged per trial, not per unit, by the plan's rule
+(``validity``: machine signals recorded per unit, fixed before the run and in the ledger
+header; ``evaluation.leaderboard.validity``): each (trial kind, trial i) counts with the last
+run in which every policy's unit is valid (a re-run is appended to the ledger with its
+``rerun`` counter); a trial with no such run is left out of every policy's statistics of
+every experiment it gives (counted in each row's ``excluded_trials``), so all policies keep
+the same valid trials (``invalid_trials``: per trial kind, the trials left out;
+``reruns``: per trial kind, trial -> re-runs; ``stayed_invalid``: the trials no re-run made
+valid; ``validity``: the rule). Ledgers written before the plan carried ``validity`` keep the
+rule they ran under: a trial in which any policy's unit had a starved share (starved
+periods / periods) above ``max_starved`` (the plan's, else the results file's) is left out;
+an FCT trial whose transfer did not finish within the bound
 counts at the bound (a lower bound of its FCT, so a policy that never finishes cannot
 look fast; counted in ``unfinished_trials``).
 """
@@ -55,10 +62,11 @@ from ..render import render, write_report
 from ..results import read_results, write_json
 from . import stats
 from .plan import DEFAULT_MAX_STARVED, EXPERIMENTS, METRICS, ideal_fct, unit_of
+from .validity import LegacyStarvation, ValidityRule, rule_of, select_runs
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
            "write_results", "merge_runs", "write_merged", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of",
-           "recompute", "comparable_now", "HOLM_FAMILY", "holm_note", "invalid_trials", "validity_of"]
+           "recompute", "comparable_now", "HOLM_FAMILY", "holm_note", "invalid_trials", "validity_of", "validity_fields"]
 
 RESULTS_FORMAT = 1
 #: The fields every row has (the first ten: what a reader needs to rank and judge a policy).
@@ -111,20 +119,19 @@ def _symptoms(recs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 PLANNED: dict[str, str] = {"mlc": "pi"}
 
 
-def validity_of(header: Mapping[str, Any], fallback: float = DEFAULT_MAX_STARVED) -> float:
-    """The run's validity rule: the plan's ``max_starved`` where the header records it, else ``fallback``."""
-    v = (header.get("plan") or {}).get("max_starved")
-    return float(v) if isinstance(v, int | float) else float(fallback)
+def validity_of(header: Mapping[str, Any], fallback: float = DEFAULT_MAX_STARVED) -> float | None:
+    """A legacy run's starvation threshold: the plan's ``max_starved`` where the header records it, else
+    ``fallback``; None for a run under the plan's ``validity`` rule (the starved share is evidence there)."""
+    rule = rule_of(header, fallback)
+    return rule.max_starved if isinstance(rule, LegacyStarvation) else None
 
 
-def invalid_trials(units: Iterable[Mapping[str, Any]], max_starved: float) -> dict[str, set[int]]:
-    """Per trial kind, the trials invalid for every policy: those in which any policy's unit was
-    excluded (``starved_flags``)."""
-    out: dict[str, set[int]] = {}
-    for r in units:
-        if starved_flags(r, max_starved)[1]:
-            out.setdefault(str(r["unit"]), set()).add(int(r["trial"]))
-    return out
+def invalid_trials(units: Iterable[Mapping[str, Any]], rule: float | ValidityRule | LegacyStarvation,
+                   ) -> dict[str, set[int]]:
+    """Per trial kind, the trials invalid for every policy: those with no run in which every policy's
+    unit passes ``rule`` (a number: the legacy starved-share threshold; ``validity.select_runs``)."""
+    r = LegacyStarvation(float(rule)) if isinstance(rule, int | float) else rule
+    return select_runs(units, r)[1]
 
 
 def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], comparable: Mapping[str, bool],
@@ -134,11 +141,10 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
     plan, pols = header["plan"], header["policies"]
     plant = header["plant"]
     cca = (header["scenario"].get("fingerprint") or {}).get("dtn_cca")
-    units = list(units)
-    bad = invalid_trials(units, validity_of(header, max_starved))
+    chosen, bad, _ = select_runs(units, rule_of(header, max_starved), pols)
     by_unit: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
-    for r in units:
-        by_unit.setdefault((str(r["unit"]), str(r["policy"])), {})[int(r["trial"])] = r
+    for (unit, name, trial), r in chosen.items():
+        by_unit.setdefault((unit, name), {})[trial] = r
     rows: list[dict[str, Any]] = []
     seed = int(plan.get("seed", 0))
     for exp in (e for e in EXPERIMENTS if e in plan["experiments"]):
@@ -210,6 +216,7 @@ def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], c
     from ..results import git_commit
 
     units = list(units)
+    rule = rule_of(header, max_starved)
     return {
         "format_version": RESULTS_FORMAT, "scidmz_version": __version__, "git_commit": git_commit(),
         "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "command": command,
@@ -218,10 +225,23 @@ def results_doc(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], c
         "plant_model": header["plant_model"], "code": header["code"], "machine": machine(),
         "load": {"start": load_start, "end": load_avg()}, "plan": header["plan"], "policies": header["policies"],
         "max_starved": validity_of(header, max_starved), "ledger": {"units": len(units), "cut_bytes": cut},
-        "invalid_trials": {u: sorted(t) for u, t in invalid_trials(units, validity_of(header, max_starved)).items()},
+        **validity_fields(units, rule),
         "drift": [{k: d.get(k) for k in ("units_before", "at", "code", "kernel", "was")} for d in drift],
         "targets": header.get("targets"), **_rows_and_holm(build_rows(header, units, comparable, max_starved)),
     }
+
+
+def validity_fields(units: Iterable[Mapping[str, Any]], rule: ValidityRule | LegacyStarvation) -> dict[str, Any]:
+    """``invalid_trials``, and under the plan's ``validity`` rule the rule, ``reruns`` and
+    ``stayed_invalid`` (module docstring); a legacy run's file keeps the one field it always had."""
+    _, bad, reruns = select_runs(units, rule)
+    out: dict[str, Any] = {"invalid_trials": {u: sorted(t) for u, t in bad.items()}}
+    if isinstance(rule, ValidityRule):
+        out["validity"] = rule.to_dict()
+        out["reruns"] = {u: {str(i): n for i, n in sorted(by.items())} for u, by in reruns.items()}
+        out["stayed_invalid"] = {u: sorted(i for i in t if reruns.get(u, {}).get(i, 0) >= rule.max_reruns)
+                                 for u, t in bad.items()}
+    return out
 
 
 def _rows_and_holm(rows: list[dict[str, Any]], merged: bool = False) -> dict[str, Any]:
@@ -341,7 +361,7 @@ def write_merged(top: str | os.PathLike[str], command: str) -> dict[str, str]:
 
 
 #: What ``recompute`` rebuilds from the ledger; every other field describes the run and is kept.
-RECOMPUTED = ("rows", "holm", "targets", "max_starved", "invalid_trials")
+RECOMPUTED = ("rows", "holm", "targets", "max_starved", "invalid_trials", "validity", "reruns", "stayed_invalid")
 
 
 def comparable_now(doc: Mapping[str, Any]) -> dict[str, bool]:
@@ -365,22 +385,23 @@ def recompute(run_dir: str | os.PathLike[str], rejudge: bool = False) -> tuple[d
     the ledger. The run's comparability and ``max_starved`` are read from the file (the plant's
     judgement and the command line's, not the ledger's); ``rejudge``: comparability from today's
     plant instead (``comparable_now``). One-line ValueError if a part is missing."""
-    from .ledger import parse_ledger
+    from .ledger import parse_ledger_lines
 
     d = Path(run_dir)
     doc = read_results(d / "results.json", "scidmz leaderboard")
     if not isinstance(doc.get("rows"), list) or not (d / "ledger.jsonl").is_file():
         raise ValueError(f"{d}: not a leaderboard run (needs results.json with \"rows\" and ledger.jsonl)")
-    head, done, _ = parse_ledger((d / "ledger.jsonl").read_bytes(), str(d / "ledger.jsonl"))
+    head, lines, _ = parse_ledger_lines((d / "ledger.jsonl").read_bytes(), str(d / "ledger.jsonl"))
     comparable = (comparable_now(doc) if rejudge else
                   {r["policy"]: bool(r.get("comparable", True)) for r in doc["rows"]})
-    ms = validity_of(head, float(doc.get("max_starved", DEFAULT_MAX_STARVED)))
-    rows = build_rows(head, done.values(), comparable, ms)
-    bad = {u: sorted(t) for u, t in invalid_trials(done.values(), ms).items()}
+    fallback = doc.get("max_starved")
+    fallback = float(fallback) if isinstance(fallback, int | float) else DEFAULT_MAX_STARVED
+    rows = build_rows(head, lines, comparable, fallback)
     import json
 
     from ..results import clean
 
     # One JSON round trip, as written: NaN becomes null, tuples lists.
-    new = {**doc, "targets": head.get("targets"), "max_starved": ms, "invalid_trials": bad, **_rows_and_holm(rows)}
+    new = {**doc, "targets": head.get("targets"), "max_starved": validity_of(head, fallback),
+           **validity_fields(lines, rule_of(head, fallback)), **_rows_and_holm(rows)}
     return doc, json.loads(json.dumps(clean(new)))

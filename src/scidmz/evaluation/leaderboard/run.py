@@ -224,6 +224,7 @@ def _run_owned(prep: Prepared, command: str, max_starved: float, executor: str |
               "a write the last run did not finish", file=sys.stderr)
     names = list(prep.policies)
     todo = todo_count(prep.plan, names, prep.ledger)
+    before = len(prep.ledger.lines)
     _command_file(prep.out, command, resumed)
     bar = _progress(todo)
     tick = bar.update if bar is not None else None
@@ -245,9 +246,9 @@ def _run_owned(prep: Prepared, command: str, max_starved: float, executor: str |
         if bar is not None:
             bar.close()
     doc, res, files = _write(prep, command, max_starved, load0)
-    return {"out": str(prep.out), "results": str(res), **files, "units_run": todo,
-            "units": len(prep.ledger.done), "cut_bytes": prep.ledger.cut, "wall_s": time.perf_counter() - t0,
-            "rows": doc["rows"]}
+    return {"out": str(prep.out), "results": str(res), **files, "units_run": len(prep.ledger.lines) - before,
+            "units": len(prep.ledger.lines), "cut_bytes": prep.ledger.cut, "wall_s": time.perf_counter() - t0,
+            "reruns": doc.get("reruns") or {}, "stayed_invalid": doc.get("stayed_invalid") or {}, "rows": doc["rows"]}
 
 
 @contextlib.contextmanager
@@ -275,7 +276,7 @@ def _write(prep: Prepared, command: str, max_starved: float,
     whether every unit of the plan is in it (an interrupted run's results are only so far)."""
     names = list(prep.policies)
     with _sigint_deferred():
-        doc = results_doc(prep.ledger.header, prep.ledger.done.values(), prep.comparable, command=command,
+        doc = results_doc(prep.ledger.header, prep.ledger.lines, prep.comparable, command=command,
                           max_starved=max_starved, load_start=load0, cut=prep.ledger.cut,
                           scenario=prep.scenario.to_dict(), drift=prep.ledger.drifts)
         left = todo_count(prep.plan, names, prep.ledger)

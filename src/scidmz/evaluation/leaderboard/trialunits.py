@@ -15,13 +15,20 @@ sets one, no pacing) and ``set_scenario`` switches between the trial kinds' scen
 (an unlimited DTN, the fixed transfer, one short-flow sender) on the same testbed.
 An interrupted trial (Ctrl-C, SIGTERM, an error) writes no line; the plant's context
 manager tears the testbed down.
+
+Validity (``validity``): where the plant exposes a ``validity_signals`` source (netns),
+each unit's line records the machine's signals (a calibration probe just before the unit,
+CPU pressure and the delay stage's lateness during it). Once every policy ran trial i of a
+kind, the trial is judged by the plan's rule; if any unit breaks it, all policies run trial
+i again (same seed, same target), the lines appended with ``rerun`` + 1, up to
+``max_reruns`` times. A resumed run finishes a re-run the interruption cut short.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -35,9 +42,10 @@ from ..results import note_run
 from ..trials import run_trials
 from .ledger import Ledger
 from .plan import LeaderboardPlan
+from .validity import ValidityRule
 
 __all__ = ["CHUNK", "check_sizes", "targets", "target_hashes", "unit_metrics", "run_batched", "run_realtime",
-           "planned_units", "todo_count", "realtime_order", "policy_order"]
+           "planned_units", "todo_count", "realtime_order", "policy_order", "trial_groups", "next_run"]
 
 #: Fluid trials per batched plant: bounds memory and how much an interruption loses.
 CHUNK = 50
@@ -170,8 +178,51 @@ def planned_units(plan: LeaderboardPlan, names: list[str]) -> set[tuple[str, str
 
 
 def todo_count(plan: LeaderboardPlan, names: list[str], ledger: Ledger) -> int:
-    """Units of the plan not yet in the ledger."""
-    return sum(1 for u in plan.units for n in names for i in range(plan.count(u, n)) if (u, n, i) not in ledger.done)
+    """Units of the plan not yet in the ledger, and those of a re-run already begun or due (``next_run``)."""
+    first = sum(1 for u in plan.units for n in names for i in range(plan.count(u, n)) if (u, n, i) not in ledger.done)
+    runs = _runs_by_trial(ledger.lines)
+    more = 0
+    for i, unit, order in trial_groups(plan, names):
+        if (unit, i) in runs:
+            r, left = next_run(runs[(unit, i)], order, plan.validity)
+            more += len(left) if r > 0 else 0
+    return first + more
+
+
+def trial_groups(plan: LeaderboardPlan, names: list[str]) -> list[tuple[int, str, list[str]]]:
+    """(trial, kind, the policies that run it in ``policy_order``), trial-major: what is judged together."""
+    out = []
+    for i in range(max(plan.count(u) for u in plan.units)):
+        for u in plan.units:
+            if i < plan.count(u):
+                out.append((i, u, [n for n in policy_order(names, i) if i < plan.count(u, n)]))
+    return out
+
+
+def _runs_by_trial(lines: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int], dict[int, dict[str, Mapping[str, Any]]]]:
+    """(kind, trial) -> re-run counter -> policy -> its line."""
+    from .validity import rerun_of
+
+    out: dict[tuple[str, int], dict[int, dict[str, Mapping[str, Any]]]] = {}
+    for r in lines:
+        out.setdefault((str(r["unit"]), int(r["trial"])), {}).setdefault(rerun_of(r), {})[str(r["policy"])] = r
+    return out
+
+
+def next_run(runs: Mapping[int, Mapping[str, Mapping[str, Any]]], order: list[str],
+             rule: ValidityRule) -> tuple[int, list[str]]:
+    """(the re-run counter, the policies still to run in it) of one trial given its runs so far:
+    the latest run's missing policies; else, if a unit of it breaks ``rule`` and re-runs are left,
+    a new run of every policy; else (valid, or re-runs used up) no policy."""
+    if not runs:
+        return 0, list(order)
+    r = max(runs)
+    left = [n for n in order if n not in runs[r]]
+    if left:
+        return r, left
+    if r < rule.max_reruns and any(rule.breaks(line.get("validity")) for line in runs[r].values()):
+        return r + 1, list(order)
+    return r, []
 
 
 Tick = Callable[[int], None]
@@ -224,30 +275,55 @@ def run_batched(scenario: Scenario, policies: Mapping[str, Policy], plan: Leader
 def run_realtime(scenario: Scenario, policies: Mapping[str, Policy], plan: LeaderboardPlan, ledger: Ledger,
                  plant: str = "netns", tick: Tick | None = None, plant_options: Mapping[str, Any] | None = None,
                  ) -> None:
-    """Every remaining unit on one real-time plant, trial-major, the policies in ``policy_order``."""
-    from ...runner import run_episode
-
+    """Every remaining unit on one real-time plant, trial-major, the policies in ``policy_order``; an
+    invalid trial run again for every policy (module docstring)."""
+    runs = _runs_by_trial(ledger.lines)
+    groups = [(i, u, order) for i, u, order in trial_groups(plan, list(policies))
+              if next_run(runs.get((u, i), {}), order, plan.validity)[1]]
+    if not groups:
+        return
     variants = {u: plan.variant(scenario, u) for u in plan.units}
     tgs = {u: targets(u, variants[u], plan) for u in plan.units}
-    todo = realtime_order(plan, list(policies), ledger.done)
-    if not todo:
-        return
-    first = variants[todo[0][1]]
-    with make_plant(plant, first, **dict(plant_options or {})) as pl:
+    with make_plant(plant, variants[groups[0][1]], **dict(plant_options or {})) as pl:
         switch = getattr(pl, "set_scenario", None)
         if switch is None and len(plan.units) > 1:
             raise ValueError(f"the {plant} plant cannot switch between trial kinds on one testbed; "
                              "run one kind per leaderboard (--experiments)")
-        for i, unit, name in todo:
-            sc = variants[unit]
+        for i, unit, order in groups:
             if switch is not None:
-                switch(sc)
-            note_run(sc, plant, pl)
-            t0 = time.perf_counter()
-            trs = run_episode(pl, policies[name], tgs[unit][:, i], seed=plan.seed + i, until_done=unit == "fct",
-                              meta={"plant": plant})
-            short = _short_fcts(pl.flow_records(), 0) if unit == "short" else None  # type: ignore[attr-defined]
-            ledger.append(unit, name, i, {"seed": plan.seed + i, "wall_s": time.perf_counter() - t0,
-                                          **unit_metrics(unit, trs[0], sc, plan, short)})
-            if tick is not None:
-                tick(1)
+                switch(variants[unit])
+            while True:
+                mine = _runs_by_trial(r for r in ledger.lines if r["unit"] == unit and r["trial"] == i)
+                rerun, left = next_run(mine.get((unit, i), {}), order, plan.validity)
+                if not left:
+                    break
+                for name in left:
+                    _run_unit(pl, plant, policies[name], name, unit, i, rerun, variants[unit], tgs[unit][:, i],
+                              plan, ledger)
+                    if tick is not None:
+                        tick(1)
+
+
+def _run_unit(pl: Any, plant: str, policy: Policy, name: str, unit: str, i: int, rerun: int, sc: Scenario,
+              target: np.ndarray, plan: LeaderboardPlan, ledger: Ledger) -> None:
+    """One unit on a real-time plant, with its machine signals where the plant records them: the
+    calibration probe just before it, then CPU pressure and stage lateness while it runs."""
+    from ...runner import run_episode
+
+    source = getattr(pl, "validity_signals", None)
+    signals: dict[str, Any] = {}
+    if source is not None:
+        t_probe = time.perf_counter()
+        signals.update(source.probe())
+        # the probe's own time, so a unit's overhead beyond its episode can be read off the ledger
+        signals["probe_wall_s"] = time.perf_counter() - t_probe
+        source.begin()
+    note_run(sc, plant, pl)
+    t0 = time.perf_counter()
+    trs = run_episode(pl, policy, target, seed=plan.seed + i, until_done=unit == "fct", meta={"plant": plant})
+    wall = time.perf_counter() - t0
+    if source is not None:
+        signals.update(source.end())
+    short = _short_fcts(pl.flow_records(), 0) if unit == "short" else None
+    ledger.append(unit, name, i, {"seed": plan.seed + i, "wall_s": wall, **unit_metrics(unit, trs[0], sc, plan, short),
+                                  **({"validity": signals} if source is not None else {})}, rerun=rerun)

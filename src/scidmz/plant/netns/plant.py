@@ -68,15 +68,23 @@ class NetnsPlant:
         rtts: dict[str, float] | None = None,
         drain: float | None = None,
         actuator: Callable[..., Any] | None = None,
+        validity: Callable[[NetnsPlant], Any] | None = None,
     ) -> None:
         """``telemetry``: a factory ``(testbed) -> source`` (``sources.TelemetryFactory``, e.g.
         ``sources.kernel_telemetry``), or one of ``TELEMETRY_KINDS`` from the command line.
         ``actuator``: a factory ``(dev, netns=, burst=, latency=) -> RateActuator`` for the campus
-        uplink (default ``TbfActuator``). Composition, as Mininet passes link classes."""
+        uplink (default ``TbfActuator``). ``validity``: a factory ``(plant) -> ValiditySource``
+        (``plant.base.ValiditySource``) of the machine signals a leaderboard judges trials by
+        (default ``manage.validity.MachineSignals`` on this plant). Composition, as Mininet passes
+        link classes."""
         self._tel_factory = telemetry_factory(telemetry)
         if actuator is not None and not callable(actuator):
             raise ValueError(f"actuator must be a factory (dev, netns=, burst=, latency=), got {actuator!r}")
         self._act_factory = actuator
+        if validity is not None and not callable(validity):
+            raise ValueError(f"validity must be a factory (plant) -> ValiditySource, got {validity!r}")
+        self._validity_factory = validity
+        self._validity: Any = None
         self.scenario = scenario
         self._tb = Testbed(scenario, prefix=prefix, switch=switch, rtts=rtts)
         self._traffic: Any = None
@@ -137,6 +145,78 @@ class NetnsPlant:
                                       latency=self.scenario.shaper.latency)
         self._traffic = Traffic(self._tb, self.scenario.seed)
         self._traffic.start_servers()
+
+    # -- validity signals (evaluation.leaderboard.validity) -----------------------------------------
+    @property
+    def validity_signals(self) -> Any:
+        """The machine signals this plant records around an episode (``manage.validity``)."""
+        if self._validity is None:
+            if self._validity_factory is None:
+                from .manage.validity import MachineSignals
+
+                self._validity = MachineSignals(self._tb.delay_stats, self.calibration_probe)
+            else:
+                self._validity = self._validity_factory(self)
+        return self._validity
+
+    def calibration_probe(self) -> dict[str, Any]:
+        """Whether the machine can serve the emulated link now (``manage.validity``, ours): the previous
+        episode's traffic stopped, the testbed in its default configuration (no queues, stage or pacing;
+        the campus shaper at u_max), a fixed, unpaced sender (a campus host, else the DTN, with
+        ``PROBE_STREAMS`` TCP streams) saturates the bottleneck, whose TBF's byte counter over
+        ``PROBE_WINDOW`` s after ``PROBE_WARMUP`` s gives ``probe_service`` (sent bits / (B_max x window)).
+        None with ``probe_error`` when the sender failed (never guessed). About 2 s."""
+        from .manage.validity import PROBE_STREAMS, PROBE_WARMUP, PROBE_WINDOW
+        from .traffic.iperf import iperf_tcp
+
+        self._ensure_up()
+        if self._tel is not None:
+            self._tel.close()
+            self._tel = None
+        self._traffic.stop_clients()
+        # a discipline asked for the next episode (set_discipline) is kept for it, not spent on the probe
+        keep, self._discipline_next = self._discipline_next, None
+        self._restore_default()
+        self._discipline_next = keep
+        self._act.set_rate(self.scenario.u_max)
+        time.sleep(self._drain)
+        h = (self._tb.spec.campus or [self._tb.dtn])[0]
+        argv = iperf_tcp(self._tb.hosts[h.peer].ip, h.cca, PROBE_STREAMS)
+        argv[argv.index("-t") + 1] = str(int(math.ceil(PROBE_WARMUP + PROBE_WINDOW)) + 1)
+        proc = self._tb.spawn(h.ns, argv, log_name="probe.log")
+        try:
+            time.sleep(PROBE_WARMUP)
+            b0, t0 = self._bottleneck_bytes(), time.monotonic()
+            time.sleep(PROBE_WINDOW)
+            b1, t1 = self._bottleneck_bytes(), time.monotonic()
+            alive = proc.poll() is None
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if not alive or b0 is None or b1 is None:
+            return {"probe_service": None, "probe_error": "the probe's sender exited early" if not alive
+                    else "no bottleneck counter", "probe_host": h.name}
+        return {"probe_service": (b1 - b0) * 8.0 / (self.scenario.capacity * (t1 - t0)), "probe_s": t1 - t0,
+                "probe_host": h.name}
+
+    def _bottleneck_bytes(self) -> float | None:
+        """Bytes BR1's root qdisc on the WAN port has sent (``tc -s -j``), None if unreadable."""
+        import json
+
+        from .procs import run_in
+
+        dev, ns = self._tb.spec.bottleneck
+        try:
+            out = json.loads(run_in(ns, ["tc", "-s", "-j", "qdisc", "show", "dev", dev], timeout=5))
+        except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
+            return None
+        root = next((q for q in out if isinstance(q, dict) and q.get("root")), None)
+        return float(root["bytes"]) if root is not None and isinstance(root.get("bytes"), int | float) else None
 
     @property
     def actuator(self) -> Any:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -232,8 +232,9 @@ class _FlowMemory:
     queue: int = 0  # queue id in force (0: not yet placed)
     pending: int = 0  # candidate queue id waiting for confirmation
     pending_n: int = 0
-    rtts: list[float] = field(default_factory=list)  # recent RTT samples for the windowed min
+    row: int = -1  # its row of recent RTT samples (``JenksSeparator._win``) for the windowed min
     bloated_until: int = -1  # epoch up to which the flow stays in the bloat queue
+    rule: FlowRule | None = None  # its rule last epoch, handed back while its queue holds (cheap to validate)
 
 
 def _column(table: Any, name: str, n: int, default: Any = None) -> np.ndarray | None:
@@ -261,6 +262,12 @@ class JenksSeparator:
 
     def reset(self) -> None:
         self._mem: dict[_Key, _FlowMemory] = {}
+        # Every flow's last rtt_window RTT samples, one row each (NaN: no sample): the windowed
+        # minimum in one numpy reduction instead of a Python loop over 10,000 flows.
+        self._win = np.full((0, self.p.rtt_window), np.nan)
+        self._nsamples = np.zeros(0, dtype=np.int64)
+        self._free_rows: list[int] = []
+        self._top_row = 0
         self._alloc: dict[int, float] = {}
         self._under: dict[int, int] = {}  # epochs in a row each queue used less than its allocation
         self.epoch = 0
@@ -276,6 +283,7 @@ class JenksSeparator:
         n = 0 if src is None else len(src)
         if n == 0:
             self.epoch += 1
+            self._free_rows.extend(m.row for m in self._mem.values())
             self._mem.clear()
             self.last = self._config(capacity, {}, {}, {}, {}, [])
             return self.last
@@ -287,26 +295,16 @@ class JenksSeparator:
         rate = np.nan_to_num(_column(flows, "rate", n, 0.0).astype(np.float64))
         longf = _column(flows, "long_flow", n, False).astype(bool)
         given_min = _column(flows, "min_rtt", n)
-        keys: list[_Key] = [
-            (str(a), str(b), int(c), int(d), int(e))
-            for a, b, c, d, e in zip(src.tolist(), dst.tolist(), sport.tolist(), dport.tolist(), proto.tolist(), strict=True)
-        ]
-        # Flows that left the table are forgotten; a returning flow starts afresh.
-        live = set(keys)
-        for k in [k for k in self._mem if k not in live]:
-            del self._mem[k]
-        mems = [self._mem.setdefault(k, _FlowMemory()) for k in keys]
-        minrtt = np.full(n, np.nan)
-        for i, m in enumerate(mems):
-            r = rtt[i]
-            if math.isfinite(r) and r > 0:
-                m.rtts.append(float(r))
-                if len(m.rtts) > p.rtt_window:
-                    del m.rtts[0]
-            if given_min is not None and math.isfinite(float(given_min[i])) and given_min[i] > 0:
-                minrtt[i] = float(given_min[i])
-            elif m.rtts:
-                minrtt[i] = min(m.rtts)
+        if src.dtype.kind != "U" or dst.dtype.kind != "U":
+            src, dst = src.astype(str), dst.astype(str)
+        keys: list[_Key] = list(zip(src.tolist(), dst.tolist(), sport.tolist(), dport.tolist(), proto.tolist(),
+                                    strict=True))
+        mems = self._remember(keys)
+        minrtt = self._window_min(mems, rtt)
+        if given_min is not None:
+            g = np.asarray(given_min, dtype=np.float64)
+            ok = np.isfinite(g) & (g > 0)
+            minrtt[ok] = g[ok]
 
         is_tcp = proto == PROTO_TCP
         is_udp = proto == PROTO_UDP
@@ -356,8 +354,9 @@ class JenksSeparator:
         if p.udp_isolation and is_tcp.any() and is_udp.any():
             target[is_udp] = UDP_QID
 
+        tl = target.tolist()
         for i, m in enumerate(mems):
-            m.queue = int(target[i])
+            m.queue = tl[i]
 
         # Queue membership, rates, buffers.
         members: dict[int, list[int]] = {}
@@ -370,14 +369,59 @@ class JenksSeparator:
             r = minrtt[v]
             r = r[np.isfinite(r)]
             qrtt[q] = float(r.mean()) if r.size else 0.0
-        rules = [
-            FlowRule(FlowMatch(keys[i][0], keys[i][1], keys[i][2], keys[i][3], keys[i][4]), int(target[i]))
-            for i in range(n)
-            if target[i] != DEFAULT_QID and keys[i][4] in (PROTO_TCP, PROTO_UDP)
-        ]
+        rules = [self._rule(m, keys[i]) for i, m in enumerate(mems)
+                 if m.queue != DEFAULT_QID and keys[i][4] in (PROTO_TCP, PROTO_UDP)]
         self.epoch += 1
         self.last = self._config(capacity, nflows, used, qrtt, members, rules)
         return self.last
+
+    def _remember(self, keys: list[_Key]) -> list[_FlowMemory]:
+        """Each flow's memory, a new one (and an empty RTT row) for a new flow; flows that left the
+        table are forgotten, so a returning flow starts afresh."""
+        mem = self._mem
+        if len(mem) > len(keys) or any(k not in mem for k in keys):
+            live = set(keys)
+            for k in [k for k in mem if k not in live]:
+                self._free_rows.append(mem.pop(k).row)
+        out = []
+        for k in keys:
+            m = mem.get(k)
+            if m is None:
+                m = mem[k] = _FlowMemory(row=self._new_row())
+            out.append(m)
+        return out
+
+    def _new_row(self) -> int:
+        if self._free_rows:
+            row = self._free_rows.pop()
+        else:
+            row, self._top_row = self._top_row, self._top_row + 1
+            if row == len(self._win):
+                grow = max(64, row)
+                self._win = np.vstack([self._win, np.full((grow, self._win.shape[1]), np.nan)])
+                self._nsamples = np.concatenate([self._nsamples, np.zeros(grow, dtype=np.int64)])
+        self._win[row] = np.nan
+        self._nsamples[row] = 0
+        return row
+
+    def _window_min(self, mems: list[_FlowMemory], rtt: np.ndarray) -> np.ndarray:
+        """Each flow's minimum over its last ``rtt_window`` valid (finite, positive) RTT samples, this
+        epoch's included (NaN: none yet): the data plane's min filter (ext 3.1)."""
+        rows = np.fromiter((m.row for m in mems), dtype=np.int64, count=len(mems))
+        ok = np.isfinite(rtt) & (rtt > 0)
+        r = rows[ok]
+        self._win[r, self._nsamples[r] % self._win.shape[1]] = rtt[ok]
+        self._nsamples[r] += 1
+        return np.fmin.reduce(self._win[rows], axis=1)
+
+    @staticmethod
+    def _rule(m: _FlowMemory, key: _Key) -> FlowRule:
+        """The flow's rule to its queue: last epoch's object while the queue holds (ours: the same
+        frozen match each epoch, so validating and diffing 10,000 rules stays cheap)."""
+        r = m.rule
+        if r is None or r.queue != m.queue:
+            r = m.rule = FlowRule(r.match if r is not None else FlowMatch(*key), m.queue)
+        return r
 
     def _bloat(self, target: np.ndarray, rtt: np.ndarray, rate: np.ndarray, mems: list[_FlowMemory],
                classify: np.ndarray) -> None:

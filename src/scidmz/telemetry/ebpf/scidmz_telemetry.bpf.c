@@ -812,10 +812,13 @@ static __always_inline void tap_step(struct scidmz_counters *ctr, struct pkt *p,
     if (p->kind == SCIDMZ_KIND_TCP && p->cls == SCIDMZ_CLASS_DTN && t == SCIDMZ_TAP_EGRESS) {  /* the prefix checks */
         if (p->out) {
             STAT(ctr, DTN_OUT_TCP)++;
-            if (p->payload > 0)
+            if (p->payload > 0) {
                 STAT(ctr, DTN_OUT_DATA)++;
+                STAT(ctr, DTN_OUT_PAYLOAD) += p->payload;
+            }
         } else if (p->payload > 0) {
             STAT(ctr, DTN_IN_DATA)++;
+            STAT(ctr, DTN_IN_PAYLOAD) += p->payload;
         }
     }
     if (p->out) {

@@ -3,8 +3,9 @@
 The kernel fills blocks of a memory-mapped ring with frames and kernel
 timestamps; ``RingCapture.poll`` waits for retired blocks, walks each
 block's packet headers with a numba kernel (offsets, lengths, timestamps),
-parses all its frames in place with ``parse.parse_frames`` and hands the
-block back to the kernel. No per-packet Python runs, and no frame is copied
+parses all its frames in place with ``parse.parse_frames``, reassembles
+mirror-tunnel fragments (``fragments.Reassembler``, as the file reader does)
+and hands the block back to the kernel. No per-packet Python runs, and no frame is copied
 before parsing.
 
 ``drops()`` reports the socket's ``PACKET_STATISTICS`` (packets the kernel
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..twin.parse import KIND_DROP, LINKTYPE_ETHERNET, PACKET_DTYPE, parse_frames, reason_counts
+from .fragments import Reassembler
 
 __all__ = ["RingCapture"]
 
@@ -130,6 +132,8 @@ class RingCapture:
         self._parse: dict[str, int] = {}
         self.packets = 0
         self._off, self._cap, self._len, self._ts = (np.zeros(block_size // 48 + 1, np.int64) for _ in range(4))
+        self._lts = np.full(block_size // 48 + 1, LINKTYPE_ETHERNET, np.int64)
+        self._frags = Reassembler()
 
     def poll(self, timeout: float = 0.05) -> np.ndarray:
         """Parsed packets of every block the kernel has retired (waits up to ``timeout`` s)."""
@@ -144,6 +148,12 @@ class RingCapture:
             k = walk(self.ring, b, num, first, self._off, self._cap, self._len, self._ts)
             pk = parse_frames(self.ring, self._off[:k], self._cap[:k], self._len[:k], LINKTYPE_ETHERNET,
                               self._ts[:k], tap=self.tap)
+            # mirror copies fragmented by the mirror's MTU: rebuilt before the block goes back (the
+            # reassembler copies what it keeps)
+            lost = self._frags.feed(self.ring, self._off[:k], self._cap[:k], self._len[:k], self._lts[:k],
+                                    self._ts[:k], pk)
+            if lost[0]:
+                self._parse["fragment_lost"] = self._parse.get("fragment_lost", 0) + lost[0]
             self._status[w + 2] = TP_STATUS_KERNEL  # hand the block back
             self._next = (self._next + 1) % self.block_nr
             if k:

@@ -19,9 +19,12 @@ or more, a captured length above the wire length) are read and counted
 file that is not pcap or pcapng at all is a one-line ``ValueError``.
 
 Supported: pcap (us and ns magic, both byte orders), pcapng (SHB/IDB/EPB,
-several sections and interfaces, ``if_tsresol`` decimal or binary, both byte
-orders; simple packet blocks carry no timestamp and are counted as
-``no_timestamp``). Link types: those of ``parse.LINKTYPES``.
+several sections and interfaces, ``if_tsresol`` decimal or binary and
+``if_tsoffset``, exact to the ns, both byte orders; an option no clock can
+have is a one-line ``CaptureInputError``; simple packet blocks carry no
+timestamp and are counted as ``no_timestamp``). Link types: those of
+``parse.LINKTYPES``. After parsing, GRE/ERSPAN packets fragmented by the
+mirror's MTU are reassembled (``fragments``) and notes are counted (``notes``).
 """
 
 from __future__ import annotations
@@ -38,16 +41,28 @@ import numpy as np
 
 from ...fileio import atomic_write_bytes
 from ..twin.parse import REASONS, parse_frames, reason_bytes, reason_counts
+from .fragments import Reassembler
+from .notes import SC_MAX_STEP, SC_REASONS, SC_STEPS, count_notes, scan
 
-__all__ = ["Capture", "CHUNK_PACKETS", "add_counts", "iter_capture", "iter_times", "read_capture", "write_pcap"]
+__all__ = ["Capture", "CaptureInputError", "CHUNK_PACKETS", "add_counts", "iter_capture", "iter_times", "read_capture", "write_pcap"]
 
 MAX_CAPLEN = 262144
+#: pcapng ``if_tsresol`` exponents read (ours): finer than 10^-18 s or 2^-63 s, a 64-bit timestamp
+#: cannot hold even ten seconds, so such a value is a corrupt option, refused with one line.
+MAX_TSRESOL_DEC = 18
+MAX_TSRESOL_BIN = 63
+#: ``if_tsoffset`` read (ours): beyond 2^32 s (136 years) it is no clock's offset; also keeps
+#: timestamp + offset inside int64 nanoseconds.
+MAX_TSOFFSET_S = 1 << 32
+#: pcapng timestamps read (ours): up to 2^32 s after the epoch, pcap's 32-bit range.
+MAX_TS_S = 1 << 32
 # Largest wire length believed (ours): BIG TCP super-packets reach 512 KiB; a larger
 # "original length" is a corrupt record header.
 MAX_WIRE = 1 << 24
 _R_CORRUPT = REASONS.index("corrupt_record")
 _R_TRUNCFILE = REASONS.index("truncated_file")
 _R_NOTS = REASONS.index("no_timestamp")
+_R_FRAG = REASONS.index("fragment")
 
 
 @dataclass
@@ -55,7 +70,9 @@ class Capture:
     """Packets of one capture (or chunk): ``packets`` (``parse.PACKET_DTYPE``) and what the
     reader and parser noticed: ``drops`` (records/packets per reason), ``drop_bytes`` (their
     wire bytes; for ``corrupt_record`` the bytes skipped), ``linktypes`` (records per link
-    type), ``wire_bytes`` (all records' wire bytes)."""
+    type), ``wire_bytes`` (all records' wire bytes). ``drops`` also holds what is read but
+    named for a warning, not dropped (``notes``): no-L4 sub-counts, unsupported tunnels,
+    and ``tunnel_fragment`` / ``fragment_lost`` (``fragments``)."""
 
     packets: np.ndarray
     drops: dict[str, int] = field(default_factory=dict)
@@ -63,6 +80,8 @@ class Capture:
     drop_bytes: dict[str, int] = field(default_factory=dict)
     linktypes: dict[int, int] = field(default_factory=dict)
     wire_bytes: int = 0
+    clock_steps: int = 0  # times the capture's clock stepped back (``notes.scan``)
+    clock_back_ns: int = 0  # the largest such step
 
 
 def _u32(buf, o, le):
@@ -153,21 +172,44 @@ def _walk_pcap_py(buf, le, nano, linktype, o, max_k, off, cap, orig, ts, lts, ba
     return k, o, o >= n
 
 
-def _ts_to_ns(t, res_kind, res_exp):
-    # res_kind 0: 10^-exp seconds; 1: 2^-exp seconds
+def _ts_to_ns(t, res_kind, res_exp, off_ns):
+    """A pcapng timestamp of ``t`` units (10^-exp s, or 2^-exp s for kind 1) plus the
+    interface's ``if_tsoffset`` as ns, floored to the ns, without overflow for any exponent
+    the reader accepts (decimal <= MAX_TSRESOL_DEC, binary <= MAX_TSRESOL_BIN)."""
     if res_kind == 0:
         if res_exp <= 9:
             m = np.int64(1)
             for _ in range(9 - res_exp):
                 m *= 10
-            return t * m
+            return t * m + off_ns
         d = np.int64(1)
         for _ in range(res_exp - 9):
             d *= 10
-        return t // d
+        return t // d + off_ns
     sec = t >> res_exp
     rem = t & ((np.int64(1) << res_exp) - 1)
-    return sec * 1000000000 + ((rem * 1000000000) >> res_exp)
+    if res_exp <= 32:  # rem < 2^32: rem * 10^9 fits in 63 bits
+        frac = (rem * 1000000000) >> res_exp
+    else:  # rem * 10^9 as hi * 2^32 + lo, each below 2^62; floor((hi * 2^32 + lo) / 2^e)
+        hi = (rem >> 32) * 1000000000
+        lo = (rem & 0xFFFFFFFF) * 1000000000
+        frac = (hi + (lo >> 32)) >> (res_exp - 32)
+    return sec * 1000000000 + frac + off_ns
+
+
+def _ts_fits(t, res_kind, res_exp):
+    """A pcapng timestamp of at most 2^32 s (pcap's own range; with ``MAX_TSOFFSET_S`` the sum
+    stays inside int64 ns); the 64-bit field read as negative (top bit set) is beyond it too."""
+    if t < 0:
+        return False
+    if res_kind == 1:
+        return (t >> res_exp) <= MAX_TS_S
+    d = np.int64(1)
+    for _ in range(res_exp):
+        d *= 10
+        if d > t:
+            return True
+    return t // d <= MAX_TS_S
 
 
 def _block_ok(buf, o, n):
@@ -184,11 +226,14 @@ def _block_ok(buf, o, n):
     return False
 
 
-def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad):
+def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, if_off, off, cap, orig, ts, lts, bad):
     """Walk pcapng blocks from byte ``o`` until ``max_k`` enhanced packet blocks or the end.
 
-    ``state`` ([little-endian, interfaces seen]) and the ``if_*`` arrays carry the
-    section's byte order and interface descriptions from one call to the next. A block
+    ``state`` ([little-endian, interfaces seen, refusal]) and the ``if_*`` arrays carry the
+    section's byte order and interface descriptions (link type, ``if_tsresol``,
+    ``if_tsoffset`` in ns) from one call to the next. An interface option no clock can
+    have (``_refusal``) stops the walk with ``state[2:5]`` = (option code, interface,
+    value) for the caller's one-line refusal. A block
     that cannot be right (length, trailing length, an unknown interface) is skipped by
     scanning 4-byte steps for the next plausible block (``_block_ok``), counted in
     ``bad[0]`` (and its bytes in ``bad[3]``). Returns (packets kept, next byte offset, finished).
@@ -229,6 +274,7 @@ def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig
                 if_lt[nif] = _u16(buf, o + 8, le)
                 if_kind[nif] = 0
                 if_exp[nif] = 6
+                if_off[nif] = 0
                 p = o + 16
                 end = o + blen - 4
                 while p + 4 <= end:
@@ -238,12 +284,18 @@ def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig
                         break
                     if code == 9 and olen >= 1:
                         v = np.int64(buf[p + 4])
-                        if v & 0x80:
-                            if_kind[nif] = 1
-                            if_exp[nif] = min(v & 0x7F, 62)
-                        else:
-                            if_kind[nif] = 0
-                            if_exp[nif] = min(v, 18)
+                        if_kind[nif] = 1 if v & 0x80 else 0
+                        if_exp[nif] = v & 0x7F
+                        if (v & 0x7F) > (MAX_TSRESOL_BIN if v & 0x80 else MAX_TSRESOL_DEC):
+                            state[2], state[3], state[4] = 9, nif, v
+                            return k, o, True
+                    elif code == 14 and olen >= 8:  # if_tsoffset: signed seconds
+                        secs = (_u32(buf, p + 8, le) << 32) | _u32(buf, p + 4, le) if le else (
+                            (_u32(buf, p + 4, le) << 32) | _u32(buf, p + 8, le))
+                        if secs > MAX_TSOFFSET_S or secs < -MAX_TSOFFSET_S:
+                            state[2], state[3], state[4] = 14, nif, secs
+                            return k, o, True
+                        if_off[nif] = secs * 1000000000
                     p += 4 + ((olen + 3) // 4) * 4
                 nif += 1
         elif not corrupt and btype == 6:  # enhanced packet block
@@ -257,12 +309,16 @@ def _walk_pcapng_py(buf, o, max_k, state, if_lt, if_kind, if_exp, off, cap, orig
                     bad[4] += 1
                     olen = incl
                 t = (_u32(buf, o + 12, le) << 32) | _u32(buf, o + 16, le)
-                off[k] = o + 28
-                cap[k] = incl
-                orig[k] = olen
-                ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid])
-                lts[k] = if_lt[iid]
-                k += 1
+                if _ts_fits(t, if_kind[iid], if_exp[iid]):
+                    off[k] = o + 28
+                    cap[k] = incl
+                    orig[k] = olen
+                    ts[k] = _ts_to_ns(t, if_kind[iid], if_exp[iid], if_off[iid])
+                    lts[k] = if_lt[iid]
+                    k += 1
+                else:  # a timestamp no int64 ns holds: the block is skipped whole, counted corrupt
+                    bad[0] += 1
+                    bad[3] += blen
         elif not corrupt and btype == 3:  # simple packet block: no timestamp, unusable for timing
             bad[2] += 1
         if corrupt:
@@ -296,6 +352,7 @@ def _kernels() -> dict[str, Any]:
         g["_u32"] = jit(_u32)
         g["_u16"] = jit(_u16)
         g["_ts_to_ns"] = jit(_ts_to_ns)
+        g["_ts_fits"] = jit(_ts_fits)
         g["_pcap_head_ok"] = jit(_pcap_head_ok)
         g["_block_ok"] = jit(_block_ok)
         _KERNELS["pcap"] = jit(_walk_pcap_py)
@@ -333,12 +390,23 @@ def _open(p: Path) -> tuple[np.ndarray, str, bool, bool, int]:
     return buf, kind, le, nano, linktype
 
 
-def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
+def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray, reason: np.ndarray | None,
+           per_reason: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
     """Per-reason counts and wire bytes of the unusable packets, the reader's counters, and
-    the L3-only notes (fragments, other protocols: counted in class bytes, not dropped)."""
-    gone = pk["kind"] == 0
-    drops = reason_counts(pk["reason"][gone])
-    nbytes = reason_bytes(pk["reason"][gone], wire[gone])
+    the L3-only notes (fragments, other protocols: counted in class bytes, not dropped).
+    ``reason``: the packets' reasons (contiguous), ``per_reason``: their histogram; a chunk
+    with nothing but readable packets costs no further pass."""
+    drops: dict[str, int] = {}
+    nbytes: dict[str, int] = {}
+    if reason is not None and per_reason[1:].any():
+        gone = pk["kind"] == 0
+        drops = reason_counts(reason[gone])
+        nbytes = reason_bytes(reason[gone], wire[gone])
+        for name in ("fragment", "other_protocol"):
+            code = REASONS.index(name)
+            if per_reason[code]:
+                drops[name] = int(per_reason[code])
+                nbytes[name] = int(wire[reason == code].sum())
     for code, count in ((_R_CORRUPT, bad[0]), (_R_TRUNCFILE, bad[1]), (_R_NOTS, bad[2])):
         if count:
             drops[REASONS[code]] = drops.get(REASONS[code], 0) + int(count)
@@ -346,11 +414,25 @@ def _drops(pk: np.ndarray, wire: np.ndarray, bad: np.ndarray) -> tuple[dict[str,
         nbytes[REASONS[_R_CORRUPT]] = nbytes.get(REASONS[_R_CORRUPT], 0) + int(bad[3])
     if bad[4]:
         drops["record_fixed"] = int(bad[4])
-    for name in ("fragment", "other_protocol"):
-        c = int(np.count_nonzero(pk["reason"] == REASONS.index(name)))
-        if c:
-            drops[name] = c
     return drops, nbytes
+
+
+_NO_REASONS = np.zeros(len(REASONS), np.int64)
+
+
+def _reasons(pk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The packets' reasons (one contiguous copy) and their histogram; only for a chunk where
+    some packet has a reason (``notes.scan`` says so), so the common chunk pays neither."""
+    reason = np.ascontiguousarray(pk["reason"])
+    return reason, np.bincount(reason, minlength=len(REASONS))
+
+
+def _add_lost(drops: dict[str, int], nbytes: dict[str, int], lost: tuple[int, int]) -> None:
+    """Tunnel fragments whose packet could not be reassembled (``fragments``): their rows were
+    ``tunnel_fragment`` when read (maybe in an earlier chunk); they are counted lost here, a drop."""
+    if lost[0]:
+        drops["fragment_lost"] = drops.get("fragment_lost", 0) + int(lost[0])
+        nbytes["fragment_lost"] = nbytes.get("fragment_lost", 0) + int(lost[1])
 
 
 def _linktypes(lts: np.ndarray) -> dict[int, int]:
@@ -433,14 +515,16 @@ def _walk(buf: np.ndarray, kind: str, le: bool, nano: bool, linktype: int,
     bad = np.zeros(5, np.int64)
     last = np.array([-1], np.int64)
     o = 24 if kind == "pcap" else 0
-    state = np.array([1, 0], np.int64)
-    if_lt, if_kind, if_exp = (np.zeros(256, np.int64) for _ in range(3))
+    state = np.array([1, 0, 0, 0, 0], np.int64)
+    if_lt, if_kind, if_exp, if_off = (np.zeros(256, np.int64) for _ in range(4))
     done = False
     while not done:
         if kind == "pcap":
             n, o, done = k["pcap"](buf, le, nano, linktype, o, chunk, off, cap, orig, ts, lts, bad, last)
         else:
-            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad)
+            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, if_off, off, cap, orig, ts,
+                                     lts, bad)
+            _refusal(buf, state)
         _release(buf, o)
         yield ts[:n].copy(), n
 
@@ -452,20 +536,56 @@ def _chunks(p: Path, buf: np.ndarray, kind: str, le: bool, nano: bool, linktype:
     bad = np.zeros(5, np.int64)
     last = np.array([-1], np.int64)  # pcap: the last good record's second
     o = 24 if kind == "pcap" else 0
-    state = np.array([1, 0], np.int64)  # pcapng: little-endian, no interface yet
-    if_lt, if_kind, if_exp = (np.zeros(256, np.int64) for _ in range(3))
+    state = np.array([1, 0, 0, 0, 0], np.int64)  # pcapng: little-endian, no interface yet, no refusal
+    if_lt, if_kind, if_exp, if_off = (np.zeros(256, np.int64) for _ in range(4))
+    frags = Reassembler()
+    latest: int | None = None  # the previous chunk's last timestamp
     done = False
     while not done:
         bad[:] = 0
         if kind == "pcap":
             n, o, done = k["pcap"](buf, le, nano, linktype, o, chunk, off, cap, orig, ts, lts, bad, last)
         else:
-            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, off, cap, orig, ts, lts, bad)
+            n, o, done = k["pcapng"](buf, o, chunk, state, if_lt, if_kind, if_exp, if_off, off, cap, orig, ts,
+                                     lts, bad)
+            _refusal(buf, state, p)
         pk = parse_frames(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], tap=tap)
+        seen = scan(pk, orig[:n], ts[:n], latest)
+        reason, per_reason = _reasons(pk) if seen[SC_REASONS] else (None, _NO_REASONS)
+        lost = frags.feed(buf, off[:n], cap[:n], orig[:n], lts[:n], ts[:n], pk, int(per_reason[_R_FRAG]))
+        if per_reason[_R_FRAG]:  # reassembly rewrote rows
+            reason, per_reason = _reasons(pk)
+            seen = scan(pk, orig[:n], ts[:n], latest)
+        if done:
+            end = frags.flush()
+            lost = (lost[0] + end[0], lost[1] + end[1])
+        drops, nbytes = _drops(pk, orig[:n], bad, reason, per_reason)
+        _add_lost(drops, nbytes, lost)
+        count_notes(buf, off[:n], cap[:n], orig[:n], lts[:n], pk, per_reason, seen, drops, nbytes)
         _release(buf, o)
-        drops, nbytes = _drops(pk, orig[:n], bad)
+        latest = int(ts[n - 1]) if n else latest
         yield Capture(packets=pk, drops=drops, path=str(p), drop_bytes=nbytes, linktypes=_linktypes(lts[:n]),
-                      wire_bytes=int(orig[:n].sum()))
+                      wire_bytes=int(orig[:n].sum()), clock_steps=int(seen[SC_STEPS]),
+                      clock_back_ns=int(seen[SC_MAX_STEP]))
+
+
+class CaptureInputError(RuntimeError):
+    """The capture says something no capture can mean (a pcapng interface option, a span of
+    timestamps): refused with one line, exit 1, as the other refusals of a capture's content."""
+
+
+def _refusal(buf: np.ndarray, state: np.ndarray, p: Path | str = "") -> None:
+    code, iface, value = (int(v) for v in state[2:5])
+    if not code:
+        return
+    name = p or getattr(buf, "filename", "") or "capture"
+    if code == 9:
+        what = (f"2^-{value & 0x7F}" if value & 0x80 else f"10^-{value}") + " s"
+        raise CaptureInputError(f"{name}: pcapng interface {iface} has if_tsresol {what} (byte 0x{value:02x}), "
+                                f"finer than any clock (at most 10^-{MAX_TSRESOL_DEC} or 2^-{MAX_TSRESOL_BIN} "
+                                "s are read): a corrupt interface description")
+    raise CaptureInputError(f"{name}: pcapng interface {iface} has if_tsoffset {value} s, beyond "
+                            f"+-{MAX_TSOFFSET_S} s (136 years): a corrupt interface description")
 
 
 def _release(buf: np.ndarray, upto: int) -> None:
@@ -499,6 +619,8 @@ def add_counts(total: Capture, part: Capture) -> None:
         for key, v in theirs.items():
             mine[key] = mine.get(key, 0) + int(v)  # type: ignore[index]
     total.wire_bytes += part.wire_bytes
+    total.clock_steps += part.clock_steps
+    total.clock_back_ns = max(total.clock_back_ns, part.clock_back_ns)
 
 
 def write_pcap(path: str | os.PathLike[str], frames: list[bytes], ts_ns: np.ndarray | list[int],

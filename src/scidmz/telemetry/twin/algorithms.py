@@ -68,8 +68,10 @@ from .layout import (
     S_AF_NEW,
     S_BOTH,
     S_DTN_IN_DATA,
+    S_DTN_IN_PAYLOAD,
     S_DTN_OUT,
     S_DTN_OUT_DATA,
+    S_DTN_OUT_PAYLOAD,
     S_LONG,
     S_QD_OLD,
     S_QD_OVERWRITE,
@@ -440,7 +442,7 @@ def _close(col, cls_ctr, qd, af, rtt_acc, digests, kst, t_th, boundary, period_n
     qcnt = qd[3].astype(np.int64)
     qlast = qd[1].astype(np.int64)
     j = kst[K_ROWS]
-    close_period(fs, ff, alist, ci, cf, boundary / 1e9, ctr, qsum, qcnt, qlast, af, rtt_acc, t_th, t_out, j)
+    close_period(fs, ff, alist, ci, cf, boundary, ctr, qsum, qcnt, qlast, af, rtt_acc, t_th, t_out, j)
     t_out[j, 15] = kst[K_RTT_TOTAL] + digests[1][0]  # RTT digests so far: this period's end offset
     rtt_acc[:, :] = 0
     kst[K_ROWS] = j + 1
@@ -534,8 +536,10 @@ def process_packets(start, pk, lpm, tick_ns, rtt_tap, p, cls_ctr, rtt, af, qd, c
                 stats[S_DTN_OUT] += 1
                 if r.payload > 0:
                     stats[S_DTN_OUT_DATA] += 1
+                    stats[S_DTN_OUT_PAYLOAD] += r.payload
             elif r.payload > 0:
                 stats[S_DTN_IN_DATA] += 1
+                stats[S_DTN_IN_PAYLOAD] += r.payload
         # Hash inputs and digest addresses, always in the outgoing orientation.
         if out:
             vals[0] = r.src

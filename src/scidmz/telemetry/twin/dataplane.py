@@ -200,11 +200,19 @@ class SoftwareDataPlane:
 
     def advance_clock(self, t_s: float) -> None:
         """Move the data-plane clock to ``t_s`` (never backwards): the replay's period boundary."""
-        self._clock_ns = max(self._clock_ns, int(round(t_s * 1e9)))
+        self.advance_clock_ns(int(round(t_s * 1e9)))
+
+    def advance_clock_ns(self, t_ns: int) -> None:
+        """``advance_clock`` in integer ns (a replay's boundaries are exact in it)."""
+        self._clock_ns = max(self._clock_ns, int(t_ns))
 
     # -- DataPlaneView -----------------------------------------------------------------
     def clock(self) -> float:
         return self._clock_ns / 1e9
+
+    def clock_ns(self) -> int:
+        """The clock in integer ns (the collector's periods are exact in it)."""
+        return self._clock_ns
 
     def read_class_counters(self) -> np.ndarray:
         return self.cls_ctr[C.TAP_EGRESS].astype(np.uint64)

@@ -31,18 +31,19 @@ __all__ = ["STAT_NAMES", "CRC_TABLE", "FIELD_WIDTHS", "LAYOUT_FIELDS", "LAYOUTS"
 # flow crossed C_TH (its first time, or again after an idle gap of T_TH). The last four
 # feed the prefix checks: outgoing packets of the DTN class and how many carried TCP
 # payload, incoming DTN-class packets carrying payload, packets whose source and
-# destination both hit class_lpm.
+# destination both hit class_lpm; the last two, the TCP payload bytes of the outgoing and the
+# incoming DTN-class packets (the sender check weighs bytes: a few large segments outweigh many ACKs).
 STAT_NAMES: tuple[str, ...] = (
     "unclassified", "rtt_stored", "rtt_table_full", "rtt_retx_poisoned", "rtt_retx_flow",
     "rtt_samples", "rtt_rejected_retx", "rtt_rejected_expired", "rtt_rejected_ambiguous",
     "af_new", "af_activations", "af_collisions", "af_evictions", "af_fin_removed", "qd_samples",
     "qd_unmatched", "qd_overwritten", "qd_too_old", "long_flows",
-    "dtn_out_tcp", "dtn_out_data", "dtn_in_data", "both_classified",
+    "dtn_out_tcp", "dtn_out_data", "dtn_in_data", "both_classified", "dtn_out_payload", "dtn_in_payload",
 )
 (S_UNCL, S_RTT_STORED, S_RTT_FULL, S_RTT_POISON, S_RTT_RETXF, S_RTT_SAMPLES, S_RTT_REJ_RETX,
  S_RTT_REJ_EXP, S_RTT_REJ_AMB, S_AF_NEW, S_AF_ACT, S_AF_COLL, S_AF_EVICT, S_AF_FIN, S_QD_SAMPLES,
  S_QD_UNMATCHED, S_QD_OVERWRITE, S_QD_OLD, S_LONG, S_DTN_OUT, S_DTN_OUT_DATA, S_DTN_IN_DATA,
- S_BOTH) = range(len(STAT_NAMES))
+ S_BOTH, S_DTN_OUT_PAYLOAD, S_DTN_IN_PAYLOAD) = range(len(STAT_NAMES))
 
 # Per-slot registers of the active-flow table, one row per slot (64 bytes: one cache line).
 AF_REGISTERS: tuple[str, ...] = (

@@ -81,6 +81,8 @@ REASONS: tuple[str, ...] = (
     "unclassified",  # valid, but neither address hits the class LPM table
     "outside_window",  # before --start or after --end
     "outlier",  # far from the rest of the capture in time (--skip-outliers)
+    "tunnel_fragment",  # an outer IP fragment of a mirror tunnel, read as part of its reassembled packet
+    "fragment_lost",  # an outer IP fragment of a mirror tunnel whose packet could not be reassembled
 )
 (R_OK, R_TRUNC, R_NONIP, R_VER, R_IHL, R_IPLEN, R_FRAG, R_OTHER, R_DOFF, R_UDPLEN, R_LINK,
  R_MPLS) = range(12)

@@ -93,6 +93,8 @@ class TelemetrySource:
         self.linktypes: dict[int, int] = {}
         self.records = 0  # capture records read (replay), every tap's
         self.wire_bytes = 0
+        self.clock_steps = 0  # times a capture's clock stepped back (replay), and the largest step
+        self.clock_back_ns = 0
         self.packets_in = 0  # packets handed to the data plane so far (replay: every tap's)
         self.collector: Collector | None = None
         self._iter: Iterator[NetworkState] | None = None
@@ -174,6 +176,8 @@ class TelemetrySource:
         _add(self.linktypes, cap.linktypes)
         self.records += int(cap.packets.size)
         self.wire_bytes += int(cap.wire_bytes)
+        self.clock_steps += int(getattr(cap, "clock_steps", 0))
+        self.clock_back_ns = max(self.clock_back_ns, int(getattr(cap, "clock_back_ns", 0)))
 
     def _kept(self, cap: Any, keep: list[tuple[int | None, int | None, str]]) -> np.ndarray:
         """A chunk's packets after the time filters (each (lo, hi, reason) of ``keep``, counted), sorted."""
@@ -269,8 +273,8 @@ class TelemetrySource:
                 if not pk.size:
                     continue
                 t0_ns = int(pk["ts_ns"][0])
-                dp.advance_clock(t0_ns / 1e9)
-                self.collector = col = Collector(dp, self.alpha, t0=t0_ns / 1e9)
+                dp.advance_clock_ns(t0_ns)
+                self.collector = col = Collector(dp, self.alpha, t0_ns=t0_ns)
                 dp.start_periods(t0_ns + period_ns)
             assert col is not None
             if pk.size:
@@ -281,7 +285,11 @@ class TelemetrySource:
             upto = horizon if horizon is not None else t0_ns + period_ns * periods
             span = max(last_ns, upto) - t0_ns
             if span // period_ns + 1 > MAX_REPLAY_PERIODS:
-                raise ValueError(
+                from ..sources.pcap import (
+                    CaptureInputError,  # the capture's content: exit 1, as its other refusals
+                )
+
+                raise CaptureInputError(
                     f"capture spans {span / 1e9:.6g} s = {span // period_ns + 1} periods of {self.period:g} s; "
                     f"at most {MAX_REPLAY_PERIODS} (a timestamp far off? use --skip-outliers or --start/--end, "
                     "or a longer --period)")
@@ -295,7 +303,7 @@ class TelemetrySource:
                 ends = rows[:, 15].astype(np.int64) - base
                 out, pending = pending[: ends[-1]], pending[ends[-1]:]
                 base += int(ends[-1])
-                dp.advance_clock(t0_ns / 1e9 + rows[-1, 0])
+                dp.advance_clock_ns(t0_ns + round(rows[-1, 0] * 1e9))  # t = an exact ns count / 1e9
                 col.stale = state_of_row(rows[-1])[1]
                 yield PeriodBatch(rows=rows[:, :15], rtt=out, rtt_end=ends)
 
@@ -410,8 +418,14 @@ def _warm_kernels() -> None:
     import pandas  # noqa: F401  - the collector's first flows() would import it mid-capture
 
     from ..sources.capture import _walker
+    from ..sources.fragments import Reassembler
     from ..sources.synth import frame
     from .parse import parse_frames
+
+    # the ring's fragment reassembly, on a GRE fragment (its kernel runs only when one comes)
+    piece = np.frombuffer(frame("192.0.2.1", "192.0.2.2", proto=47, payload=64, frag=0x2000), dtype=np.uint8)
+    at, n1 = np.zeros(1, np.int64), np.full(1, piece.size, np.int64)
+    Reassembler().feed(piece, at, n1, n1, np.ones(1, np.int64), at, parse_frames(piece, at, n1, n1, 1, at))
 
     one = frame("10.0.0.1", "10.1.0.1", 1, 2, seq=1, flags="PA", payload=10)
     fr = np.frombuffer(one * 2, dtype=np.uint8).copy()

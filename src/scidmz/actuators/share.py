@@ -1,4 +1,5 @@
-"""How the agent shares its aggregate rate R among the live connections (the rule is ours).
+"""How an aggregate rate R is shared: among a DTN's live connections by its agent, and among DTNs by the
+controller's host actuator (``host_agent.split_on_demand``). The rule is ours.
 
 **Max-min fair water-filling on measured demand.** Each period every matching
 connection gets a demand estimate from what it delivered over the last period
