@@ -126,7 +126,7 @@ class HtbQueueActuator:
         self._prio: int | None = None  # u32 priority of the rule set in force
         self._closed = False
         self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator", own_child=_own_fifo,
-                               own_filter=lambda prio: prio == self._prio)
+                               own_filter=self._owns_prio)
         from pyroute2.netlink.rtnl.tcmsg import plugins, sched_pfifo
 
         # pyroute2 knows pfifo but not bfifo; both carry the same tc_fifo_qopt
@@ -146,6 +146,13 @@ class HtbQueueActuator:
         self._slots = RuleSlots(self.index, HTB_HANDLE, _ETH_P_IP)
 
     # -- kernel helpers -------------------------------------------------------------------
+    def _owns_prio(self, prio: int) -> bool:
+        """Whether filters at u32 priority ``prio`` on our root are ours: the whole set's priority in
+        force, or the slot blocks' range. The range as a whole (ours): the kernel may keep an emptied
+        slot priority's hash table, so "holds our rules now" would call our own leftover foreign; a
+        filter someone puts inside the slot range is not told apart."""
+        return prio == self._prio or SLOT_PRIO0 <= prio < SLOT_PRIO0 + MAX_BLOCKS
+
     def _ours(self) -> bool:
         return self._root.ours() is not None
 
