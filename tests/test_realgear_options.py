@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from scidmz.actuators import owner
+from scidmz.records import proc_start_time
 from scidmz.telemetry import constants as C
 from scidmz.telemetry.p4.p4info import P4InfoIndex, decode_uint
 from scidmz.telemetry.p4.p4runtime import DEFAULT_P4INFO, P4RuntimeView, pipeline_files
@@ -145,7 +146,7 @@ def test_a_port_that_is_not_bmv2s_thrift_is_refused_before_the_switch_changes(sr
 
 def _dead_pid() -> tuple[int, int]:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
-    start = owner.proc_start(p.pid)
+    start = proc_start_time(p.pid)
     p.wait()
     return p.pid, start if start is not None else 1
 
@@ -159,8 +160,8 @@ def test_owner_records_name_pid_and_start_time(tmp_path, monkeypatch):
     again = owner.claim("tc-host-x-5c1d", "the TBF on x")  # this process's own record
     assert again.reclaimed is None
     parent = os.getppid()
-    for pid, start, live in ((parent, owner.proc_start(parent), True),
-                             (parent, (owner.proc_start(parent) or 0) + 1, False),  # a recycled pid
+    for pid, start, live in ((parent, proc_start_time(parent), True),
+                             (parent, (proc_start_time(parent) or 0) + 1, False),  # a recycled pid
                              (*_dead_pid(), False)):
         first.path.write_text(json.dumps({"owner_pid": pid, "owner_start": start}))
         if live:
@@ -217,7 +218,7 @@ def test_ovs_owner_with_a_recycled_pid_is_a_leftover():
     from scidmz.actuators.ovs import _live_owner
 
     host, parent = socket.gethostname(), os.getppid()
-    start = owner.proc_start(parent)
+    start = proc_start_time(parent)
     assert start is not None
     assert _live_owner(str(parent), host, str(start)) == f"scidmz process {parent} on {host}"
     assert _live_owner(str(parent), host, str(start + 1)) == ""

@@ -249,7 +249,7 @@ def test_foreign_filters_and_qdisc_are_left_alone(router):
         assert "scidmz_lan_in" in during and "u32" in during
         assert "scidmz_wan_out" in _tc("filter", "show", "dev", "wan0", "egress")
         # a second instance on the same interfaces is refused, the first keeps running
-        with pytest.raises(RuntimeError) as ei:
+        with pytest.raises(ValueError) as ei:
             EbpfTelemetry("lan0", "wan0", netns=NS_R).open()
         assert f"already used by the scidmz eBPF telemetry of pid {os.getpid()}" in str(ei.value)
         assert "scidmz_lan_in" in _tc("filter", "show", "dev", "lan0", "ingress")

@@ -711,18 +711,6 @@ def strict_json(obj: Any, **kw: Any) -> str:
     return dumps(obj, **kw)
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` (as recorded in a token file or an OVSDB row) still exists on this
-    host, whoever owns it: a record whose maker is gone may be cleaned up, any other is kept."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 # -- files inside a folder a run writes, and the run's lock on it ---------------------
 #
 # A run folder (leaderboard, reproduce, evaluate, tune, the saturator study) holds files that

@@ -16,7 +16,14 @@ A record that names a process names it by pid *and* start time (``/proc/PID/stat
 clock ticks since boot): ``owner_alive`` is true only for the process that wrote it, never
 for an unrelated one that was given the same pid later. This module sits at the bottom
 layer (standard library only) so that every part that records an owner (testbeds, telemetry,
-actuators, the controller's token file) uses the same check.
+the actuators' owner records and OVS rows, the switch's record, the controller's token file)
+uses the same check, ``recorded_owner_runs``.
+
+Two choices of ours in that check, both on the side of leaving things alone: a record made on
+another host names a process this host cannot see, so it counts as live (never reclaimed here);
+a record from before scidmz wrote start times (an OVS row, a token file) is judged by its pid
+alone, so a recycled pid keeps it -- refused with a message naming the by-hand removal, never
+removed while its maker might run.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,7 +41,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 __all__ = ["MAX_RECORD_BYTES", "RecordError", "BadRecord", "proc_start_time", "owner_fields", "owner_alive",
-           "process_alive", "read_record", "read_records"]
+           "process_alive", "recorded_owner_runs", "pid_exists", "read_record", "read_records"]
 
 #: Bytes of one record (ours: a testbed's record is ~2 kB, an eBPF one ~1 kB; a record a thousand
 #: times larger is not ours, and reading it whole would let one file exhaust a cleanup's memory).
@@ -83,6 +91,32 @@ def process_alive(pid: Any, start: Any) -> bool:
     if not _is_int(start) or start < 0:
         raise RecordError(f"start time {start!r} is not a start time (clock ticks since boot)")
     return proc_start_time(pid) == start
+
+
+def pid_exists(pid: int) -> bool:
+    """Whether some process has ``pid`` now (whoever owns it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recorded_owner_runs(pid: Any, start: Any, host: Any = None) -> bool:
+    """The one owner check of every record that names a process: whether the process recorded as
+    (``pid``, ``start``) on ``host`` (None: this host) may still run. Another host's process counts
+    as running, and a record without a start time (``start`` None, an older scidmz) goes by the pid
+    alone (module doc). RecordError for values that are not a pid, a start time and a host name."""
+    if host is not None and not isinstance(host, str):
+        raise RecordError(f"host {host!r} is not a host name")
+    if host is not None and host != socket.gethostname():
+        return True
+    if start is None:
+        process_alive(pid, 0)  # validates the pid the same way
+        return pid_exists(pid)
+    return process_alive(pid, start)
 
 
 def owner_alive(data: Mapping[str, Any]) -> bool:

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..queueconfig import FlowMatch, QueueConfig
 
-__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError", "check_rate"]
+__all__ = ["RateActuator", "QueueActuator", "FlowMatch", "MIN_RATE", "ActuatorError", "ForeignConfigError",
+           "check_rate"]
 
 #: The rate a rate actuator applies for a command of 0 bit/s. A token bucket
 #: cannot hold a rate of exactly 0 (the kernel divides by it), and "closed"
@@ -47,6 +48,20 @@ class ActuatorError(RuntimeError):
 
     Bad *input* is a ``ValueError``; this is a failure of the real element, which
     the controller daemon answers by falling back to the trivial rate.
+    """
+
+
+class ForeignConfigError(ActuatorError):
+    """Where the actuator enforced its rate now holds something it did not make.
+
+    An admin put their own root qdisc on the device, their own QoS on the OVS
+    port, or changed our meter or policing values, while scidmz ran. scidmz
+    never replaces or deletes what it did not make: from then on the actuator
+    changes nothing (every ``set_rate`` raises this again, ``close`` leaves the
+    admin's configuration as it is), and the controller falls back with the
+    cause ``foreign``. Told apart by the mark scidmz put on what it made (a qdisc
+    handle and kind, OVSDB ``external_ids`` naming this process, the values it
+    last set), never by guessing.
     """
 
 

@@ -40,7 +40,9 @@ one acknowledged (``u32batch``: pyroute2's encoding alone took 0.76 s for
 
 ``close`` deletes the root HTB (which removes every class, bfifo and filter
 under it) only if it is still ours; a device whose root qdisc someone else
-configured is refused at start.
+configured is refused at start, and one an admin puts in our place (or below
+ours) while it runs is left alone: ``apply`` raises ``ForeignConfigError``
+from then on (``rootqdisc.RootQdisc.check``).
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ _MAX_QUANTUM = 200_000
 
 assert MAX_QID < _INNER_MINOR, "queue ids must not collide with the inner class"
 assert SLOT_PRIO0 + MAX_BLOCKS <= _PRIO_LOW, "slot priorities must stay below the whole-set ones"
+
+
+def _own_fifo(handle: int) -> bool:
+    """Whether a qdisc below our HTB is one of our leaves' bfifos (by its handle)."""
+    return _FIFO_MAJOR0 <= handle >> 16 <= _FIFO_MAJOR0 + MAX_QID
 
 
 def derive_quantum(rate_bps: float, mtu: int) -> int:
@@ -118,7 +125,8 @@ class HtbQueueActuator:
         self._cfg: QueueConfig | None = None
         self._prio: int | None = None  # u32 priority of the rule set in force
         self._closed = False
-        self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator")
+        self._root = RootQdisc(dev, netns, HTB_HANDLE, "htb", "HtbQueueActuator", own_child=_own_fifo,
+                               own_filter=self._owns_prio)
         from pyroute2.netlink.rtnl.tcmsg import plugins, sched_pfifo
 
         # pyroute2 knows pfifo but not bfifo; both carry the same tc_fifo_qopt
@@ -138,6 +146,13 @@ class HtbQueueActuator:
         self._slots = RuleSlots(self.index, HTB_HANDLE, _ETH_P_IP)
 
     # -- kernel helpers -------------------------------------------------------------------
+    def _owns_prio(self, prio: int) -> bool:
+        """Whether filters at u32 priority ``prio`` on our root are ours: the whole set's priority in
+        force, or the slot blocks' range. The range as a whole (ours): the kernel may keep an emptied
+        slot priority's hash table, so "holds our rules now" would call our own leftover foreign; a
+        filter someone puts inside the slot range is not told apart."""
+        return prio == self._prio or SLOT_PRIO0 <= prio < SLOT_PRIO0 + MAX_BLOCKS
+
     def _ours(self) -> bool:
         return self._root.ours() is not None
 
@@ -239,6 +254,7 @@ class HtbQueueActuator:
             if self._closed:
                 raise RuntimeError(f"HtbQueueActuator on '{self.dev}' is closed")
             prev, prev_prio = self._cfg, self._prio
+            self._root.check(prev is not None)  # an admin's qdisc in our place: left alone (ForeignConfigError)
             try:
                 self._build(config)
             except Exception as exc:  # netlink refusal, or pyroute2 failing to encode

@@ -25,6 +25,7 @@ or from ``ovs-ofctl`` (meter).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -34,11 +35,12 @@ import subprocess
 import threading
 from typing import Any
 
-from ..fileio import pid_alive
-from .base import ActuatorError, check_rate
-from .owner import proc_start
+from ..records import RecordError, proc_start_time, recorded_owner_runs
+from .base import ActuatorError, ForeignConfigError, check_rate
 
 __all__ = ["OvsQosActuator", "OVS_MODES", "EXT_ID", "which"]
+
+log = logging.getLogger("scidmz.actuators")
 
 OVS_MODES = ("htb", "policing", "meter")
 EXT_ID = "scidmz-owner"  # external_ids key marking rows this module created
@@ -105,9 +107,11 @@ class _Ovsdb:
         qos = self.api.db_get("Port", port, "qos").execute(check_error=True)
         return None if qos in ([], None) else _uuid(qos)
 
+    def has_qos(self, port: str) -> bool:
+        return self._qos_uuid(port) is not None
+
     def create_htb(self, port: str, rate: int) -> None:
-        ext = {EXT_ID: "scidmz", EXT_PID: str(os.getpid()), EXT_HOST: socket.gethostname(),
-               EXT_START: str(proc_start(os.getpid()))}
+        ext = {EXT_ID: "scidmz", **_mark(EXT_PID, EXT_HOST, EXT_START)}
         with self.api.transaction(check_error=True) as txn:
             q = txn.add(self.api.db_create("Queue", other_config={"max-rate": str(rate)}, external_ids=ext))
             qos = txn.add(self.api.db_create("QoS", type="linux-htb", other_config={"max-rate": str(rate)},
@@ -141,19 +145,35 @@ class _Ovsdb:
         return ext.get(METER_PID, ""), ext.get(METER_HOST), ext.get(METER_START)
 
     def set_meter_owner(self, bridge: str) -> None:
-        owner = {METER_PID: str(os.getpid()), METER_HOST: socket.gethostname(),
-                 METER_START: str(proc_start(os.getpid()))}
+        owner = _mark(METER_PID, METER_HOST, METER_START)
         self.api.db_set("Bridge", bridge, ("external_ids", owner)).execute(check_error=True)
 
     def clear_meter_owner(self, bridge: str) -> None:
         self.api.db_remove("Bridge", bridge, "external_ids", METER_PID, METER_HOST, METER_START,
                            if_exists=True).execute(check_error=True)
 
-    def clear_htb(self, port: str) -> None:
+    def drop_unused_mine(self) -> None:
+        """Destroy this process's QoS rows (and their Queues) that no port uses any more: ``QoS`` and
+        ``Queue`` are root tables, so OVSDB keeps them after an admin put their own QoS in ours' place."""
+        rows = [r for r in self.api.db_list("QoS", columns=["_uuid", "queues", "external_ids"]).execute(
+            check_error=True) if _is_mine(dict(r["external_ids"]), EXT_PID, EXT_HOST, EXT_START)]
+        used = {_uuid(q) for q in self.api.db_list("Port", columns=["qos"]).execute(check_error=True)
+                for q in ([q["qos"]] if not isinstance(q["qos"], list) else q["qos"])}
+        with self.api.transaction(check_error=True) as txn:
+            for row in rows:
+                if row["_uuid"] in used:
+                    continue
+                txn.add(self.api.db_destroy("QoS", row["_uuid"]))
+                for queue in row["queues"].values():
+                    txn.add(self.api.db_destroy("Queue", _uuid(queue)))
+
+    def clear_htb(self, port: str, mine: bool = False) -> None:
+        """Remove the port's scidmz QoS (with ``mine``: only if this process made it)."""
         qos = self._qos_uuid(port)
         if qos is None:
             return
-        if self.htb_owner(port).get(EXT_ID) != "scidmz":
+        ext = self.htb_owner(port)
+        if ext.get(EXT_ID) != "scidmz" or (mine and not _is_mine(ext, EXT_PID, EXT_HOST, EXT_START)):
             return  # someone else's QoS: not ours to delete
         queues = self.api.db_get("QoS", qos, "queues").execute(check_error=True)
         with self.api.transaction(check_error=True) as txn:
@@ -167,6 +187,16 @@ class _Ovsdb:
             self._conn.stop()
         except Exception:
             pass
+
+
+def _mark(pid: str, host: str, start: str) -> dict[str, str]:
+    """The owner keys scidmz writes into ``external_ids``: this process, its host and start time."""
+    return {pid: str(os.getpid()), host: socket.gethostname(), start: str(proc_start_time(os.getpid()))}
+
+
+def _is_mine(ext: dict[str, str], pid: str, host: str, start: str) -> bool:
+    """Whether ``external_ids`` carry this process's own mark (``_mark``)."""
+    return all(ext.get(k) == v for k, v in _mark(pid, host, start).items())
 
 
 def _uuid(ref: Any) -> Any:
@@ -196,7 +226,10 @@ class OvsQosActuator:
     A QoS (``htb``) or meter (``meter``) left by a scidmz process of this host
     that has since died (killed before ``close``) is removed at start; any other
     QoS on the port, or a meter with scidmz's id that a live or foreign process
-    holds, is refused.
+    holds, is refused. A QoS, meter or policing values someone else puts in place
+    of ours while it runs are left as they are: ``set_rate`` raises
+    ``ForeignConfigError`` from then on and ``close`` does not touch them
+    (``_foreign`` says how ours is told from theirs).
     """
 
     def __init__(
@@ -222,6 +255,9 @@ class OvsQosActuator:
         self._lock = threading.Lock()
         self._closed = False
         self._installed = False
+        #: Why the port's configuration is no longer ours to change (None: it is); see ``_foreign``.
+        self._displaced: str | None = None
+        self._policing: tuple[int, int] = (0, 0)  # (kbit/s, burst kbit) last set in policing mode
         self._be = _Ovsdb(db)
         try:
             if not self._be.has_port(port):
@@ -316,16 +352,59 @@ class OvsQosActuator:
                 raise RuntimeError(f"OvsQosActuator on '{self.port}' is closed")
             try:
                 self._apply(rate, kbps)
-            except (ActuatorError, ValueError):
+            except (ActuatorError, ValueError):  # ForeignConfigError is an ActuatorError
                 raise
             except Exception as exc:  # ovsdbapp raises its own exception types
                 raise ActuatorError(f"OVS refused rate {rate:.0f} bit/s on '{self.port}': {exc}") from None
             self._installed = True
 
-    def _apply(self, rate: float, kbps: int) -> None:
+    def _foreign(self) -> str | None:
+        """What on the port or bridge is no longer ours to change (None: nothing). Told by the mark
+        scidmz put on what it made: the QoS row's and the bridge's ``external_ids`` naming this
+        process, our meter id present; for policing, which has no row of its own, the values we last
+        set (before the first, the ones found at start)."""
+        where = f"OVS port '{self.port}'"
+        if self.mode == "htb":
+            ext = self._be.htb_owner(self.port) if self._be.has_qos(self.port) else None
+            if not self._installed:
+                return None if ext is None else f"{where} got a QoS that scidmz did not make"
+            if ext is None:
+                return f"the scidmz QoS on {where} was removed"
+            if not _is_mine(ext, EXT_PID, EXT_HOST, EXT_START):
+                return f"the scidmz QoS on {where} was replaced by a QoS that this scidmz did not make"
+            return None
         if self.mode == "policing":
+            now = (self._be.get_interface(self.port, "ingress_policing_rate"),
+                   self._be.get_interface(self.port, "ingress_policing_burst"))
+            want = self._policing if self._installed else self._prev_policing
+            return None if now == want else (f"the ingress policing of {where} was set to {now[0]} kbit/s "
+                                             f"(burst {now[1]} kbit) by someone else")
+        pid, host, start = self._be.meter_owner(str(self.bridge))
+        mine = _is_mine({METER_PID: pid, METER_HOST: host or "", METER_START: start or ""},
+                        METER_PID, METER_HOST, METER_START)
+        there = self._meter_rate() is not None
+        if not self._installed:
+            return None if not there else f"OVS bridge '{self.bridge}' got a meter {_METER_ID} that scidmz did not make"
+        if not there or not mine:
+            return f"the scidmz meter {_METER_ID} on OVS bridge '{self.bridge}' was removed or taken over"
+        return None
+
+    def _check_ours(self) -> None:
+        """ForeignConfigError (sticky: nothing on the switch is changed again) if ``_foreign`` finds something."""
+        if self._displaced is None:
+            why = self._foreign()
+            if why is not None:
+                self._displaced = why + "; scidmz leaves it as it is and changes nothing there until restarted"
+                log.warning("%s", self._displaced)
+        if self._displaced is not None:
+            raise ForeignConfigError(self._displaced)
+
+    def _apply(self, rate: float, kbps: int) -> None:
+        self._check_ours()
+        if self.mode == "policing":
+            self._policing = (kbps, self._burst_kbit(kbps))
             self._be.set_interface(self.port, ingress_policing_rate=kbps,
-                                   ingress_policing_burst=self._burst_kbit(kbps))
+                                   ingress_policing_burst=self._policing[1])
         elif self.mode == "htb":
             if self._installed:
                 self._be.set_htb(self.port, int(round(rate)))
@@ -369,17 +448,44 @@ class OvsQosActuator:
                 return
             self._closed = True
             try:
-                if self._installed:
+                if self._installed and self._still_ours():
                     if self.mode == "policing":
                         rate, burst = self._prev_policing
                         self._be.set_interface(self.port, ingress_policing_rate=rate,
                                                ingress_policing_burst=burst)
                     elif self.mode == "htb":
-                        self._be.clear_htb(self.port)
+                        self._be.clear_htb(self.port, mine=True)
                     else:
                         self._remove_meter()
+                elif self._installed:
+                    self._close_displaced()
             finally:
                 self._be.close()
+
+    def _close_displaced(self) -> None:
+        """At close, once someone else's configuration stands in ours' place: remove only what is
+        still ours and in nobody's way (our QoS and Queue rows no port uses any more, our flow by its
+        cookie, the bridge's record if it names this process); the admin's QoS, meter or policing
+        values stay as they are. A row someone uses (the database refuses to destroy it) stays too."""
+        try:
+            if self.mode == "htb":
+                self._be.drop_unused_mine()
+            elif self.mode == "meter":
+                self._ofctl("del-flows", f"cookie={_COOKIE:#x}/-1")
+                pid, host, start = self._be.meter_owner(str(self.bridge))
+                if _is_mine({METER_PID: pid, METER_HOST: host or "", METER_START: start or ""},
+                            METER_PID, METER_HOST, METER_START):
+                    self._be.clear_meter_owner(str(self.bridge))
+        except Exception as exc:  # ovsdbapp and ovs-ofctl raise several types; close must finish
+            log.warning("left scidmz's own rows on OVS port '%s': %s: %s", self.port, type(exc).__name__, exc)
+
+    def _still_ours(self) -> bool:
+        """Whether close may undo what we made (someone else's configuration is left as it is)."""
+        try:
+            self._check_ours()
+        except ForeignConfigError:
+            return False
+        return True
 
     def __enter__(self) -> OvsQosActuator:
         return self
@@ -396,14 +502,19 @@ _COOKIE = 0x5C1D
 
 
 def _live_owner(pid: str, host: str | None, start: str | None = None) -> str:
-    """Who holds a scidmz row or meter, or "" when it is a leftover of a dead scidmz of this host:
-    its pid is gone, or now names a process started at another time (a recycled pid; rows made
-    before the start time was recorded fall back on the pid alone)."""
-    if host == socket.gethostname() and pid.isdigit():
-        if not pid_alive(int(pid)):
-            return ""
-        if start is not None and start.isdigit() and proc_start(int(pid)) != int(start):
-            return ""
+    """Who holds a scidmz row or meter, or "" when it is a leftover of a dead scidmz of this host
+    (``records.recorded_owner_runs``, the one owner check: its pid is gone, or now names a process
+    started at another time; rows made before the start time was recorded go by the pid alone)."""
+    try:
+        # A start that is not digits ("None": the maker could not read its own) goes by the pid alone;
+        # a row without a host names no host we can check, so it counts as another host's.
+        runs = recorded_owner_runs(int(pid) if pid.isdigit() else pid,
+                                   int(start) if start is not None and start.isdigit() else None,
+                                   "" if host is None else host)
+    except RecordError:
+        runs = True  # a row scidmz's own code did not write this way: never taken for a leftover
+    if not runs:
+        return ""
     return f"scidmz process {pid} on {host}" if pid.isdigit() else "an older scidmz"
 
 

@@ -6,8 +6,9 @@ switch. Each such place gets a record on disk, ``<run dir>/claims/<key>.json``
 (``$SCIDMZ_RUN_DIR``, default ``/run/scidmz``, the directory the eBPF records
 and the testbed records use), written *before* the place is changed and
 removed when it is released. A process is named by pid *and* start time
-(``/proc/PID/stat`` field 22), as the testbed's and the eBPF records do, so a
-recycled pid is never taken for a live owner.
+(``/proc/PID/stat`` field 22) and read and judged by ``scidmz.records``, the one
+reader and owner check the testbed's and the eBPF records use, so a recycled pid
+is never taken for a live owner and a malformed record is skipped and named.
 
 ``claim(key, what)`` returns whether a dead owner's leftover is to be
 reclaimed (True) or the place is fresh (False), and refuses with one
@@ -19,6 +20,7 @@ refused, since nothing says it is scidmz's to remove.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
@@ -27,21 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from ..fileio import atomic_write_text
+from ..records import RecordError, owner_fields, read_record, recorded_owner_runs
 
-__all__ = ["OwnerClaim", "claim", "owners_dir", "proc_start"]
+__all__ = ["OwnerClaim", "claim", "owners_dir"]
+
+log = logging.getLogger("scidmz.owner")
+
+#: What a claim record must hold to be used (``records.read_record`` checks types; a bad one is skipped).
+_FIELDS: dict[str, type | tuple[type, ...]] = {"owner_pid": int, "owner_start": (int, type(None))}
 
 
 def owners_dir() -> Path:
     return Path(os.environ.get("SCIDMZ_RUN_DIR", "/run/scidmz")) / "claims"
-
-
-def proc_start(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot, None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[19])
 
 
 def _file(key: str) -> Path:
@@ -51,12 +50,14 @@ def _file(key: str) -> Path:
 class OwnerClaim:
     """This process's record for ``key``; ``release()`` removes it (only if it is still ours)."""
 
-    def __init__(self, key: str, what: str, reclaimed: dict[str, Any] | None) -> None:
+    def __init__(self, key: str, what: str, reclaimed: dict[str, Any] | None, skipped: str | None = None) -> None:
         self.key, self.what, self.path = key, what, _file(key)
         #: The dead owner's record whose leftover the caller is to remove (None: the place was fresh).
         self.reclaimed = reclaimed
-        self.data = {"key": key, "what": what, "owner_pid": os.getpid(), "owner_start": proc_start(os.getpid()),
-                     "host": socket.gethostname(), "created": time.time()}
+        #: Why the record found at ``path`` was not used (malformed: skipped, named), else None.
+        self.skipped = skipped
+        self.data = {"key": key, "what": what, **owner_fields(), "host": socket.gethostname(),
+                     "created": time.time()}
 
     def save(self) -> None:
         try:
@@ -66,34 +67,45 @@ class OwnerClaim:
 
     def release(self) -> None:
         try:
-            if _read(self.path).get("owner_pid") == os.getpid():
+            data = read_record(self.path, _FIELDS)
+        except RecordError:
+            return  # not a record this process wrote (gone, or replaced by something else): left alone
+        if (data["owner_pid"], data["owner_start"]) == (self.data["owner_pid"], self.data["owner_start"]):
+            try:
                 self.path.unlink(missing_ok=True)
-        except OSError:
-            pass
+            except OSError:
+                pass
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> tuple[dict[str, Any], str | None]:
+    """(record, None), ({}, None) when there is none, or ({}, reason) for one that cannot be used."""
+    if not os.path.lexists(path):
+        return {}, None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _alive(data: dict[str, Any]) -> bool:
-    pid = int(data.get("owner_pid") or 0)
-    return pid > 0 and data.get("host", socket.gethostname()) == socket.gethostname() \
-        and proc_start(pid) == data.get("owner_start")
+        return read_record(path, _FIELDS), None
+    except RecordError as exc:
+        return {}, str(exc)
 
 
 def claim(key: str, what: str) -> OwnerClaim:
     """Take ``key`` for this process (record written at once). ``ValueError`` if another live process
-    (by pid and start time, on this host) holds it; ``.reclaimed`` is the dead owner's record, if any."""
-    old = _read(_file(key))
-    mine = old.get("owner_pid") == os.getpid() and old.get("owner_start") == proc_start(os.getpid())
-    if old and not mine and _alive(old):
-        raise ValueError(f"{what} is held by a running scidmz (pid {old['owner_pid']}, record {_file(key)}); "
+    (``records.recorded_owner_runs``: pid and start time, on this host) holds it; ``.reclaimed`` is the
+    dead owner's record, if any. A malformed record is skipped and named (log and ``.skipped``): it
+    accounts for nothing, so a leftover under our mark is then refused by the caller, never removed."""
+    path = _file(key)
+    old, bad = _read(path)
+    if bad is not None:
+        log.warning("skipped record %s: %s", path, bad)
+    me = owner_fields()
+    mine = bool(old) and (old["owner_pid"], old["owner_start"]) == (me["owner_pid"], me["owner_start"])
+    try:
+        alive = bool(old) and not mine and recorded_owner_runs(old["owner_pid"], old["owner_start"], old.get("host"))
+    except RecordError as exc:
+        old, bad, alive = {}, str(exc), False
+        log.warning("skipped record %s: %s", path, bad)
+    if alive:
+        raise ValueError(f"{what} is held by a running scidmz (pid {old['owner_pid']}, record {path}); "
                          "stop it first")
-    c = OwnerClaim(key, what, old if old and not mine else None)
+    c = OwnerClaim(key, what, old if old and not mine else None, bad)
     c.save()
     return c

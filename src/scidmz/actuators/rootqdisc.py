@@ -13,13 +13,26 @@ under our handle (a SIGKILLed controller's TBF, or its HTB tree with the u32
 filters under it), and refuses one a live scidmz holds or that no record
 accounts for. Errors are one line: ``ValueError`` for bad input,
 ``RuntimeError`` when netlink cannot be opened. pyroute2 is imported here only.
+
+While it runs, what is ours is told from what is not by the handle and kind
+we installed (and, for what hangs below our root, by the handles the
+actuator gives its own children): ``check`` finds an admin's root qdisc put
+on the device in our place, our root deleted, or an admin's qdisc attached
+below ours, and from then on the actuator is *displaced*: ``check`` raises
+``ForeignConfigError`` without touching anything, and ``delete_ours``
+deletes nothing (deleting our root would delete what hangs below it). The
+owner record is still given up at close, so a later start refuses a root of
+ours that no record accounts for instead of removing it.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .base import ActuatorError, ForeignConfigError
 from .owner import OwnerClaim, claim
 
 __all__ = ["RootQdisc", "TC_H_ROOT"]
@@ -28,16 +41,32 @@ TC_H_ROOT = 0xFFFFFFFF
 # ENOENT, ENODEV, EINVAL: the device or the namespace went first; nothing is left to delete.
 _GONE = (2, 19, 22)
 
+log = logging.getLogger("scidmz.actuators")
+
+
+def _default_child(handle: int) -> bool:
+    """A qdisc below our root that the kernel made for it (handle 0: a TBF's inner bfifo)."""
+    return handle == 0
+
 
 class RootQdisc:
     """The root qdisc of ``dev`` that ``owner`` installs with ``handle`` and ``kind`` (see module doc)."""
 
-    def __init__(self, dev: str, netns: str | None, handle: int, kind: str, owner: str) -> None:
+    def __init__(self, dev: str, netns: str | None, handle: int, kind: str, owner: str,
+                 own_child: Callable[[int], bool] = _default_child,
+                 own_filter: Callable[[int], bool] | None = None) -> None:
+        """``own_child(handle)``: whether a qdisc with that handle below our root is one the actuator
+        makes itself (the HTB's bfifos); any other there is someone else's. ``own_filter(prio)``: the
+        same for a filter on our root (None: the kind takes no filters, e.g. a classless TBF)."""
+        #: Why what we installed is no longer ours to change (None: it still is); see the module doc.
+        self.displaced: str | None = None
+        self._own_child, self._own_filter = own_child, own_filter
         if not dev or not isinstance(dev, str):
             raise ValueError(f"{owner} needs a device name, got {dev!r}")
         if netns is not None and not Path("/var/run/netns", netns).exists():
             raise ValueError(f"network namespace '{netns}' does not exist")
         self.dev, self.netns, self.handle, self.kind = dev, netns, handle, kind
+        self.where = f"'{dev}'" + (f" in namespace '{netns}'" if netns else "")
         from pyroute2 import IPRoute
 
         try:
@@ -78,7 +107,8 @@ class RootQdisc:
                              f"(an older scidmz, or another tool); check it, then `{ns}tc qdisc del dev {self.dev} root`")
         if left:
             try:
-                self.delete_ours()
+                # A dead scidmz's tree, whole: its rules' priorities are its own, not this instance's.
+                self._delete_root()
             except BaseException:
                 c.release()
                 raise
@@ -102,10 +132,66 @@ class RootQdisc:
             return q
         return None
 
+    def foreign_below(self) -> list[str]:
+        """Qdiscs ("pfifo 77:") and filters on our root ("u32 filter prio 7") that someone else attached,
+        which deleting ours would delete."""
+        major = self.handle >> 16
+        out = [f"{q.get_attr('TCA_KIND')} {q['handle'] >> 16:x}:" for q in self.ipr.get_qdiscs(index=self.index)
+               if q["parent"] != TC_H_ROOT and q["parent"] >> 16 == major and q["handle"] >> 16 != major
+               and not self._own_child(q["handle"])]
+        if self._own_filter is not None:
+            prios = {f["info"] >> 16 for f in self.ipr.get_filters(index=self.index, parent=self.handle)}
+            out += [f"a filter at priority {p} on it" for p in sorted(prios) if not self._own_filter(p)]
+        return out
+
+    def check(self, installed: bool) -> None:
+        """ForeignConfigError, naming what was found, if the device's root is not ours to change: after
+        we installed ours (``installed``) it is gone or has someone else's qdisc below it; before, a
+        root someone configured has appeared. Once displaced, always displaced (nothing is read)."""
+        if self.displaced is None:
+            from pyroute2.netlink.exceptions import NetlinkError
+
+            try:
+                q = self.root()
+                ours = self.ours()
+                below = self.foreign_below() if ours is not None else []
+                if ours is None:
+                    # A device that went away took our root with it: a failure, not an admin's root.
+                    self.ipr.get_links(self.index)
+            except (NetlinkError, OSError) as exc:
+                raise ActuatorError(f"cannot read the qdiscs of {self.where} (gone?): {exc}") from None
+            h = f"{self.handle >> 16:x}:"
+            if below:
+                self.displaced = (f"someone attached {', '.join(below)} below the scidmz {self.kind} {h} on "
+                                  f"{self.where}")
+            elif installed and self.ours() is None:
+                self.displaced = f"the scidmz {self.kind} {h} on {self.where} was replaced by {_describe(q)}"
+            elif not installed and q is not None and q["handle"] != 0:
+                self.displaced = f"{_describe(q)} appeared on {self.where} before scidmz installed its {self.kind}"
+            if self.displaced is not None:
+                self.displaced += "; scidmz leaves it as it is and changes nothing there until restarted"
+                log.warning("%s", self.displaced)
+        if self.displaced is not None:
+            raise ForeignConfigError(self.displaced)
+
     def delete_ours(self) -> None:
-        """Delete our root qdisc (and all under it) if it is still ours; a vanished device is fine."""
-        if self.ours() is None:
+        """Delete our root qdisc (and all under it) if it is still ours and nothing of someone else's
+        hangs below it (then it stays, and the log says so); a vanished device is fine."""
+        if self.displaced is not None:
+            return  # ours is gone, or deleting it would delete someone else's
+        try:
+            self.check(installed=True)
+        except ForeignConfigError:
+            if self.ours() is not None:
+                log.warning("left the scidmz %s on %s in place: %s", self.kind, self.where, self.displaced)
             return
+        except ActuatorError:
+            return  # the device or its namespace went first, and our root with it
+        self._delete_root()
+
+    def _delete_root(self) -> None:
+        """Delete the root under our handle, all below it included. The kernel deletes only a root that
+        has our handle (EINVAL otherwise), so another root that appeared meanwhile is never deleted."""
         from pyroute2.netlink.exceptions import NetlinkError
 
         try:
@@ -122,3 +208,12 @@ class RootQdisc:
             claim_ = getattr(self, "claim", None)
             if claim_ is not None:
                 claim_.release()
+
+
+def _describe(q: Any | None) -> str:
+    """What a root qdisc is, for a message: "htb 1:", or the kernel's default."""
+    if q is None:
+        return "no root qdisc"
+    if q["handle"] == 0:
+        return f"the kernel's default root qdisc ({q.get_attr('TCA_KIND')}; ours was deleted)"
+    return f"a root qdisc {q.get_attr('TCA_KIND')} {q['handle'] >> 16:x}: that scidmz did not make"

@@ -3,9 +3,12 @@
 In the paper (Vega et al., section 3.1 and Fig. 2) the controller sets the
 rate of a TBF on S1-eth1, the campus switch's uplink, once per period T.
 ``TbfActuator`` does exactly that through pyroute2 (netlink, no ``tc``
-process): ``set_rate`` replaces the root qdisc of ``dev`` with a TBF of the
-new rate, ``current_rate`` reads the rate back from the kernel, ``close``
-deletes the TBF so the kernel's default root qdisc comes back.
+process): ``set_rate`` installs a TBF as the root qdisc of ``dev`` and then
+changes its rate, ``current_rate`` reads the rate back from the kernel, ``close``
+deletes the TBF so the kernel's default root qdisc comes back. A root qdisc an
+admin puts on ``dev`` while it runs (or one hung below ours) is never replaced
+or deleted: ``set_rate`` raises ``ForeignConfigError`` from then on and ``close``
+leaves it (``rootqdisc.RootQdisc.check``).
 
 Derived parameters, when not given (tc-tbf(8) rules):
 
@@ -25,6 +28,7 @@ cannot have rate 0.
 
 from __future__ import annotations
 
+import errno
 import functools
 import gzip
 import math
@@ -131,19 +135,26 @@ class TbfActuator:
         return {"rate": int(round(rate / 8.0)), "burst": burst, "limit": limit}
 
     def set_rate(self, bps: float) -> None:
-        """Replace the root TBF with one at ``bps`` bit/s (0 -> ``MIN_RATE``); ValueError on bad input."""
+        """Set our root TBF to ``bps`` bit/s (0 -> ``MIN_RATE``); ValueError on bad input,
+        ``ForeignConfigError`` (nothing changed) once the root is someone else's (``RootQdisc.check``)."""
         p = self.parameters(bps)
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"TbfActuator on '{self.dev}' is closed")
             from pyroute2.netlink.exceptions import NetlinkError
 
+            self._root.check(self._installed)
             try:
+                # "add" (create, never replace) the first time, "change" (only our handle, never create)
+                # after: the kernel refuses either if someone else's root stands there by then, so an
+                # admin's qdisc that appears between the check and this call is never replaced.
                 self._root.ipr.tc(
-                    "replace", "tbf", self.index, handle=TBF_HANDLE,
+                    "change" if self._installed else "add", "tbf", self.index, handle=TBF_HANDLE,
                     rate=f"{p['rate'] * 8}bit", burst=p["burst"], limit=p["limit"],
                 )
             except (NetlinkError, OSError) as exc:
+                if getattr(exc, "code", None) in (errno.EEXIST, errno.ENOENT):
+                    self._root.check(self._installed)
                 raise ActuatorError(f"kernel refused TBF on '{self.dev}' at {bps:.0f} bit/s: {exc}") from None
             self._installed = True
 

@@ -23,7 +23,12 @@ keeps running, logging why, when
   ``fallbacks`` counter, the MLC) replaced its model's non-finite output by
   the trivial rate itself;
 * the host place failed: a DTN's ``scidmz agent`` did not answer or refused
-  the pacing rate (cause ``host_agent``; the agent is tried again every period).
+  the pacing rate (cause ``host_agent``; the agent is tried again every period);
+* the actuator found someone else's configuration where its own was (an
+  admin's root qdisc, QoS or meter put there while the daemon runs:
+  ``ForeignConfigError``, cause ``foreign``). The actuator leaves it as it is
+  and changes nothing there again, so the daemon stays on the fallback
+  (which it cannot apply) until restarted, and says why every period.
 
 A failure makes the next period use the trivial rate; the policy takes over
 again after one clean period. Every cause is counted (``errors`` in
@@ -59,7 +64,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..actuators.base import ActuatorError
+from ..actuators.base import ActuatorError, ForeignConfigError
 from ..actuators.host_agent import HostAgentError
 from ..plant.base import Plant
 from ..policies.base import Policy
@@ -412,8 +417,8 @@ class ControlLoop:
                 break  # stopping while the step is still blocked; _shutdown closes the plant
             if "error" in box:
                 exc = box["error"]
-                kind = "actuator" if _is_actuator_error(exc) else "plant"
-                failure = (f"{kind} call failed: {_one_line(exc)}", kind)
+                failure = _step_failure(exc)
+                kind = failure[1]
                 self._count(kind)
                 self._set_fallback(*failure, u)
                 self._record(None, u, u_policy, *failure)
@@ -557,8 +562,15 @@ def _step_into(plant: Plant, u: float, box: dict[str, Any], done: threading.Even
         done.set()
 
 
-def _is_actuator_error(exc: BaseException | None) -> bool:
-    return _in_chain(exc, ActuatorError) is not None
+def _step_failure(exc: BaseException) -> tuple[str, str]:
+    """(reason, cause) of a failed plant step: ``foreign`` when the actuator found someone else's
+    configuration where its own was (it leaves it as it is), ``actuator``, or ``plant``."""
+    foreign = _in_chain(exc, ForeignConfigError)
+    if foreign is not None:
+        text = str(foreign).strip().splitlines()
+        return f"not scidmz's to change: {text[0] if text else type(foreign).__name__}", "foreign"
+    kind = "actuator" if _in_chain(exc, ActuatorError) is not None else "plant"
+    return f"{kind} call failed: {_one_line(exc)}", kind
 
 
 def _in_chain(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:

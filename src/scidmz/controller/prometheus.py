@@ -10,7 +10,8 @@ Fallback causes (the ``cause`` label): ``telemetry_timeout`` (no sample for
 2T), ``telemetry_invalid`` (a non-finite sample), ``actuator``, ``plant``,
 ``policy`` (it raised), ``policy_nonfinite`` (it returned NaN/inf, or the MLC
 replaced its model's non-finite output by the trivial rate), ``host_agent`` (a DTN's
-``scidmz agent`` did not answer or refused the pacing rate: the host place failed). HTTP client errors
+``scidmz agent`` did not answer or refused the pacing rate: the host place failed), ``foreign`` (the
+actuator found an admin's qdisc, QoS or meter where its own was, and leaves it alone). HTTP client errors
 (the ``kind`` label, ``CLIENT_ERRORS``): ``partial_body`` (a body shorter than
 its Content-Length, 408), ``bad_request`` (malformed HTTP, e.g. a bad chunked
 encoding), ``bad_body`` (not the JSON asked for), ``unauthorized`` (missing or
@@ -29,7 +30,7 @@ from typing import Any
 __all__ = ["DaemonMetrics", "METRIC_NAMES", "CAUSES", "CLASSES", "CLIENT_ERRORS"]
 
 CAUSES: tuple[str, ...] = ("telemetry_timeout", "telemetry_invalid", "actuator", "plant", "policy",
-                           "policy_nonfinite", "host_agent")
+                           "policy_nonfinite", "host_agent", "foreign")
 CLASSES: tuple[str, ...] = ("dtn", "campus")
 # The eBPF programs' reasons for passing a packet on unmeasured that the twin would measure
 # (telemetry/ebpf/layout.py EBPF_REASONS); exported at 0 from the start, other reasons as they come.

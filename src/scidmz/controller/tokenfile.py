@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from ..fileio import atomic_write_text, pid_alive
-from ..records import RecordError, proc_start_time, process_alive
+from ..fileio import atomic_write_text
+from ..records import RecordError, proc_start_time, recorded_owner_runs
 
 __all__ = ["DEFAULT_API", "default_token_file", "parse_api_address", "parse_listen_address", "read_token_info",
            "TokenFile"]
@@ -72,16 +72,13 @@ def parse_api_address(text: str) -> tuple[str, int]:
 
 
 def _owner_runs(pid: int, start: object) -> bool:
-    """Whether the daemon that wrote a token file still runs: its pid *and* start time
-    (``records.process_alive``), so a pid recycled by another process does not keep a dead
-    daemon's file claimed. A file without a start time (written by a scidmz before it recorded
-    one) falls back to the pid alone."""
-    if start is None:
-        return pid_alive(pid)
+    """Whether the daemon that wrote a token file still runs (``records.recorded_owner_runs``, the
+    one owner check: pid *and* start time, so a pid recycled by another process does not keep a dead
+    daemon's file claimed; a file without a start time, from an older scidmz, goes by the pid)."""
     try:
-        return process_alive(pid, start)
+        return recorded_owner_runs(pid, start)
     except RecordError:
-        return False  # not a start time scidmz writes: not a daemon's file
+        return False  # not a pid and start time scidmz writes: not a daemon's file
 
 
 class TokenFile:

@@ -256,7 +256,8 @@ def claim(ifaces: list[Iface]) -> EbpfRecord:
             if rec.owner_alive():
                 busy = [want[k].name for k in rec.data.get("interfaces", []) if k in want]
                 if busy:
-                    raise RuntimeError(f"interface {busy[0]} is already used by the scidmz eBPF telemetry of "
+                    # A refusal of what was asked (exit 2), as a held root qdisc or OVS port is refused.
+                    raise ValueError(f"interface {busy[0]} is already used by the scidmz eBPF telemetry of "
                                        f"pid {rec.data['owner_pid']}; stop that one first")
             else:
                 teardown(rec)
