@@ -66,7 +66,8 @@ class ValidityRule:
 
     #: Ours: a unit whose runnable tasks waited for a CPU over 30 % of its time ran on a busy machine.
     #: The starvation monitor counts a period's shortfall as the machine's from 50 % (one period);
-    #: a whole unit's mean of 30 % means many such periods. Quiet-machine units measure < 10 %.
+    #: a whole unit's mean of 30 % means many such periods. Not yet read on a quiet machine (only
+    #: beside other jobs: 0.24-0.92): read one unit on a quiet one before a run fixes its rule.
     max_cpu_pressure: float = 0.30
     #: Ours: 0.5 ms mean lateness per frame, the delay stage's own punctuality bound (``netns check``):
     #: 0.1-0.4 ms is the quiet machine's, ~2 ms a busy one's.
