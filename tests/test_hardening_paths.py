@@ -61,7 +61,7 @@ def base_argv(command: str, d: Path) -> list[str]:
         "tune": ["tune", "small-cubic", "--model", str(MODEL), "--out", str(d / "g.json"), "--generations", "1",
                  "--population", "2", "--parents", "1", "--episode", "5"],
         "evaluate": ["evaluate", "small-cubic", "--model", str(MODEL), "--gains", str(GAINS), "--quick", "--trials",
-                     "1", "--experiments", "mrae"],
+                     "2", "--experiments", "mrae"],  # two: a paired test needs two trials
         "reproduce": ["reproduce", "mlc", "--quick", "--out", str(d / "rep")],
         "leaderboard": ["leaderboard", "small-cubic", "--quick", "--policies", "jenks", "--out", str(d / "lb")],
         "control run": ["control", "run", "testbed", "--target", "60M", "--no-api", "--duration", "1"],
