@@ -65,12 +65,11 @@ POLICIES = ("mlc", "pi")
 
 def _paired(table: Any, col: str, a: str, b: str) -> dict[str, Any]:
     """``a`` vs ``b`` on the same trials: mean difference (a - b), trials where a is lower, Wilcoxon p."""
-    import numpy as np
-    from scipy.stats import wilcoxon
+    from scidmz.evaluation.stats import wilcoxon_p
 
     w = table.pivot(index="trial", columns="policy", values=col)[[a, b]].dropna()
     d = (w[a] - w[b]).to_numpy()
-    p = float(wilcoxon(w[a], w[b]).pvalue) if len(d) and np.any(d != 0) else 1.0
+    p = wilcoxon_p(w[a].to_numpy(), w[b].to_numpy()) if len(d) else 1.0
     return {"n": int(len(d)), "mean_diff": float(d.mean()) if len(d) else float("nan"),
             f"{a}_lower": int((d < 0).sum()), f"{b}_lower": int((d > 0).sum()), "wilcoxon_p": p}
 

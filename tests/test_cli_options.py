@@ -96,7 +96,7 @@ def _paper_options(paper: str, render_only: bool) -> set[str]:
     sizes = {"identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
              "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments"}
     every = {"paper", "quick", "out", "notes", "render_only", "json"}
-    run = {"mlc": {"seed", "tracking_uri", "resume", "cca", *sizes}, "jenks": set(), "abc": {"seed"},
+    run = {"mlc": {"seed", "tracking_uri", "resume", "cca", "evaluation_from", *sizes}, "jenks": set(), "abc": {"seed"},
            "ffs": {"seed"}, "disciplines-dmz": {"seed", "trials", "tracking_uri"}}[paper]
     always = {"mlc": {"plant"}, "jenks": {"netns", "keep_netns"}, "abc": {"netns", "keep_netns"},
               "ffs": {"netns", "keep_netns"}, "disciplines-dmz": set()}[paper]

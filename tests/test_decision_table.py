@@ -10,7 +10,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from scidmz.evaluation.decision import decision_table, mlc_standing, tradeoff_points
+from scidmz.evaluation.decision import (
+    configuration_answers,
+    decision_table,
+    floors,
+    mlc_standing,
+    tradeoff_points,
+)
 from scidmz.evaluation.docfigures import plot_figures, render_figure
 
 
@@ -97,3 +103,67 @@ def test_readme_decision_renders_the_table(tmp_path: Path) -> None:
     (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(doc))
     assert ("Not in this table yet, unfinished (each resumes from its ledger): netns, DTN cubic, on `testbed` "
             "(93 trial units left).") in render_figure("readme-decision", tmp_path)
+
+
+def test_the_floor_is_read_per_regime_and_never_invented(tmp_path: Path) -> None:
+    """The floor (the DTN alone on the link, the same targets) is shown for the regimes a floor run measured,
+    and the others are named as not measured yet."""
+    doc = {**_doc(), "floors": [{"run": "netns-testbed-bbr-floor", "plant": "netns", "cca": "bbr", "policy": "pacing",
+                                 "mean": 0.0123, "ci95": [0.011, 0.0135], "trials": 20}]}
+    fl, nb = floors(doc)
+    assert fl == {"label": "fluid, CUBIC", "floor": None} and nb["floor"]["mean"] == 0.0123
+    (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(doc))
+    text = render_figure("readme-decision", tmp_path)
+    assert "kernel, BBR v1 pacing MRAE 0.0123 [0.0110, 0.0135] over 20 trials. Not measured yet: fluid, CUBIC." in text
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(_doc()))
+    assert "Not measured yet: fluid, CUBIC; kernel, BBR v1." in render_figure("readme-decision", tmp_path)
+
+
+def _config_doc(p_alone: float, gain: float, short_pct: float | None, short_p: float | None) -> dict[str, object]:
+    k = "netns"
+    rows = [_row(k, "cubic", "trivial", "rate", "mrae", 0.07, 0.0, None, 3),
+            _row(k, "cubic", "pacing", "host", "mrae", 0.03, 50.0, 1e-4, 2),
+            _row(k, "cubic", "pacing+pi", "host", "mrae", 0.02, 70.0, 1e-5, 1, vs_pacing_pct=gain, vs_pacing_p=p_alone)]
+    if short_pct is not None:
+        rows += [_row(k, "cubic", "trivial", "rate", "short", 0.3, 0.0, None, 1),
+                 _row(k, "cubic", "pacing+pi", "host", "short", 0.35, short_pct, short_p, 2)]
+    return {"rows": rows}
+
+
+def test_the_configuration_question_is_answered_either_way(tmp_path: Path) -> None:
+    """Does a configuration beat pacing alone on MRAE (p < 0.01, Holm) with the campus's short flows no worse
+    than under the trivial TBF? Yes, no, or not answerable yet without short-flow trials; never a yes on
+    p < 0.05 alone, nor on a gain of the wrong sign."""
+    def answer(*a: float | None) -> str:
+        (c,) = configuration_answers(_config_doc(*a))
+        return c["answer"]
+
+    assert answer(0.001, 30.0, -2.0, 0.4).split("? ")[1].startswith("Yes: pacing+pi: MRAE +30.0 % vs pacing alone")
+    assert "campus short-flow FCT -2.0 % vs trivial, no worse" in answer(0.001, 30.0, -2.0, 0.4)
+    assert answer(0.03, 30.0, -2.0, 0.4).split("? ")[1].startswith("No:")  # p < 0.05 is not the bar
+    assert answer(0.001, -30.0, 1.0, 0.4).split("? ")[1].startswith("No:")  # significantly worse than alone
+    assert "significantly worse" in answer(0.001, 30.0, -20.0, 0.001)
+    assert answer(0.001, 30.0, -20.0, 0.001).split("? ")[1].startswith("No:")
+    assert answer(0.001, 30.0, None, None).split("? ")[1].startswith("Not answerable yet:")
+    (fluid,) = configuration_answers(_doc())
+    assert fluid["label"] == "fluid, CUBIC" and fluid["answer"].endswith("? No: pacing+pi is not comparable on this plant.")
+    (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(_config_doc(0.001, 30.0, -2.0, 0.4)))
+    assert "Configurations, kernel, CUBIC: Does a configuration beat" in render_figure("readme-decision", tmp_path)
+
+
+def test_configurations_are_tested_against_the_paced_dtn_alone_in_the_pages_family() -> None:
+    from scidmz.evaluation import stats
+    from scidmz.evaluation.leaderboard.results import holm_note, planned_pairs
+
+    pols = {"trivial": {"kind": "rate"}, "pi": {"kind": "rate"}, "pacing": {"kind": "host"},
+            "pacing+pi": {"kind": "host"}, "mlc": {"kind": "rate"}, "jenks+pi": {"kind": "queue"}}
+    assert planned_pairs(pols) == {"mlc": "pi", "pacing+pi": "pacing", "jenks+pi": "pacing"}
+    assert planned_pairs({"pi": {"kind": "rate"}, "jenks+pi": {"kind": "queue+rate"}}) == {"mlc": "pi"}
+    rows = [{"policy": "pacing+pi", "p_vs_trivial_raw": 0.01, "vs_pacing_p_raw": 0.004},
+            {"policy": "mlc", "p_vs_trivial_raw": 0.02, "vs_pi_p_raw": 0.5}]
+    assert stats.holm_rows(rows) == 4
+    assert abs(rows[0]["vs_pacing_p"] - 0.016) < 1e-12 and rows[1]["vs_pi_p"] == 0.5
+    note = holm_note(rows)
+    assert note["tests"] == 4 and note["family"].endswith("each configuration against the paced DTN alone")

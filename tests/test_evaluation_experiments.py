@@ -186,6 +186,34 @@ def test_the_study_runs_the_cores_trials(sc) -> None:
     assert [r["mrae"] for r in more[:3]] == [r["mrae"] for r in rows]
 
 
+def test_the_study_judges_trials_as_the_leaderboard_does() -> None:
+    """On a testbed the MLC study uses, per trial, the run the validity rule chose: a re-run replaces
+    a disturbed first run for both policies, and a trial disturbed in every run is left out of both
+    policies' rows and flows (``--quick`` keeps it). A unit's outcome never decides."""
+    import pandas as pd
+
+    from scidmz.evaluation.mlc.experiments import _judged
+
+    quiet, busy = {"cpu_pressure": 0.1}, {"cpu_pressure": 0.9}
+
+    def line(policy: str, trial: int, mrae: float, signals: dict, rerun: int = 0) -> dict:
+        return {"unit": "short", "policy": policy, "trial": trial, "seed": trial, "rerun": rerun,
+                "metrics": {"short_fct_median": mrae}, "validity": signals}
+
+    lines = [line("trivial", 0, 1.0, busy), line("mlc", 0, 0.1, quiet),        # trial 0: disturbed once,
+             line("trivial", 0, 2.0, quiet, 1), line("mlc", 0, 3.0, quiet, 1),  # re-run clean
+             line("trivial", 1, 5.0, quiet), line("mlc", 1, 6.0, busy)]         # trial 1: disturbed, left
+    flows = {("short", n, i): pd.DataFrame({"fct": [float(i)], "policy": [n], "instance": [i]})
+             for n in ("trivial", "mlc") for i in (0, 1)}
+    core = PLAN.core(("short",))
+    run = _judged(lines, core, ["trivial", "mlc"], {}, flows, exclude=True)
+    assert {k: r["metrics"]["short_fct_median"] for k, r in run.units.items()} == \
+        {("short", "trivial", 0): 2.0, ("short", "mlc", 0): 3.0}
+    assert run.invalid == {"short": [1]} and [int(f["instance"].iloc[0]) for f in run.flows] == [0, 0]
+    kept = _judged(lines, core, ["trivial", "mlc"], {}, flows, exclude=False)
+    assert len(kept.units) == 4 and kept.invalid == {} and len(kept.flows) == 4
+
+
 def test_short_flows_are_tested_pair_by_pair_on_the_cores_per_trial_medians(sc, policies) -> None:
     """Table 6's medians are over every single flow; the paired test is on the core's per-trial
     medians (trial i of each policy on the same seed), so the short-flow cell can be judged."""

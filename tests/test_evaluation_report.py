@@ -92,7 +92,8 @@ def test_report_renders_side_by_side_and_says_where_mlc_falls_short(tmp_path) ->
     assert "**the MLC does not beat the trivial TBF here**" in text  # bbr2 falls short
     assert "BBRv2, MRAE (mean)" in text and "Hand-written analysis." in text
     assert "0.285" in text  # the paper's Table 4 gains next to ours
-    assert "| 3/3 / p = 0.25 |" in text  # paired comparison of the FCT trials
+    # paired comparison of the FCT trials: p = 0.25 in each section, Holm over the page's two tests
+    assert "| 3/3 / p = 0.5 |" in text and "Holm-corrected over the 2 tests this page renders" in text
     assert "1.20%" in text  # CV error as a percentage
     # Why the FCT falls short: trivial at 170 s vs 160 s ideal leaves 5.88 % for any tracking controller.
     assert "at most 5.88 % of its FCT is left" in text and "174.8 s" in text
@@ -148,8 +149,31 @@ def test_short_flows_with_per_trial_medians_are_judged_by_their_paired_test() ->
     s = _summaries(0.10, 0.11, 150, 170, 0.95, 0.952)
     s["short"]["mlc"].update(paired_n=4, paired_wins=4, paired_p=0.01)
     v = {x["metric"]: x for x in verdicts("cubic", s)}
-    assert v["short-flow FCT (median, s)"]["p"] == 0.01 and v["short-flow FCT (median, s)"]["wins"] == "4/4"
+    # Holm over the section's two tests (short 0.01, FCT 0.25): 0.02 and 0.25
+    assert v["short-flow FCT (median, s)"]["p_raw"] == 0.01 and v["short-flow FCT (median, s)"]["wins"] == "4/4"
+    assert v["short-flow FCT (median, s)"]["p"] == 0.02 and v["DTN FCT (mean, s)"]["p"] == 0.25
     assert v["short-flow FCT (median, s)"]["meets"] == "yes"
     s["short"]["mlc"]["paired_p"] = 0.3
     v = {x["metric"]: x for x in verdicts("cubic", s)}
     assert v["short-flow FCT (median, s)"]["meets"].startswith("**not significant**")
+
+
+def test_the_report_holm_corrects_every_test_it_renders_across_its_sections() -> None:
+    """A p of 0.02 is significant alone but not as one of three tests on a page (Holm: 3 x 0.02 = 0.06):
+    the correction spans every section, and the page says over how many tests."""
+    from scidmz.evaluation.mlc.report import page_verdicts
+
+    one = _summaries(0.10, 0.11, 150, 170, 0.95, 0.952)
+    one["mrae"]["mlc"].update(paired_n=10, paired_wins=9, paired_p=0.02)
+    one["fct"]["mlc"]["paired_p"] = 0.5
+    alone = {x["metric"]: x for x in verdicts("cubic", one)}
+    assert alone["MRAE (mean)"]["p"] == 0.04 and alone["MRAE (mean)"]["meets"] == "yes"
+    two = _summaries(0.10, 0.11, 150, 170, 0.95, 0.952)
+    two["fct"]["mlc"]["paired_p"] = 0.6
+    page, tests = page_verdicts({"cubic": {"summaries": one}, "bbr2": {"summaries": two}})
+    mrae = page["cubic"][0]
+    assert tests == 3 and mrae["p_raw"] == 0.02 and abs(mrae["p"] - 0.06) < 1e-12
+    assert mrae["meets"].startswith("**not significant**")
+    text = render_report({"cubic": {"summaries": one}, "bbr2": {"summaries": two}}, {})
+    assert "Holm-corrected over the 3 tests this page renders" in text
+    assert "paired p = 0.06 Holm-corrected" in text

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from scidmz.cli import main
-from scidmz.evaluation.leaderboard import stats
+from scidmz.evaluation import stats
 
 # -- statistics on known data ----------------------------------------------------------------
 
@@ -443,6 +443,21 @@ def test_merge_combines_the_runs_of_a_folder(quick_run, tmp_path, capsys) -> Non
     assert [r["run"] for r in merged["incomplete_runs"]] == ["netns-part"] and "netns-part" not in {
         r["run"] for r in merged["rows"]}
     assert "[netns-part](netns-part/report.md): fluid, small-cubic, 7 trial units left" in (top / "report.md").read_text()
+    # A floor run (no campus traffic: the DTN alone, the same targets) is neither ranked nor tested: its
+    # MRAE rows other than the baseline's become the regime's floor.
+    floor = json.loads((out / "results.json").read_text())
+    floor["scenario"]["campus"]["hosts"] = 0
+    (top / "fluid-floor").mkdir()
+    (top / "fluid-floor" / "results.json").write_text(json.dumps(floor))
+    code, _, _ = _lb(capsys, "--merge", "--out", str(top), "--json")
+    merged = json.loads((top / "results.json").read_text())
+    assert code == 0 and len(merged["rows"]) == 2 * len(doc["rows"]) and "fluid-floor" not in {
+        r["run"] for r in merged["rows"]}
+    mrae = [r for r in floor["rows"] if r["experiment"] == "mrae" and r["policy"] != "trivial"]
+    assert [(f["run"], f["policy"], f["mean"]) for f in merged["floors"]] == [
+        ("fluid-floor", r["policy"], r["mean"]) for r in mrae] and mrae
+    assert [r["floor"] for r in merged["runs"]] == [True, False, False]
+    shutil.rmtree(top / "fluid-floor")
     for name in ("fluid-small-cubic", "fluid-small-cubic-again"):
         shutil.rmtree(top / name)
     code, _, err = _lb(capsys, "--merge", "--out", str(top))

@@ -17,8 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scidmz.evaluation import stats as core
-from scidmz.evaluation.leaderboard import stats
+from scidmz.evaluation import stats
 from scidmz.evaluation.verdict import leaderboard_context
 
 
@@ -30,7 +29,7 @@ def test_signed_rank_cdf_is_scipys_exact_null() -> None:
         d = rng.normal(0.2, 1.0, n)
         res = wilcoxon(d, method="exact")
         t = int(min(res.statistic, n * (n + 1) / 2 - res.statistic))
-        assert min(1.0, 2 * core.signed_rank_cdf(n)[t]) == pytest.approx(res.pvalue, rel=1e-12)
+        assert min(1.0, 2 * stats.signed_rank_cdf(n)[t]) == pytest.approx(res.pvalue, rel=1e-12)
 
 
 def test_hodges_lehmann_is_the_median_of_walsh_averages_and_inverts_the_test() -> None:
@@ -39,7 +38,7 @@ def test_hodges_lehmann_is_the_median_of_walsh_averages_and_inverts_the_test() -
 
     rng = np.random.default_rng(8)
     d = rng.normal(0.5, 1.0, 15)
-    est, lo, hi = core.hodges_lehmann(d)
+    est, lo, hi = stats.hodges_lehmann(d)
     walsh = [(d[i] + d[j]) / 2 for i in range(15) for j in range(i, 15)]
     assert est == pytest.approx(np.median(walsh))
     eps = 1e-9
@@ -47,21 +46,21 @@ def test_hodges_lehmann_is_the_median_of_walsh_averages_and_inverts_the_test() -
         assert wilcoxon(d - inside, method="exact").pvalue >= 0.05
     for outside in (lo - eps, hi + eps):
         assert wilcoxon(d - outside, method="exact").pvalue < 0.05
-    assert core.hodges_lehmann(np.zeros(6)) == (0.0, 0.0, 0.0)
-    assert all(math.isnan(v) for v in core.hodges_lehmann([]))
+    assert stats.hodges_lehmann(np.zeros(6)) == (0.0, 0.0, 0.0)
+    assert all(math.isnan(v) for v in stats.hodges_lehmann([]))
 
 
 def test_all_tied_pairs_give_p_one_and_a_zero_effect_in_both_studies() -> None:
     a = np.array([0.1, 0.2, 0.3, 0.4])
-    assert core.wilcoxon_p(a, a) == 1.0 and stats.wilcoxon_p is core.wilcoxon_p
+    assert stats.wilcoxon_p(a, a) == 1.0 and stats.wilcoxon_p is stats.wilcoxon_p
     fam = stats.family({"trivial": dict(enumerate(a)), "same": dict(enumerate(a))}, "lower")
     assert fam["same"]["p_vs_trivial_raw"] == 1.0 and fam["same"]["vs_trivial_pct"] == 0.0
     assert fam["same"]["vs_trivial_hl_pct"] == 0.0 and fam["same"]["vs_trivial_hl_ci95"] == [0.0, 0.0]
     # the MLC study's paired() gives the same p, not NaN
     table = pd.DataFrame({"policy": ["trivial"] * 4 + ["same"] * 4, "trial": [0, 1, 2, 3] * 2, "mrae": [*a, *a]})
     summary = {"trivial": {}, "same": {}}
-    core.paired(summary, table, "mrae")
-    assert summary["same"]["paired_p"] == 1.0 and core.BASELINE is stats.BASELINE
+    stats.paired(summary, table, "mrae")
+    assert summary["same"]["paired_p"] == 1.0 and stats.BASELINE is stats.BASELINE
 
 
 def test_ranks_are_paired_on_the_trials_every_ranked_policy_kept() -> None:

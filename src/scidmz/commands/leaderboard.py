@@ -116,7 +116,7 @@ def _rules(p: argparse.ArgumentParser) -> dict[str, tuple[Needs, ...]]:
 
 def _names(policies: str | None) -> list[str]:
     from ..evaluation.leaderboard.plan import MAX_POLICIES
-    from ..evaluation.leaderboard.stats import BASELINE
+    from ..evaluation.stats import BASELINE
     from ..policies.configuration import canonical_name
 
     policies = _default_policies() if policies is None else policies
@@ -140,7 +140,7 @@ def _canonical_trials(fewer: tuple[tuple[str, int, int], ...]) -> tuple[tuple[st
 
 def _check_policy_trials(fewer: tuple[tuple[str, int, int], ...], names: list[str]) -> None:
     """``--policy-trials`` names policies of this run, and never the baseline (it runs every trial)."""
-    from ..evaluation.leaderboard.stats import BASELINE
+    from ..evaluation.stats import BASELINE
 
     for name, _, _ in fewer:
         if name == BASELINE:

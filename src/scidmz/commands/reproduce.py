@@ -51,6 +51,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "(default cubic; this kernel has reno, cubic, bbr)")
     p.add_argument("--resume", action="store_true",
                    help="mlc: reuse identification datasets in --out that match this run (after an interruption)")
+    p.add_argument("--evaluation-from", action="append", default=None, metavar="DIR",
+                   help="mlc: lay the kernel evaluation of OUT's report out from a finished kernel leaderboard "
+                        "run's mlc and trivial units (the same shipped model, gains and trial plan; checked) "
+                        "instead of running them again; repeat per DTN CCA; runs nothing")
     add_json_arg(p)
     p.set_defaults(func=cmd_reproduce, prepare=prepare)
     declare_option_rules(p, _rules())
@@ -62,7 +66,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 _SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
           "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
 APPLIES: dict[str, frozenset[str]] = {
-    "mlc": frozenset({"plant", "cca", "seed", "tracking_uri", "resume", *_SIZES}),
+    "mlc": frozenset({"plant", "cca", "seed", "tracking_uri", "resume", "evaluation_from", *_SIZES}),
     "jenks": frozenset({"netns", "keep_netns"}),
     "abc": frozenset({"netns", "keep_netns", "seed"}),
     "ffs": frozenset({"netns", "keep_netns", "seed"}),
@@ -78,8 +82,11 @@ def _rules() -> dict[str, tuple[Needs, ...]]:
     for dest in {k for papers in APPLIES.values() for k in papers}:
         papers = tuple(p for p, opts in APPLIES.items() if dest in opts)
         needs = [Needs(lambda a, ps=papers: a.paper in ps, f"goes with reproduce {' or '.join(papers)} only")]
-        if dest in _RUN_ONLY:
+        if dest in _RUN_ONLY or dest == "evaluation_from":
             needs.append(Needs(lambda a: not a.render_only, "does nothing with --render-only (it runs nothing)"))
+        if dest in _RUN_ONLY:
+            needs.append(Needs(lambda a: not getattr(a, "evaluation_from", None),
+                               "does nothing with --evaluation-from (it runs nothing)"))
         if dest in _SIZE_OF:
             wanted = _SIZE_OF[dest]
             needs.append(Needs(lambda a, w=wanted: _runs_any(a, w),
@@ -173,7 +180,7 @@ def cmd_reproduce(a: argparse.Namespace) -> int:
         prepare(a)
     # The run owns --out for its whole life (fileio.own_folder): a second run on it is refused,
     # and its files are never opened through links. --render-only writes the report only.
-    with own_folder(a.out, "--out", ["results.json", "report.md"], create=not a.render_only):
+    with own_folder(a.out, "--out", ["results.json", "report.md"], create=not (a.render_only or a.evaluation_from)):
         return _reproduce(a)
 
 
@@ -217,6 +224,12 @@ def _reproduce(a: argparse.Namespace) -> int:
         ns_trials=a.ns_trials,
         ns_max_flows=a.ns_max_flows, short_trials=a.short_trials, which=a.experiments,
     )
+    if a.evaluation_from:
+        from ..evaluation.mlc.fromledger import relay
+
+        result, human = relay(out, list(a.evaluation_from), command=cmd, notes=notes)
+        emit(result, a.json, human)
+        return 0
     if a.render_only:
         from ..evaluation.mlc.reproduce import rerender_report
 

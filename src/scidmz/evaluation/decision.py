@@ -15,6 +15,11 @@ Input: a merged leaderboard results file (``reports/leaderboard/results.json``, 
 - ``tradeoff_points``: per regime and policy, MRAE and campus short-flow FCT (means with their
   95 % intervals) for ``plots.plot_tradeoff``; ``short`` is None where the run has no short-flow
   trials (the committed kernel runs do not), never invented.
+- ``configuration_answers``: per regime where a configuration ran, the answer to the question set
+  for configurations (``verdict.configuration_answer``).
+- ``floors``: per regime of the table, what the measurement itself allows: the MRAE of the DTN
+  alone on the link on the same targets (the merged file's ``floors``, from floor runs,
+  ``leaderboard.results.is_floor``), or None where no floor run was made.
 
 Our choices: the MRAE picks a place's best (the tracking metric the MLC paper ranks by, as
 ``verdict.by_place``); the table's intervals are the paired mean change's (``vs_trivial_ci95``),
@@ -28,9 +33,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .stats import BASELINE, WITH_ANN
-from .verdict import ALPHA, leads_trivial, one_trial_decides, overshoot, p_floor, rank
+from .verdict import (
+    ALPHA,
+    configuration_answer,
+    leads_trivial,
+    one_trial_decides,
+    overshoot,
+    p_floor,
+    rank,
+)
 
-__all__ = ["PLACES", "COLUMN_LABELS", "decision_table", "mlc_standing", "tradeoff_points", "regime_label"]
+__all__ = ["PLACES", "COLUMN_LABELS", "decision_table", "mlc_standing", "tradeoff_points", "regime_label", "floors",
+           "configuration_answers"]
 
 #: Where an admin can act, as the decision table names its rows (policy kind -> words).
 PLACES = (("host", "the DTN host"), ("rate", "the campus uplink only"), ("queue", "the border router's queues"),
@@ -142,4 +156,23 @@ def tradeoff_points(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "short": _mean_ci(short.get(r["policy"]))} for r in exps.get("mrae") or []]
         out.append({"plant": plant, "cca": cca, "label": regime_label(plant, cca), "has_short": bool(short),
                     "points": [p for p in pts if p["mrae"] is not None]})
+    return out
+
+
+def floors(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Per regime of the decision table, in its column order: ``{label, floor}`` where ``floor`` is the
+    regime's floor entry (``policy, mean, ci95, trials, run``; the first if several) or None."""
+    by: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for f in doc.get("floors") or []:
+        by.setdefault((str(f.get("plant")), str(f.get("cca"))), f)
+    return [{"label": regime_label(p, c), "floor": by.get((p, c))} for p, c in _regimes(doc.get("rows") or [])]
+
+
+def configuration_answers(doc: Mapping[str, Any]) -> list[dict[str, str]]:
+    """``[{label, answer}]``: each regime's ``verdict.configuration_answer``, where a configuration ran."""
+    out = []
+    for (plant, cca), exps in _regimes(doc.get("rows") or []).items():
+        answer = configuration_answer(exps)
+        if answer:
+            out.append({"label": regime_label(plant, cca), "answer": answer})
     return out

@@ -136,12 +136,16 @@ def write(root: Path, say: Callable[[str], None] = print) -> list[str]:
 
 
 def _mlc_rows(sections: Mapping[str, Any]) -> list[dict[str, Any]]:
-    from .mlc.report import PAPER
+    """The MLC report's verdict rows; each p is the report's, Holm-corrected over the report's tests
+    (``tests``: how many), so the page and the report it copies say the same."""
+    from .mlc.report import PAPER, page_verdicts
 
+    page, tests = page_verdicts(sections)
     rows = []
     for cca, sec in sections.items():
         s = sec.get("summaries", {})
         paper = PAPER.get(cca, {})
+        p = {v["exp"]: v["p"] for v in page[cca]}
         for exp, key, label, ppaper in (("mrae", "reduction_pct", "MRAE", "mrae_reduction_pct"),
                                         ("fct", "reduction_pct", "DTN FCT", "fct_reduction_pct"),
                                         ("utilization", "decrease_pct", "utilisation", "util_decrease_pct")):
@@ -152,7 +156,7 @@ def _mlc_rows(sections: Mapping[str, Any]) -> list[dict[str, Any]]:
             sign = -1.0 if exp == "utilization" else 1.0
             rows.append({"cca": paper.get("label", cca), "exp": exp, "label": label, "mlc": m.get("mean"),
                          "trivial": t.get("mean"), "pct": None if m.get(key) is None else sign * m[key],
-                         "wins": m.get("paired_wins"), "n": m.get("paired_n"), "p": m.get("paired_p"),
+                         "wins": m.get("paired_wins"), "n": m.get("paired_n"), "p": p.get(exp), "tests": tests,
                          "paper": None if paper.get(ppaper) is None else sign * paper[ppaper],
                          "fill_mlc": _fill(m), "fill_trivial": _fill(t), "transfer": v.get("transfer"),
                          "target": v.get("target"), "ideal_s": v.get("ideal_s")})
@@ -346,7 +350,7 @@ def _recheck(root: Path) -> dict[str, Any]:
 
 
 def _decision(root: Path) -> dict[str, Any]:
-    from .decision import decision_table, mlc_standing
+    from .decision import configuration_answers, decision_table, floors, mlc_standing
 
     rel = "reports/leaderboard/results.json"
     doc = _load(root, rel)
@@ -354,7 +358,8 @@ def _decision(root: Path) -> dict[str, Any]:
 
     figs = [{"label": g["label"], "png": f"{TRADEOFF_DIR}/{_tradeoff_name(g)}"} for g in tradeoff_points(doc)]
     return {"src": rel, "table": decision_table(doc), "mlc": mlc_standing(doc), "figures": figs,
-            "holm": doc.get("holm") or {"tests": "the"}, "pending": doc.get("incomplete_runs") or []}
+            "holm": doc.get("holm") or {"tests": "the"}, "pending": doc.get("incomplete_runs") or [],
+            "floors": floors(doc), "configurations": configuration_answers(doc)}
 
 
 #: Where the plots pass draws the trade-off figures (under the repository root; docs/results.md links them).

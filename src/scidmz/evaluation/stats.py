@@ -1,4 +1,4 @@
-"""Statistics of paired trials: summaries with Student-t intervals, reductions, paired Wilcoxon tests.
+"""Statistics of paired trials, one module for every study: summaries, tests, effects, families, Holm.
 
 Every study compares policies on the *same* trials (trial i of every policy uses
 seed + i, ``evaluation.trials``), so a policy is judged against a baseline pair
@@ -14,20 +14,58 @@ Non-mapping entries (``"target"`` above) are context and are skipped.
 The pieces every study shares live here once: ``BASELINE``, the paired test
 ``wilcoxon_p`` with its all-ties convention, and the effect that goes with it,
 ``hodges_lehmann`` (the MLC study and the leaderboard both use them).
+
+**Families** (the leaderboard, the decision table, the MLC report's page correction).
+A *family* is one (plant, cca, experiment): every policy's per-trial values of one
+metric, trial i of every policy run on the same seed and target (paired). For each
+policy (``family``):
+
+- ``n``, ``mean``, ``std`` and ``ci95``: the bootstrap 95 % interval of the mean
+  (``scipy.stats.bootstrap``, BCa, 9,999 resamples, seeded; percentile where BCa is
+  undefined, e.g. two trials; ``[v, v]`` when every value is v);
+- ``vs_trivial_pct``: how much better than trivial, in % of trivial's mean, over the
+  trials both kept (+ = better, whichever way ``better`` points: a reduction for
+  MRAE and FCTs, an increase for utilisation), with ``vs_trivial_ci95`` from paired
+  resampling of those trials;
+- ``vs_trivial_hl_pct`` and ``vs_trivial_hl_ci95``: the effect that goes with the
+  Wilcoxon test, the Hodges-Lehmann estimate of the paired difference (the median of
+  the Walsh averages of the differences) and its 95 % interval from the signed-rank
+  distribution (``hodges_lehmann``), in % of trivial's mean on those trials, + = better;
+- ``vs_trivial_loo_pct``: [least, most] of ``vs_trivial_pct`` with each paired trial left
+  out in turn (leave-one-out; NaN below three pairs): a range that straddles 0 says one
+  trial decides the change's sign, as one disturbed window decided a re-check's MLC MRAE;
+- ``p_vs_trivial_raw`` / ``p_vs_best_raw``: two-sided paired Wilcoxon signed-rank
+  tests (``scipy.stats.wilcoxon``) against trivial and against the best policy; the
+  all-ties convention is ``wilcoxon_p``'s (p = 1.0), None with fewer
+  than two pairs;
+- ``shared_n`` / ``shared_mean``: the trials every ranked policy kept, and the policy's
+  mean over exactly those; ``rank``: 1 = best by ``shared_mean`` among the ranked
+  policies (``ranked``: those the plant models on equal footing), None for the others;
+  ``best``: rank 1. Ranks are paired comparisons, so a policy cannot climb by losing its
+  worst trial to the starvation filter (ours: with no trial shared by every ranked
+  policy, nothing is ranked).
+
+Holm's correction is not applied per family: ``holm_rows`` corrects every test a page
+renders at once (each row's vs-trivial and vs-best tests and the planned mlc-vs-pi test,
+``statsmodels.stats.multitest.multipletests(method="holm")``), so the family is the page.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..metrics import reduction_pct
 
-__all__ = ["BASELINE", "WITH_ANN", "WITHOUT_ANN", "summarize", "ci95_halfwidth", "compare", "paired", "by_policy", "per_policy", "wilcoxon_p",
-           "hodges_lehmann", "signed_rank_cdf"]
+__all__ = ["BASELINE", "WITH_ANN", "WITHOUT_ANN", "summarize", "ci95_halfwidth", "compare", "paired", "by_policy",
+           "per_policy", "wilcoxon_p", "hodges_lehmann", "signed_rank_cdf", "BOOTSTRAP_RESAMPLES", "bootstrap_ci",
+           "paired_ci", "holm", "holm_rows", "improvement_pct", "family", "stable_seed", "paired_values",
+           "planned_pair", "hl_pct", "PAGE_TESTS", "page_tests", "loo_pct"]
 
 #: The policy every other is compared with (the MLC paper's trivial TBF, section 3.7).
 BASELINE = "trivial"
@@ -164,3 +202,209 @@ def per_policy(table: Any, col: str, **extra: Any) -> dict[str, Any]:
     return {str(name): {**summarize(g[col]), **{k: fn(g) for k, fn in extra.items()}}
             for name, g in table.groupby("policy", sort=False)}
 
+
+#: Resamples of every bootstrap interval (seeded).
+BOOTSTRAP_RESAMPLES = 9999
+#: The tests every leaderboard row may hold, as (raw p field, corrected p field) (``holm_rows``); a
+#: planned comparison against policy X adds ``vs_X_p_raw`` / ``vs_X_p`` (``page_tests``).
+PAGE_TESTS = (("p_vs_trivial_raw", "p_vs_trivial"), ("p_vs_best_raw", "p_vs_best"), ("vs_pi_p_raw", "vs_pi_p"))
+
+
+def page_tests(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (raw, corrected) p fields of one row: ``PAGE_TESTS`` and every planned comparison's
+    ``vs_X_p_raw`` (mlc against pi, a configuration against the paced DTN alone)."""
+    fixed = [t for t in PAGE_TESTS if t[0] in row]
+    extra = sorted((k, k[: -len("_raw")]) for k in row if k.startswith("vs_") and k.endswith("_p_raw"))
+    return fixed + [t for t in extra if t not in fixed]
+
+
+def stable_seed(*parts: Any) -> int:
+    """A seed from names and numbers that is the same in every process (``hash`` is salted)."""
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def _finite(x: Iterable[float]) -> np.ndarray:
+    v = np.asarray(list(x) if not isinstance(x, np.ndarray) else x, dtype=np.float64).reshape(-1)
+    return v[np.isfinite(v)]
+
+
+def _bootstrap(data: tuple[np.ndarray, ...], statistic: Callable[..., Any], seed: int, paired: bool) -> tuple[float, float]:
+    from scipy import stats
+
+    key = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+    for method in ("BCa", "percentile"):
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                res = stats.bootstrap(data, statistic, n_resamples=BOOTSTRAP_RESAMPLES, paired=paired,
+                                      vectorized=True, confidence_level=0.95, method=method,
+                                      **{key: np.random.default_rng(seed)})
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            return lo, hi
+    return math.nan, math.nan
+
+
+def bootstrap_ci(x: Iterable[float], seed: int = 0) -> tuple[float, float]:
+    """Bootstrap 95 % interval of the mean of the finite values of ``x`` (module docstring)."""
+    v = _finite(x)
+    if v.size < 2:
+        return math.nan, math.nan
+    if np.all(v == v[0]):
+        return float(v[0]), float(v[0])
+    return _bootstrap((v,), lambda s, axis=-1: np.mean(s, axis=axis), seed, paired=False)
+
+
+def improvement_pct(base: float, value: float, better: str) -> float:
+    """How much ``value`` is better than ``base``, in % of ``base`` (+ = better)."""
+    if not (math.isfinite(base) and math.isfinite(value)) or base == 0:
+        return math.nan
+    sign = 1.0 if better == "higher" else -1.0
+    return sign * 100.0 * (value - base) / abs(base)
+
+
+def paired_ci(base: np.ndarray, other: np.ndarray, better: str, seed: int = 0) -> tuple[float, float]:
+    """Bootstrap 95 % interval of ``improvement_pct(mean(base), mean(other))``, resampling pairs."""
+    b, o = np.asarray(base, dtype=np.float64), np.asarray(other, dtype=np.float64)
+    if b.size < 2:
+        return math.nan, math.nan
+    sign = 1.0 if better == "higher" else -1.0
+
+    def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        mb = np.mean(x, axis=axis)
+        with np.errstate(all="ignore"):
+            return sign * 100.0 * (np.mean(y, axis=axis) - mb) / np.abs(mb)
+
+    if np.all(b == b[0]) and np.all(o == o[0]):
+        v = float(stat(b, o))
+        return v, v
+    return _bootstrap((b, o), stat, seed, paired=True)
+
+
+def holm(pvalues: Iterable[float]) -> list[float]:
+    """Holm-corrected p-values (statsmodels); NaN entries stay NaN and do not count as tests."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(list(pvalues), dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], method="holm")[1]
+    return [float(v) for v in out]
+
+
+def holm_rows(rows: Iterable[dict[str, Any]]) -> int:
+    """Holm-correct every test of a page at once (``PAGE_TESTS``: each raw p a row holds), writing the
+    corrected p beside each raw one; the number of tests corrected (the family's size, for the page)."""
+    rows = list(rows)
+    slots = [(r, raw, adj) for r in rows for raw, adj in page_tests(r)]
+    adjusted = holm(r[raw] if isinstance(r[raw], int | float) else math.nan for r, raw, _ in slots)
+    for (r, _, adj), p in zip(slots, adjusted, strict=True):
+        r[adj] = p
+    return sum(1 for p in adjusted if math.isfinite(p))
+
+
+def loo_pct(ref: np.ndarray, other: np.ndarray, better: str) -> list[float]:
+    """[least, most] ``improvement_pct`` of the paired means with each pair left out in turn (NaN with
+    fewer than three pairs): how much the change depends on any single trial."""
+    n = ref.size
+    if n < 3:
+        return [math.nan, math.nan]
+    sa, sb = float(ref.sum()), float(other.sum())
+    vals = [improvement_pct((sa - ref[k]) / (n - 1), (sb - other[k]) / (n - 1), better) for k in range(n)]
+    vals = [v for v in vals if math.isfinite(v)]
+    return [min(vals), max(vals)] if vals else [math.nan, math.nan]
+
+
+def hl_pct(ref: np.ndarray, other: np.ndarray, better: str) -> tuple[float, list[float]]:
+    """``hodges_lehmann(other - ref)`` and its 95 % interval in % of ``ref``'s mean, + = better
+    (as ``improvement_pct``); NaN with fewer than two pairs."""
+    if ref.size < 2:
+        return math.nan, [math.nan, math.nan]
+    est, lo, hi = hodges_lehmann(other - ref)
+    m = float(ref.mean())
+    if m == 0 or not math.isfinite(m):
+        return math.nan, [math.nan, math.nan]
+    sign = 1.0 if better == "higher" else -1.0
+    ends = sorted(sign * 100.0 * v / abs(m) for v in (lo, hi))
+    return sign * 100.0 * est / abs(m), ends
+
+
+def paired_values(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """The values of the trials both have (finite in both), in trial order."""
+    keys = sorted(k for k in a if k in b and math.isfinite(a[k]) and math.isfinite(b[k]))
+    return np.array([a[k] for k in keys], dtype=np.float64), np.array([b[k] for k in keys], dtype=np.float64)
+
+
+def planned_pair(ref: Mapping[int, float], other: Mapping[int, float], better: str, seed: int = 0) -> dict[str, Any]:
+    """One planned paired comparison, ``other`` against ``ref`` on the trials both have: its
+    improvement in % of ``ref``'s mean (+ = ``other`` better), the bootstrap 95 % interval of it, the
+    Hodges-Lehmann estimate and interval (``hl_pct``) and the raw two-sided Wilcoxon p (a page that
+    renders it corrects it with its other tests, ``holm_rows``)."""
+    a, b = paired_values(ref, other)
+    hl, hl_ci = hl_pct(a, b, better)
+    return {"n": int(a.size), "pct": improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
+            "ci95": list(paired_ci(a, b, better, seed)), "hl_pct": hl, "hl_ci95": hl_ci, "loo_pct": loo_pct(a, b, better),
+            "p": wilcoxon_p(a, b)}
+
+
+def _shared(values: Mapping[str, Mapping[int, float]], names: Iterable[str]) -> list[int]:
+    """The trials every one of ``names`` kept with a finite value, in trial order."""
+    sets = [{k for k, v in values[n].items() if math.isfinite(v)} for n in names]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def family(values: Mapping[str, Mapping[int, float]], better: str, ranked: Iterable[str] | None = None,
+           baseline: str = BASELINE, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Every policy's statistics in one family (module docstring), raw p values only.
+
+    ``values``: policy -> {trial: value} (excluded trials already left out; NaN counts as
+    missing). ``better``: ``"lower"`` or ``"higher"``. ``ranked``: the policies that may be
+    ranked and be the best (default: all). Policies come back in ``values``' order.
+    """
+    if better not in ("lower", "higher"):
+        raise ValueError(f"better must be 'lower' or 'higher', got {better!r}")
+    ranked_names = [n for n in values if n in set(values if ranked is None else ranked)]
+    shared = _shared(values, ranked_names)
+    out: dict[str, dict[str, Any]] = {}
+    for name, vals in values.items():
+        v = _finite(vals.values())
+        on = [vals[k] for k in shared] if name in ranked_names else []
+        out[name] = {"n": int(v.size), "mean": float(v.mean()) if v.size else math.nan,
+                     "std": float(v.std(ddof=1)) if v.size > 1 else math.nan,
+                     "ci95": list(bootstrap_ci(v, stable_seed(seed, name, "mean"))),
+                     "shared_n": len(on), "shared_mean": float(np.mean(on)) if on else math.nan}
+    sign = -1.0 if better == "lower" else 1.0
+    order = sorted((n for n in ranked_names if shared), key=lambda n: -sign * out[n]["shared_mean"])
+    best = order[0] if order else None
+    for name, s in out.items():
+        s["rank"] = order.index(name) + 1 if name in order else None
+        s["best"] = name == best
+        s.update(_versus(values, name, baseline, best, better, seed))
+    return out
+
+
+def _versus(values: Mapping[str, Mapping[int, float]], name: str, baseline: str, best: str | None, better: str,
+            seed: int) -> dict[str, Any]:
+    """One policy's paired tests against the baseline and the best (raw p), with the vs-trivial effects."""
+    s: dict[str, Any] = {}
+    for ref, key in ((baseline, "vs_trivial"), (best, "vs_best")):
+        if ref is None or ref not in values or name == ref:
+            s[f"p_{key}_raw"] = math.nan
+            if key == "vs_trivial":
+                own = int(_finite(values[name].values()).size)
+                s.update(vs_trivial_pct=0.0 if name == ref else math.nan, vs_trivial_ci95=[math.nan, math.nan],
+                         vs_trivial_hl_pct=0.0 if name == ref else math.nan, vs_trivial_hl_ci95=[math.nan, math.nan],
+                         vs_trivial_loo_pct=[math.nan, math.nan], paired_n=own if name == ref else 0)
+            continue
+        a, b = paired_values(values[ref], values[name])
+        s[f"p_{key}_raw"] = wilcoxon_p(a, b)
+        if key == "vs_trivial":
+            hl, hl_ci = hl_pct(a, b, better)
+            s.update(paired_n=int(a.size),
+                     vs_trivial_pct=improvement_pct(float(a.mean()), float(b.mean()), better) if a.size else math.nan,
+                     vs_trivial_ci95=list(paired_ci(a, b, better, stable_seed(seed, name, "vs"))),
+                     vs_trivial_hl_pct=hl, vs_trivial_hl_ci95=hl_ci, vs_trivial_loo_pct=loo_pct(a, b, better))
+    return s

@@ -4,7 +4,7 @@ Input: the results file's top-level ``"rows"`` (``leaderboard.results``), one pe
 (plant, cca, policy, experiment) with ``plant, cca, policy, experiment, trials, mean, ci95
 ([lo, hi]), vs_trivial_pct, p_vs_trivial, comparable`` and optionally ``better``
 ("lower"/"higher"), ``rank`` (the paired ranking on the trials every ranked policy shares,
-``leaderboard.stats.family``), ``p_vs_best``, the Hodges-Lehmann effect
+``stats.family``), ``p_vs_best``, the Hodges-Lehmann effect
 (``vs_trivial_hl_pct``, ``vs_trivial_hl_ci95``) and, on FCT rows, ``rate_vs_target``. Output:
 per (plant, cca) regime and experiment, the comparable policies in their paired rank order
 (by mean only where a row has no rank), the rows marked not comparable listed apart (never
@@ -33,10 +33,13 @@ from typing import Any
 
 from .stats import BASELINE, WITH_ANN, WITHOUT_ANN
 
-__all__ = ["ALPHA", "PLACES", "by_place", "leaderboard_context", "leads_trivial", "one_trial_decides", "overshoot",
-           "p_floor", "rank", "saturator_verdict", "verdict_lines"]
+__all__ = ["ALPHA", "CONFIG_ALPHA", "PLACES", "by_place", "configuration_answer", "leaderboard_context", "leads_trivial",
+           "one_trial_decides", "overshoot", "p_floor", "rank", "saturator_verdict", "verdict_lines"]
 
 ALPHA = 0.05
+#: The bar a configuration must clear against the paced DTN alone (``configuration_answer``): the
+#: question set for configurations asks for p < 0.01, stricter than ``ALPHA``.
+CONFIG_ALPHA = 0.01
 _FIRST = ("mrae", "fct")
 _HIGHER = ("utilization", "utilisation")
 #: Where an admin can act (the policy kinds, ARCHITECTURE.md), in the order the sentence names them.
@@ -56,7 +59,7 @@ def _finite(x: Any) -> bool:
 
 def rank(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One experiment of one regime: comparable rows best first, each with its ``rank``: the paired
-    rank the statistics gave (``leaderboard.stats.family``) where every row has one, else by mean."""
+    rank the statistics gave (``stats.family``) where every row has one, else by mean."""
     ok = [r for r in rows if r.get("comparable") and _finite(r.get("mean"))]
     if ok and all(isinstance(r.get("rank"), int) for r in ok):
         ok.sort(key=lambda r: r["rank"])
@@ -278,6 +281,56 @@ def by_place(ranked: Mapping[str, list[dict[str, Any]]], rows: Mapping[str, list
             + "; ".join(parts) + tail + ".")
 
 
+def _alone(row: Mapping[str, Any]) -> str | None:
+    """The host policy a configuration row was tested against, alone (its ``vs_X_p`` field), or None."""
+    return next((k[3:-2] for k in row if k.startswith("vs_") and k.endswith("_p") and k != "vs_trivial_p"), None)
+
+
+def _short_no_worse(row: Mapping[str, Any] | None) -> bool | None:
+    """Ours: the campus's short flows are "no worse than under the trivial TBF" unless their FCT is
+    significantly worse (Holm p < ``ALPHA``, longer); None without short-flow trials."""
+    if row is None or not _finite(row.get("vs_trivial_pct")):
+        return None
+    return not (_significant(row) and row["vs_trivial_pct"] < 0)
+
+
+def _config_part(r: Mapping[str, Any], short: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(verdict, words) of one configuration row: "yes", "no" or "open" (no short-flow trials)."""
+    ref = _alone(r)
+    if not r.get("comparable", True):
+        return "no", f"{r['policy']} is not comparable on this plant"
+    if ref is None:
+        return "no", f"{r['policy']} ran without pacing alone beside it, so it was not tested against it"
+    p, gain = r.get(f"vs_{ref}_p"), r.get(f"vs_{ref}_pct")
+    how = f"MRAE {gain:+.1f} % vs {ref} alone (p = {p:.2g}, Holm)" if _finite(gain) and _finite(p) else "untested"
+    beats = _finite(p) and p < CONFIG_ALPHA and _finite(gain) and gain > 0
+    ok = _short_no_worse(short)
+    if ok is None or short is None:
+        tail = "no campus short-flow trials here"
+    else:
+        tail = f"campus short-flow FCT {short['vs_trivial_pct']:+.1f} % vs trivial, " + (
+            "no worse" if ok else "significantly worse")
+    verdict = "yes" if beats and ok else "open" if beats and ok is None else "no"
+    return verdict, f"{r['policy']}: {how}; {tail}"
+
+
+def configuration_answer(exps: Mapping[str, Sequence[Mapping[str, Any]]]) -> str:
+    """One regime's answer to the question set for configurations, in words: does any configuration
+    beat the paced DTN alone (``results.planned_pairs``) on MRAE with Holm p < ``CONFIG_ALPHA``, while the campus's
+    short-flow FCT under it is no worse than under the trivial TBF (``_short_no_worse``)? "Yes", "no", or
+    "not answerable yet" where one beats it but the regime has no short-flow trials; "" where no
+    configuration ran. Given whether the answer is yes or no."""
+    configs = [r for r in exps.get("mrae") or [] if "+" in str(r.get("policy"))]
+    if not configs:
+        return ""
+    short = {r["policy"]: r for r in exps.get("short") or []}
+    parts = [_config_part(r, short.get(r["policy"])) for r in configs]
+    verdicts = {v for v, _ in parts}
+    word = "Yes" if "yes" in verdicts else "Not answerable yet" if "open" in verdicts else "No"
+    return (f"Does a configuration beat the paced DTN alone on MRAE (p < {CONFIG_ALPHA:g}, Holm) with the campus's "
+            f"short flows no worse than under the trivial TBF? {word}: " + "; ".join(w for _, w in parts) + ".")
+
+
 def _check(rows: Any) -> list[Mapping[str, Any]]:
     if not isinstance(rows, list) or not rows:
         raise ValueError("leaderboard results: no \"rows\" list")
@@ -303,7 +356,7 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
         order = [e for e in _FIRST if e in exps] + [e for e in exps if e not in _FIRST]
         fct_ideal = next((ideal[r.get("run")] for r in exps.get("fct", []) if ideal.get(r.get("run"))), None)
         out.append({"plant": plant, "cca": cca, "verdict": verdict_lines(ranked, fct_ideal),
-                    "by_place": by_place(ranked, exps),
+                    "by_place": by_place(ranked, exps), "configurations": configuration_answer(exps),
                     "experiments": [{"name": e, "ranked": ranked[e], "higher": any(_higher(r) for r in exps[e]),
                                      "apart": [r for r in exps[e] if not r.get("comparable")]} for e in order]})
     # Runs the merge left out because they are not finished: named, so no reader takes their

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..render import render, write_report
 from ..results import read_results
+from ..stats import holm
 
 __all__ = ["SCENARIOS", "reproduce_dmz", "render_dmz"]
 
@@ -75,7 +76,8 @@ def context(docs: Mapping[str, Mapping[str, Any]], notes: str | None = None,
     first = next(iter(docs.values()))
     trivial = _summ(first, "mrae").get("trivial") or {}
     metas = [doc.get("meta") or {} for doc in docs.values()]
-    return {"rows": rows, "versus": versus, "max_p": max((p for p in ps if math.isfinite(p)), default=None),
+    adjusted = [p for p in holm(ps) if math.isfinite(p)]
+    return {"rows": rows, "versus": versus, "max_p": max(adjusted, default=None), "tests": len(adjusted),
             "pairs": trivial.get("n"), "seed": (first.get("plan") or {}).get("seed", 0),
             "commands": [_one_code_span(m["command"]) for m in metas if m.get("command")], "metas": metas,
             "rendered": rendered, "notes": notes.strip() if notes else None, "labels": _LABELS}

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import stats
+from .. import stats
 from .ledger import parse_ledger_lines
 from .plan import EXPERIMENTS, METRICS, unit_of
 from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, unit_value

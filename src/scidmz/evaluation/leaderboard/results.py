@@ -28,7 +28,14 @@ and ``holm``: {"tests": how many tests the correction spans, "family": which}. E
 p value a page renders is corrected in one family: a run's report, all of its tests
 (``stats.holm_rows``); a merged file (``merge_runs``), every test of every run in it.
 
-(``evaluation.leaderboard.stats`` defines the statistics.) ``comparable`` is false
+A merged file also has ``floors``: what the measurement itself allows in each regime. A
+*floor run* (``is_floor``, ours) is a run whose scenario carries no campus traffic (no campus
+hosts, no ``[[flows]]``): the DTN alone on the link, tracking the same targets as the regime's
+other runs (``merge_runs`` refuses targets that differ). Its rows are not ranked, tested or
+counted in the Holm family; each non-baseline MRAE row becomes one entry: run, plant, cca,
+policy, mean, ci95, trials.
+
+(``evaluation.stats`` defines the statistics.) ``comparable`` is false
 where the plant does not model the policy on equal footing (the fluid plant's
 ``noise_covers``); such rows are shown but have no rank and are never the best.
 
@@ -58,14 +65,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import stats
 from ..render import render, write_report
 from ..results import read_results, write_json
-from . import stats
 from .plan import DEFAULT_MAX_STARVED, EXPERIMENTS, METRICS, ideal_fct, unit_of
 from .validity import LegacyStarvation, ValidityRule, rule_of, select_runs
 
 __all__ = ["RESULTS_FORMAT", "DEFAULT_MAX_STARVED", "ROW_FIELDS", "build_rows", "results_doc", "render_outputs",
-           "write_results", "merge_runs", "write_merged", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of",
+           "write_results", "merge_runs", "write_merged", "is_floor", "planned_pairs", "machine", "load_avg", "unit_value", "starved_flags", "fct_ideal_of",
            "recompute", "comparable_now", "HOLM_FAMILY", "holm_note", "invalid_trials", "validity_of", "validity_fields"]
 
 RESULTS_FORMAT = 1
@@ -119,6 +126,22 @@ def _symptoms(recs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 PLANNED: dict[str, str] = {"mlc": "pi"}
 
 
+def planned_pairs(pols: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """``PLANNED``, plus each configuration (a name ``a+b``, ARCHITECTURE.md "Configurations") against
+    the paced DTN alone: its own host policy where it has one and that ran alone too, else the run's
+    one host policy (ours: the question set for configurations is whether any beats pacing alone;
+    ``pacing+pi`` against ``pacing``, row fields ``vs_pacing_*``). ``pols``: the header's policies,
+    name -> {kind, ...}."""
+    out = dict(PLANNED)
+    hosts = [str(n) for n, p in pols.items() if "+" not in str(n) and (p or {}).get("kind") == "host"]
+    for name in (str(n) for n in pols if "+" in str(n)):
+        own = [p for p in name.split("+") if p in hosts]
+        ref = own[0] if own else hosts[0] if len(hosts) == 1 else None
+        if ref is not None:
+            out[name] = ref
+    return out
+
+
 def validity_of(header: Mapping[str, Any], fallback: float = DEFAULT_MAX_STARVED) -> float | None:
     """A legacy run's starvation threshold: the plan's ``max_starved`` where the header records it, else
     ``fallback``; None for a run under the plan's ``validity`` rule (the starved share is evidence there)."""
@@ -162,10 +185,11 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
                                                      if (r.get("metrics") or {}).get("finished") is False)}
         fam = stats.family(values, better, ranked=[n for n in pols if comparable.get(n, True)],
                            seed=stats.stable_seed(seed, plant, cca, exp))
+        pairs = planned_pairs(pols)
         planned = {a: stats.planned_pair(values[b], values[a], better, stats.stable_seed(seed, plant, cca, exp, a, b))
-                   for a, b in PLANNED.items() if a in values and b in values}
+                   for a, b in pairs.items() if a in values and b in values}
         for name, s in fam.items():
-            extra = ({f"vs_{PLANNED[name]}_{'p_raw' if k == 'p' else k}": v for k, v in planned[name].items()
+            extra = ({f"vs_{pairs[name]}_{'p_raw' if k == 'p' else k}": v for k, v in planned[name].items()
                       if k != "n"} if name in planned else {})
             if unit_of(exp) == "fct":
                 extra["rate_vs_target"] = _rate_vs_target(by_unit.get(("fct", name), {}), values[name], header)
@@ -187,9 +211,14 @@ HOLM_FAMILY = ("every paired test on this page: each row's vs-trivial and vs-bes
 
 def holm_note(rows: Iterable[Mapping[str, Any]], merged: bool = False) -> dict[str, Any]:
     """``holm`` of a results file: the number of tests its corrected p values span, and which."""
-    n = sum(1 for r in rows for raw, _ in stats.PAGE_TESTS if isinstance(r.get(raw), int | float)
+    rows = list(rows)
+    n = sum(1 for r in rows for raw, _ in stats.page_tests(r) if isinstance(r.get(raw), int | float)
             and math.isfinite(r[raw]))
-    return {"tests": n, "family": HOLM_FAMILY.format(runs=" and every run merged here" if merged else "")}
+    family = HOLM_FAMILY.format(runs=" and every run merged here" if merged else "")
+    if any("+" in str(r.get("policy")) and any(raw.startswith("vs_") for raw, _ in stats.page_tests(r))
+           for r in rows):
+        family += "; and each configuration against the paced DTN alone"
+    return {"tests": n, "family": family}
 
 
 def _rate_vs_target(recs: Mapping[int, Mapping[str, Any]], kept: Mapping[int, float],
@@ -253,6 +282,7 @@ def render_outputs(out_dir: str | os.PathLike[str], doc: Mapping[str, Any] | Non
     """``report.md`` and ``ranking.png`` from ``doc`` (default: ``out_dir/results.json``);
     ``rendered``: the command of a ``--render-only`` pass, named in the report."""
     from ...plots import plot_ranking, save_figure
+    from ..verdict import configuration_answer
 
     out = Path(out_dir)
     if doc is None:
@@ -261,9 +291,12 @@ def render_outputs(out_dir: str | os.PathLike[str], doc: Mapping[str, Any] | Non
             raise ValueError(f"{out / 'results.json'}: not a leaderboard results file (no \"rows\" list)")
     title = f"{(doc.get('scenario') or {}).get('name', '?')} on the {doc.get('plant', '?')} plant"
     png = save_figure(plot_ranking(doc["rows"], title=title), out / "ranking.png")
+    exps: dict[str, list[Mapping[str, Any]]] = {}
+    for r in doc["rows"]:
+        exps.setdefault(r["experiment"], []).append(r)
     report = write_report(render("leaderboard_report.md.j2", out, doc=doc, rendered=rendered,
-                                 ranking=str(png), experiments=[e for e in EXPERIMENTS
-                                                                if any(r["experiment"] == e for r in doc["rows"])]),
+                                 ranking=str(png), experiments=[e for e in EXPERIMENTS if e in exps],
+                                 configurations=configuration_answer(exps)),
                           out)
     return {"report": str(report), "ranking": str(png)}
 
@@ -282,6 +315,20 @@ def fct_ideal_of(doc: Mapping[str, Any]) -> float | None:
         return None
 
 
+def is_floor(doc: Mapping[str, Any]) -> bool:
+    """Whether a run is a floor run (module docstring): its scenario has no campus hosts and no
+    ``[[flows]]``, so nothing shares the link with the DTN."""
+    sc = doc.get("scenario") or {}
+    return bool(sc) and (sc.get("campus") or {}).get("hosts") == 0 and not sc.get("flows")
+
+
+def _floor_entries(name: str, doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A floor run's MRAE rows, its baseline's left out (a TBF shaping no campus traffic measures nothing)."""
+    return [{"run": name, "plant": r.get("plant"), "cca": r.get("cca"), "policy": r.get("policy"),
+             "mean": r.get("mean"), "ci95": r.get("ci95"), "trials": r.get("trials")}
+            for r in doc["rows"] if r.get("experiment") == "mrae" and r.get("policy") != stats.BASELINE]
+
+
 def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
     """The combined results of every finished run under ``top`` (``top/*/results.json``, one folder per
     run): their rows, each with its ``run`` (folder name) and ``scenario``, and what made each run.
@@ -298,7 +345,7 @@ def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
             docs.append((p.parent.name, doc))
     if not docs:
         raise ValueError(f"{root}: no leaderboard runs to merge (no {root}/*/results.json with \"rows\")")
-    runs, rows, incomplete = [], [], []
+    runs, rows, incomplete, floors = [], [], [], []
     for name, doc in docs:
         sc = (doc.get("scenario") or {}).get("name")
         if doc.get("complete") is False:
@@ -310,8 +357,11 @@ def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
         runs.append({"run": name, "scenario": sc, "plant": doc.get("plant"), "command": doc.get("command"),
                      "git_commit": doc.get("git_commit"), "generated": doc.get("generated"),
                      "plant_model": doc.get("plant_model"), "plan": doc.get("plan"), "load": doc.get("load"),
-                     "fct_ideal_s": fct_ideal_of(doc)})
-        rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
+                     "fct_ideal_s": fct_ideal_of(doc), "floor": is_floor(doc)})
+        if is_floor(doc):
+            floors += _floor_entries(name, doc)
+        else:
+            rows += [{"run": name, "scenario": sc, **r} for r in doc["rows"]]
     if not runs:
         raise ValueError(f"{root}: no finished leaderboard run to merge (every run is incomplete)")
     _check_targets(docs)
@@ -319,7 +369,7 @@ def merge_runs(top: str | os.PathLike[str]) -> dict[str, Any]:
     stats.holm_rows(rows)
     return {"format_version": RESULTS_FORMAT, "scidmz_version": __version__,
             "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "merged": True, "runs": runs,
-            "incomplete_runs": incomplete, **_rows_and_holm(rows, merged=True)}
+            "incomplete_runs": incomplete, "floors": floors, **_rows_and_holm(rows, merged=True)}
 
 
 def _target_key(doc: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -366,7 +416,7 @@ RECOMPUTED = ("rows", "holm", "targets", "max_starved", "invalid_trials", "valid
 
 def comparable_now(doc: Mapping[str, Any]) -> dict[str, bool]:
     """Today's judgement of which of a run's policies its plant models on equal footing: the plant's
-    ``noise_covers`` for each policy's kind (``run.comparable_policies``), on the run's own scenario;
+    ``noise_covers`` for each place a policy's kind names (``run.comparable_policies``), on the run's own scenario;
     every policy where the plant declares no such rule. For a committed run whose plant's rule
     changed since (``recompute(..., rejudge=True)``)."""
     from ...plant.base import check_plant_options, make_plant
@@ -376,7 +426,9 @@ def comparable_now(doc: Mapping[str, Any]) -> dict[str, bool]:
     if not hasattr(check_plant_options(str(doc["plant"])).cls, "noise_covers"):
         return dict.fromkeys(pols, True)
     with make_plant(str(doc["plant"]), Scenario.from_dict(dict(doc["scenario"]), "results.json")) as pl:
-        return {n: bool(pl.noise_covers(p["kind"])) for n, p in pols.items()}  # type: ignore[attr-defined]
+        # a configuration's kind names each place it acts in ("host+rate"), as ``run.comparable_policies`` judges it
+        return {n: all(pl.noise_covers(k) for k in str(p["kind"]).split("+"))  # type: ignore[attr-defined]
+                for n, p in pols.items()}
 
 
 def recompute(run_dir: str | os.PathLike[str], rejudge: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:

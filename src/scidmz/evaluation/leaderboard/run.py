@@ -25,10 +25,10 @@ from typing import Any
 from ...policies.base import Policy
 from ...scenario import Scenario
 from ..results import provenance, read_results
+from ..stats import BASELINE
 from .ledger import LEDGER_NAME, Ledger, code_identity, files_sha256
 from .plan import LeaderboardPlan, check_tuning_apart, seed_block
 from .results import DEFAULT_MAX_STARVED, load_avg, render_outputs, results_doc, write_results
-from .stats import BASELINE
 from .trialunits import (
     check_sizes,
     planned_units,

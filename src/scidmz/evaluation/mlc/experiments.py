@@ -88,12 +88,17 @@ class ExperimentResult:
 
 @dataclass
 class CoreRun:
-    """What one core run left: its ledger's finished units, each policy's first trace per trial
-    kind, and the short-flow trials' single flows."""
+    """What one core run left: the ledger's unit lines the statistics use (per trial the run the
+    validity rule chose, ``validity.select_runs``; a trial invalid for every policy left out),
+    each policy's first trace per trial kind, the short-flow trials' single flows of those same
+    units, and per trial kind the trials left out."""
 
-    units: dict[tuple[str, str, int], dict[str, Any]]
+    units: dict[tuple[str, str, int], Mapping[str, Any]]
     first: dict[str, dict[str, list[Trace]]]
     flows: list[Any]
+    invalid: dict[str, list[int]] = field(default_factory=dict)
+    #: whether a validity rule judged the trials (a real-time plant; the fluid plant is deterministic)
+    judged: bool = False
 
     def rows(self, unit: str, policies: Sequence[str]) -> list[dict[str, Any]]:
         """One row per trial of ``unit``: policy, trial, seed, the core's metrics, starved periods."""
@@ -105,6 +110,11 @@ class CoreRun:
                 out.append({"policy": name, "trial": i, "seed": rec["seed"], **m,
                             "starved_periods": int(rec.get("starved_periods") or 0)})
         return out
+
+    def note_invalid(self, unit: str, summary: dict[str, Any]) -> None:
+        """On a judged run, the trials of ``unit`` left out of every policy's statistics, in the summary."""
+        if self.judged:
+            summary["invalid_trials"] = list(self.invalid.get(unit, []))
 
     def wall(self, unit: str) -> float:
         return float(sum(r.get("wall_s") or 0.0 for (u, _, _), r in self.units.items() if u == unit))
@@ -128,13 +138,14 @@ def run_core(scenario: Scenario, policies: Mapping[str, Policy], plan: Experimen
     core = plan.core(experiments, fct_trials)
     check_sizes(core, scenario)
     first: dict[str, dict[str, list[Trace]]] = {}
-    flows: list[Any] = []
+    # keyed by unit: a re-run of a trial replaces its flows, as its ledger line replaces the first run's
+    flows: dict[tuple[str, str, int], Any] = {}
 
     def keep(unit: str, name: str, trial: int, trace: Trace, fl: Any) -> None:
         if trial == 0:
             first.setdefault(unit, {})[name] = [trace]
         if fl is not None:
-            flows.append(fl.assign(policy=name, instance=trial))
+            flows[(unit, name, trial)] = fl.assign(policy=name, instance=trial)
 
     header = {"scenario": scenario.name, "plant": spec.name, "plan": core.to_dict(),
               "targets": target_hashes(core, scenario), "policies": list(policies)}
@@ -149,7 +160,24 @@ def run_core(scenario: Scenario, policies: Mapping[str, Policy], plan: Experimen
         finally:
             if bar is not None:
                 bar.close()
-        return CoreRun(dict(ledger.done), first, flows)
+        run = _judged(ledger.lines, core, list(policies), first, flows, plan.exclude_invalid)
+        run.judged = spec.realtime and plan.exclude_invalid
+        return run
+
+
+def _judged(lines: Sequence[Mapping[str, Any]], core: Any, names: list[str], first: dict[str, dict[str, list[Trace]]],
+            flows: Mapping[tuple[str, str, int], Any], exclude: bool) -> CoreRun:
+    """The core run as the statistics see it, judged as the leaderboard judges (``select_runs``): per
+    trial the run the rule chose; with ``exclude``, a trial invalid for every policy is left out of
+    every policy's rows and flows (``--quick`` on a testbed keeps them: it checks the stages)."""
+    from ..leaderboard.validity import select_runs
+
+    chosen, bad, _ = select_runs(lines, core.validity, names)
+    out = {u: set(t) for u, t in bad.items()} if exclude else {}
+    units = {k: r for k, r in chosen.items() if k[2] not in out.get(k[0], set())}
+    kept = [fl for k, fl in sorted(flows.items(), key=lambda kv: (kv[0][0], kv[0][2], names.index(kv[0][1])))
+            if k in units]
+    return CoreRun(units, first, kept, {u: sorted(t) for u, t in out.items()})
 
 
 def _bar(total: int, progress: bool) -> Any:
@@ -186,6 +214,7 @@ def mrae_result(sc: Scenario, plan: ExperimentPlan, run: CoreRun, names: Sequenc
         f"pseudo-random steps, R*_DTN ~ U[{plan.target_low:g}, {plan.target_high:g}] x B_max "
         f"every {min(plan.target_hold, plan.duration):g} s, seed {plan.seed} (trial i: drawn from (seed, i) alone)"
     )
+    run.note_invalid("mrae", summary)
     return ExperimentResult("mrae", sc.name, table, summary, run.first.get("mrae", {}), run.wall("mrae"))
 
 
@@ -226,6 +255,8 @@ def fct_results(sc: Scenario, plan: ExperimentPlan, run: CoreRun, names: Sequenc
             "ideal_s": _ideal_fct(plan, target)}
     fct_sum.update(info)
     util_sum.update(info)
+    run.note_invalid("fct", fct_sum)
+    run.note_invalid("fct", util_sum)
     return (
         ExperimentResult("fct", sc.name, table, fct_sum, run.first.get("fct", {}), run.wall("fct")),
         ExperimentResult("utilization", sc.name, table[["policy", "trial", "utilization"]].copy(), util_sum, {}, 0.0),
@@ -317,6 +348,7 @@ def short_result(sc: Scenario, plan: ExperimentPlan, run: CoreRun, names: Sequen
             s["median_delta_s"] = s["median"] - base
     summary["target"] = plan.fct_target * sc.capacity
     summary["duration"] = plan.short_duration
+    run.note_invalid("short", summary)
     return ExperimentResult("short", sc.name, table, summary, {}, run.wall("short"))
 
 

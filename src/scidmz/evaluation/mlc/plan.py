@@ -42,6 +42,10 @@ class ExperimentPlan:
     #: Re-runs of a trial a disturbed machine made invalid (the core's ``ValidityRule.max_reruns``);
     #: None: the core's default. Fixed before the run, like every size here.
     max_reruns: int | None = None
+    #: Whether a trial the validity rule finds invalid for every policy is left out of the statistics
+    #: (the leaderboard's rule). Ours: ``--quick`` on a testbed keeps them: it checks the stages on a
+    #: machine that may be busy (CI), it is not evidence.
+    exclude_invalid: bool = True
 
     def __post_init__(self) -> None:
         from ...limits import check

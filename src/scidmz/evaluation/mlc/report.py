@@ -19,9 +19,10 @@ from typing import Any
 from ..fct import ideal_fct
 from ..render import fmt_num, render
 from ..render import write_report as _write
+from ..stats import holm
 from ..verdict import ALPHA
 
-__all__ = ["PAPER", "ENGINE", "render_report", "write_report", "headline_lines", "verdicts", "trials_note"]
+__all__ = ["PAPER", "ENGINE", "render_report", "write_report", "headline_lines", "verdicts", "page_verdicts", "trials_note"]
 
 # Section 4 of the paper. Reductions are % of the trivial solution's mean (positive = MLC better).
 PAPER: dict[str, dict[str, Any]] = {
@@ -79,44 +80,55 @@ def _s(summ: Mapping[str, Any] | None, policy: str, key: str) -> Any:
 
 
 def verdicts(cca: str, summaries: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Per metric: ours vs the paper and whether the MLC beat the trivial TBF (the issue's targets)."""
+    """Per metric: ours vs the paper and whether the MLC beat the trivial TBF, for a page of one section
+    (``page_verdicts``: its p-values Holm-corrected over its own tests)."""
+    return page_verdicts({cca: {"summaries": summaries}})[0][cca]
+
+
+def page_verdicts(sections: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], int]:
+    """Every section's verdicts with every p the page renders Holm-corrected at once (``stats.holm``):
+    the family is the page, each metric's MLC-vs-trivial test in each section. ``p_raw`` keeps the raw
+    p (the summaries' ``paired_p``); ``p`` and the "meets target?" cell use the corrected one. Also
+    returns the family's size, for the page to say."""
+    out = {cca: _raw_verdicts(cca, sec.get("summaries", {})) for cca, sec in sections.items()}
+    flat = [v for vs in out.values() for v in vs]
+    adjusted = holm(_finite_p(v.get("p")) for v in flat)
+    for v, p in zip(flat, adjusted, strict=True):
+        v["p_raw"] = v["p"]
+        v["p"] = p if math.isfinite(p) else v["p"]
+        v["meets"] = _meets(v)
+    return out, sum(1 for p in adjusted if math.isfinite(p))
+
+
+def _finite_p(p: Any) -> float:
+    return float(p) if isinstance(p, int | float) and math.isfinite(p) else math.nan
+
+
+#: One verdict row per experiment: (experiment, metric words, statistic, MLC's change key vs trivial,
+#: the paper's key, whether a change beats the target).
+_VERDICTS: tuple[tuple[str, str, str, str, str, Any], ...] = (
+    ("mrae", "MRAE (mean)", "mean", "reduction_pct", "mrae_reduction_pct", lambda c: c > 0),
+    ("fct", "DTN FCT (mean, s)", "mean", "reduction_pct", "fct_reduction_pct", lambda c: c > 0),
+    # The target is "within 1 % of trivial", not "higher than trivial".
+    ("utilization", "utilisation rho (mean)", "mean", "decrease_pct", "util_decrease_pct", lambda c: abs(c) <= 1.0),
+    # Tested pair by pair on the per-trial medians (the core's short-flow metric); results written
+    # before the study ran through the core hold no test.
+    ("short", "short-flow FCT (median, s)", "median", "median_reduction_pct", "short_median_improvement_pct",
+     lambda c: c >= 0),
+)
+
+
+def _raw_verdicts(cca: str, summaries: Mapping[str, Any]) -> list[dict[str, Any]]:
     paper = PAPER.get(cca, {})
     out: list[dict[str, Any]] = []
-    m = summaries.get("mrae")
-    if m:
-        red = _s(m, "mlc", "reduction_pct")
-        out.append({"metric": "MRAE (mean)", "mlc": _s(m, "mlc", "mean"), "trivial": _s(m, "trivial", "mean"),
-                    "ours_pct": red, "paper_pct": paper.get("mrae_reduction_pct"), "p": _s(m, "mlc", "paired_p"),
-                    "wins": _wins(m),
-                    "beats_trivial": red is not None and red > 0})
-    f = summaries.get("fct")
-    if f:
-        red = _s(f, "mlc", "reduction_pct")
-        out.append({"metric": "DTN FCT (mean, s)", "mlc": _s(f, "mlc", "mean"), "trivial": _s(f, "trivial", "mean"),
-                    "ours_pct": red, "paper_pct": paper.get("fct_reduction_pct"), "p": _s(f, "mlc", "paired_p"),
-                    "wins": _wins(f),
-                    "beats_trivial": red is not None and red > 0})
-    u = summaries.get("utilization")
-    if u:
-        dec = _s(u, "mlc", "decrease_pct")
-        out.append({"metric": "utilisation rho (mean)", "mlc": _s(u, "mlc", "mean"),
-                    "trivial": _s(u, "trivial", "mean"), "ours_pct": dec, "p": _s(u, "mlc", "paired_p"),
-                    "wins": _wins(u),
-                    "paper_pct": paper.get("util_decrease_pct"),
-                    # The target is "within 1 % of trivial", not "higher than trivial".
-                    "beats_trivial": dec is not None and abs(dec) <= 1.0})
-    s = summaries.get("short")
-    if s:
-        red = _s(s, "mlc", "median_reduction_pct")
-        out.append({"metric": "short-flow FCT (median, s)", "mlc": _s(s, "mlc", "median"),
-                    "trivial": _s(s, "trivial", "median"), "ours_pct": red,
-                    "paper_pct": paper.get("short_median_improvement_pct"),
-                    # Tested pair by pair on the per-trial medians (the core's short-flow metric);
-                    # results written before the study ran through the core hold no test.
-                    "p": _s(s, "mlc", "paired_p"), "wins": _wins(s),
-                    "beats_trivial": red is not None and red >= 0})
-    for v in out:
-        v["meets"] = _meets(v)
+    for exp, metric, stat, key, paper_key, beats in _VERDICTS:
+        summ = summaries.get(exp)
+        if not summ:
+            continue
+        change = _s(summ, "mlc", key)
+        out.append({"exp": exp, "metric": metric, "mlc": _s(summ, "mlc", stat), "trivial": _s(summ, "trivial", stat),
+                    "ours_pct": change, "paper_pct": paper.get(paper_key), "p": _s(summ, "mlc", "paired_p"),
+                    "wins": _wins(summ), "beats_trivial": change is not None and beats(change)})
     return out
 
 
@@ -204,12 +216,13 @@ def _ratio(m: Mapping[str, Any], policy: str) -> float | None:
     return r / t if r and t else None
 
 
-def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Facts the numbers support, stated plainly, especially where the MLC falls short."""
+def _commentary(sections: Mapping[str, Mapping[str, Any]], page: Mapping[str, list[dict[str, Any]]]) -> list[str]:
+    """Facts the numbers support, stated plainly, especially where the MLC falls short (``page``: the
+    page's verdicts, ``page_verdicts``)."""
     L: list[str] = []
     for cca, sec in sections.items():
         label = PAPER.get(cca, {}).get("label", cca)
-        for v in verdicts(cca, sec.get("summaries", {})):
+        for v in page[cca]:
             if v["ours_pct"] is None:
                 L.append(f"- {label}, {v['metric']}: no comparison (missing policy results).")
                 continue
@@ -222,8 +235,10 @@ def _commentary(sections: Mapping[str, Mapping[str, Any]]) -> list[str]:
                 p = v.get("p")
                 sig = ""
                 if p is not None and math.isfinite(p):
-                    sig = (f" (significant: paired p = {p:.2g}, MLC lower in {v['wins']} trials)" if p < SIGNIFICANCE
-                           else f" -- **but not significantly** (paired p = {p:.2g}, MLC lower in {v['wins']} trials)")
+                    sig = (f" (significant: paired p = {p:.2g} Holm-corrected, MLC lower in {v['wins']} trials)"
+                           if p < SIGNIFICANCE else
+                           f" -- **but not significantly** (paired p = {p:.2g} Holm-corrected, MLC lower in "
+                           f"{v['wins']} trials)")
                 else:
                     sig = " -- not tested for significance (a results file from before its per-trial medians were kept)"
                 L.append(f"- {label}, {v['metric']}: MLC lower than trivial ({_pct(v['ours_pct'])})"
@@ -255,7 +270,7 @@ def _rate_ratio(v: Mapping[str, Any]) -> float:
     return (v.get("mean_rate_dtn") or math.nan) / (v.get("mean_target") or math.nan)
 
 
-def _section_context(cca_key: str, sec: Mapping[str, Any]) -> dict[str, Any]:
+def _section_context(cca_key: str, sec: Mapping[str, Any], verdict_rows: list[dict[str, Any]]) -> dict[str, Any]:
     paper = PAPER.get(cca_key, {})
     summ: Mapping[str, Any] = sec.get("summaries", {})
     f = summ.get("fct")
@@ -264,7 +279,7 @@ def _section_context(cca_key: str, sec: Mapping[str, Any]) -> dict[str, Any]:
         "files": sec.get("files", {}), "ident": sec.get("identify"), "train": sec.get("train"),
         "fine_tune": sec.get("fine_tune"),
         "tune": sec.get("tune"), "paper": paper, "paper_gains": paper.get("gains", {}),
-        "table5": paper.get("table5", {}), "verdicts": verdicts(cca_key, summ),
+        "table5": paper.get("table5", {}), "verdicts": verdict_rows,
         "fct_reduction_s": ((_s(f, "trivial", "mean") or math.nan) - (_s(f, "mlc", "mean") or math.nan)) if f else None,
         "headroom": _headroom_lines(cca_key, f) if f else [],
     }
@@ -281,6 +296,13 @@ def trials_note(meta: Mapping[str, Any]) -> str:
     if meta.get("engine") == ENGINE:
         how = (" On the testbed they ran trial-major on one testbed kept up for the whole evaluation, the "
                "policies in a Williams order that changes from trial to trial." if realtime else "")
+        runs = meta.get("evaluation_from") or {}
+        if runs:
+            how += (" They are the kernel leaderboard's units of the MLC and the trivial TBF ("
+                    + ", ".join(f"`{r}`" for r in runs.values()) + "): the same shipped model and gains and the "
+                    "same trial plan, run once for both reports (ours); the leaderboard's other policies ran "
+                    "between them, and a trial its validity rule found disturbed for any policy is left out "
+                    "here too. Those units keep no traces, so there is no example trace.")
         return ("The paired trials ran through the evaluation core (the leaderboard's trial plan, ledger and "
                 "unit runner): trial i of every policy has seed + i and a target signal drawn from (seed, i) "
                 "alone, and every metric is the core's." + how)
@@ -314,11 +336,12 @@ def render_report(
     """
     facts = [(k, _f(meta[k], "{:.1f} s") if k == "wall_s" else meta[k])
              for k in ("generated", "git_commit", "plant", "mode", "cpus", "wall_s") if k in meta]
+    page, tests = page_verdicts(sections)
     return render(
-        "mlc_report.md.j2", out_dir, meta=meta, facts=facts, commentary=_commentary(sections),
-        sections=[_section_context(c, s) for c, s in sections.items()],
+        "mlc_report.md.j2", out_dir, meta=meta, facts=facts, commentary=_commentary(sections, page),
+        sections=[_section_context(c, s, page[c]) for c, s in sections.items()],
         notes=notes.strip() if notes else None, rate_ratio=_rate_ratio, significance=SIGNIFICANCE,
-        trials_note=trials_note(meta),
+        trials_note=trials_note(meta), holm_tests=tests,
     )
 
 

@@ -1,0 +1,57 @@
+"""``scripts/kernel_campaign.sh``: where each kernel run stands, and a legacy run is never resumed or overwritten.
+
+The script runs hours of kernel trials; here only its bookkeeping runs (``--list``, and the stop at a
+folder holding a run made before the validity rule), on a copy of it in a scratch checkout.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "kernel_campaign.sh"
+LB = "reports/leaderboard"
+
+
+def _checkout(tmp: Path) -> Path:
+    (tmp / "scripts").mkdir()
+    shutil.copy(SCRIPT, tmp / "scripts" / SCRIPT.name)
+    return tmp
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(root / "scripts" / SCRIPT.name), *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+def _results(root: Path, name: str, doc: dict) -> None:
+    d = root / LB / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "results.json").write_text(json.dumps(doc))
+
+
+def test_each_step_says_where_it_stands(tmp_path: Path) -> None:
+    root = _checkout(tmp_path)
+    rule = {"validity": {"max_cpu_pressure": 0.3}}
+    _results(root, "netns-testbed-cubic", {"plan": rule, "complete": True})
+    _results(root, "netns-testbed-bbr", {"plan": rule, "complete": False, "units_left": 9})
+    (root / LB / "netns-testbed-cubic-floor").mkdir(parents=True)
+    (root / LB / "netns-testbed-cubic-floor" / "ledger.jsonl").write_text('{"kind": "header"}\n')
+    _results(root, "netns-testbed-cubic-short", {"plan": {"trials": 20}, "complete": True})  # before the rule
+    out = _run(root, "--list")
+    assert out.returncode == 0, out.stderr
+    state = {line.split()[-1].rsplit("/", 1)[1]: line.split()[0] for line in out.stdout.splitlines()}
+    assert state == {"netns-testbed-cubic": "done", "netns-testbed-bbr": "resume", "netns-testbed-cubic-floor": "resume",
+                     "netns-testbed-bbr-floor": "new", "netns-testbed-cubic-short": "legacy",
+                     "netns-testbed-bbr-short": "new"}
+    assert "--set dtn.cca=bbr --policies pacing --experiments mrae --trials 20 --set campus.hosts=0" in out.stdout
+
+
+def test_a_legacy_run_stops_the_campaign_before_any_trial(tmp_path: Path) -> None:
+    root = _checkout(tmp_path)
+    _results(root, "netns-testbed-cubic", {"plan": {"trials": 20, "max_starved": 0.05}})
+    out = _run(root)
+    assert out.returncode == 2 and "made before the validity rule; move it away" in out.stderr
+    assert json.loads((root / LB / "netns-testbed-cubic" / "results.json").read_text())["plan"]["trials"] == 20
