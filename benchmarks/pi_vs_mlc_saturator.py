@@ -118,6 +118,18 @@ def _trials(sc: Any, policies: dict[str, Any], a: argparse.Namespace, select: bo
     return m.table, f.table
 
 
+def _targets(sc: Any, a: argparse.Namespace) -> dict[str, list[str]]:
+    """The evaluation trials' target hashes, as a leaderboard's results record them (``trialunits.target_hashes``):
+    what shows another run judged the same trials."""
+    from dataclasses import replace
+
+    from scidmz.evaluation.leaderboard.trialunits import target_hashes
+    from scidmz.evaluation.mlc.experiments import ExperimentPlan
+
+    base = ExperimentPlan.quick(a.seed) if a.quick else ExperimentPlan(seed=a.seed)
+    return target_hashes(replace(base, trials=a.trials, fct_trials=a.fct_trials).core(("mrae", "fct")), sc)
+
+
 def _cached(work: Path, name: str, compute: Any) -> Any:
     """``compute()``'s (payload, mrae table, fct table), kept in ``work/name.json`` once it finished (the
     resume of ``--work``); the tables round-trip as records."""
@@ -179,6 +191,7 @@ def one_cca(cca: str, model: Path, configs: list[tuple[str, float]], a: argparse
                                 lambda: (None, *_trials(sc, {"trivial": TrivialPolicy()}, a)))
     best = _best(rows, lambda name, r: _judged(cca, name, r, model, predictor, sc, a, work), (m_eval, f_eval))
     return {"scenario": sc.name, "model": str(model), "model_meta": _model_meta(model),
+            "targets": _targets(sc, a),
             "trivial": {"mrae": float(m_eval["mrae"].mean()), "fct_s": float(f_eval["fct"].mean()),
                         "utilization": float(f_eval["utilization"].mean())},
             "trivial_selection": {"mrae": float(m_triv["mrae"].mean())},

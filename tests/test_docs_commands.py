@@ -82,8 +82,8 @@ CLASSES: dict[str, tuple[str, str] | tuple[str, str, list[str]]] = {
     "scidmz leaderboard --render-only --out reports/leaderboard/fluid-paper-cubic":
         (AFTER, "re-renders a finished run's folder"),
     "scidmz leaderboard --merge --out reports/leaderboard": (AFTER, "merges finished runs' folders"),
-    "scidmz leaderboard testbed --plant netns --policies pacing --experiments mrae --trials 20 --set campus.hosts=0 "
-    "--out reports/leaderboard/netns-testbed-cubic-floor": (ROOT_, "the netns testbed, about 1.4 h"),
+    "scidmz leaderboard paper-cubic --policies pacing --experiments mrae --trials 50 --set campus.hosts=0 "
+    "--out reports/leaderboard/fluid-paper-cubic-floor": (AFTER, "writes into the repository's reports/leaderboard/ (a checkout's folder)"),
     "scidmz leaderboard testbed --plant netns --policies trivial,pi,pacing,mlc --trials 10 --fct-trials 8 "
     "--out reports/leaderboard-recheck/netns-testbed-cubic --resume": (ROOT_, "the netns testbed, hours"),
     # docs/operations.md: the kernel MLC report from the kernel leaderboard's units

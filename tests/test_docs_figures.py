@@ -261,9 +261,15 @@ def test_saturator_figure_gives_each_policys_best_and_the_verdict_on_the_ann(tmp
     (tmp_path / "reports" / "saturator" / "results.json").write_text(json.dumps(doc))
     text = render_figure("saturator", tmp_path)
     assert "| cubic | mlc | rate 0.05 | 0.0480 |" in text and "| cubic | pi | band 0.02 | 0.0520 |" in text
-    assert "DTN cubic: At each policy's best saturator the inverse ANN pays for itself" in text
+    # the spread across GA seeds unmeasured: a significant difference is still not a finding
+    assert "DTN cubic: At each policy's best saturator mlc's and pi's MRAE differ by 0.0040" in text
+    assert "was not measured: not a finding" in text and "pays for itself" not in text
     assert "Smoke-test" not in text
     assert "(mlc lower in 36/50 paired trials, p = 0.003)" in text
+    doc["results"]["cubic"]["best"]["ga_spread"] = 0.001  # measured, and smaller than the difference
+    (tmp_path / "reports" / "saturator" / "results.json").write_text(json.dumps(doc))
+    assert "DTN cubic: At each policy's best saturator the inverse ANN pays for itself" in render_figure("saturator",
+                                                                                                      tmp_path)
     assert ("each reading: band mlc 0.0500, pi 0.0520; rate mlc 0.0480, pi 0.0900 (trivial TBF 0.0630)."
             in text)
 
@@ -321,7 +327,7 @@ def test_saturator_figure_marks_the_old_rule_and_a_difference_within_the_ga_spre
     sat.mkdir(parents=True)
     (sat / "results.json").write_text(json.dumps(doc))
     text = render_figure("saturator", tmp_path)
-    assert "**Produced under the old rule:**" in text and "does not pay for itself" in text  # no second run: no spread
+    assert "**Produced under the old rule:**" in text and "was not measured: not a finding" in text  # no spread
     lb = tmp_path / "reports" / "leaderboard"
     (lb / "pi-gains" / "paper-bbr2").mkdir(parents=True)
     (lb / "pi-gains" / "paper-bbr2" / "gains.json").write_text(json.dumps(
@@ -329,7 +335,16 @@ def test_saturator_figure_marks_the_old_rule_and_a_difference_within_the_ga_spre
     (lb / "fluid-paper-bbr2").mkdir()
     rows = [{"policy": "pi", "experiment": "mrae", "mean": 0.0430, "trials": 50},
             {"policy": "pi", "experiment": "fct", "mean": 173.2, "trials": 50}]
-    (lb / "fluid-paper-bbr2" / "results.json").write_text(json.dumps({"plan": {"seed": 0}, "rows": rows}))
+    targets = {"mrae": ["a", "b"], "fct": ["c", "c"]}
+    (lb / "fluid-paper-bbr2" / "results.json").write_text(json.dumps({"plan": {"seed": 0}, "rows": rows,
+                                                                        "targets": {**targets, "short": ["d"]}}))
+    # the study records no target hashes: it cannot show it ran the leaderboard's trials, so no pair
+    assert "a spread of" not in render_figure("saturator", tmp_path)
+    doc["results"]["bbr2"]["targets"] = {**targets, "mrae": ["a", "x"]}
+    (sat / "results.json").write_text(json.dumps(doc))
+    assert "a spread of" not in render_figure("saturator", tmp_path)  # other targets
+    doc["results"]["bbr2"]["targets"] = targets
+    (sat / "results.json").write_text(json.dumps(doc))
     text = render_figure("saturator", tmp_path)
     assert "less than one configuration's MRAE moves across GA runs (0.0019): not a finding" in text
     assert "gives MRAE 0.0430 and 0.0449: a spread of 0.0019 from two runs" in text and "(DTN FCT 173.2 and 174.4 s" in text

@@ -37,16 +37,15 @@ def test_each_step_says_where_it_stands(tmp_path: Path) -> None:
     rule = {"validity": {"max_cpu_pressure": 0.3}}
     _results(root, "netns-testbed-cubic", {"plan": rule, "complete": True})
     _results(root, "netns-testbed-bbr", {"plan": rule, "complete": False, "units_left": 9})
-    (root / LB / "netns-testbed-cubic-floor").mkdir(parents=True)
-    (root / LB / "netns-testbed-cubic-floor" / "ledger.jsonl").write_text('{"kind": "header"}\n')
+    (root / LB / "netns-testbed-bbr-short").mkdir(parents=True)
+    (root / LB / "netns-testbed-bbr-short" / "ledger.jsonl").write_text('{"kind": "header"}\n')
     _results(root, "netns-testbed-cubic-short", {"plan": {"trials": 20}, "complete": True})  # before the rule
     out = _run(root, "--list")
     assert out.returncode == 0, out.stderr
     state = {line.split()[-1].rsplit("/", 1)[1]: line.split()[0] for line in out.stdout.splitlines()}
-    assert state == {"netns-testbed-cubic": "done", "netns-testbed-bbr": "resume", "netns-testbed-cubic-floor": "resume",
-                     "netns-testbed-bbr-floor": "new", "netns-testbed-cubic-short": "legacy",
-                     "netns-testbed-bbr-short": "new"}
-    assert "--set dtn.cca=bbr --policies pacing --experiments mrae --trials 20 --set campus.hosts=0" in out.stdout
+    assert state == {"netns-testbed-cubic": "done", "netns-testbed-bbr": "resume", "netns-testbed-cubic-short": "legacy",
+                     "netns-testbed-bbr-short": "resume"}
+    assert "--set dtn.cca=bbr --experiments short --trials 10 --out reports/leaderboard/netns-testbed-bbr-short" in out.stdout
 
 
 def test_a_legacy_run_stops_the_campaign_before_any_trial(tmp_path: Path) -> None:

@@ -296,9 +296,13 @@ def test_saturator_verdict_names_which_policy_wins_only_when_significant() -> No
         return {"mlc_vs_pi": {"mrae": {"n": 50, "mean_diff": diff, "mlc_lower": 30, "pi_lower": 20, "wilcoxon_p": p}}}
 
     assert "no significant difference" in saturator_verdict(best(-0.01, 0.2))
-    assert "pays for itself" in saturator_verdict(best(-0.01, 0.01)) and "by 0.0100" in saturator_verdict(best(-0.01, 0.01))
-    assert "does not pay for itself" in saturator_verdict(best(0.002, 0.01))
+    wins = saturator_verdict(best(-0.01, 0.01), spread=0.001)
+    assert "pays for itself" in wins and "by 0.0100" in wins
+    assert "does not pay for itself" in saturator_verdict(best(0.002, 0.01), spread=0.001)
     assert "no significant difference" in saturator_verdict(best(0.002, float("nan")))
+    # with the spread across GA seeds not measured, no difference is a finding, whatever its p
+    unknown = saturator_verdict(best(-0.01, 0.001))
+    assert "not measured: not a finding" in unknown and "pays for itself" not in unknown
     # a difference smaller than one configuration's spread across GA seeds is never a finding
     small = saturator_verdict(best(-0.001, 0.01), spread=0.0019)
     assert "not a finding" in small and "pays for itself" not in small and "(0.0019)" in small

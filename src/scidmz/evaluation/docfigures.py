@@ -301,8 +301,10 @@ def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dic
     (ours, for results written before the study tuned each best with several GA seeds): the
     leaderboard's fluid ``pi`` (its gains in ``reports/leaderboard/pi-gains/SCENARIO``) and the
     study's ``pi`` at the same saturator and GA sizes, both with ``plan.trials`` trials from
-    ``plan.seed``. None where they are not both there, differ in plan, or found the same gains (then
-    the pair says nothing of the spread)."""
+    ``plan.seed``. None where they are not both there, differ in plan or in their trials' targets (the
+    study records its per-trial target hashes, ``targets``, as the leaderboard does; a study without
+    them cannot show it ran the leaderboard's trials), or found the same gains (then the pair says
+    nothing of the spread)."""
     scen = res.get("scenario")
     try:
         gains = _load(root, f"reports/leaderboard/pi-gains/{scen}/gains.json")
@@ -315,7 +317,8 @@ def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dic
                 and c["delta_u"] == gains.get("delta_u")), None)
     same_plan = (list(plan.get("ga") or [])[:2] == [info.get("generations"), info.get("population")]
                  and plan.get("ga_episode_s") == info.get("episode") and lplan.get("seed") == plan.get("seed")
-                 and row is not None and row.get("trials") == plan.get("trials"))
+                 and row is not None and row.get("trials") == plan.get("trials")
+                 and _same_targets(res.get("targets"), lb.get("targets")))
     if cfg is None or not same_plan or all(abs(cfg["pi"]["gains"][k] - gains[k]) < 1e-12 for k in ("kp", "ki", "kw")):
         return None
     mraes = [float(row["mean"]), float(cfg["pi"]["mrae"])]  # type: ignore[index]
@@ -323,6 +326,12 @@ def _ga_pair(root: Path, plan: Mapping[str, Any], res: Mapping[str, Any]) -> dic
     fcts = [float(fct["mean"]), float(cfg["pi"]["fct_s"])] if fct is not None and "fct_s" in cfg["pi"] else None
     return {"config": f"pi {cfg['limiter']} {cfg['delta_u']:g}", "mraes": mraes, "spread": abs(mraes[0] - mraes[1]),
             "fcts": fcts, "fct_spread_pct": 100 * abs(fcts[0] - fcts[1]) / fcts[0] if fcts else None}
+
+
+def _same_targets(mine: Any, theirs: Any) -> bool:
+    """Whether every trial kind ``mine`` records has the same per-trial target hashes in ``theirs``."""
+    return isinstance(mine, Mapping) and isinstance(theirs, Mapping) and bool(mine) and all(
+        theirs.get(u) == h for u, h in mine.items())
 
 
 def _best_by_limiter(configs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -373,14 +373,18 @@ def saturator_verdict(best: Mapping[str, Any], alpha: float | None = None, sprea
     ``n, mean_diff`` = mlc - pi, ``mlc_lower, wilcoxon_p``), significant below ``ALPHA`` unless
     ``alpha`` is given; a winner is named only then, and never where the difference is smaller than
     ``spread`` (default ``best["ga_spread"]``): how far one configuration's mean MRAE moves across GA
-    seeds. A tuning that different seeds would give is not a finding, whatever its p."""
+    seeds, nor where that spread was not measured. A tuning that different seeds would give is not a
+    finding, whatever its p."""
     alpha = ALPHA if alpha is None else alpha
     spread = best.get("ga_spread") if spread is None else spread
     m = best["mlc_vs_pi"]["mrae"]
     counts = f"mlc lower in {m['mlc_lower']}/{m['n']} paired trials, p = {m['wilcoxon_p']:.3g}"
     if not m["wilcoxon_p"] < alpha:
         return f"At each policy's best saturator the inverse ANN makes no significant difference to the MRAE ({counts})."
-    if _finite(spread) and abs(m["mean_diff"]) < spread:
+    if not _finite(spread):
+        return (f"At each policy's best saturator mlc's and pi's MRAE differ by {abs(m['mean_diff']):.4f} ({counts}), "
+                "but how far one configuration's MRAE moves across GA runs was not measured: not a finding.")
+    if abs(m["mean_diff"]) < spread:
         return (f"At each policy's best saturator mlc's and pi's MRAE differ by {abs(m['mean_diff']):.4f} ({counts}), "
                 f"less than one configuration's MRAE moves across GA runs ({spread:.4f}): not a finding.")
     if m["mean_diff"] < 0:
