@@ -170,6 +170,7 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
         by_unit.setdefault((unit, name), {})[trial] = r
     rows: list[dict[str, Any]] = []
     seed = int(plan.get("seed", 0))
+    pairs = planned_pairs(pols)
     for exp in (e for e in EXPERIMENTS if e in plan["experiments"]):
         metric, better = METRICS[exp]
         values: dict[str, dict[int, float]] = {}
@@ -185,7 +186,6 @@ def build_rows(header: Mapping[str, Any], units: Iterable[Mapping[str, Any]], co
                                                      if (r.get("metrics") or {}).get("finished") is False)}
         fam = stats.family(values, better, ranked=[n for n in pols if comparable.get(n, True)],
                            seed=stats.stable_seed(seed, plant, cca, exp))
-        pairs = planned_pairs(pols)
         planned = {a: stats.planned_pair(values[b], values[a], better, stats.stable_seed(seed, plant, cca, exp, a, b))
                    for a, b in pairs.items() if a in values and b in values}
         for name, s in fam.items():

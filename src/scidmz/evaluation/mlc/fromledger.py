@@ -165,15 +165,14 @@ def relay(out: str | os.PathLike[str], runs: list[str], command: str | None = No
 
     from ..results import provenance, read_results, write_json
     from .report import ENGINE, write_report
-    from .reproduce import _rel, headline
+    from .reproduce import _rel, headline, sections_of
 
     out_dir = Path(out)
     path = out_dir / "results.json"
     doc = read_results(path, f"scidmz reproduce mlc --out {out_dir}")
     if not isinstance(doc.get("sections"), dict) or not isinstance(doc.get("meta"), dict):
         raise ValueError(f"{path}: not a results.json written by `scidmz reproduce mlc`")
-    sections = {c: {**s, "files": {k: str(out_dir / v) for k, v in (doc.get("files") or {}).get(c, {}).items()}}
-                for c, s in doc["sections"].items()}
+    sections = sections_of(doc, out_dir)
     study = ((doc.get("plan") or {}).get("experiments") or {})
     with provenance(command or f"scidmz reproduce mlc --evaluation-from {' '.join(runs)} --out {out_dir}"):
         used = {_section_from_run(out_dir, sections, study, r): str(r) for r in runs}

@@ -543,6 +543,12 @@ def _rel(path: str, base: Path) -> str:
         return str(path)
 
 
+def sections_of(doc: dict[str, Any], out_dir: Path) -> dict[str, dict[str, Any]]:
+    """A reproduction's sections from its results file, each with its files as paths under ``out_dir``."""
+    return {c: {**s, "files": {k: str(out_dir / v) for k, v in (doc.get("files") or {}).get(c, {}).items()}}
+            for c, s in doc["sections"].items()}
+
+
 def rerender_report(out: str | os.PathLike[str], notes: str | None, command: str | None = None) -> tuple[dict[str, Any], str]:
     """Rewrite ``out/report.md`` from ``out/results.json`` (no rerun), e.g. to add an analysis."""
     from .report import write_report
@@ -552,8 +558,7 @@ def rerender_report(out: str | os.PathLike[str], notes: str | None, command: str
     doc = read_results(path, f"scidmz reproduce mlc --out {out_dir}")
     try:
         meta = dict(doc["meta"])
-        sections = {c: {**s, "files": {k: str(out_dir / v) for k, v in doc.get("files", {}).get(c, {}).items()}}
-                    for c, s in doc["sections"].items()}
+        sections = sections_of(doc, out_dir)
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: not a results.json written by `scidmz reproduce mlc` ({exc})") from None
     if command:
