@@ -8,10 +8,12 @@
 # machine's signals and a disturbed trial is re-run (docs/leaderboard.md, "Validity"). A step
 # whose results.json says it is complete is skipped; one with a ledger is resumed; Ctrl-C
 # stops the current step with its finished trials kept, and the next invocation goes on.
-# About 20 h in all on this project's 2-core machine (each line's estimate below).
+# About 21.5 h in all on this project's 2-core machine (each line's estimate below).
 # Ours: MRAE and FCT first (the decision table), then the campus short-flow trials the trade-off
-# figures need (10 per policy: a fixed-target trial, as FCT). The kernel floors are not here yet:
-# with no campus host the validity probe has only the DTN to send from (docs/leaderboard.md, "The floor").
+# figures need (10 per policy: a fixed-target trial, as FCT), then the kernel floors: the DTN paced
+# alone on the regime's MRAE plan (docs/leaderboard.md, "The floor"). A floor needs a checkout with
+# the probe host (plant/netns/spec.py, PROBE_OCTET): before it, a floor's probe came from the DTN and
+# judged every trial invalid, so such a checkout stops there with one line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # this checkout's code, whatever is installed: a run resumes only on the code its ledger recorded
@@ -24,6 +26,9 @@ STEPS=(
   # ~2.8 h each: campus short flows beside every policy
   "$LB/netns-testbed-cubic-short|--experiments short --trials 10"
   "$LB/netns-testbed-bbr-short|--set dtn.cca=bbr --experiments short --trials 10"
+  # ~45 min each: pacing alone, 20 MRAE trials, no campus traffic
+  "$LB/netns-testbed-cubic-floor|--policies pacing --experiments mrae --trials 20 --set campus.hosts=0"
+  "$LB/netns-testbed-bbr-floor|--policies pacing --experiments mrae --trials 20 --set campus.hosts=0 --set dtn.cca=bbr"
 )
 
 state() {  # done | legacy | resume | new
@@ -57,6 +62,10 @@ for step in "${STEPS[@]}"; do
   [ "$st" = done ] && continue
   if [ "$st" = legacy ]; then
     echo "kernel_campaign: $out holds a run made before the validity rule; move it away (git rm -r) first" >&2
+    exit 2
+  fi
+  if [[ "$args" == *campus.hosts=0* ]] && ! python3 -c "from scidmz.plant.netns.spec import PROBE_OCTET" 2>/dev/null; then
+    echo "kernel_campaign: $out needs the probe host, which this checkout's code predates; run the floors from a newer checkout" >&2
     exit 2
   fi
   resume=()

@@ -44,7 +44,8 @@ def test_each_step_says_where_it_stands(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     state = {line.split()[-1].rsplit("/", 1)[1]: line.split()[0] for line in out.stdout.splitlines()}
     assert state == {"netns-testbed-cubic": "done", "netns-testbed-bbr": "resume", "netns-testbed-cubic-short": "legacy",
-                     "netns-testbed-bbr-short": "resume"}
+                     "netns-testbed-bbr-short": "resume", "netns-testbed-cubic-floor": "new",
+                     "netns-testbed-bbr-floor": "new"}
     assert "--set dtn.cca=bbr --experiments short --trials 10 --out reports/leaderboard/netns-testbed-bbr-short" in out.stdout
 
 
@@ -54,3 +55,19 @@ def test_a_legacy_run_stops_the_campaign_before_any_trial(tmp_path: Path) -> Non
     out = _run(root)
     assert out.returncode == 2 and "made before the validity rule; move it away" in out.stderr
     assert json.loads((root / LB / "netns-testbed-cubic" / "results.json").read_text())["plan"]["trials"] == 20
+
+
+def test_a_floor_stops_on_a_checkout_without_the_probe_host(tmp_path: Path) -> None:
+    root = _checkout(tmp_path)
+    for name in ("netns-testbed-cubic", "netns-testbed-bbr", "netns-testbed-cubic-short", "netns-testbed-bbr-short"):
+        _results(root, name, {"plan": {"validity": {}}, "complete": True})
+    netns = root / "src" / "scidmz" / "plant" / "netns"  # this checkout's code: a spec.py from before the probe host
+    netns.mkdir(parents=True)
+    for d in (root / "src" / "scidmz", root / "src" / "scidmz" / "plant", netns):
+        (d / "__init__.py").write_text("")
+    (netns / "spec.py").write_text("CAMPUS_NET = '10.1.0.0/16'\n")
+    out = _run(root)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "kernel_campaign: reports/leaderboard/netns-testbed-cubic-floor needs the probe host, which this checkout's "
+        "code predates; run the floors from a newer checkout"]
+    assert not (root / LB / "netns-testbed-cubic-floor").exists()

@@ -43,3 +43,22 @@ def test_each_netns_unit_records_the_machine_signals_and_the_trial_is_judged_on_
     _, bad, _ = select_runs(lines, plan.validity)
     busy = {ln["trial"] for ln in lines if plan.validity.breaks(ln["validity"])}
     assert bad.get("mrae", set()) == busy  # whatever the machine was doing, judged per trial
+
+
+def test_a_floor_unit_probes_from_the_idle_probe_host_not_the_dtn(tmp_path) -> None:
+    """No campus host (a floor run): the probe's sender is the probe host on the campus path, so it
+    measures the machine (about B_max) and not the DTN's 100 ms ramp (0.29 x B_max before it existed)."""
+    from scidmz.commands.build import build_policies
+    from scidmz.evaluation.leaderboard.ledger import Ledger
+    from scidmz.evaluation.leaderboard.plan import make_plan
+    from scidmz.evaluation.leaderboard.trialunits import run_realtime
+
+    sc = load_scenario("testbed").replace(campus={"hosts": 0}, link={"capacity": 20e6, "buffer_bdp": 1.0},
+                                          dtn={"streams": 2}, duration=10.0)
+    plan = make_plan("netns", 1, 1, ("mrae",), overrides={"duration": 4.0, "target_hold": 2.0, "max_reruns": 0})
+    policies, _ = build_policies(["pacing"], sc)
+    with Ledger.open(tmp_path, {"plan": plan.to_dict()}, resume=False) as led:
+        run_realtime(sc, policies, plan, led, "netns", plant_options={"prefix": "vf", "telemetry": "kernel"})
+        (ln,) = list(led.lines)
+    v = ln["validity"]
+    assert v["probe_host"] == "sp" and 0.5 < v["probe_service"] < 1.1, v

@@ -111,6 +111,29 @@ def test_routes_carry_every_sender_to_its_receiver_and_back_across_the_wan(direc
         assert path[1:] == want, (h.name, path)
 
 
+def test_a_scenario_without_campus_hosts_gets_an_idle_probe_host_on_the_campus_path():
+    spec = _spec(campus={"hosts": 0}, flows=[{"name": "a", "rtt": "20ms"}])
+    sp, rp = spec.hosts["sp"], spec.hosts["rp"]
+    assert (sp.kind, sp.ip, sp.peer, sp.switch, sp.rtt, sp.cca) == ("probe", "10.1.0.250", "rp", "sw1",
+                                                                    spec.scenario.campus.rtt, spec.campus_cca)
+    assert (rp.kind, rp.ip, rp.switch, rp.port) == ("receiver", "10.2.0.250", "sw2", "qp")
+    # the validity probe's sender, never an episode's: not a sender, in no flow table, but its path is served
+    assert spec.probe is sp and sp not in spec.senders and [h.name for h in spec.senders] == ["dtns", "s1"]
+    assert spec.delay_table()[rp.ip] == sp.rtt and sp in spec.paths
+    assert len({a.ip for a in spec.addresses}) == len(spec.addresses)
+    dom = _l2_domains(spec)
+    assert dom[("sp", "eth0")] == dom[("br1", "campus")] and dom[("rp", "eth0")] == dom[("sw2", "up")]
+    for src, dst in ((sp, rp), (rp, sp)):  # across the WAN both ways, through the campus shaper's side
+        path, role = [src.name], src.name
+        while (nxt := _next_role(spec, role, dst.ip)) is not None:
+            path.append(nxt)
+            role = nxt
+        assert path[1:] == (["br1", "br2"] if src is sp else ["br2", "br1"])
+    # a scenario with campus hosts probes from its first one and has no probe host, as before
+    spec = _spec(campus={"hosts": 2})
+    assert spec.probe.name == "s1" and "sp" not in spec.hosts and "rp" not in spec.hosts
+
+
 def test_the_bottleneck_shaper_uplink_and_delay_path_follow_the_scenario():
     spec = _spec(link={"capacity": 20e6, "buffer_bdp": 1.0})
     sc = spec.scenario

@@ -162,8 +162,8 @@ class NetnsPlant:
     def calibration_probe(self) -> dict[str, Any]:
         """Whether the machine can serve the emulated link now (``manage.validity``, ours): the previous
         episode's traffic stopped, the testbed in its default configuration (no queues, stage or pacing;
-        the campus shaper at u_max), a fixed, unpaced sender (a campus host, else the DTN, with
-        ``PROBE_STREAMS`` TCP streams) saturates the bottleneck, whose TBF's byte counter over
+        the campus shaper at u_max), a fixed, unpaced sender (the first campus host, else the idle
+        probe host a scenario without campus hosts gets: ``spec.py``; with ``PROBE_STREAMS`` TCP streams) saturates the bottleneck, whose TBF's byte counter over
         ``PROBE_WINDOW`` s after ``PROBE_WARMUP`` s gives ``probe_service`` (sent bits / (B_max x window)).
         None with ``probe_error`` when the sender failed (never guessed). About 2 s."""
         from .manage.validity import PROBE_STREAMS, PROBE_WARMUP, PROBE_WINDOW
@@ -180,7 +180,7 @@ class NetnsPlant:
         self._discipline_next = keep
         self._act.set_rate(self.scenario.u_max)
         time.sleep(self._drain)
-        h = (self._tb.spec.campus or [self._tb.dtn])[0]
+        h = self._tb.spec.probe
         argv = iperf_tcp(self._tb.hosts[h.peer].ip, h.cca, PROBE_STREAMS)
         argv[argv.index("-t") + 1] = str(int(math.ceil(PROBE_WARMUP + PROBE_WINDOW)) + 1)
         proc = self._tb.spawn(h.ns, argv, log_name="probe.log")

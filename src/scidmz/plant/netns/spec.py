@@ -21,6 +21,13 @@ side ``10.3.0.0/16`` (BR1 ``10.3.0.1``, DTN-s ``10.3.0.2``, unshaped
 ``[[flows]]`` senders from ``10.3.0.11``), WAN ``10.255.0.0/30``, remote
 ``10.2.0.0/16`` (BR2 ``10.2.0.1``, DTN-r ``10.2.0.2``).
 
+A scenario with no campus host (a leaderboard floor run, ``campus.hosts=0``) gets one more pair,
+the *probe host* ``sp`` (``10.1.0.250``, on S1 behind the shaper, the campus RTT and CCA) and its
+receiver ``rp`` (``10.2.0.250``): the validity probe's sender (``NetnsPlant.calibration_probe``),
+idle during episodes and in no flow table. Ours: the probe must measure the machine, not a
+100 ms path's TCP ramp, so it needs a short-RTT sender that carries no episode traffic; other
+scenarios probe from their first campus host, as before, and their testbed is unchanged.
+
 The WAN bottleneck is BR1's ``wan`` egress: a TBF at B_max whose inner
 drop-tail FIFO holds ``scenario.buffer_bytes``. Per-path base RTTs come from
 the user-space delay stage in DLY (``stages/delay.py``) on the return path;
@@ -55,6 +62,8 @@ REMOTE_NET = "10.2.0.0/16"  # receivers beyond the WAN
 DTN_NET = "10.3.0.0/16"  # S3's hosts: the DTN and unshaped [[flows]] senders
 WAN_NET = "10.255.0.0/30"
 SWITCHES = ("bridge", "ovs")
+# The probe host's last octet in 10.1.0.x and 10.2.0.x: above any numbered host's (``_ip`` gives .10-.209).
+PROBE_OCTET = 250
 # Every namespace: no IPv6 (router solicitations and MLD would only add noise to the taps).
 NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": 1, "net.ipv6.conf.default.disable_ipv6": 1}
 # Namespaces that are not hosts: the three switches, the two border routers, the delay stage's box.
@@ -68,7 +77,7 @@ class Host:
     name: str  # s1, dtns, r1, dtnr
     ns: str
     ip: str
-    kind: str  # campus | short | dtn | flow | receiver
+    kind: str  # campus | short | dtn | flow | probe | receiver
     peer: str = ""  # receiver name for senders
     rtt: float = 0.0  # configured base RTT of the path to ``peer``
     cca: str = "cubic"  # a kernel CCA, or "udp" for a [[flows]] UDP sender
@@ -85,7 +94,7 @@ class Host:
     @property
     def shaped(self) -> bool:
         """Whether the host's traffic crosses the campus shaper (S1's uplink)."""
-        return self.kind in ("campus", "short") or (self.flow is not None and self.flow.shaped)
+        return self.kind in ("campus", "short", "probe") or (self.flow is not None and self.flow.shaped)
 
     @property
     def gateway(self) -> str:
@@ -214,6 +223,17 @@ class TestbedSpec:
 
     @property
     def senders(self) -> list[Host]:
+        """The hosts that send episode traffic (the probe host is not one)."""
+        return [h for h in self.hosts.values() if h.kind not in ("receiver", "probe")]
+
+    @property
+    def probe(self) -> Host:
+        """The validity probe's sender: the first campus host, else the probe host (module docstring)."""
+        return (self.campus or [h for h in self.hosts.values() if h.kind == "probe"])[0]
+
+    @property
+    def paths(self) -> list[Host]:
+        """Every sender whose path the delay stage serves: the traffic senders and the probe host."""
         return [h for h in self.hosts.values() if h.kind != "receiver"]
 
     @property
@@ -264,7 +284,7 @@ class TestbedSpec:
         def cls(h: Host) -> str:
             return "campus" if h.shaped else "dtn"
 
-        return {self.hosts[h.peer].ip: max(h.rtt - off.get(cls(h), 0.0), 0.0) for h in self.senders}
+        return {self.hosts[h.peer].ip: max(h.rtt - off.get(cls(h), 0.0), 0.0) for h in self.paths}
 
     def tcp_buffer_max(self) -> int:
         """Socket buffer ceiling: room for the DTN path's BDP plus a full bottleneck queue, x2."""
@@ -345,6 +365,10 @@ def _ip(base: str, i: int) -> str:
     return str(net.network_address + (i // 200) * 256 + (i % 200) + 10)
 
 
+def _probe_ip(net: str) -> str:
+    return str(ipaddress.ip_network(net).network_address + PROBE_OCTET)
+
+
 def _receiver(ns: Any, i: int | None) -> Host:
     """r<i> on S2's port q<i>, or DTN-r (``i`` None, 10.2.0.2) on port qd."""
     if i is None:
@@ -400,6 +424,9 @@ def _hosts(sc: Scenario, ns: Any, rtts: dict[str, float], dtn_cca: str, campus_c
                 j += 1  # 10.3.0.11 on; .2 is the DTN
             ip = _ip(CAMPUS_NET, i) if g.shaped else _ip(DTN_NET, j)
             out.pair(f"s{i}", ip, "flow", _receiver(ns, i), g.rtt, cca, g)
+    if n_campus == 0:
+        rp = Host("rp", ns("rp"), _probe_ip(REMOTE_NET), "receiver", switch="sw2", port="qp")
+        out.pair("sp", _probe_ip(CAMPUS_NET), "probe", rp, rtts.get("sp", sc.campus.rtt), campus_cca)
     return out.hosts
 
 

@@ -288,7 +288,7 @@ class Testbed:
         """
         from .probe import measure_rtt
 
-        reps = {"campus": next((h for h in self.senders if h.shaped), None), "dtn": self.dtn}
+        reps = {"campus": next((h for h in self.spec.paths if h.shaped), None), "dtn": self.dtn}
         for c, h in reps.items():
             if h is None:
                 continue
