@@ -271,6 +271,26 @@ def _ebpf(root: Path) -> dict[str, Any]:
     return {"src": rel, "b": _load(root, rel)}
 
 
+def _agent(root: Path) -> dict[str, Any]:
+    """Per mechanism: the runs' per-period medians (steady and with every cap re-set), the empty
+    listing's, and the new-connection and RSS figures; ``met`` when every run's median is within the goal."""
+    rel = "reports/agent/benchmark.json"
+    b = _load(root, rel)
+    mech = {}
+    for m in b["mechanisms"]:
+        runs = [r for r in b["period"] if r["mechanism"] == m]
+        nc = next(r for r in b["newconn"] if r["mechanism"] == m)
+        step = [r["step"]["median_ms"] for r in runs]
+        mech[m] = {"step": step, "resetting": [r["step_resetting_all"]["median_ms"] for r in runs],
+                   "dump_empty": [r["dump_empty"]["median_ms"] for r in runs], "met": max(step) <= runs[0]["goal_ms"],
+                   "newconn": nc, "own": [r["step_without_dump_median_ms"] for r in runs],
+                   "dump": [r["dump"]["median_ms"] for r in runs],
+                   "dump_two_walks": [r["dump_two_walks"]["median_ms"] for r in runs],
+                   "pyroute2": [r["pyroute2_dump"]["median_ms"] for r in runs if r.get("pyroute2_dump")]}
+    return {"src": rel, "b": b, "mech": mech, "goal_ms": b["period"][0]["goal_ms"],
+            "ehash": b["period"][0]["tcp_ehash_entries"], "connections": b["period"][0]["connections"]}
+
+
 def _leaderboard(root: Path) -> dict[str, Any]:
     from .verdict import leaderboard_context
 
@@ -428,6 +448,7 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "arrival-idc": _arrival_idc,
     "fluid-literature": _literature,
     "ebpf-cost": _ebpf,
+    "agent-cost": _agent,
     "leaderboard": _leaderboard,
     "saturator": _saturator,
     "leaderboard-recheck": _recheck,
