@@ -13,7 +13,10 @@ veth in a private namespace (``qgbench<pid>``), after a first install that is no
   ``requests_median`` counts the netlink requests the rules took.
 
 Needs root (null otherwise). Usage: PYTHONPATH=src python3 benchmarks/jenks_epoch_htb.py
-[--flows 10000] [--queues 4] [--epochs 8]
+[--flows 10000] [--queues 4] [--epochs 8] [--out reports/jenks/epoch_htb.json]
+
+``--out`` also writes the object there (atomically, with the date, kernel and cores): the
+results file docs/deployment.md's "Measured" paragraph is rendered from. A quiet machine only.
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ def main() -> None:
     ap.add_argument("--flows", type=int, default=10_000)
     ap.add_argument("--queues", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--out", default=None, help="also write the JSON object to this results file")
     a = ap.parse_args()
     out: dict[str, object] = {"flows": a.flows, "queues": a.queues, "epochs": a.epochs, "goal_s": 0.100}
     if os.geteuid() != 0:
@@ -102,7 +106,12 @@ def main() -> None:
         finally:
             subprocess.run(["ip", "netns", "del", ns], check=False)
     out["load_avg_1min"] = os.getloadavg()[0]
+    out |= {"date": time.strftime("%Y-%m-%d", time.gmtime()), "kernel": os.uname().release, "cpus": os.cpu_count()}
     print(json.dumps(out))
+    if a.out and out["steady"] is not None:
+        from scidmz.fileio import atomic_write_text
+
+        atomic_write_text(a.out, json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

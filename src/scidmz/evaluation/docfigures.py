@@ -291,6 +291,11 @@ def _agent(root: Path) -> dict[str, Any]:
             "ehash": b["period"][0]["tcp_ehash_entries"], "connections": b["period"][0]["connections"]}
 
 
+def _jenks_epoch(root: Path) -> dict[str, Any]:
+    rel = "reports/jenks/epoch_htb.json"
+    return {"src": rel, "b": _load(root, rel)}
+
+
 def _leaderboard(root: Path) -> dict[str, Any]:
     from .verdict import leaderboard_context
 
@@ -449,6 +454,7 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "fluid-literature": _literature,
     "ebpf-cost": _ebpf,
     "agent-cost": _agent,
+    "jenks-epoch": _jenks_epoch,
     "leaderboard": _leaderboard,
     "saturator": _saturator,
     "leaderboard-recheck": _recheck,
