@@ -162,9 +162,10 @@ class NetnsPlant:
     def calibration_probe(self) -> dict[str, Any]:
         """Whether the machine can serve the emulated link now (``manage.validity``, ours): the previous
         episode's traffic stopped, the testbed in its default configuration (no queues, stage or pacing;
-        the campus shaper at u_max), a fixed, unpaced sender (the first campus host, else the idle
-        probe host a scenario without campus hosts gets: ``spec.py``; with ``PROBE_STREAMS`` TCP streams) saturates the bottleneck, whose TBF's byte counter over
-        ``PROBE_WINDOW`` s after ``PROBE_WARMUP`` s gives ``probe_service`` (sent bits / (B_max x window)).
+        the campus shaper at u_max), a fixed, unpaced sender with ``PROBE_STREAMS`` TCP streams (the
+        first campus host, else the idle probe host a scenario without campus hosts gets, ``spec.py``)
+        saturates the bottleneck, whose TBF's byte counter over ``PROBE_WINDOW`` s after
+        ``PROBE_WARMUP`` s gives ``probe_service`` (sent bits / (B_max x window)).
         None with ``probe_error`` when the sender failed (never guessed). About 2 s."""
         from .manage.validity import PROBE_STREAMS, PROBE_WARMUP, PROBE_WINDOW
         from .traffic.iperf import iperf_tcp
