@@ -55,10 +55,12 @@ def test_a_floor_unit_probes_from_the_idle_probe_host_not_the_dtn(tmp_path) -> N
 
     sc = load_scenario("testbed").replace(campus={"hosts": 0}, link={"capacity": 20e6, "buffer_bdp": 1.0},
                                           dtn={"streams": 2}, duration=10.0)
-    plan = make_plan("netns", 1, 1, ("mrae",), overrides={"duration": 4.0, "target_hold": 2.0, "max_reruns": 0})
+    plan = make_plan("netns", 2, 2, ("mrae",), overrides={"duration": 4.0, "target_hold": 2.0, "max_reruns": 0})
     policies, _ = build_policies(["pacing"], sc)
     with Ledger.open(tmp_path, {"plan": plan.to_dict()}, resume=False) as led:
         run_realtime(sc, policies, plan, led, "netns", plant_options={"prefix": "vf", "telemetry": "kernel"})
-        (ln,) = list(led.lines)
-    v = ln["validity"]
-    assert v["probe_host"] == "sp" and 0.5 < v["probe_service"] < 1.1, v
+        lines = list(led.lines)
+    assert len(lines) == 2
+    for ln in lines:
+        v = ln["validity"]
+        assert v["probe_host"] == "sp" and 0.5 < v["probe_service"] < 1.1, v
