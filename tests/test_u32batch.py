@@ -113,10 +113,16 @@ def test_a_refused_rule_is_named_and_the_rest_acknowledged() -> None:
             with pytest.raises(BatchError) as exc:
                 nlb.send([extra[0], bad, *extra[1:]])
             assert exc.value.index == 1
+            # the owner check's listing: every priority on the root, ours and one someone added with tc
+            subprocess.run(["ip", "netns", "exec", ns, "tc", "filter", "add", "dev", "v0", "parent", "5c1e:", "prio",
+                            "7", "protocol", "ip", "u32", "match", "ip", "dst", "10.9.9.9/32", "flowid", "5c1e:b"],
+                           check=True)
+            assert nlb.filter_prios(idx, HTB_HANDLE) == {0x100, 7}
+            assert nlb.filter_prios(idx, HTB_HANDLE) == {0x100, 7}  # the socket reads each dump to its end
         finally:
             nlb.close()
         shown = subprocess.run(["ip", "netns", "exec", ns, "tc", "filter", "show", "dev", "v0"],
                                capture_output=True, text=True, check=True).stdout
-        assert shown.count("flowid 5c1e:a") == 303
+        assert shown.count("flowid 5c1e:a") == 303 and "flowid 5c1e:b" in shown
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)

@@ -143,6 +143,8 @@ class HtbQueueActuator:
         except BaseException:
             self._root.close()
             raise
+        # the owner check runs every period and lists up to one filter per flow: read only their priorities
+        self._root.filter_prios = lambda: self._nlb.filter_prios(self.index, HTB_HANDLE)
         self._slots = RuleSlots(self.index, HTB_HANDLE, _ETH_P_IP)
 
     # -- kernel helpers -------------------------------------------------------------------

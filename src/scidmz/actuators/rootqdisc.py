@@ -61,6 +61,9 @@ class RootQdisc:
         #: Why what we installed is no longer ours to change (None: it still is); see the module doc.
         self.displaced: str | None = None
         self._own_child, self._own_filter = own_child, own_filter
+        #: The priorities of the filters on our root, if the actuator has a faster way to list them
+        #: than pyroute2's dump (the HTB's raw socket, ``u32batch.NetlinkBatch.filter_prios``).
+        self.filter_prios: Callable[[], set[int]] | None = None
         if not dev or not isinstance(dev, str):
             raise ValueError(f"{owner} needs a device name, got {dev!r}")
         if netns is not None and not Path("/var/run/netns", netns).exists():
@@ -140,7 +143,8 @@ class RootQdisc:
                if q["parent"] != TC_H_ROOT and q["parent"] >> 16 == major and q["handle"] >> 16 != major
                and not self._own_child(q["handle"])]
         if self._own_filter is not None:
-            prios = {f["info"] >> 16 for f in self.ipr.get_filters(index=self.index, parent=self.handle)}
+            prios = (self.filter_prios() if self.filter_prios is not None
+                     else {f["info"] >> 16 for f in self.ipr.get_filters(index=self.index, parent=self.handle)})
             out += [f"a filter at priority {p} on it" for p in sorted(prios) if not self._own_filter(p)]
         return out
 

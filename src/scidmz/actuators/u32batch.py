@@ -27,8 +27,9 @@ __all__ = ["Key", "u32_filter_request", "u32_delete_request", "BatchError", "Net
 #: (value, mask, offset): 32 bits compared at ``offset`` bytes into the IPv4 header, network order.
 Key = tuple[int, int, int]
 
-_RTM_NEWTFILTER, _RTM_DELTFILTER = 44, 45
-_NLMSG_ERROR = 2
+_RTM_NEWTFILTER, _RTM_DELTFILTER, _RTM_GETTFILTER = 44, 45, 46
+_NLMSG_ERROR, _NLMSG_DONE = 2, 3
+_NLM_F_DUMP = 0x300
 _NLM_F_REQUEST, _NLM_F_ACK, _NLM_F_ECHO, _NLM_F_EXCL, _NLM_F_CREATE = 0x1, 0x4, 0x8, 0x200, 0x400
 _TCA_KIND, _TCA_OPTIONS = 1, 2
 _TCA_U32_CLASSID, _TCA_U32_SEL = 1, 5
@@ -150,6 +151,37 @@ class NetlinkBatch:
         if first_err is not None:
             raise BatchError(*first_err)
         return echoed
+
+    def filter_prios(self, ifindex: int, parent: int) -> set[int]:
+        """The priorities of every filter on ``parent`` of ``ifindex`` (one RTM_GETTFILTER dump).
+
+        Only each message's tcmsg is read (``tcm_info``'s upper half), none of its attributes:
+        pyroute2 parses every attribute of every filter, about 0.7 s per 10,000 u32 filters here, where
+        the owner check (``RootQdisc.foreign_below``) runs every period."""
+        seq = self.next_seq()
+        body = _tcmsg(ifindex, 0, parent, 0, 0)
+        self._sock.send(_HDR.pack(_HDR.size + len(body), _RTM_GETTFILTER, _NLM_F_REQUEST | _NLM_F_DUMP, seq, 0)
+                        + body)
+        prios: set[int] = set()
+        while True:
+            try:
+                data = self._sock.recv(1 << 20)
+            except TimeoutError:
+                raise OSError(_errno.ETIMEDOUT, "the filter dump was not answered") from None
+            off = 0
+            while off + _HDR.size <= len(data):
+                ln, kind, _flags, mseq, _pid = _HDR.unpack_from(data, off)
+                if ln < _HDR.size:
+                    break
+                if mseq == seq:
+                    if kind == _NLMSG_DONE:
+                        return prios
+                    if kind == _NLMSG_ERROR:
+                        (err,) = struct.unpack_from("=i", data, off + _HDR.size)
+                        raise OSError(-err, f"the filter dump was refused: {os.strerror(-err)}")
+                    if kind == _RTM_NEWTFILTER:  # tcmsg: family, pads, ifindex, handle, parent, info
+                        prios.add(struct.unpack_from("=I", data, off + _HDR.size + 16)[0] >> 16)
+                off += (ln + 3) & ~3
 
     def close(self) -> None:
         self._sock.close()
