@@ -283,7 +283,7 @@ def _agent(root: Path) -> dict[str, Any]:
         step = [r["step"]["median_ms"] for r in runs]
         mech[m] = {"step": step, "resetting": [r["step_resetting_all"]["median_ms"] for r in runs],
                    "dump_empty": [r["dump_empty"]["median_ms"] for r in runs], "met": max(step) <= runs[0]["goal_ms"],
-                   "newconn": nc, "own": [r["step_without_dump_median_ms"] for r in runs],
+                   "newconn": nc,
                    "dump": [r["dump"]["median_ms"] for r in runs],
                    "dump_two_walks": [r["dump_two_walks"]["median_ms"] for r in runs],
                    "pyroute2": [r["pyroute2_dump"]["median_ms"] for r in runs if r.get("pyroute2_dump")]}
