@@ -346,8 +346,19 @@ _STAGES = [(f"{_LB}.run", "results_doc"), (f"{_LB}.run", "write_results"), (f"{_
            (f"{_LB}.results", "write_report")]
 
 
+@pytest.fixture
+def default_sigint():
+    """Python's own SIGINT handler, as the CLI's process starts with. In the full suite's process an
+    earlier test (not identified yet) left another one behind: the stages outside the deferral then
+    returned 0 instead of 130 in the fresh-clone run, which says nothing about the leaderboard."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 @pytest.mark.parametrize("module,stage", _STAGES)
-def test_a_ctrl_c_in_any_stage_of_the_final_pass_leaves_results_json(tmp_path, monkeypatch, module, stage) -> None:
+def test_a_ctrl_c_in_any_stage_of_the_final_pass_leaves_results_json(tmp_path, monkeypatch, module, stage,
+                                                                    default_sigint) -> None:
     """The probe: a Ctrl-C during the final render lost results.json although the ledger held every
     unit. A real SIGINT is sent inside each stage; results.json must be written from the ledger."""
     import importlib

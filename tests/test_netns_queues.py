@@ -109,7 +109,7 @@ def test_delay_calibration_never_takes_a_busy_machine_for_the_path(monkeypatch) 
     tb = object.__new__(Testbed)
     dtn = SimpleNamespace(name="dtn", rtt=0.05, shaped=False)
     campus = SimpleNamespace(name="c1", rtt=0.01, shaped=True)
-    tb.spec, tb.path_offset = SimpleNamespace(senders=[campus, dtn], dtn=dtn), {"campus": 0.0, "dtn": 0.0}
+    tb.spec, tb.path_offset = SimpleNamespace(paths=[campus, dtn], dtn=dtn), {"campus": 0.0, "dtn": 0.0}
     rounds = {"dtn": [0.062, 0.0615, 0.0618], "c1": [0.013, 0.0104]}
     calls: list[str] = []
 
