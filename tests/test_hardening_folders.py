@@ -348,9 +348,10 @@ _STAGES = [(f"{_LB}.run", "results_doc"), (f"{_LB}.run", "write_results"), (f"{_
 
 @pytest.fixture
 def default_sigint():
-    """Python's own SIGINT handler, as the CLI's process starts with. In the full suite's process an
-    earlier test (not identified yet) left another one behind: the stages outside the deferral then
-    returned 0 instead of 130 in the fresh-clone run, which says nothing about the leaderboard."""
+    """Python's own SIGINT handler, as an interactive shell's CLI process starts with. A test run
+    started in the background by a non-interactive shell inherits SIGINT ignored, and Python keeps
+    it ignored: the stages outside the deferral then returned 0 instead of 130 (a fresh-clone run
+    started so), which says nothing about the leaderboard."""
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, old)
