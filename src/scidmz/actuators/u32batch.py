@@ -20,7 +20,7 @@ import errno as _errno
 import os
 import socket
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 __all__ = ["Key", "u32_filter_request", "u32_delete_request", "BatchError", "NetlinkBatch", "CHUNK"]
 
@@ -130,24 +130,14 @@ class NetlinkBatch:
             want = {_HDR.unpack_from(r)[3]: a + i for i, r in enumerate(part)}
             self._sock.send(b"".join(part))
             while want:
-                try:
-                    data = self._sock.recv(1 << 20)
-                except TimeoutError:
-                    raise OSError(_errno.ETIMEDOUT, f"{len(want)} netlink requests were not acknowledged") from None
-                off = 0
-                while off + _HDR.size <= len(data):
-                    ln, kind, _flags, seq, _pid = _HDR.unpack_from(data, off)
-                    if ln < _HDR.size:
-                        break
+                for kind, seq, data, off in self._received(f"{len(want)} netlink requests were not acknowledged"):
                     if kind == _NLMSG_ERROR:
-                        (err,) = struct.unpack_from("=i", data, off + _HDR.size)
-                        orig_seq = _HDR.unpack_from(data, off + _HDR.size + 4)[3]
-                        idx = want.pop(orig_seq, None)
+                        (err,) = struct.unpack_from("=i", data, off)
+                        idx = want.pop(_HDR.unpack_from(data, off + 4)[3], None)
                         if err and idx is not None and (first_err is None or idx < first_err[1]):
                             first_err = (-err, idx)
                     elif kind == _RTM_NEWTFILTER:  # an echo: tcmsg's handle follows family, pads, ifindex
-                        echoed[seq] = struct.unpack_from("=I", data, off + _HDR.size + 8)[0]
-                    off += (ln + 3) & ~3
+                        echoed[seq] = struct.unpack_from("=I", data, off + 8)[0]
         if first_err is not None:
             raise BatchError(*first_err)
         return echoed
@@ -164,24 +154,31 @@ class NetlinkBatch:
                         + body)
         prios: set[int] = set()
         while True:
-            try:
-                data = self._sock.recv(1 << 20)
-            except TimeoutError:
-                raise OSError(_errno.ETIMEDOUT, "the filter dump was not answered") from None
-            off = 0
-            while off + _HDR.size <= len(data):
-                ln, kind, _flags, mseq, _pid = _HDR.unpack_from(data, off)
-                if ln < _HDR.size:
-                    break
-                if mseq == seq:
-                    if kind == _NLMSG_DONE:
-                        return prios
-                    if kind == _NLMSG_ERROR:
-                        (err,) = struct.unpack_from("=i", data, off + _HDR.size)
-                        raise OSError(-err, f"the filter dump was refused: {os.strerror(-err)}")
-                    if kind == _RTM_NEWTFILTER:  # tcmsg: family, pads, ifindex, handle, parent, info
-                        prios.add(struct.unpack_from("=I", data, off + _HDR.size + 16)[0] >> 16)
-                off += (ln + 3) & ~3
+            for kind, mseq, data, off in self._received("the filter dump was not answered"):
+                if mseq != seq:
+                    continue
+                if kind == _NLMSG_DONE:
+                    return prios
+                if kind == _NLMSG_ERROR:
+                    (err,) = struct.unpack_from("=i", data, off)
+                    raise OSError(-err, f"the filter dump was refused: {os.strerror(-err)}")
+                if kind == _RTM_NEWTFILTER:  # tcmsg: family, pads, ifindex, handle, parent, info
+                    prios.add(struct.unpack_from("=I", data, off + 16)[0] >> 16)
+
+    def _received(self, silence: str) -> Iterator[tuple[int, int, bytes, int]]:
+        """The messages of one read: (type, sequence number, the read's bytes, their payload's offset);
+        ``silence`` names what went unanswered if the read times out."""
+        try:
+            data = self._sock.recv(1 << 20)
+        except TimeoutError:
+            raise OSError(_errno.ETIMEDOUT, silence) from None
+        off = 0
+        while off + _HDR.size <= len(data):
+            ln, kind, _flags, seq, _pid = _HDR.unpack_from(data, off)
+            if ln < _HDR.size:
+                return
+            yield kind, seq, data, off + _HDR.size
+            off += (ln + 3) & ~3
 
     def close(self) -> None:
         self._sock.close()
