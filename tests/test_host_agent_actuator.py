@@ -156,6 +156,33 @@ def test_a_lost_agent_is_a_host_agent_error(agents: list[tuple[str, Path, Record
     pacer.keep()  # never raises
 
 
+def test_the_agents_are_asked_at_once(agents: list[tuple[str, Path, RecordingCore, Any]]) -> None:
+    """Each period's calls, the renewals and the lift reach every agent at the same time: both agents'
+    cores wait on one barrier, which only concurrent requests pass (asked one after the other, the
+    first would wait out the client's timeout and the period would fail)."""
+    import threading
+
+    barrier = threading.Barrier(2, timeout=5.0)
+
+    def meeting(f: Any) -> Any:
+        def meet(*a: Any) -> Any:
+            barrier.wait()
+            return f(*a)
+        return meet
+
+    for _, _, core, _ in agents:
+        for name in ("set_rate", "renew", "lift"):
+            setattr(core, name, meeting(getattr(core, name)))
+    pacer = AgentPacer([a[0] for a in agents], [str(a[1]) for a in agents], period=8.0)  # a 2 s timeout
+    pacer.set_pacing(200e6)
+    assert [a[2].calls for a in agents] == [[("rate", 100e6)], [("rate", 100e6)]]
+    pacer.keep()
+    pacer.keep()
+    assert [s["error"] for s in pacer.status()] == [None, None]
+    pacer.close()
+    assert [a[2].calls[-1][0] for a in agents] == ["lift", "lift"] and pacer._pool is None
+
+
 def test_start_up_check_is_one_line(agents: list[tuple[str, Path, RecordingCore, Any]], tmp_path: Path) -> None:
     from scidmz.plant.hardware_host import open_host
     from scidmz.scenario import load_scenario

@@ -27,6 +27,13 @@ share was lost. Why a floor of 10 %: a new transfer on an idle DTN reaches a fai
 share within two periods, while at most 10 % of an idle DTN's even share is held
 back from the others.
 
+**Several DTNs are asked at once** (ours): every period's calls (``/rate`` or
+``/renew``), the start-up check and the lift at exit go to all agents in
+parallel, up to ``MAX_PARALLEL`` at a time, so one dead agent costs the period at
+most one timeout (a quarter period) however many DTNs there are, where asking
+them one after the other cost a timeout per dead agent. One agent is asked on the
+controller's own thread.
+
 **Faults.** An agent that does not answer (or answers with an error) during a
 run raises ``HostAgentError`` (an ``ActuatorError``) naming it; the controller
 answers with the fallback cause ``host_agent`` (the campus held at the trivial
@@ -39,7 +46,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -48,10 +56,15 @@ from .agent_client import AgentClient
 from .base import ActuatorError
 from .share import demand, water_fill
 
-__all__ = ["AgentPacer", "HostAgentError", "agent_token_files", "split_on_demand", "FLOOR"]
+__all__ = ["AgentPacer", "HostAgentError", "agent_token_files", "split_on_demand", "FLOOR", "MAX_PARALLEL"]
 
 #: The share of an even split R/n every DTN keeps whatever its demand (module docstring; ours).
 FLOOR = 0.10
+#: Agents asked at the same time (ours): a Science DMZ has a handful of DTNs; beyond 16 the calls
+#: queue, and the threads would only wait on the network.
+MAX_PARALLEL = 16
+#: What one agent's call may raise (each one line); anything else is a bug and propagates.
+_AGENT_ERRORS = (ConnectionError, PermissionError, ValueError)
 
 log = logging.getLogger("scidmz.actuators.host_agent")
 
@@ -101,10 +114,32 @@ class AgentPacer:
         self.errors: list[str | None] = [None] * len(self.clients)
         self._set_this_period = False
         self.shadow = bool(shadow)  # shadow mode: the shares are computed and reported, never set
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _all(self, call: Callable[[int, AgentClient], Any]) -> list[Any]:
+        """``call(i, client)`` for every agent at once (module docstring): each result, or the one-line
+        error it raised, in the agents' order."""
+        def one(i: int) -> Any:
+            try:
+                return call(i, self.clients[i])
+            except _AGENT_ERRORS as exc:
+                return exc
+
+        n = len(self.clients)
+        if n == 1:
+            return [one(0)]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=min(n, MAX_PARALLEL), thread_name_prefix="scidmz-agent")
+        return list(self._pool.map(one, range(n)))
 
     def check(self) -> list[dict[str, Any]]:
-        """Every agent's status, for the start-up check (one-line ValueError / PermissionError)."""
-        return [c.check() for c in self.clients]
+        """Every agent's status, for the start-up check (the first agent's one-line ValueError /
+        PermissionError, in the order given)."""
+        out = self._all(lambda _i, c: c.check())
+        for r in out:
+            if isinstance(r, Exception):
+                raise r
+        return out
 
     def split(self, total: float) -> list[float]:
         """The aggregate rate split among the agents on their last reported demand (module docstring)."""
@@ -126,26 +161,25 @@ class AgentPacer:
         """Renew the leases when no rate was set this period (the fallback keeps the last one); never raises:
         a failure here shows at the next ``set_pacing``."""
         if not self._set_this_period and not self.shadow:
-            for i, c in enumerate(self.clients):
-                if self.rates[i] is None:
-                    continue
-                try:
-                    if not c.renew():  # the agent lost the lease (restarted): give it its rate again
-                        c.set_rate(self.rates[i])
-                    self.errors[i] = None
-                except (ConnectionError, PermissionError, ValueError) as exc:
-                    self.errors[i] = str(exc)
+            rates = list(self.rates)
+            for i, r in enumerate(self._all(lambda i, c: None if rates[i] is None else self._renew(c, rates[i]))):
+                if rates[i] is not None:
+                    self.errors[i] = str(r) if isinstance(r, Exception) else None
         self._set_this_period = False
+
+    @staticmethod
+    def _renew(c: AgentClient, rate: float) -> None:
+        if not c.renew():  # the agent lost the lease (restarted): give it its rate again
+            c.set_rate(rate)
 
     def _each(self, call: Any, shares: list[float], what: str) -> None:
         failed = []
-        for i, (c, share) in enumerate(zip(self.clients, shares, strict=True)):
-            try:
-                self.rates[i] = float(call(c, share))
-                self.errors[i] = None
-            except (ConnectionError, PermissionError, ValueError) as exc:
-                self.errors[i] = str(exc)
-                failed.append(str(exc))
+        for i, r in enumerate(self._all(lambda i, c: float(call(c, shares[i])))):
+            if isinstance(r, Exception):
+                self.errors[i] = str(r)
+                failed.append(str(r))
+            else:
+                self.rates[i], self.errors[i] = r, None
         if failed:
             raise HostAgentError(f"cannot {what} {len(failed)} of {len(self.clients)} DTN agent(s): {failed[0]}")
 
@@ -156,10 +190,13 @@ class AgentPacer:
 
     def close(self) -> None:
         """Ask every agent to lift its caps now; an agent that does not answer lifts at its lease's end."""
-        if self.shadow:
-            return  # nothing was set
-        for c in self.clients:
-            try:
-                c.lift()
-            except (ConnectionError, PermissionError, ValueError) as exc:
-                log.warning("agent %s: could not lift at exit (its lease lifts): %s", c.url, exc)
+        try:
+            if self.shadow:
+                return  # nothing was set
+            for c, r in zip(self.clients, self._all(lambda _i, c: c.lift()), strict=True):
+                if isinstance(r, Exception):
+                    log.warning("agent %s: could not lift at exit (its lease lifts): %s", c.url, r)
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
