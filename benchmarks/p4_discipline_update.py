@@ -12,13 +12,18 @@ bottleneck, so the program runs its whole per-packet work and never drops:
 
 Needs root and the P4 toolchain on PATH (scripts/install_p4tc.sh).
 
-    python benchmarks/p4_discipline_update.py [--updates 500] [--rates 10M,15M,20M,25M,30M,40M]
+    python benchmarks/p4_discipline_update.py [--updates 500] [--rates 10M,15M,20M,25M,30M,40M] \
+        [--out reports/p4disc/speed.json]
+
+``--out`` also writes the object there (atomically, with the commit, kernel, cores and load
+average): docs/deployment.md's speed table is rendered from it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import platform
 import subprocess
 import sys
 import time
@@ -69,14 +74,24 @@ def _rate(lab: object, rates: list[float]) -> tuple[float, list[dict]]:
 
 
 def main() -> int:
+    from scidmz.evaluation.results import Provenance
+    from scidmz.fileio import atomic_write_text, check_output_file
     from scidmz.plant.netns.p4lab import p4_lab
     from scidmz.units import parse_rate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--updates", type=int, default=500)
     ap.add_argument("--rates", default="10M,15M,20M,25M,30M,40M")
+    ap.add_argument("--out", default=None, help="also write the JSON object to this results file")
     a = ap.parse_args()
-    rates = [parse_rate(x, what="--rates") for x in a.rates.split(",")]
+    try:
+        rates = [parse_rate(x, what="--rates") for x in a.rates.split(",")]
+        if a.out:
+            check_output_file(a.out, "--out", parents=True)
+    except ValueError as exc:  # DestinationError is one
+        print(f"p4_discipline_update: {exc}", file=sys.stderr)
+        return 2
+    prov = Provenance("python benchmarks/p4_discipline_update.py " + " ".join(sys.argv[1:]))
     out: dict = {"goal_update_ms": GOAL_MS, "disciplines": {}}
     with p4_lab("pdz") as lab:
         for name in ("abc", "ffs"):
@@ -96,6 +111,10 @@ def main() -> int:
                 inner.wait(30)
             out["disciplines"][name] = {"update_ms": upd, "update_within_goal": upd["median"] <= GOAL_MS,
                                         "sustained_bps": best, "ladder": rows}
+    out["updates"] = a.updates
+    out["meta"] = prov.meta(kernel=platform.release())
+    if a.out:
+        atomic_write_text(a.out, json.dumps(out, indent=1) + "\n", parents=True)
     print(json.dumps(out, indent=1))
     return 0
 

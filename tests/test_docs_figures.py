@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scidmz.evaluation.docfigures import FIGURES, check, regions, render_figure, write
+from scidmz.evaluation.docfigures import FIGURES, Missing, check, regions, render_figure, write
 from scidmz.evaluation.verdict import ALPHA, PLACES, leaderboard_context, p_floor, rank
 from scidmz.kinds import POLICY_KINDS
 
@@ -350,3 +350,58 @@ def test_saturator_figure_marks_the_old_rule_and_a_difference_within_the_ga_spre
     assert "gives MRAE 0.0430 and 0.0449: a spread of 0.0019 from two runs" in text and "(DTN FCT 173.2 and 174.4 s" in text
     (sat / "results.json").write_text(json.dumps({**doc, "plan": {**plan, "selection": {"seed": 50, "trials": 50}}}))
     assert "old rule" not in render_figure("saturator", tmp_path)
+
+
+def test_p4_discipline_share_lists_every_run_and_marks_a_failed_one(tmp_path: Path) -> None:
+    """benchmarks/p4_discipline_share.py's file: every run's share is in the table, a failed run
+    stays there marked, and the goodput range spans all runs."""
+    meta = {"generated": "2026-12-06 20:00:00 UTC", "kernel": "k", "machine": {"cpus": 2}, "load_avg": [0.5],
+            "bmv2": None}
+    line = {"link_bps": 1e7, "buffer_bytes": 36000, "seconds": 10, "target_share": 0.7, "gap": 0.01}
+    rows = [{**line, "policy": "abc", "run": k, "passed": True, "dtn_share_bmv2": 0.70 + k / 100,
+             "dtn_share_netns_stage": 0.69, "goodput_bmv2_bps": 9.4e6 + k * 1e5, "goodput_stage_bps": 8.6e6}
+            for k in range(2)]
+    rows.append({**line, "policy": "ffs", "run": 0, "passed": False, "dtn_share_bmv2": 0.52, "gap": -0.2,
+                 "dtn_share_netns_stage": 0.72, "goodput_bmv2_bps": 5.0e6, "goodput_stage_bps": 6.0e6})
+    rows.append({"policy": "ffs", "run": 1, "passed": False, "measured": False})
+    (tmp_path / "reports" / "p4disc").mkdir(parents=True)
+    (tmp_path / "reports" / "p4disc" / "share.json").write_text(json.dumps({"meta": meta, "runs": 2, "rows": rows}))
+    text = render_figure("p4disc-share", tmp_path)
+    assert "| ABC | 0.700, 0.710 | 0.690, 0.690 | +0.010, +0.010 | passed, passed |" in text
+    assert "| FFS | 0.520 | 0.720 | -0.200 | **failed** |" in text
+    assert "ABC 9.4-9.5 through BMv2 and 8.6-8.6 through the stage; FFS 5.0-5.0" in text
+    assert "A 10 Mbit/s link, a 36,000-byte buffer" in text and "target share 0.70" in text
+    assert "Failed before measuring (no share, counted here so that no run is left out): FFS in run 2." in text
+
+
+def test_validity_signals_are_read_from_every_ledger_that_carries_them(tmp_path: Path) -> None:
+    """Each real-time ledger whose plan has the rule is summarised over every unit line (re-runs
+    included); a legacy ledger (no rule) and one without signals (the fluid plant) are left out."""
+    rule = {"max_cpu_pressure": 0.3, "max_stage_late": 0.0005, "min_probe_service": 0.9, "max_reruns": 3}
+
+    def unit(policy: str, trial: int, cpu: float, rerun: int = 0) -> dict:
+        return {"kind": "unit", "unit": "mrae", "policy": policy, "trial": trial, "wall_s": 100.0, "rerun": rerun,
+                "finished_at": f"2026-12-0{5 + trial}T10:00:00", "metrics": {"mrae": 9.0},
+                "validity": {"cpu_pressure": cpu, "stage_late_mean_s": 2e-5, "probe_service": 0.99,
+                             "probe_wall_s": 3.0}}
+
+    def ledger(rel: str, head: dict, units: list[dict]) -> None:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("".join(json.dumps(x) + "\n" for x in [{"kind": "header", **head}, *units]))
+
+    ledger("reports/leaderboard/netns-a/ledger.jsonl", {"plan": {"validity": rule}},
+           [unit("trivial", 0, 0.10), unit("ffs", 0, 0.40), unit("trivial", 0, 0.12, 1), unit("ffs", 0, 0.20, 1),
+            unit("trivial", 1, 0.14), unit("ffs", 1, 0.22)])
+    ledger("reports/leaderboard/netns-legacy/ledger.jsonl", {"plan": {"max_starved": 0.05}}, [unit("pi", 0, 0.9)])
+    fluid = unit("pi", 0, 0.0)
+    del fluid["validity"]
+    ledger("reports/leaderboard/fluid-b/ledger.jsonl", {"plan": {"validity": rule}}, [fluid])
+    ctx = FIGURES["validity-signals"](tmp_path)
+    assert ctx["src"] == ["reports/leaderboard/netns-a/ledger.jsonl"]
+    text = render_figure("validity-signals", tmp_path)
+    row = "| `netns-a` | 6 (2) | 2026-12-05 to 2026-12-06 | 0.10 / 0.17 / 0.40 | ffs 0.22 | 0.02 ms | 0.9900 / 0.9900 |"
+    assert row in text, text
+    assert "| 3.00 s (3.0 %) | 1 (rule: 0.3, 0.5 ms, 0.9) |" in text
+    (tmp_path / "reports" / "leaderboard" / "netns-a" / "ledger.jsonl").unlink()
+    with pytest.raises(Missing, match="no committed ledger holds validity signals"):
+        FIGURES["validity-signals"](tmp_path)

@@ -208,7 +208,9 @@ def test_rehearsal_discipline_on_bmv2_follows_the_target_as_the_netns_stage(poli
     share_p4, total_p4, periods = _p4_share(tmp_path, policy)
     share_stage, total_stage = _stage_share(policy)
     gap = share_p4 - share_stage
-    print(json.dumps({"policy": policy, "target_share": TARGET / LINK, "dtn_share_bmv2": round(share_p4, 3),
+    # benchmarks/p4_discipline_share.py records this line (docs/deployment.md's table): keep its keys
+    print(json.dumps({"policy": policy, "link_bps": LINK, "buffer_bytes": BUFFER, "seconds": SECONDS,
+                      "target_share": TARGET / LINK, "dtn_share_bmv2": round(share_p4, 3),
                       "dtn_share_netns_stage": round(share_stage, 3), "gap": round(gap, 3),
                       "goodput_bmv2_bps": round(total_p4), "goodput_stage_bps": round(total_stage)}))
     assert periods and not any(x.get("fallback") for x in periods[1:]), periods[-1]

@@ -296,6 +296,79 @@ def _jenks_epoch(root: Path) -> dict[str, Any]:
     return {"src": rel, "b": _load(root, rel)}
 
 
+def _p4disc_share(root: Path) -> dict[str, Any]:
+    """The rehearsal's lines per discipline, in the order they ran, and the ranges over the runs."""
+    rel = "reports/p4disc/share.json"
+    b = _load(root, rel)
+    by: dict[str, list[dict[str, Any]]] = {}
+    for row in b["rows"]:
+        if row.get("measured", True):
+            by.setdefault(row["policy"], []).append(row)
+    lost = [row for row in b["rows"] if not row.get("measured", True)]
+    span = {p: {k: (min(r[k] for r in rows), max(r[k] for r in rows)) for k in ("goodput_bmv2_bps", "goodput_stage_bps")}
+            for p, rows in by.items()}
+    if not by:
+        raise Missing(f"{rel} holds no measured run")
+    first = next(iter(by.values()))[0]
+    return {"src": rel, "b": b, "by": by, "span": span, "first": first, "lost": lost}
+
+
+def _p4disc_speed(root: Path) -> dict[str, Any]:
+    rel = "reports/p4disc/speed.json"
+    return {"src": rel, "b": _load(root, rel)}
+
+
+#: The ledgers whose units carry the validity rule's signals (the quiet reading, the real-time runs).
+VALIDITY_LEDGERS = ("reports/validity-quiet/ledger.jsonl", "reports/leaderboard/*/ledger.jsonl")
+SIGNALS = ("cpu_pressure", "stage_late_mean_s", "probe_service", "probe_wall_s")
+
+
+def _spread(xs: list[float]) -> dict[str, float] | None:
+    from statistics import median
+
+    return {"min": min(xs), "median": median(xs), "max": max(xs)} if xs else None
+
+
+def _signals_of(rel: str, data: bytes) -> dict[str, Any] | None:
+    """One ledger's signals over every unit line it holds (re-runs included), or None when it has none."""
+    from .leaderboard.ledger import parse_ledger_lines
+    from .leaderboard.validity import ValidityRule, rule_of, unit_breaks
+
+    head, lines, _ = parse_ledger_lines(data, rel)
+    rule = rule_of(head, 1.0)
+    lines = [r for r in lines if isinstance(r.get("validity"), Mapping)]
+    if not isinstance(rule, ValidityRule) or not lines:
+        return None
+    col = {k: [float(r["validity"][k]) for r in lines if isinstance(r["validity"].get(k), int | float)] for k in SIGNALS}
+    share = [r["validity"]["probe_wall_s"] / r["wall_s"] for r in lines
+             if isinstance(r["validity"].get("probe_wall_s"), int | float) and r.get("wall_s")]
+    by_policy: dict[str, list[float]] = {}
+    for r in lines:
+        if isinstance(r["validity"].get("cpu_pressure"), int | float):
+            by_policy.setdefault(r["policy"], []).append(float(r["validity"]["cpu_pressure"]))
+    med = {p: _spread(v)["median"] for p, v in by_policy.items()}  # type: ignore[index]
+    busiest = max(med, key=med.__getitem__) if med else None
+    days = sorted(str(r.get("finished_at", ""))[:10] for r in lines if r.get("finished_at"))
+    return {"src": rel, "run": Path(rel).parent.name, "units": len(lines), "rule": rule.to_dict(),
+            "reruns": sum(1 for r in lines if r.get("rerun")), "broke": sum(1 for r in lines if unit_breaks(r, rule)),
+            "first": days[0] if days else None, "last": days[-1] if days else None,
+            "signals": {k: _spread(v) for k, v in col.items()}, "probe_share": _spread(share),
+            "busiest": busiest, "busiest_cpu": med.get(busiest)}
+
+
+def _validity(root: Path) -> dict[str, Any]:
+    """The validity signals as the committed real-time ledgers read them (docs/leaderboard.md, "Validity")."""
+    runs = []
+    for pattern in VALIDITY_LEDGERS:
+        for path in sorted(root.glob(pattern)):
+            got = _signals_of(path.relative_to(root).as_posix(), path.read_bytes())
+            if got is not None:
+                runs.append(got)
+    if not runs:
+        raise Missing("no committed ledger holds validity signals (" + ", ".join(VALIDITY_LEDGERS) + ")")
+    return {"src": [r["src"] for r in runs], "runs": runs}
+
+
 def _leaderboard(root: Path) -> dict[str, Any]:
     from .verdict import leaderboard_context
 
@@ -455,6 +528,9 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "ebpf-cost": _ebpf,
     "agent-cost": _agent,
     "jenks-epoch": _jenks_epoch,
+    "p4disc-share": _p4disc_share,
+    "p4disc-speed": _p4disc_speed,
+    "validity-signals": _validity,
     "leaderboard": _leaderboard,
     "saturator": _saturator,
     "leaderboard-recheck": _recheck,
