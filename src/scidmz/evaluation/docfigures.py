@@ -305,10 +305,10 @@ def _p4disc_share(root: Path) -> dict[str, Any]:
         if row.get("measured", True):
             by.setdefault(row["policy"], []).append(row)
     lost = [row for row in b["rows"] if not row.get("measured", True)]
-    span = {p: {k: (min(r[k] for r in rows), max(r[k] for r in rows)) for k in ("goodput_bmv2_bps", "goodput_stage_bps")}
-            for p, rows in by.items()}
     if not by:
         raise Missing(f"{rel} holds no measured run")
+    span = {p: {k: (min(r[k] for r in rows), max(r[k] for r in rows)) for k in ("goodput_bmv2_bps", "goodput_stage_bps")}
+            for p, rows in by.items()}
     first = next(iter(by.values()))[0]
     return {"src": rel, "b": b, "by": by, "span": span, "first": first, "lost": lost}
 
