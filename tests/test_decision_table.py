@@ -15,6 +15,7 @@ from scidmz.evaluation.decision import (
     decision_table,
     floors,
     mlc_standing,
+    provisional_runs,
     tradeoff_points,
 )
 from scidmz.evaluation.docfigures import plot_figures, render_figure
@@ -118,6 +119,23 @@ def test_the_floor_is_read_per_regime_and_never_invented(tmp_path: Path) -> None
     assert "kernel, BBR v1 pacing MRAE 0.0123 [0.0110, 0.0135] over 20 trials. Not measured yet: fluid, CUBIC." in text
     (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(_doc()))
     assert "Not measured yet: fluid, CUBIC; kernel, BBR v1." in render_figure("readme-decision", tmp_path)
+
+
+def test_a_run_made_before_the_rules_marks_its_column_provisional(tmp_path: Path) -> None:
+    """A column from a run whose plan carries no validity rule (it predates per-trial targets and
+    validity) is named provisional under the table, with the run and its date; one under the rule is not."""
+    rows = [{**r, "run": "fluid-a" if r["plant"] == "fluid" else "netns-b"} for r in _doc()["rows"]]
+    runs = [{"run": "fluid-a", "plan": {"validity": {"max_cpu_pressure": 0.3}}, "generated": "2026-12-06 12:06:09 UTC"},
+            {"run": "netns-b", "plan": {"trials": 24}, "generated": "2026-12-02 02:11:30 UTC"}]
+    doc = {**_doc(), "rows": rows, "runs": runs}
+    assert provisional_runs(doc) == [{"label": "kernel, BBR v1", "runs": "`netns-b` of 2026-12-02"}]
+    (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(doc))
+    text = render_figure("readme-decision", tmp_path)
+    assert "being redone under them (`scripts/kernel_campaign.sh`): kernel, BBR v1 (`netns-b` of 2026-12-02)." in text
+    runs[1]["plan"] = {"validity": {"max_cpu_pressure": 0.3}}
+    (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps({**doc, "runs": runs}))
+    assert provisional_runs({**doc, "runs": runs}) == [] and "Provisional" not in render_figure("readme-decision", tmp_path)
 
 
 def _config_doc(p_alone: float, gain: float, short_pct: float | None, short_p: float | None) -> dict[str, object]:

@@ -86,6 +86,8 @@ CLASSES: dict[str, tuple[str, str] | tuple[str, str, list[str]]] = {
     "--out reports/leaderboard/fluid-paper-cubic-floor": (AFTER, "writes into the repository's reports/leaderboard/ (a checkout's folder)"),
     "scidmz leaderboard testbed --plant netns --policies trivial,pi,pacing,mlc --trials 10 --fct-trials 8 "
     "--out reports/leaderboard-recheck/netns-testbed-cubic --resume": (ROOT_, "the netns testbed, hours"),
+    "scidmz leaderboard --out reports/leaderboard-recheck/netns-testbed-cubic --recheck "
+    "reports/leaderboard/netns-testbed-cubic": (AFTER, "the re-check line's run, finished"),
     # docs/operations.md: the kernel MLC report from the kernel leaderboard's units
     "scidmz reproduce mlc --evaluation-from reports/leaderboard/netns-testbed-cubic --out reports/mlc-netns":
         (AFTER, "needs a finished kernel leaderboard run of the shipped model"),

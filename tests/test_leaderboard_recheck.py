@@ -1,10 +1,9 @@
 """A re-check run paired trial by trial with the run it re-checks (evaluation.leaderboard.recheck),
-and the README region rendered from it (docfigures ``leaderboard-recheck``)."""
+and its page (``scidmz leaderboard --out AGAIN --recheck FIRST``)."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -126,54 +125,48 @@ def test_unfinished_recheck_and_unpaired_plans(tmp_path: Path) -> None:
         recheck_context(a, b)
 
 
-def test_readme_region_renders_from_the_recheck(tmp_path: Path) -> None:
-    from scidmz.evaluation.docfigures import RECHECK, Missing, render_figure
+def test_the_cli_writes_the_recheck_page_and_refuses_a_run_option(tmp_path: Path, capsys) -> None:
+    from scidmz.cli import main
 
-    root = tmp_path / "repo"
-    with pytest.raises(Missing):
-        render_figure("leaderboard-recheck", root)
-    a, b = _runs(tmp_path / "runs")
-    for src, rel in zip((a, b), RECHECK, strict=True):
-        shutil.copytree(src, root / rel)
-    text = render_figure("leaderboard-recheck", root)
-    assert "Re-checked with the fix" in text and "| mrae | pacing |" in text and "8 MRAE, 8 FCT trials" in text
-    assert "against the trivial TBF, held: pacing's MRAE" in text and "against the trivial TBF, moved: none." in text
-    (root / RECHECK[1] / "results.json").write_text(json.dumps({"complete": False, "units_left": 3}))
-    assert "3 trial units left" in render_figure("leaderboard-recheck", root)
-
-
-def _mlc_repo(tmp: Path, mlc_mrae: float | None) -> Path:
-    """A repo with reports/mlc-netns and, unless ``mlc_mrae`` is None, a finished re-check in which
-    mlc's MRAE is ``mlc_mrae`` (+ 0.001 per trial) in each of 8 trials."""
-    from scidmz.evaluation.docfigures import RECHECK
-
-    root = tmp / "repo"
-    (root / "reports/mlc-netns").mkdir(parents=True)
-    shutil.copy(Path(__file__).resolve().parents[1] / "reports/mlc-netns/results.json", root / "reports/mlc-netns")
-    if mlc_mrae is None:
-        return root
-    a, b = _runs(tmp / "runs")
-    for d, rel in zip((a, b), RECHECK, strict=True):
-        lines = [json.loads(x) for x in (d / "ledger.jsonl").read_text().splitlines() if x.endswith("}")]
-        lines[0]["policies"]["mlc"] = {"kind": "rate", "files": {}}
-        if d == b:
-            lines += [_unit("mrae", "mlc", i, mlc_mrae + 0.001 * i) for i in range(8)]
-            for r in lines[1:]:
-                r["starved_periods"] = 0  # all 8 trials valid: a lead can reach p < 0.05 after Holm
-        shutil.copytree(d, root / rel)
-        (root / rel / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
-    return root
+    a, b = _runs(tmp_path)
+    before = {p.name: p.read_bytes() for d in (a, b) for p in d.iterdir()}
+    assert main(["leaderboard", "--out", str(b), "--recheck", str(a)]) == 0
+    page = (b / "recheck.md").read_text()
+    assert page.startswith(f"# Re-check of `{a}` by `{b}`")
+    assert "Re-checked on the same seeds (trivial, pacing; 8 MRAE, 8 FCT trials)" in page and "| mrae | pacing |" in page
+    assert "against the trivial TBF, held: pacing's MRAE" in page and "against the trivial TBF, moved: none." in page
+    # the two runs are only read
+    assert {p.name: p.read_bytes() for d in (a, b) for p in d.iterdir() if p.name != "recheck.md"} == before
+    (b / "results.json").write_text(json.dumps({"complete": False, "units_left": 3}))
+    assert main(["leaderboard", "--out", str(b), "--recheck", str(a)]) == 0
+    assert "unfinished: 3 trial units left" in (b / "recheck.md").read_text()
+    capsys.readouterr()
+    for argv, why in ((["--trials", "4"], "--trials does nothing with --recheck"),
+                      (["--merge"], "--recheck does nothing with --merge"),
+                      ([], f"{tmp_path / 'none' / 'ledger.jsonl'}: no such ledger")):
+        first = str(tmp_path / "none") if not argv else str(a)
+        assert main(["leaderboard", "--out", str(b), "--recheck", first, *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and why in err, err
 
 
-def test_readme_mlc_sentence_gains_the_rechecks_standing_once_it_finishes(tmp_path: Path) -> None:
+def test_readme_mlc_sentence_says_whose_trials_it_read(tmp_path: Path) -> None:
+    """The README's MLC sentence says whether its evaluation is a kernel leaderboard run's (tuning kept
+    apart from those trials) or the chain's own (tuning and testing on the same trials)."""
     from scidmz.evaluation.docfigures import render_figure
 
-    assert "delay-stage fix" not in render_figure("readme-mlc-netns", _mlc_repo(tmp_path / "none", None))
-    # trivial's MRAE is about 0.10: mlc at 0.060-0.067 is lower in every pair, at 0.099-0.106 it is not.
-    lead = render_figure("readme-mlc-netns", _mlc_repo(tmp_path / "lead", 0.06))
-    tie = render_figure("readme-mlc-netns", _mlc_repo(tmp_path / "tie", 0.099))
-    assert "delay-stage fix" in lead and "over 8 paired trials" in lead and "(Holm-corrected): a significant lead." in lead
-    assert "(Holm-corrected): not a significant lead" in tie
+    root = tmp_path / "repo"
+    (root / "reports/mlc-netns").mkdir(parents=True)
+    doc = json.loads((Path(__file__).resolve().parents[1] / "reports/mlc-netns/results.json").read_text())
+    doc["sections"]["cubic"].pop("evaluation_from", None)
+    (root / "reports/mlc-netns/results.json").write_text(json.dumps(doc))
+    own = render_figure("readme-mlc-netns", root)
+    assert "That evaluation is the chain's own" in own and "leaderboard's own" not in own
+    doc["sections"]["cubic"]["evaluation_from"] = {"run": "reports/leaderboard/netns-testbed-cubic"}
+    (root / "reports/mlc-netns/results.json").write_text(json.dumps(doc))
+    lead = render_figure("readme-mlc-netns", root)
+    assert "the kernel leaderboard's own (`reports/leaderboard/netns-testbed-cubic`)" in lead
+    assert "chain's own" not in lead
 
 
 def _with_targets(d: Path, targets: dict[str, list[str]] | None, mean_target: float | None = None) -> None:

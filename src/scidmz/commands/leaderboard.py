@@ -76,6 +76,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--merge", action="store_true",
                    help="merge the runs in --out's subfolders (--out/*/results.json) into --out/results.json and "
                         "--out/report.md; run nothing")
+    p.add_argument("--recheck", default=None, metavar="FIRST",
+                   help="compare the run in --out, a re-check after a fix, with FIRST, an earlier run of the same "
+                        "plan, trial by trial: writes --out/recheck.md; runs nothing (docs/leaderboard.md)")
     add_seed_arg(p, what="trial i uses seed S + i")
     add_policy_file_args(p)
     p.add_argument("--max-starved", type=float, default=None,
@@ -101,9 +104,10 @@ def _rules(p: argparse.ArgumentParser) -> dict[str, tuple[Needs, ...]]:
     and ignore --render-only); --allow-drift goes with --resume; --NAME-FILE with a run of NAME."""
     not_merge = Needs(lambda a: not a.merge, "does nothing with --merge (it runs nothing)")
     not_render = Needs(lambda a: not a.render_only, "does nothing with --render-only (it runs nothing)")
+    not_recheck = Needs(lambda a: a.recheck is None, "does nothing with --recheck (it runs nothing)")
     rules: dict[str, tuple[Needs, ...]] = {
-        a.dest: (not_merge, not_render) for a in p._actions if a.dest not in ("help", "func", *_ALWAYS)}
-    rules.update({k: () for k in _ALWAYS}, merge=(), render_only=(not_merge,))
+        a.dest: (not_merge, not_render, not_recheck) for a in p._actions if a.dest not in ("help", "func", *_ALWAYS)}
+    rules.update({k: () for k in _ALWAYS}, merge=(), render_only=(not_merge,), recheck=(not_merge, not_render))
     rules["allow_drift"] += (Needs(lambda a: a.resume, "goes with --resume (it lets a resumed run cross a "
                                                       "code or kernel change)"),)
     rules["fct_trials"] += (Needs(lambda a: a.experiments is None or bool({"all", "fct", "utilization"} & {
@@ -174,6 +178,8 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
             files = write_merged(a.out, command)
         emit({"out": a.out, **files}, a.json, f"merged: {files['report']}")
         return 0
+    if a.recheck is not None:
+        return _recheck(a)
     if a.render_only:
         from ..evaluation.leaderboard.run import render_only
 
@@ -182,6 +188,20 @@ def cmd_leaderboard(a: argparse.Namespace) -> int:
         return 0
     res, human = _run(a, command)
     emit(res, a.json, human)
+    return 0
+
+
+def _recheck(a: argparse.Namespace) -> int:
+    """``--out AGAIN --recheck FIRST``: the re-check's page, written in AGAIN's folder while it is owned
+    (a run cannot write it meanwhile); FIRST is only read."""
+    from ..evaluation.leaderboard.recheck import RECHECK_NAME, write_recheck
+    from ..fileio import own_folder
+
+    with own_folder(a.out, "--out", [RECHECK_NAME], create=False) as folder:
+        if folder is None:
+            raise ValueError(f"--out {a.out}: no such run folder (the re-check's run)")
+        page = write_recheck(a.recheck, a.out)
+    emit({"out": a.out, "recheck": str(page)}, a.json, f"re-check written: {page}")
     return 0
 
 

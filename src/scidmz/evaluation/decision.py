@@ -44,7 +44,7 @@ from .verdict import (
 )
 
 __all__ = ["PLACES", "COLUMN_LABELS", "decision_table", "mlc_standing", "tradeoff_points", "regime_label", "floors",
-           "configuration_answers"]
+           "configuration_answers", "provisional_runs"]
 
 #: Where an admin can act, as the decision table names its rows (policy kind -> words).
 PLACES = (("host", "the DTN host"), ("rate", "the campus uplink only"), ("queue", "the border router's queues"),
@@ -166,6 +166,22 @@ def floors(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     for f in doc.get("floors") or []:
         by.setdefault((str(f.get("plant")), str(f.get("cca"))), f)
     return [{"label": regime_label(p, c), "floor": by.get((p, c))} for p, c in _regimes(doc.get("rows") or [])]
+
+
+def provisional_runs(doc: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Per regime of the decision table, in its column order: ``{label, runs}`` for each regime with rows
+    from a run whose plan carries no validity rule (``runs``: those runs and when each was made). Such a
+    run predates the rules the table is now computed under (per-trial targets, validity judged per trial
+    before the outcome, policies interleaved within a trial), so its column is provisional."""
+    legacy = {str(r.get("run")): str(r.get("generated", "")) for r in doc.get("runs") or []
+              if "validity" not in (r.get("plan") or {})}
+    out = []
+    for (plant, cca), exps in _regimes(doc.get("rows") or []).items():
+        runs = dict.fromkeys(str(r.get("run")) for rs in exps.values() for r in rs if str(r.get("run")) in legacy)
+        if runs:
+            out.append({"label": regime_label(plant, cca),
+                        "runs": ", ".join(f"`{n}` of {legacy[n][:10] or 'an unknown date'}" for n in runs)})
+    return out
 
 
 def configuration_answers(doc: Mapping[str, Any]) -> list[dict[str, str]]:

@@ -183,15 +183,13 @@ def _by(rows: list[dict[str, Any]], cca: str, exp: str) -> dict[str, Any]:
 
 
 def _readme(root: Path) -> dict[str, Any]:
-    rows = _mlc_rows(_load(root, "reports/mlc-netns/results.json")["sections"])
-    ctx = {"mrae": _by(rows, "CUBIC", "mrae"), "fct": _by(rows, "CUBIC", "fct"), "util": _by(rows, "CUBIC", "utilization")}
-    # That run predates the delay-stage fix (docs/testbed.md): the README sets the re-check on the
-    # fixed stage beside it once the re-check has finished.
-    try:
-        again = _recheck(root)
-    except Missing:
-        return ctx
-    return {**ctx, "recheck": (again.get("again_vs_trivial") or {}).get("mrae/mlc") if again.get("complete") else None}
+    doc = _load(root, "reports/mlc-netns/results.json")
+    rows = _mlc_rows(doc["sections"])
+    # Laid out from a kernel leaderboard run (`reproduce mlc --evaluation-from`), or the chain's own
+    # evaluation: the README says which, since only the first keeps tuning apart from testing.
+    source = (doc["sections"].get("cubic") or {}).get("evaluation_from")
+    return {"mrae": _by(rows, "CUBIC", "mrae"), "fct": _by(rows, "CUBIC", "fct"),
+            "util": _by(rows, "CUBIC", "utilization"), "source": source}
 
 
 def _band(root: Path) -> dict[str, Any]:
@@ -442,22 +440,14 @@ def _best_by_limiter(configs: list[dict[str, Any]]) -> dict[str, dict[str, float
     return out
 
 
-#: The kernel CUBIC run and its re-check with the fixed delay stage (README's caveat).
-RECHECK = ("reports/leaderboard/netns-testbed-cubic", "reports/leaderboard-recheck/netns-testbed-cubic")
-
-
-def _recheck(root: Path) -> dict[str, Any]:
-    from .leaderboard.recheck import recheck_context
-
-    first, again = RECHECK
-    if not (root / again / "results.json").is_file():
-        raise Missing(f"{again}/results.json not found")
-    src = [f"{again}/results.json", f"{again}/ledger.jsonl", f"{first}/ledger.jsonl"]
-    return {"src": src, **recheck_context(root / first, root / again)}
-
-
 def _decision(root: Path) -> dict[str, Any]:
-    from .decision import configuration_answers, decision_table, floors, mlc_standing
+    from .decision import (
+        configuration_answers,
+        decision_table,
+        floors,
+        mlc_standing,
+        provisional_runs,
+    )
 
     rel = "reports/leaderboard/results.json"
     doc = _load(root, rel)
@@ -466,7 +456,8 @@ def _decision(root: Path) -> dict[str, Any]:
     figs = [{"label": g["label"], "png": f"{TRADEOFF_DIR}/{_tradeoff_name(g)}"} for g in tradeoff_points(doc)]
     return {"src": rel, "table": decision_table(doc), "mlc": mlc_standing(doc), "figures": figs,
             "holm": doc.get("holm") or {"tests": "the"}, "pending": doc.get("incomplete_runs") or [],
-            "floors": floors(doc), "configurations": configuration_answers(doc)}
+            "floors": floors(doc), "configurations": configuration_answers(doc),
+            "provisional": provisional_runs(doc)}
 
 
 #: Where the plots pass draws the trade-off figures (under the repository root; docs/results.md links them).
@@ -533,5 +524,4 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "validity-signals": _validity,
     "leaderboard": _leaderboard,
     "saturator": _saturator,
-    "leaderboard-recheck": _recheck,
 }

@@ -9,10 +9,11 @@ differ are not compared trial by trial (the re-check then stands as a run of its
 to the re-check, its bootstrap 95 % interval and a raw Wilcoxon p (one planned test per
 row, uncorrected; it asks "did this policy's numbers move?", not which policy is best).
 
-Ours: the kernel CUBIC run of the leaderboard ran on a delay stage that held some ACKs too
-little (docs/testbed.md); re-running all of it is a whole day of testbed time, so the
-re-check runs the policies whose verdict matters most on fewer trials, and this comparison
-says whether their numbers and the verdict among them held. Trials left out of the
+Ours: a re-check runs the policies whose verdict matters most on fewer trials (re-running a
+whole kernel run is a day of testbed time; the first use was the kernel CUBIC run whose delay
+stage held some ACKs too little, docs/testbed.md), and this comparison says whether their
+numbers and the verdict among them held. ``scidmz leaderboard --out AGAIN --recheck FIRST``
+writes it to ``AGAIN/recheck.md`` (``write_recheck``). Trials left out of the
 statistics (by each run's validity rule, ``validity``; a ledger of the legacy rule: a trial in
 which any policy's unit had a starved share over ``max_starved``) are left out here too, for
 every policy, on either side, and a re-run trial counts with its last valid run.
@@ -34,7 +35,11 @@ from .plan import EXPERIMENTS, METRICS, unit_of
 from .results import DEFAULT_MAX_STARVED, build_rows, fct_ideal_of, unit_value
 from .validity import LegacyStarvation, ValidityRule, rule_of, select_runs
 
-__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "target_mismatch", "recheck_context", "standing"]
+__all__ = ["read_ledger", "recheck_rows", "check_same_plan", "target_mismatch", "recheck_context", "standing",
+           "write_recheck", "RECHECK_NAME"]
+
+#: The re-check's page, in the re-check's folder.
+RECHECK_NAME = "recheck.md"
 
 
 def read_ledger(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -177,12 +182,12 @@ def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, An
     return out
 
 
-#: What ``recheck_context`` keeps of each re-check row for other figures (the README's MLC sentence).
+#: What ``recheck_context`` keeps of each re-check row against the trivial TBF (for other pages).
 _VS_TRIVIAL = ("trials", "mean", "vs_trivial_pct", "vs_trivial_ci95", "vs_trivial_loo_pct", "p_vs_trivial")
 
 
 def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """What the README says of a re-check (``docs/leaderboard-recheck.md.j2``): whether it finished, the
+    """What a re-check's page says (``leaderboard_recheck.md.j2``): whether it finished, the
     per-policy rows (``recheck_rows``), and the verdict among its policies from the first run and from
     the re-check, both on the trials the re-check ran; ``standing`` (``standing``) and the re-check's own
     rows against the trivial TBF (``again_vs_trivial``, keyed "experiment/policy")."""
@@ -226,3 +231,13 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
             "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {**{k: r.get(k) for k in _VS_TRIVIAL},
                                                                      "lead": leads_trivial(r),
                                                                      "one_trial": one_trial_decides(r)} for r in own}}
+
+
+def write_recheck(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> Path:
+    """Render the re-check in ``again_dir`` against the run in ``first_dir`` (``recheck_context``) to
+    ``again_dir/recheck.md``, atomically; neither run's ledger or results are written."""
+    from ..render import render, write_report
+
+    ctx = recheck_context(first_dir, again_dir)
+    text = render("leaderboard_recheck.md.j2", again_dir, first_dir=str(first_dir), again_dir=str(again_dir), **ctx)
+    return write_report(text, again_dir, RECHECK_NAME)
