@@ -182,15 +182,11 @@ def standing(first: Sequence[Mapping[str, Any]], again: Sequence[Mapping[str, An
     return out
 
 
-#: What ``recheck_context`` keeps of each re-check row against the trivial TBF (for other pages).
-_VS_TRIVIAL = ("trials", "mean", "vs_trivial_pct", "vs_trivial_ci95", "vs_trivial_loo_pct", "p_vs_trivial")
-
-
 def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """What a re-check's page says (``leaderboard_recheck.md.j2``): whether it finished, the
     per-policy rows (``recheck_rows``), and the verdict among its policies from the first run and from
-    the re-check, both on the trials the re-check ran; ``standing`` (``standing``) and the re-check's own
-    rows against the trivial TBF (``again_vs_trivial``, keyed "experiment/policy")."""
+    the re-check, both on the trials the re-check ran, and ``standing`` (``standing``); for trial kinds
+    whose targets differ, the re-check's own verdict on its own trials (``again_own``)."""
     from ..results import read_results
 
     doc = read_results(Path(again_dir) / "results.json", "scidmz leaderboard")
@@ -210,8 +206,6 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
     trials = {}
     for u in u2:
         trials.setdefault(str(u["unit"]), set()).add(int(u["trial"]))
-    from ..verdict import leads_trivial, one_trial_decides
-
     ideal = fct_ideal_of(doc)
     # Trial kinds whose targets differ between the runs are not the first run's trials: no
     # trial-by-trial comparison of them; the re-check's own rows against the trivial TBF stand.
@@ -227,10 +221,7 @@ def recheck_context(first_dir: str | os.PathLike[str], again_dir: str | os.PathL
                           for e in exps if unit_of(e) in unpaired},
             "rows": recheck_rows(u1, u2, policies, paired, rule_of(h1, max_starved), int(h2["plan"].get("seed", 0)),
                                  rule_of(h2, max_starved)),
-            "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2),
-            "again_vs_trivial": {f"{r['experiment']}/{r['policy']}": {**{k: r.get(k) for k in _VS_TRIVIAL},
-                                                                     "lead": leads_trivial(r),
-                                                                     "one_trial": one_trial_decides(r)} for r in own}}
+            "first": _verdict(rows1, ideal), "again": _verdict(rows2, ideal), "standing": standing(rows1, rows2)}
 
 
 def write_recheck(first_dir: str | os.PathLike[str], again_dir: str | os.PathLike[str]) -> Path:
