@@ -162,3 +162,73 @@ def test_process_pool_works_after_openmp_started_in_the_parent(tmp_path) -> None
     script.write_text(code)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and int(r.stdout.strip().splitlines()[-1]) > 0, r.stderr[-2000:]
+
+
+_BUSY_POOL = (
+    "import sys, time\n"
+    "from scidmz.executors import open_executor\n"
+    "if __name__ == '__main__':\n"
+    "    with open_executor('processes:2') as ex:\n"
+    "        futs = [ex.submit(time.sleep, 600) for _ in range(4)]\n"
+    "        while len(ex._processes) < 2:\n"
+    "            time.sleep(0.05)\n"
+    "        print(' '.join(map(str, ex._processes)), flush=True)\n"
+    "        futs[0].result()\n"
+)
+
+
+def _alive(pid: int) -> bool:
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def _wait_gone(pids: list[int], within: float) -> list[int]:
+    import time
+
+    end = time.monotonic() + within
+    while time.monotonic() < end and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if _alive(p)]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_a_stopped_process_pool_leaves_no_worker_computing(tmp_path, sig) -> None:
+    """The saturator study, stopped mid-generation, kept its GA workers computing: Ctrl-C waited for
+    the running chunks, and after SIGTERM a worker ran on, orphaned. A pool whose owner is
+    interrupted or killed ends its workers at once (the chunks here would take 10 min)."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "busy_pool.py"
+    script.write_text(_BUSY_POOL)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        assert len(workers) == 2, proc.stderr.read()
+        proc.send_signal(getattr(signal, sig))
+        rc = proc.wait(timeout=60)  # well before a chunk (600 s) could finish
+        assert rc != 0
+        assert _wait_gone(workers, within=30) == []
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_error_in_the_with_block_does_not_wait_for_running_chunks() -> None:
+    import time
+
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="boom"):
+        with open_executor("processes:2") as ex:
+            futs = [ex.submit(time.sleep, 600) for _ in range(2)]
+            while not all(f.running() for f in futs):
+                time.sleep(0.05)
+            workers = list(ex._processes)
+            raise RuntimeError("boom")
+    assert time.monotonic() - t0 < 60  # not the 600 s a chunk takes
+    assert _wait_gone(workers, within=10) == []

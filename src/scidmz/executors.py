@@ -21,6 +21,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import select
+import signal
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -31,6 +35,56 @@ __all__ = ["parse_executor", "open_executor", "executor_width", "ExecutorSpec"]
 
 # how long to wait for a Dask scheduler before giving up with one line
 DASK_CONNECT_TIMEOUT = 10.0
+# how long a terminated pool worker gets before SIGKILL
+WORKER_GRACE = 2.0
+
+
+def _pool_worker_init(owner: int) -> None:
+    """A pool worker ignores Ctrl-C (its owner alone decides, and ends it) and ends when its owner
+    does, even on SIGTERM or SIGKILL, so a study stopped mid-generation leaves no worker computing an
+    orphaned chunk. PR_SET_PDEATHSIG cannot do it: a forkserver worker's parent is the forkserver,
+    which the workers themselves keep alive (they hold its liveness pipe)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_exit_with, args=(owner,), daemon=True, name="scidmz-owner-watch").start()
+
+
+def _exit_with(owner: int) -> None:
+    """Block until process ``owner`` ends (a pidfd turns readable), then end this process at once."""
+    try:
+        fd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        os._exit(1)
+    except OSError:  # no pidfd (Linux < 5.3): look once a second
+        while _exists(owner):
+            time.sleep(1.0)
+        os._exit(1)
+    select.select([fd], [], [])
+    os._exit(1)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _end_workers_now(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool at once: cancel what is queued and terminate the running chunks instead of
+    waiting for them (``shutdown`` alone waits; Python 3.14's ``terminate_workers`` does this)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # stdlib's own record of its workers
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(WORKER_GRACE)
+        if p.is_alive():
+            p.kill()
+            p.join(WORKER_GRACE)
 
 
 class ExecutorSpec(tuple):
@@ -87,9 +141,13 @@ def open_executor(spec: ExecutorSpec | str | None) -> Iterator[Executor | None]:
         # forkserver, not fork: a fork from a process whose OpenMP runtime already started (the fluid
         # plant's numba cores) kills the child ("fork() called from a process already using GNU
         # OpenMP"), which broke the pool of a GA run after evaluation trials in the same process.
-        pool = ProcessPoolExecutor(max_workers=spec.arg, mp_context=multiprocessing.get_context("forkserver"))
+        pool = ProcessPoolExecutor(max_workers=spec.arg, mp_context=multiprocessing.get_context("forkserver"),
+                                   initializer=_pool_worker_init, initargs=(os.getpid(),))
         try:
             yield pool
+        except BaseException:  # Ctrl-C, SIGTERM turned into SystemExit, an error: do not wait for running chunks
+            _end_workers_now(pool)
+            raise
         finally:
             pool.shutdown(cancel_futures=True)
         return
