@@ -452,8 +452,10 @@ def _own_folders(hold: contextlib.ExitStack, a: argparse.Namespace, doc: dict[st
     (``fileio.own_folder``: a second study on it is refused with one line). ``--out`` is a file
     (replaced atomically, as every result file) whose folder is the user's, not the run's: owning
     it would put every file below it, the models given with --from included, under the run's rules."""
-    from scidmz.fileio import ensure_dir, own_folder
+    from scidmz.fileio import check_output_file, ensure_dir, own_folder
 
+    if a.out:  # refused now, not after hours of work (a study once finished into a missing folder)
+        check_output_file(a.out, "--out")
     if not a.work:
         return Path(hold.enter_context(tempfile.TemporaryDirectory(prefix="scidmz-saturator-")))
     work = ensure_dir(a.work, "--work", parents=True)

@@ -269,9 +269,13 @@ def test_saturator_benchmark_runs_and_refuses_bad_input(tmp_path) -> None:
                       (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "1"], ">= 2"),
                       # selection on (some of) the trials it is judged on: refused before any work
                       (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--trials", "4", "--select-seed", "3"],
-                       "the selection seeds [3, 7) overlap the evaluation seeds [0, 4) at seed 3")):
+                       "the selection seeds [3, 7) overlap the evaluation seeds [0, 4) at seed 3"),
+                      # an --out it could not write: refused before any work (it once finished 70 min into it)
+                      (["--from", str(tmp_path / "repro"), "--cca", "cubic", "--work", str(tmp_path / "w2"),
+                        "--out", str(tmp_path / "absent" / "results.json")], "directory " + str(tmp_path / "absent"))):
         r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and msg in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not (tmp_path / "w2").exists()
 
 
 def test_saturator_work_dir_takes_a_later_cca_and_refuses_another_model(tmp_path) -> None:
