@@ -21,13 +21,13 @@
 # alone on the regime's MRAE plan (docs/leaderboard.md, "The floor"). A floor needs code with the
 # probe host (plant/netns/spec.py, PROBE_OCTET): before it, a floor's probe came from the DTN and
 # judged every trial invalid, so such code stops there with one line. Every run after the kernel
-# CUBIC one judges a unit's delay-stage lateness by 0.15 ms, not 0.5 ms (campaign/README.md says
-# why; fixed before the kernel BBR v1 run's first trial).
+# CUBIC one judges a unit's delay-stage lateness by 0.3 ms, not 0.5 ms, and its CPU pressure by
+# 0.6, not 0.30 (campaign/README.md says why; fixed before the kernel BBR v1 run's first trial).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LB=reports/leaderboard
 CAMP=campaign
-TIGHT="--set plan.max_stage_late=0.15ms"
+TIGHT="--set plan.max_stage_late=0.3ms --set plan.max_cpu_pressure=0.6"
 STEPS=(
   # ~7 h: 8 policies x (20 MRAE x 124 s + 10 FCT x ~75 s)
   "netns-testbed-cubic|--trials 20 --fct-trials 10"

@@ -50,9 +50,10 @@ def test_each_step_says_where_it_stands(tmp_path: Path) -> None:
                      "netns-testbed-bbr-short": "new", "netns-testbed-cubic-floor": "new",
                      "netns-testbed-bbr-floor": "new"}
     assert "--out reports/leaderboard/netns-testbed-cubic\n" in out.stdout
-    assert ("--set dtn.cca=bbr --set plan.max_stage_late=0.15ms --experiments short --trials 10 "
-            "--out campaign/netns-testbed-bbr-short") in out.stdout
-    assert out.stdout.count("plan.max_stage_late=0.15ms") == 5  # every run after the kernel CUBIC one
+    assert ("--set dtn.cca=bbr --set plan.max_stage_late=0.3ms --set plan.max_cpu_pressure=0.6 --experiments short "
+            "--trials 10 --out campaign/netns-testbed-bbr-short") in out.stdout
+    for bound in ("plan.max_stage_late=0.3ms", "plan.max_cpu_pressure=0.6"):
+        assert out.stdout.count(bound) == 5  # every run after the kernel CUBIC one
 
 
 # A stand-in for ``python3 -m scidmz.cli``: records its argv, and leaves in --out what the leaderboard
