@@ -22,7 +22,7 @@
 # probe host (plant/netns/spec.py, PROBE_OCTET): before it, a floor's probe came from the DTN and
 # judged every trial invalid, so such code stops there with one line. Every run after the kernel
 # CUBIC one judges a unit's delay-stage lateness by 0.3 ms, not 0.5 ms, and its CPU pressure by
-# 0.6, not 0.30 (campaign/README.md says why; fixed before the kernel BBR v1 run's first trial).
+# 0.6, not 0.30 (campaign/README.md says why; fixed before the kernel BBR v1 run's first counted trial).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LB=reports/leaderboard

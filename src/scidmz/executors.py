@@ -145,7 +145,7 @@ def open_executor(spec: ExecutorSpec | str | None) -> Iterator[Executor | None]:
                                    initializer=_pool_worker_init, initargs=(os.getpid(),))
         try:
             yield pool
-        except BaseException:  # Ctrl-C, SIGTERM turned into SystemExit, an error: do not wait for running chunks
+        except BaseException:  # Ctrl-C, an error, a SystemExit: do not wait for the running chunks
             _end_workers_now(pool)
             raise
         finally:
