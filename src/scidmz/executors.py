@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
+from .records import pid_exists
+
 __all__ = ["parse_executor", "open_executor", "executor_width", "ExecutorSpec"]
 
 # how long to wait for a Dask scheduler before giving up with one line
@@ -55,21 +57,11 @@ def _exit_with(owner: int) -> None:
     except ProcessLookupError:
         os._exit(1)
     except OSError:  # no pidfd (Linux < 5.3): look once a second
-        while _exists(owner):
+        while pid_exists(owner):
             time.sleep(1.0)
         os._exit(1)
     select.select([fd], [], [])
     os._exit(1)
-
-
-def _exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _end_workers_now(pool: ProcessPoolExecutor) -> None:
