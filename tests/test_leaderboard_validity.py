@@ -226,6 +226,11 @@ def test_the_outcome_is_never_consulted() -> None:
     assert unit_breaks({"validity": {**QUIET, "stage_late_mean_s": 2e-3, "probe_service": 0.6}}, rule) == [
         "stage_late_mean_s 2.00 ms > 0.5 ms", "probe_service 0.600 < 0.9"]
     assert unit_breaks({"validity": {"cpu_pressure": None, "stage_late_mean_s": None}}, rule) == []  # unread
+    # ... but a stage that released nothing over a unit that ran was not serving (a torn-down testbed)
+    dead = {**QUIET, "stage_late_mean_s": None, "stage_frames": 0.0, "measured_s": 121.5}
+    assert unit_breaks({"validity": dead}, rule) == [
+        "stage_frames 0: the delay stage released nothing (the testbed was not serving)"]
+    assert unit_breaks({"validity": {**dead, "stage_frames": 3.0}}, rule) == []
     head = _head(validity=rule.to_dict())
     units = [{"unit": "mrae", "policy": p, "trial": i, "metrics": {"mrae": v}, "periods": 100, "starved_periods": 0,
               "validity": QUIET} for i in range(4) for p, v in (("trivial", 0.1), ("pi", 0.05))]

@@ -16,13 +16,17 @@ cpu_pressure        share of the unit's wall time in which a runnable task    > 
                     stand-in, said so in the ledger)
 stage_late_mean_s   the delay stage's mean lateness per released frame over   > ``max_stage_late``
                     the unit (its own ``late_sum_s`` / ``tx`` counters)
+stage_frames        the frames the delay stage released over the unit         0 (none at all)
 probe_service       a calibration probe before the unit: bytes the            < ``min_probe_service``
                     bottleneck sent while a fixed, unpaced sender saturated
                     it, over B_max x the window
 ==================  ========================================================  ================
 
 A unit's line holds them under ``validity``; a signal its source could not read is
-``None`` and is not judged (a unit with no ``validity`` at all, as on the fluid plant,
+``None`` and is not judged, except that a stage which released no frame at all over a unit was not
+serving: every path of the testbed runs through it, so nothing measured there was the link
+(ours; on 2026-12-07 a lost Ctrl-C tore a testbed down mid-unit, the unit was recorded with
+``stage_frames`` 0 and lateness ``None``, and nothing judged it). A unit with no ``validity`` at all, as on the fluid plant,
 which is deterministic and records none, is valid). If any unit of trial i breaks the
 rule, trial i is invalid for EVERY policy, and it is run again, all policies, with the
 same seed and target (a function of the plan's seed and i); the re-run's lines carry
@@ -107,6 +111,8 @@ class ValidityRule:
             out.append(f"cpu_pressure {s['cpu_pressure']:.2f} > {self.max_cpu_pressure:g}")
         if _num(s.get("stage_late_mean_s")) and s["stage_late_mean_s"] > self.max_stage_late:
             out.append(f"stage_late_mean_s {s['stage_late_mean_s'] * 1e3:.2f} ms > {self.max_stage_late * 1e3:g} ms")
+        if _num(s.get("stage_frames")) and s["stage_frames"] <= 0 and _num(s.get("measured_s")) and s["measured_s"] > 0:
+            out.append("stage_frames 0: the delay stage released nothing (the testbed was not serving)")
         if _num(s.get("probe_service")) and s["probe_service"] < self.min_probe_service:
             out.append(f"probe_service {s['probe_service']:.3f} < {self.min_probe_service:g}")
         return out

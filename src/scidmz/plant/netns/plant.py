@@ -453,6 +453,7 @@ class NetnsPlant:
         t = self._k * self.period
         deadline = self._t0 + t
         woke_late = self._wait_until(deadline)
+        self._tb.raise_if_interrupted()  # never measure a testbed a lost Ctrl-C tore down
         st = self._tel.sample(t)
         # The DTN starts at the first period boundary at or after dtn.start.
         self._maybe_start_dtn(t)

@@ -105,6 +105,7 @@ class Testbed:
         self.ovs: Any = None
         self._stage: subprocess.Popen | None = None
         self._old_handlers: dict[int, Any] = {}
+        self._interrupted: int | None = None  # the signal that tore this testbed down (raise_if_interrupted)
         self._lock = threading.Lock()
         self._is_up = False
 
@@ -135,6 +136,7 @@ class Testbed:
         if self._is_up:
             return self
         self.record = Record.create(self.prefix)
+        self._interrupted = None
         self._install_handlers()
         atexit.register(self.down)
         try:
@@ -198,6 +200,7 @@ class Testbed:
                 # A forked helper (pyroute2 forks to open sockets in namespaces)
                 # inherits this handler; it must just die, not tear anything down.
                 os._exit(128 + signum)
+            self._interrupted = signum
             self.down()
             old = self._old_handlers.get(signum)
             if callable(old):
@@ -207,6 +210,18 @@ class Testbed:
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._old_handlers[sig] = signal.getsignal(sig)
             signal.signal(sig, handler)
+
+    def raise_if_interrupted(self) -> None:
+        """Raise again the signal that tore this testbed down, if its exception was lost.
+
+        The handler raises KeyboardInterrupt (SystemExit for SIGTERM) wherever the main thread
+        is. If that is inside a finalizer (``__del__``), Python prints "Exception ignored" and
+        goes on: on 2026-12-07 a Ctrl-C landed in an asyncio loop's ``__del__``, the testbed was
+        down, and the episode kept running for 35 s on it and was recorded as a finished unit.
+        The plant calls this every period, so a lost interrupt still ends the run there.
+        """
+        if self._interrupted is not None:
+            raise KeyboardInterrupt if self._interrupted == signal.SIGINT else SystemExit(128 + self._interrupted)
 
     def _restore_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
