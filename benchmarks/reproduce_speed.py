@@ -13,6 +13,11 @@ GA of Table 2, 100-trial evaluations, the N_s sweep) in under 15 minutes on a
 e.g. ``git archive main src | tar -x -C /tmp/old``), then with this one, each in a fresh
 process, so both meet the same machine load; prints {"before": ..., "after": ..., "speedup"}.
 The load average before and after is reported because the machine may be shared.
+
+``--executor SPEC`` (e.g. ``processes:2``): where this package's GA and fluid trials run
+(``reproduce mlc --executor``). With ``--before`` only the "after" run gets it (an older package
+may not know it), so ``--before src --executor processes:2`` times one package in-process and
+pooled. ``max_rss_mb`` is this process's alone; a pool's workers come on top.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ def main() -> None:
     ap.add_argument("--ns-trials", type=int, default=None)
     ap.add_argument("--short-trials", type=int, default=None)
     ap.add_argument("--experiments", default=None)
+    ap.add_argument("--executor", default=None, metavar="SPEC", help="local | processes[:N] | dask://HOST:PORT")
     ap.add_argument("--before", default=None, metavar="SRC",
                     help="run the same plan with the package in SRC first, then this one (module docstring)")
     a = ap.parse_args()
@@ -63,7 +69,8 @@ def main() -> None:
         out = a.out or os.path.join(tmp, "report")
         t0 = time.perf_counter()
         result, _ = reproduce_mlc(out=out, plan=plan, tracking_uri=os.path.join(tmp, "mlruns"),
-                                  command="benchmarks/reproduce_speed.py")
+                                  command="benchmarks/reproduce_speed.py",
+                                  **({"executor": a.executor} if a.executor else {}))
         wall = time.perf_counter() - t0
     stages = result["stages"]
     ga = {k: v for k, v in stages.items() if k.endswith("/tune")}
@@ -78,6 +85,7 @@ def main() -> None:
         "ga_target_s": GA_TARGET_S,
         "ga_max_s": round(max(ga.values()), 2) if ga else None,
         "cpus": os.cpu_count(),
+        "executor": a.executor or "local",
         "loadavg_before": [round(x, 2) for x in load0],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
@@ -91,20 +99,27 @@ def compare(before_src: str) -> None:
     import sys
     from pathlib import Path
 
-    args, skip = [], False
-    for x in sys.argv[1:]:
-        if not skip and not x.startswith("--before"):
-            args.append(x)
-        skip = x == "--before"
+    args = _without(sys.argv[1:], "--before")
     here = str(Path(__file__).resolve().parents[1] / "src")
     docs = {}
     for name, src in (("before", before_src), ("after", here)):
         env = {**os.environ, "PYTHONPATH": src}
-        out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=True)
+        argv = _without(args, "--executor") if name == "before" else args
+        out = subprocess.run([sys.executable, __file__, *argv], env=env, capture_output=True, text=True, check=True)
         docs[name] = json.loads(out.stdout.strip().splitlines()[-1])
         docs[name]["src"] = src
     b, f = docs["before"]["wall_s"], docs["after"]["wall_s"]
     print(json.dumps({"benchmark": "reproduce_mlc_before_after", **docs, "speedup": round(b / f, 3) if f else None}))
+
+
+def _without(argv: list[str], flag: str) -> list[str]:
+    """``argv`` without ``flag`` and its value (``--flag V`` or ``--flag=V``)."""
+    out, skip = [], False
+    for x in argv:
+        if not skip and x != flag and not x.startswith(flag + "="):
+            out.append(x)
+        skip = x == flag
+    return out
 
 
 if __name__ == "__main__":

@@ -96,7 +96,8 @@ def _paper_options(paper: str, render_only: bool) -> set[str]:
     sizes = {"identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
              "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments"}
     every = {"paper", "quick", "out", "notes", "render_only", "json"}
-    run = {"mlc": {"seed", "tracking_uri", "resume", "cca", "evaluation_from", *sizes}, "jenks": set(), "abc": {"seed"},
+    run = {"mlc": {"seed", "tracking_uri", "resume", "cca", "evaluation_from", "executor", *sizes}, "jenks": set(),
+           "abc": {"seed"},
            "ffs": {"seed"}, "disciplines-dmz": {"seed", "trials", "tracking_uri"}}[paper]
     always = {"mlc": {"plant"}, "jenks": {"netns", "keep_netns"}, "abc": {"netns", "keep_netns"},
               "ffs": {"netns", "keep_netns"}, "disciplines-dmz": set()}[paper]
@@ -142,6 +143,9 @@ def test_a_policy_file_flag_goes_with_its_policy(command: str) -> None:
     (["evaluate", "small-cubic", "--experiments", "", "--out", "lb"], "no experiment named"),
     (["reproduce", "mlc", "--quick", "--experiments", "", "--out", "lb"], "no experiment named"),
     (["reproduce", "mlc", "--render-only", "--trials", "3", "--out", "lb"], "--trials does nothing with --render"),
+    (["reproduce", "mlc", "--quick", "--executor", "threads", "--out", "lb"], "--executor must be local"),
+    (["reproduce", "mlc", "--render-only", "--executor", "local", "--out", "lb"], "--executor does nothing with"),
+    (["reproduce", "jenks", "--executor", "processes:2", "--out", "lb"], "--executor goes with reproduce mlc"),
     (["leaderboard", "small-cubic", "--plant", "hardware", "--quick", "--out", "lb"], "plays no scenario"),
     (["leaderboard", "small-cubic", "--experiments", "mrae", "--fct-trials", "3", "--out", "lb"],
      "--fct-trials sizes the fct and utilization experiments"),

@@ -58,6 +58,47 @@ def test_reproduce_quick_json(tmp_path: Path) -> None:
     assert len([m for m in metas if m.parent.parent.name != "mlruns"]) >= 8
 
 
+@pytest.mark.slow
+def test_an_executor_moves_the_wall_time_not_the_results(tmp_path: Path) -> None:
+    """`reproduce mlc --executor processes:2`: the GA's fitness chunks and the fluid trials run in a
+    pool, every trial and episode with the seed it has in-process. The gains and the trivial TBF's
+    numbers are the local run's; the MLC's are not yet (``test_an_mlc_prediction_does_not_depend_on_its_batch``)."""
+    from scidmz.evaluation.mlc.reproduce import ReproducePlan, reproduce_mlc
+
+    plan = ReproducePlan.quick().scaled(identify_duration=600, epochs=2, cv_folds=0, generations=2,
+                                        population=4, trials=4, which="mrae,fct")
+    docs = {}
+    for spec in ("local", "processes:2"):
+        docs[spec], _ = reproduce_mlc(out=tmp_path / spec.replace(":", "-"), plan=plan, verbose=False,
+                                      tracking_uri=str(tmp_path / "mlruns"), executor=spec)
+    local, pool = docs["local"], docs["processes:2"]
+    for cca in ("cubic", "bbr2"):
+        assert pool["sections"][cca]["tune"]["gains"] == local["sections"][cca]["tune"]["gains"]
+        assert pool["sections"][cca]["tune"]["best_iae"] == pytest.approx(local["sections"][cca]["tune"]["best_iae"],
+                                                                          rel=1e-12)
+        for exp in ("mrae", "fct"):
+            assert pool["sections"][cca]["summaries"][exp]["trivial"] == local["sections"][cca]["summaries"][exp][
+                "trivial"], (cca, exp)
+    meta = json.loads((tmp_path / "processes-2" / "results.json").read_text())["meta"]
+    assert meta["executor"] == "processes:2"
+
+
+@pytest.mark.xfail(strict=True, reason="found 2026-12-07: the inverse ANN's matrix products round differently by "
+                   "batch size, so a trial's MLC numbers depend on the chunk it runs in (quick reproduce, "
+                   "processes:2 vs local: cubic MLC FCT 18.2005 vs 18.1980 s); not fixed yet")
+def test_an_mlc_prediction_does_not_depend_on_its_batch() -> None:
+    """Trial i's result must be a function of (plan seed, i) alone, whatever chunk or batch runs it."""
+    import numpy as np
+
+    from scidmz.models.predictor import load_predictor
+
+    p = load_predictor(Path(__file__).resolve().parents[1] / "src/scidmz/datasets/models/paper-cubic-cubic")
+    x = np.random.default_rng(0).normal(size=(60, p.n_features)) * p.x_scale + p.x_mean
+    whole = p(x)
+    for size in (1, 7, 30):
+        assert np.array_equal(np.concatenate([p(x[i:i + size]) for i in range(0, 60, size)]), whole), size
+
+
 def test_plan_scaling() -> None:
     from scidmz.evaluation.mlc.reproduce import ReproducePlan
 

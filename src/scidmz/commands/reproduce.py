@@ -55,6 +55,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="mlc: lay the kernel evaluation of OUT's report out from a finished kernel leaderboard "
                         "run's mlc and trivial units (the same shipped model, gains and trial plan; checked) "
                         "instead of running them again; repeat per DTN CCA; runs nothing")
+    p.add_argument("--executor", default=None, metavar="SPEC",
+                   help="mlc: where the GA's fitness chunks and the fluid evaluation trials run: local (default) | "
+                        "processes[:N] | dask://HOST:PORT; every trial keeps its seed, so the results are the same")
     add_json_arg(p)
     p.set_defaults(func=cmd_reproduce, prepare=prepare)
     declare_option_rules(p, _rules())
@@ -66,14 +69,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 _SIZES = ("identify_duration", "epochs", "cv_folds", "generations", "population", "episode", "trials",
           "fct_trials", "ns", "ns_trials", "ns_max_flows", "short_trials", "experiments")
 APPLIES: dict[str, frozenset[str]] = {
-    "mlc": frozenset({"plant", "cca", "seed", "tracking_uri", "resume", "evaluation_from", *_SIZES}),
+    "mlc": frozenset({"plant", "cca", "seed", "tracking_uri", "resume", "evaluation_from", "executor", *_SIZES}),
     "jenks": frozenset({"netns", "keep_netns"}),
     "abc": frozenset({"netns", "keep_netns", "seed"}),
     "ffs": frozenset({"netns", "keep_netns", "seed"}),
     "disciplines-dmz": frozenset({"seed", "trials", "tracking_uri"}),
 }
 #: What --render-only does not use: it rewrites the report from results.json and runs nothing.
-_RUN_ONLY = frozenset({"cca", "seed", "tracking_uri", "resume", *_SIZES})
+_RUN_ONLY = frozenset({"cca", "seed", "tracking_uri", "resume", "executor", *_SIZES})
 
 
 def _rules() -> dict[str, tuple[Needs, ...]]:
@@ -130,6 +133,9 @@ def prepare(a: argparse.Namespace) -> None:
         raise ValueError("--keep-netns goes without --netns and --render-only")
     if a.paper == "mlc":
         _ccas(a)
+        from ..executors import parse_executor
+
+        parse_executor(a.executor)  # a bad SPEC in one line, before --out exists
     if a.out is None:
         from ..fileio import set_make_parents
 
@@ -238,6 +244,6 @@ def _reproduce(a: argparse.Namespace) -> int:
         return 0
     result, human = reproduce_mlc(out=out, quick=a.quick, tracking_uri=a.tracking_uri, seed=a.seed, plan=plan,
                                   command=cmd, notes=notes, progress=sys.stderr.isatty(),
-                                  resume=a.resume)
+                                  resume=a.resume, executor=a.executor)
     emit(result, a.json, human)
     return 0

@@ -335,7 +335,7 @@ def render_report(
     commentary) so the numbers stay testable apart from the layout.
     """
     facts = [(k, _f(meta[k], "{:.1f} s") if k == "wall_s" else meta[k])
-             for k in ("generated", "git_commit", "plant", "mode", "cpus", "wall_s") if k in meta]
+             for k in ("generated", "git_commit", "plant", "mode", "cpus", "executor", "wall_s") if k in meta]
     page, tests = page_verdicts(sections)
     return render(
         "mlc_report.md.j2", out_dir, meta=meta, facts=facts, commentary=_commentary(sections, page),

@@ -285,6 +285,7 @@ class _Chain:
     progress: bool
     say: Callable[[str], None]
     resume: bool = False
+    executor: str | None = None
     sec: dict[str, Any] = field(default_factory=dict)
 
     def stage(self, name: str) -> Any:
@@ -354,7 +355,8 @@ class _Chain:
             tune_dir = self.d / "tune"
             tu, _ = tune_from_paths(self.sc, str(model_dir), str(tune_dir), generations=p.generations,
                                     population=p.population, parents=p.parents, episode=p.episode,
-                                    seed=p.seed, delta_u=p.delta_u, tracking_uri=self.tracking_uri,
+                                    seed=p.seed, delta_u=p.delta_u, executor=self.executor,
+                                    tracking_uri=self.tracking_uri,
                                     progress=self.progress, log=self.say,
                                     refine_plant=p.eval_plant if p.refine_episodes else None,
                                     refine_episodes=max(1, p.refine_episodes))
@@ -368,6 +370,7 @@ class _Chain:
 
     def evaluate(self, model_dir: Path, gains: Any) -> None:
         """Section 4: the MLC vs the trivial TBF on paired trials, written beside the chain's files."""
+        from ...executors import open_executor
         from ...models.predictor import load_predictor
         from ...plots import plot_trace, save_figure
         from ...policies import TrivialPolicy
@@ -376,10 +379,13 @@ class _Chain:
         p, sc, d = self.plan, self.sc, self.d
         tag = {"scenario": sc.name, "dtn_cca": sc.dtn.cca, "mode": p.mode, "seed": p.seed}
         policies = {"mlc": MLCPolicy(load_predictor(model_dir), gains), "trivial": TrivialPolicy()}
+        # A real-time plant runs one testbed at a time: its trials never go to the executor.
+        where = None if plant_entry(p.eval_plant).realtime else self.executor
         with self.stage("evaluate"), tracked(REPRODUCE_EXPERIMENT, f"{self.cca}-evaluate",
-                                             {**tag, **p.experiments.to_dict()}, self.tracking_uri) as run:
+                                             {**tag, **p.experiments.to_dict()}, self.tracking_uri) as run, \
+                open_executor(where) as ex:
             results = run_experiments(sc, policies, p.experiments, p.which, plant=p.eval_plant,
-                                      progress=self.progress, log=self.say)
+                                      progress=self.progress, log=self.say, executor=ex)
             files = write_results(results, d, sc, p.experiments)
             self.sec["files"].update(files)
             if "mrae" in results and results["mrae"].traces.get("mlc"):
@@ -479,16 +485,22 @@ def reproduce_mlc(
     progress: bool = False,
     verbose: bool = True,
     resume: bool = False,
+    executor: str | None = None,
 ) -> tuple[dict[str, Any], str]:
     """Run the chain for every CCA in the plan; write ``out/report.md`` and ``out/results.json``.
 
     ``resume``: reuse identification datasets already in ``out`` that match this plan
-    (``_reusable_dataset``); every later step runs again.
+    (``_reusable_dataset``); every later step runs again. ``executor`` (``local``,
+    ``processes[:N]``, ``dask://HOST:PORT``; ``scidmz.executors``): where the GA's fitness chunks
+    and a batched plant's evaluation trials run. Every trial and every GA episode keeps its seed
+    wherever it runs, so the results equal the local run's; only the wall time moves.
     """
+    from ...executors import parse_executor
     from .report import ENGINE, write_report
 
     p = plan or (ReproducePlan.quick(seed) if quick else ReproducePlan(seed=seed))
     scenarios = p.check()  # every stage's options, before the first stage or file
+    where = parse_executor(executor)
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
 
@@ -503,7 +515,8 @@ def reproduce_mlc(
     with provenance(command or f"scidmz reproduce mlc{' --quick' if quick else ''} --out {out}") as prov:
         for cca, sc in scenarios.items():
             say(f"== {cca}: scenario {sc.name} ({p.mode})")
-            sections[cca] = _Chain(cca, sc, p, out_dir / cca, stages, tracking_uri, progress, say, resume).run()
+            sections[cca] = _Chain(cca, sc, p, out_dir / cca, stages, tracking_uri, progress, say, resume,
+                                   executor).run()
     wall = time.perf_counter() - t0
 
     conv = {c: [v / 1e9 for v in s["tune"]["curve"]] for c, s in sections.items() if s.get("tune")}
@@ -515,6 +528,7 @@ def reproduce_mlc(
         plant=p.eval_plant if not plant_entry(p.eval_plant).realtime else
         f"{p.eval_plant} (identification and tuning: fluid)",
         mode=p.mode, engine=ENGINE, cpus=f"{os.cpu_count()} ({platform.machine()})", wall_s=wall,
+        executor=":".join(str(x) for x in where if x is not None),
         sizes=p.sizes(), deviations=p.deviations(), stages=stages,
     )
     report = write_report(sections, meta, out_dir, notes=notes)
