@@ -572,3 +572,10 @@ def test_speed_benchmark_reads_a_real_runs_overhead_off_its_ledger(tmp_path) -> 
     assert res["max_trial_overhead_share"] == pytest.approx(8 / 55, abs=1e-4) and res["meets_goal"] is False
     assert res["median_later_trial_overhead_s"] == 8.0  # the upper median of 3 s and 8 s
     assert res["per_group"]["mrae/pi"] == {"units": 1, "max_share": 0.025, "median_s": 3.0}
+
+
+def test_every_table_row_of_the_report_is_its_own_line(quick_run) -> None:
+    # trim_blocks once ate the newline after the separator, gluing the first row to it: no table
+    report = (quick_run[0] / "report.md").read_text()
+    seps = [ln for ln in report.splitlines() if ln.startswith("|---")]
+    assert seps and all("|| " not in ln for ln in seps)
