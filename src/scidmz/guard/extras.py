@@ -18,7 +18,7 @@ EXTRA_OF_MODULE = {
     "pyroute2": "testbed", "ovsdbapp": "testbed", "prometheus_client": "testbed", "fastapi": "testbed",
     "uvicorn": "testbed", "starlette": "testbed", "netfilterqueue": "datapath",
     "dpkt": "telemetry", "grpc": "telemetry", "p4": "telemetry", "google": "telemetry", "thrift": "telemetry",
-    "bm_runtime": "telemetry",
+    "bm_runtime": "telemetry", "sswitch_runtime": "telemetry",
     "jenkspy": "baselines", "kmeans1d": "baselines", "gymnasium": "rl", "dask": "distributed", "distributed": "distributed",
     "statsmodels": "stats",
 }
