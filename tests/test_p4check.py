@@ -19,19 +19,9 @@ def _slow_egress(deepen: bool, pps: int):
     real = p4check._deepen_egress
 
     def slow(port: int, depth: int, deadline: float) -> bool:
-        from sswitch_runtime import SimpleSwitch
-        from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
-        from thrift.transport import TSocket, TTransport
-
         ok = real(port, depth if deepen else 64, deadline)
-        transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", port))
-        transport.open()
-        try:
-            proto = TMultiplexedProtocol.TMultiplexedProtocol(
-                TBinaryProtocol.TBinaryProtocol(transport), "simple_switch")
-            SimpleSwitch.Client(proto).set_all_egress_queue_rates(pps)
-        finally:
-            transport.close()
+        with p4check.sswitch_client(port) as client:
+            client.set_all_egress_queue_rates(pps)
         return ok and time.monotonic() < deadline  # throttled before the first frame, else retried
 
     return slow

