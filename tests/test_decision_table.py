@@ -138,14 +138,16 @@ def test_a_run_made_before_the_rules_marks_its_column_provisional(tmp_path: Path
     assert provisional_runs({**doc, "runs": runs}) == [] and "Provisional" not in render_figure("readme-decision", tmp_path)
 
 
-def _config_doc(p_alone: float, gain: float, short_pct: float | None, short_p: float | None) -> dict[str, object]:
+def _config_doc(p_alone: float, gain: float, short_pct: float | None, short_p: float | None,
+                short_ci: tuple[float, float] | None = None) -> dict[str, object]:
     k = "netns"
     rows = [_row(k, "cubic", "trivial", "rate", "mrae", 0.07, 0.0, None, 3),
             _row(k, "cubic", "pacing", "host", "mrae", 0.03, 50.0, 1e-4, 2),
             _row(k, "cubic", "pacing+pi", "host", "mrae", 0.02, 70.0, 1e-5, 1, vs_pacing_pct=gain, vs_pacing_p=p_alone)]
     if short_pct is not None:
+        ci = {"vs_trivial_ci95": list(short_ci)} if short_ci else {}
         rows += [_row(k, "cubic", "trivial", "rate", "short", 0.3, 0.0, None, 1),
-                 _row(k, "cubic", "pacing+pi", "host", "short", 0.35, short_pct, short_p, 2)]
+                 _row(k, "cubic", "pacing+pi", "host", "short", 0.35, short_pct, short_p, 2, **ci)]
     return {"rows": rows}
 
 
@@ -158,7 +160,7 @@ def test_the_configuration_question_is_answered_either_way(tmp_path: Path) -> No
         return c["answer"]
 
     assert answer(0.001, 30.0, -2.0, 0.4).split("? ")[1].startswith("Yes: pacing+pi: MRAE +30.0 % vs pacing alone")
-    assert "campus short-flow FCT -2.0 % vs trivial, no worse" in answer(0.001, 30.0, -2.0, 0.4)
+    assert "campus short-flow FCT -2.0 % [-3.0, -1.0] vs trivial, no worse" in answer(0.001, 30.0, -2.0, 0.4)
     assert answer(0.03, 30.0, -2.0, 0.4).split("? ")[1].startswith("No:")  # p < 0.05 is not the bar
     assert answer(0.001, -30.0, 1.0, 0.4).split("? ")[1].startswith("No:")  # significantly worse than alone
     assert "significantly worse" in answer(0.001, 30.0, -20.0, 0.001)
@@ -169,6 +171,27 @@ def test_the_configuration_question_is_answered_either_way(tmp_path: Path) -> No
     (tmp_path / "reports" / "leaderboard").mkdir(parents=True)
     (tmp_path / "reports" / "leaderboard" / "results.json").write_text(json.dumps(_config_doc(0.001, 30.0, -2.0, 0.4)))
     assert "Configurations, kernel, CUBIC: Does a configuration beat" in render_figure("readme-decision", tmp_path)
+
+
+def test_short_flows_no_worse_must_be_shown_not_merely_untested() -> None:
+    """"No worse than under the trivial TBF" is a non-inferiority test (``SHORT_MARGIN_PCT``): short flows
+    that no test could call significantly worse (10 pairs in a large Holm family, p = 1) but whose interval
+    reaches a slowdown past the margin are "not shown", never a yes; an interval above the margin passes
+    whatever its p."""
+    from scidmz.evaluation.verdict import SHORT_MARGIN_PCT
+
+    def answer(pct: float, p: float, ci: tuple[float, float]) -> str:
+        (c,) = configuration_answers(_config_doc(0.001, 30.0, pct, p, ci))
+        return c["answer"].split("? ")[1]
+
+    wide = answer(-2.0, 1.0, (-12.0, +8.0))  # the old rule ("not significantly worse") said yes here
+    assert wide.startswith("No:") and f"not shown to be no worse (its interval reaches -{SHORT_MARGIN_PCT:g} %" in wide
+    edge = answer(-2.0, 1.0, (-SHORT_MARGIN_PCT, +1.0))
+    assert edge.startswith("No:") and "not shown" in edge  # the margin itself is not cleared
+    assert answer(-2.0, 1.0, (-SHORT_MARGIN_PCT + 0.1, +1.0)).startswith("Yes:")
+    assert answer(+10.0, 1.0, (+2.0, +18.0)).startswith("Yes:")  # faster short flows pass, untested or not
+    worse = answer(-20.0, 0.001, (-30.0, -10.0))
+    assert worse.startswith("No:") and "significantly worse" in worse and "not shown" not in worse
 
 
 def test_configurations_are_tested_against_the_paced_dtn_alone_in_the_pages_family() -> None:
