@@ -495,6 +495,27 @@ def test_clock_follows_switch_time_from_digests(served):
         view.close()
 
 
+def test_a_better_clock_estimate_is_slewed_in_never_stepped_into_a_periods_dt():
+    """A digest less delayed than any before it moves the offset estimate; stepped into ``clock()``, the
+    whole move lands in one period's dt (on CI a 13-ms better estimate made a 1-s period's BMv2 rates
+    1.3 % low against the twin). Slewed, a period's dt is off by at most ``CLOCK_SLEW``; a gross error
+    (past ``CLOCK_STEP``, a start-up's) is still stepped."""
+    from scidmz.telemetry.p4.p4runtime import CLOCK_SLEW, CLOCK_STEP, slewed_offset
+
+    applied, since, best = 100.0, 50.0, 100.0 - 0.013  # a 13-ms better estimate arrives
+    a1 = slewed_offset(applied, since, best, since + 1.0)
+    assert abs((applied - a1) - CLOCK_SLEW * 1.0) < 1e-12  # 1 s later: moved by the slew, not 13 ms
+    # the dt a collector measures over that second: host dt plus the applied offset's move, within the slew
+    assert abs(((since + 1.0) - a1) - (since - applied) - 1.0) <= CLOCK_SLEW * 1.0 + 1e-12
+    t, a = since + 1.0, a1
+    for _ in range(20):  # 1 s a period: the estimate is taken in within 13 s, then held
+        t, a = t + 1.0, slewed_offset(a, t, best, t + 1.0)
+    assert a == best
+    assert slewed_offset(applied, since, applied + 0.004, since + 1.0) == applied + CLOCK_SLEW  # either way
+    assert slewed_offset(applied, since, applied - 2 * CLOCK_STEP, since + 0.1) == applied - 2 * CLOCK_STEP
+    assert slewed_offset(applied, since, best, since) == applied  # no time elapsed, no move
+
+
 def test_second_controller_is_not_primary(served):
     srv, *_ = served
     info = P4InfoIndex.from_file(DEFAULT_P4INFO)
