@@ -38,8 +38,8 @@ once; a better one later within ``CLOCK_STEP`` of it is slewed in
 (``slewed_offset``, at most ``CLOCK_SLEW`` s per s), not stepped. The reason:
 the collector divides each period's bytes by the clock's dt, and a step of the
 shift lands in that dt whole (a digest 13 ms less delayed than any before it
-made a 1-s period's rates 1.3 % low on a loaded machine). Ours, as NTP slews a
-host clock. Pass ``clock=`` to use another source (a test drives it from the
+makes a 1-s period's rates 1.3 % low; a loaded CI machine showed such a miss).
+Ours, as NTP slews a host clock. Pass ``clock=`` to use another source (a test drives it from the
 twin's packet clock).
 """
 
@@ -72,8 +72,9 @@ THRIFT_PORT = 9090  # BMv2's Thrift runtime port: simple_switch_grpc binds it on
 DEFAULT_THRIFT_ADDRESS = f"127.0.0.1:{THRIFT_PORT}"
 _GRPC_CODE_OK = 0
 #: Ours: how fast ``clock()`` follows a better offset estimate, in s per s of host time. A measured
-#: dt is then off by at most this fraction (0.1 %, a tenth of the rate tolerance against the twin),
-#: and a 10-ms better estimate is taken in within 10 s, far inside the flow timeout it is compared with.
+#: dt is then off by at most this fraction (0.1 %, a tenth of the rate tolerance against the twin);
+#: a 10-ms better estimate is taken in within 10 s, and until then the clock is off by at most those
+#: 10 ms, a hundredth of the flow timeout (T_TH, 1 s) it is compared with.
 CLOCK_SLEW = 1e-3
 #: Ours: a better estimate further than this from the applied offset is stepped to at once (NTP steps
 #: past 128 ms): the flow timeout (T_TH, 1 s) is then never misjudged by more than 5 %, and the steps
