@@ -36,6 +36,7 @@ from .stats import BASELINE, WITH_ANN
 from .verdict import (
     ALPHA,
     configuration_answer,
+    interval_text,
     leads_trivial,
     one_trial_decides,
     overshoot,
@@ -84,8 +85,7 @@ def _change(row: Mapping[str, Any] | None, what: str) -> str:
     """``MRAE +16.8 % [+11.8, +21.4]*``: a row's paired change vs the trivial TBF, its interval, its mark."""
     if row is None or not _fin(row.get("vs_trivial_pct")):
         return f"{what} n/a"
-    lo, hi = (row.get("vs_trivial_ci95") or [None, None])[:2]
-    span = f" [{lo:+.1f}, {hi:+.1f}]" if _fin(lo) and _fin(hi) else ""
+    span = interval_text(row)
     if what == "FCT" and overshoot(row):
         ratio = row.get("rate_vs_target")
         at = f"{ratio:.2f} x" if _fin(ratio) else "above"

@@ -33,7 +33,7 @@ from typing import Any
 
 from .stats import BASELINE, WITH_ANN, WITHOUT_ANN
 
-__all__ = ["ALPHA", "CONFIG_ALPHA", "PLACES", "by_place", "configuration_answer", "leaderboard_context", "leads_trivial",
+__all__ = ["ALPHA", "CONFIG_ALPHA", "PLACES", "by_place", "configuration_answer", "interval_text", "leaderboard_context", "leads_trivial",
            "one_trial_decides", "overshoot", "p_floor", "rank", "saturator_verdict", "verdict_lines"]
 
 ALPHA = 0.05
@@ -290,6 +290,12 @@ def _alone(row: Mapping[str, Any]) -> str | None:
     return next((k[3:-2] for k in row if k.startswith("vs_") and k.endswith("_p") and k != "vs_trivial_p"), None)
 
 
+def interval_text(row: Mapping[str, Any]) -> str:
+    """`` [+11.8, +21.4]``: a row's paired 95 % interval of its change vs the trivial TBF, or "" without one."""
+    lo, hi = (list(row.get("vs_trivial_ci95") or []) + [None, None])[:2]
+    return f" [{lo:+.1f}, {hi:+.1f}]" if _finite(lo) and _finite(hi) else ""
+
+
 def _short_verdict(row: Mapping[str, Any] | None) -> tuple[str, str] | None:
     """Ours: whether the campus's short flows are "no worse than under the trivial TBF", as a
     non-inferiority test: "ok" when the paired 95 % interval of their FCT change lies above
@@ -299,10 +305,8 @@ def _short_verdict(row: Mapping[str, Any] | None) -> tuple[str, str] | None:
     None without short-flow trials."""
     if row is None or not _finite(row.get("vs_trivial_pct")):
         return None
-    pct = row["vs_trivial_pct"]
-    lo, hi = (list(row.get("vs_trivial_ci95") or []) + [None, None])[:2]
-    span = f" [{lo:+.1f}, {hi:+.1f}]" if _finite(lo) and _finite(hi) else ""
-    head = f"campus short-flow FCT {pct:+.1f} %{span} vs trivial, "
+    pct, lo = row["vs_trivial_pct"], (list(row.get("vs_trivial_ci95") or []) + [None])[0]
+    head = f"campus short-flow FCT {pct:+.1f} %{interval_text(row)} vs trivial, "
     if _significant(row) and pct < 0:
         return "worse", head + "significantly worse"
     if _finite(lo) and lo > -SHORT_MARGIN_PCT:
