@@ -112,6 +112,10 @@ class Traffic:
     def start_campus(self) -> None:
         """Long TCP flows or UDP CBR from every campus host, plus Weibull short flows."""
         self._episode += 1
+        # A new episode's short flows only: the trial units of a leaderboard trial share one plant,
+        # and each unit's short-flow median must be over its own flows (found 2026-12-07: kept,
+        # a unit's median pooled the flows of every earlier unit of its trial).
+        self.short_logs = []
         for h in self.tb.spec.campus:
             argv = campus_argv(self.sc, self.tb.hosts[h.peer].ip, h.cca)
             if argv is not None:
@@ -157,7 +161,7 @@ class Traffic:
         return res
 
     def short_flows(self) -> list[dict[str, Any]]:
-        """Every finished Weibull short flow of the episode so far (size, fct, ok)."""
+        """Every finished Weibull short flow of this episode so far (size, fct, ok), none of an earlier one."""
         out = []
         for p in self.short_logs:
             try:
