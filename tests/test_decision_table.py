@@ -67,6 +67,29 @@ def test_cells_check_the_sign_name_overshoot_and_not_comparable_kinds() -> None:
     assert cells["the bottleneck"] == ["not run", "not run"]
 
 
+def test_the_too_few_pairs_mark_counts_the_pages_holm_family() -> None:
+    """Ten FCT pairs all one way give a raw p of 0.002, but beside 40 larger p's Holm multiplies it past
+    0.05: no outcome of that test could be significant, so its figure is marked ° (not a silent blank);
+    in a page of two tests the same ten pairs could be, so no mark. Five pairs: ° in any page."""
+    def kernel(policy: str, kind: str, exp: str, pct: float, raw: float | None, n: int = 20) -> dict[str, object]:
+        return _row("netns", "cubic", policy, kind, exp, 1.0, pct, None if raw is None else min(1.0, raw * 41), None,
+                    trials=n, paired_n=n, **({} if raw is None else {"p_vs_trivial_raw": raw}))
+
+    page = [kernel("trivial", "rate", "mrae", 0.0, None), kernel("pacing", "host", "mrae", 40.0, 1e-6),
+            kernel("trivial", "rate", "fct", 0.0, None), kernel("pacing", "host", "fct", 3.0, 0.4, n=10)]
+    others = [_row("fluid", "cubic", f"p{i}", "rate", "short", 1.0, 1.0, 0.9, None, p_vs_trivial_raw=0.4)
+              for i in range(40)]
+    doc = {"rows": page + others}
+    host = {r["where"]: r["cells"] for r in decision_table(doc)["rows"]}["the DTN host"]
+    assert host[1] == "**pacing**: MRAE +40.0 % [+39.0, +41.0]*; FCT +3.0 % [+2.0, +4.0]°"
+    assert "p_vs_trivial_floor" not in page[3]  # the caller's rows are not written to
+    host = {r["where"]: r["cells"] for r in decision_table({"rows": page})["rows"]}["the DTN host"]
+    assert host[0].endswith("FCT +3.0 % [+2.0, +4.0]")
+    page[3] = {**page[3], "paired_n": 5}
+    host = {r["where"]: r["cells"] for r in decision_table({"rows": page})["rows"]}["the DTN host"]
+    assert host[0].endswith("FCT +3.0 % [+2.0, +4.0]°")
+
+
 def test_mlc_standing_is_the_planned_test_in_words() -> None:
     (m,) = mlc_standing(_doc())
     assert (m["label"], m["ann"], m["vs_pi_pct"]) == ("fluid, CUBIC", "no difference", 8.0)

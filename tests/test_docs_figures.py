@@ -194,7 +194,7 @@ def test_verdict_names_the_best_policy_of_each_place_an_admin_can_act() -> None:
     # mlc ranks above pi on MRAE (0.051 < 0.052), so it is the uplink's best; jenks has no FCT row.
     assert g["by_place"] == ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, "
                              "* significantly better, † significantly worse (p < 0.05, Holm), ° too few pairs for any "
-                             "test to reach it): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
+                             "outcome to reach it after Holm): the DTN host: pacing (MRAE +47.9 %*, FCT +7.9 %); the campus uplink "
                              "rate: mlc (MRAE +14.4 %*, FCT +4.8 %*); the border router's queues: jenks "
                              "(MRAE -148.9 %†); not comparable on this plant: abc.")
     rows[0] = {**rows[0], "mean": 0.04}  # the trivial TBF now beats every other rate policy
@@ -226,8 +226,8 @@ def test_verdict_says_when_a_test_had_too_few_pairs_to_decide() -> None:
     (g,) = leaderboard_context({"rows": rows})["regimes"]
     (line,) = g["verdict"]
     assert "not distinguishable from the best: pi;" in line
-    assert ("too few paired trials to test against the best (fewer than 6 cannot give p < 0.05): ffs (150, n = 5)"
-            in line)
+    assert ("too few paired trials to test against the best (no outcome on so few can reach p < 0.05, "
+            "Holm-corrected): ffs (150, n = 5, p >= 0.062)" in line)
     assert "ffs" not in line.split("too few")[0]
     rows = [n(_row("netns", "cubic", "trivial", "fct", 58.3, None, 0.0), 4),
             n(_row("netns", "cubic", "pacing", "fct", 50.0, 0.5, 14.2, p_best=None), 4)]
@@ -237,6 +237,14 @@ def test_verdict_says_when_a_test_had_too_few_pairs_to_decide() -> None:
     rows[1]["paired_n"] = 8  # the same p on 8 pairs is a real "not significant"
     (line,) = leaderboard_context({"rows": rows})["regimes"][0]["verdict"]
     assert "**not** significantly better than the trivial TBF" in line
+    # ten pairs clear the raw floor, but not the Holm correction of a page of 41 tests: still untestable
+    rows = [n(_row("netns", "cubic", "trivial", "fct", 58.3, None, 0.0), 10),
+            {**n(_row("netns", "cubic", "pacing", "fct", 50.0, 0.5, 14.2), 10), "p_vs_trivial_raw": 0.3}]
+    rows += [{**_row("fluid", "cubic", f"p{i}", "mrae", 1.0, 0.9, 1.0), "p_vs_trivial_raw": 0.4} for i in range(40)]
+    (line,) = next(g["verdict"] for g in leaderboard_context({"rows": rows})["regimes"] if g["plant"] == "netns")
+    assert ("untestable against the trivial TBF: too few paired trials for this page's Holm correction (n = 10; "
+            "the smallest corrected p any outcome could get is 0.08)") in line
+    assert "**not** significantly" not in line
 
 
 def test_saturator_figure_gives_each_policys_best_and_the_verdict_on_the_ann(tmp_path: Path) -> None:

@@ -39,6 +39,24 @@ def test_holm_matches_statsmodels_and_by_hand() -> None:
     assert out[0] == pytest.approx(0.02) and math.isnan(out[1]) and out[2] == pytest.approx(0.02)
 
 
+def test_holm_floor_is_the_least_corrected_p_any_outcome_of_the_test_gets() -> None:
+    # by hand: [0.001, 0.002 (the floor), 0.3]: 3 x 0.001, then max(0.003, 2 x 0.002) = 0.004
+    assert stats.holm_floor([0.001, 0.5, 0.3], 1, 0.002) == pytest.approx(0.004)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        fam = list(rng.uniform(0, 0.2, 30) ** 3)
+        i, best = int(rng.integers(30)), float(rng.uniform(1e-4, 1e-2))
+        floor = stats.holm_floor(fam, i, best)
+        for raw in (best, best * 1.5, 0.01, 0.5, 1.0):  # every outcome the test can have, at or above its floor
+            assert stats.holm([*fam[:i], raw, *fam[i + 1:]])[i] >= floor - 1e-15
+        assert floor == pytest.approx(stats.holm([*fam[:i], best, *fam[i + 1:]])[i])
+    # ten pairs all one way (raw 2/2**10) beside 34 larger p's: Holm multiplies it by 35, 0.068 > 0.05;
+    # beside 34 smaller ones it comes last and keeps its own 0.00195
+    assert stats.holm_floor([0.4] * 35, 34, 2.0 ** -9) == pytest.approx(35 * 2.0 ** -9)
+    assert stats.holm_floor([1e-9] * 35, 34, 2.0 ** -9) == pytest.approx(2.0 ** -9)
+    assert math.isnan(stats.holm_floor([0.1, 0.2], 0, math.nan))
+
+
 def test_bootstrap_ci_is_scipys_seeded_bca() -> None:
     from scipy.stats import bootstrap, t
 

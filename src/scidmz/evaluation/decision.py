@@ -8,7 +8,7 @@ Input: a merged leaderboard results file (``reports/leaderboard/results.json``, 
   the paired MRAE ranking (``verdict.rank``), with its paired MRAE and DTN FCT change vs the
   trivial TBF (mean change and its 95 % interval, + = better) and a mark: ``*`` significantly
   better, ``†`` significantly worse (Holm-corrected p < ``ALPHA``, sign checked), ``°`` too few
-  pairs for any test to reach it, ``~`` one left-out trial turns the sign; an FCT gained by running
+  pairs for any outcome to reach it after the page's Holm correction (``verdict.with_floors``), ``~`` one left-out trial turns the sign; an FCT gained by running
   the DTN above its target is shown as overshoot with its rate / target, never as better.
 - ``mlc_standing``: per regime, the MLC against the trivial TBF and against ``pi`` (the same PI
   without the inverse ANN), the planned test.
@@ -40,8 +40,9 @@ from .verdict import (
     leads_trivial,
     one_trial_decides,
     overshoot,
-    p_floor,
     rank,
+    untestable_vs_trivial,
+    with_floors,
 )
 
 __all__ = ["PLACES", "COLUMN_LABELS", "decision_table", "mlc_standing", "tradeoff_points", "regime_label", "floors",
@@ -75,9 +76,9 @@ def _fin(x: Any) -> bool:
 
 
 def _mark(row: Mapping[str, Any]) -> str:
-    p, pairs = row.get("p_vs_trivial"), row.get("paired_n", row.get("trials"))
+    p = row.get("p_vs_trivial")
     sig = _fin(p) and p < ALPHA
-    mark = "*" if leads_trivial(row) else "†" if sig else "°" if isinstance(pairs, int) and p_floor(pairs) >= ALPHA else ""
+    mark = "*" if leads_trivial(row) else "†" if sig else "°" if untestable_vs_trivial(row) else ""
     return mark + ("~" if one_trial_decides(row) else "")
 
 
@@ -118,7 +119,7 @@ def _baseline_over(exps: Mapping[str, list[Mapping[str, Any]]], fct: Mapping[str
 
 def decision_table(doc: Mapping[str, Any]) -> dict[str, Any]:
     """``{"columns": [label], "rows": [{"where", "cells": [text]}]}`` (module docstring)."""
-    regimes = _regimes(doc.get("rows") or [])
+    regimes = _regimes(with_floors(doc.get("rows") or []))
     return {"columns": [regime_label(p, c) for p, c in regimes],
             "rows": [{"where": where, "cells": [_cell(kind, exps) for exps in regimes.values()]}
                      for kind, where in PLACES]}
@@ -128,7 +129,7 @@ def mlc_standing(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Per regime where ``mlc`` ran: its MRAE row (change vs trivial with mark) and the planned mlc-vs-pi
     test (``vs_pi_pct``, Holm ``vs_pi_p``) in words: ``ann`` is "better", "worse" or "no difference"."""
     out = []
-    for (plant, cca), exps in _regimes(doc.get("rows") or []).items():
+    for (plant, cca), exps in _regimes(with_floors(doc.get("rows") or [])).items():
         m = next((r for r in exps.get("mrae") or [] if r["policy"] == WITH_ANN), None)
         if m is None:
             continue

@@ -65,7 +65,7 @@ from ..metrics import reduction_pct
 __all__ = ["BASELINE", "WITH_ANN", "WITHOUT_ANN", "summarize", "ci95_halfwidth", "compare", "paired", "by_policy",
            "per_policy", "wilcoxon_p", "hodges_lehmann", "signed_rank_cdf", "BOOTSTRAP_RESAMPLES", "bootstrap_ci",
            "paired_ci", "holm", "holm_rows", "improvement_pct", "family", "stable_seed", "paired_values",
-           "planned_pair", "hl_pct", "PAGE_TESTS", "page_tests", "loo_pct"]
+           "planned_pair", "hl_pct", "PAGE_TESTS", "page_tests", "loo_pct", "holm_floor"]
 
 #: The policy every other is compared with (the MLC paper's trivial TBF, section 3.7).
 BASELINE = "trivial"
@@ -293,6 +293,19 @@ def holm(pvalues: Iterable[float]) -> list[float]:
     if ok.any():
         out[ok] = multipletests(p[ok], method="holm")[1]
     return [float(v) for v in out]
+
+
+def holm_floor(pvalues: Sequence[float], i: int, best: float) -> float:
+    """The Holm-corrected p test ``i`` of a family would get were its raw p ``best`` (the smallest its
+    test can give, e.g. a Wilcoxon test's on its pairs), every other test's raw p as it is. Holm's
+    corrected p never falls when a raw p rises, so no outcome of test ``i`` gets below this: where it
+    is >= the level, the test cannot be significant in this family, however its trials came out.
+    NaN where ``best`` is not finite (no test)."""
+    if not math.isfinite(best):
+        return math.nan
+    p = [float(v) if isinstance(v, int | float) else math.nan for v in pvalues]
+    p[i] = best
+    return holm(p)[i]
 
 
 def holm_rows(rows: Iterable[dict[str, Any]]) -> int:

@@ -21,8 +21,10 @@ Our choices, where the spec is silent: significance at p < 0.05 on the (Holm-cor
 ``p_vs_trivial``; when ``better`` is absent, utilisation is higher-is-better and every other
 experiment lower-is-better; the verdict names the experiments MRAE and DTN FCT first
 (the two the MLC paper and the issue rank by), then the others. A test with too few pairs to
-ever reach p < ALPHA (``p_floor``) is said to be untestable, never "not significant" or "not
-distinguishable": five pairs cannot separate even a policy that is slower in every pair.
+ever reach p < ALPHA is said to be untestable, never "not significant" or "not
+distinguishable": five pairs cannot separate even a policy that is slower in every pair. "Ever"
+counts the page's Holm correction (``with_floors``): in a merged family of 200+ tests, ten pairs
+all of one sign (raw p 0.002) still correct to p > 0.05.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .stats import BASELINE, WITH_ANN, WITHOUT_ANN
+from .stats import BASELINE, WITH_ANN, WITHOUT_ANN, holm_floor, page_tests
 
 __all__ = ["ALPHA", "CONFIG_ALPHA", "PLACES", "by_place", "configuration_answer", "interval_text", "leaderboard_context", "leads_trivial",
-           "one_trial_decides", "overshoot", "p_floor", "rank", "saturator_verdict", "verdict_lines"]
+           "one_trial_decides", "overshoot", "p_floor", "rank", "saturator_verdict", "untestable_vs_trivial", "verdict_lines",
+           "with_floors"]
 
 ALPHA = 0.05
 #: The bar a configuration must clear against the paced DTN alone (``configuration_answer``): the
@@ -91,8 +94,40 @@ def p_floor(pairs: int) -> float:
     return 1.0 if pairs < 1 else min(1.0, 2.0 ** (1 - pairs))
 
 
-def _untestable(pairs: Any) -> bool:
-    return isinstance(pairs, int) and p_floor(pairs) >= ALPHA
+def with_floors(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of a page's rows, each test field ``X`` (``stats.page_tests``) given ``X_floor``: the
+    smallest Holm-corrected p its test could reach in this page's family were all its pairs of one sign
+    (``stats.holm_floor`` at ``p_floor``). Pairs: ``paired_n`` against the trivial TBF, else the row's
+    trial count, an upper bound, so the floor stays a lower bound. The rows are taken as the family:
+    the merged file's are the family its p's were corrected over (``stats.holm_rows``), and fewer rows
+    than the family only lower the floors (Holm's corrected p never rises when a test leaves the
+    family), so they never make a test falsely "untestable"."""
+    out = [dict(r) for r in rows]
+    slots = [(r, raw, adj) for r in out for raw, adj in page_tests(r)]
+    raws = [r[raw] for r, raw, _ in slots]
+    for i, (r, _, adj) in enumerate(slots):
+        pairs = _pairs_vs_trivial(r) if adj == "p_vs_trivial" else r.get("trials")
+        if _finite(raws[i]) and isinstance(pairs, int):
+            r[f"{adj}_floor"] = holm_floor(raws, i, p_floor(pairs))
+    return out
+
+
+def _reach(row: Mapping[str, Any], key: str, pairs: Any) -> float:
+    """The smallest p the row's ``key`` test could report, whatever its trials: the larger of two bounds
+    no outcome gets below, the Wilcoxon floor on ``pairs`` and the page's Holm floor (``with_floors``);
+    0 where neither is known."""
+    bounds = [p_floor(pairs)] if isinstance(pairs, int) else []
+    holm = row.get(f"{key}_floor")
+    return max(bounds + ([holm] if _finite(holm) else []), default=0.0)
+
+
+def _untestable(row: Mapping[str, Any], key: str, pairs: Any) -> bool:
+    return _reach(row, key, pairs) >= ALPHA
+
+
+def untestable_vs_trivial(row: Mapping[str, Any]) -> bool:
+    """Whether no outcome of the row's test against the trivial TBF could be significant (the ``°`` mark)."""
+    return _untestable(row, "p_vs_trivial", _pairs_vs_trivial(row))
 
 
 def _pairs_vs_trivial(row: Mapping[str, Any]) -> Any:
@@ -107,13 +142,11 @@ def _pairs_with(row: Mapping[str, Any], other: Mapping[str, Any]) -> Any:
     return min(a, b) if isinstance(a, int) and isinstance(b, int) else None
 
 
-def _min_pairs() -> int:
-    """The fewest pairs on which a test can reach p < ALPHA (6 at ALPHA = 0.05)."""
-    return next(n for n in range(1, 64) if p_floor(n) < ALPHA)
-
-
-def _too_few(pairs: int) -> str:
-    return f"too few paired trials (n = {pairs}; the smallest p a two-sided Wilcoxon test can give is {p_floor(pairs):.3g})"
+def _too_few(row: Mapping[str, Any], key: str, pairs: Any) -> str:
+    if isinstance(pairs, int) and p_floor(pairs) >= ALPHA:
+        return f"too few paired trials (n = {pairs}; the smallest p a two-sided Wilcoxon test can give is {p_floor(pairs):.3g})"
+    return (f"too few paired trials for this page's Holm correction (n = {pairs}; the smallest corrected p any "
+            f"outcome could get is {_reach(row, key, pairs):.2g})")
 
 
 def overshoot(row: Mapping[str, Any], ideal: float | None = None) -> bool:
@@ -164,8 +197,8 @@ def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
         tail = "), significantly better than the trivial TBF"
     elif _significant(best):
         tail = "), significantly **worse** than the trivial TBF on their paired trials"
-    elif _untestable(pairs):
-        tail = f"), untestable against the trivial TBF: {_too_few(pairs)}"
+    elif untestable_vs_trivial(best):
+        tail = f"), untestable against the trivial TBF: {_too_few(best, 'p_vs_trivial', pairs)}"
     else:
         tail = f"), **not** significantly better than the trivial TBF (p >= {ALPHA})"
     return head + tail + _others(best, ranked[1:]) + "."
@@ -174,13 +207,14 @@ def _sentence(exp: str, ranked: list[dict[str, Any]]) -> str:
 def _others(best: Mapping[str, Any], rest: list[dict[str, Any]]) -> str:
     """The policies the tests could not separate from the best, apart from those they never could."""
     same = [r for r in rest if _finite(r.get("p_vs_best")) and r["p_vs_best"] >= ALPHA]
-    blind = [r for r in same if _untestable(_pairs_with(r, best))]
+    blind = [r for r in same if _untestable(r, "p_vs_best", _pairs_with(r, best))]
     tied = [r["policy"] for r in same if r not in blind]
     out = f"; not distinguishable from the best: {', '.join(tied)}" if tied else ""
     if blind:
-        out += (f"; too few paired trials to test against the best (fewer than {_min_pairs()} cannot give p < "
-                f"{ALPHA:g}): " + ", ".join(f"{r['policy']} ({r['mean']:.3g}, n = {_pairs_with(r, best)})"
-                                             for r in blind))
+        out += (f"; too few paired trials to test against the best (no outcome on so few can reach p < {ALPHA:g}, "
+                "Holm-corrected): " + ", ".join(
+                    f"{r['policy']} ({r['mean']:.3g}, n = {_pairs_with(r, best)}, p >= "
+                    f"{_reach(r, 'p_vs_best', _pairs_with(r, best)):.2g})" for r in blind))
     return out
 
 
@@ -194,7 +228,8 @@ def _ann(ranked: list[dict[str, Any]]) -> str:
     pi = next((r for r in ranked if r["policy"] == WITHOUT_ANN), None)
     pairs = _pairs_with(mlc, pi) if pi is not None else None
     word = "pays for itself" if p < ALPHA and _finite(gain) and gain > 0 else (
-        "does worse" if p < ALPHA else f"cannot be judged: {_too_few(pairs)}" if _untestable(pairs)
+        "does worse" if p < ALPHA else f"cannot be judged: {_too_few(mlc, 'vs_pi_p', pairs)}"
+        if _untestable(mlc, "vs_pi_p", pairs)
         else "makes no significant difference")
     return f" The inverse ANN (mlc vs pi, {how}, p = {p:.2g}, Holm) {word}."
 
@@ -209,8 +244,8 @@ def _pacing(ranked: list[dict[str, Any]]) -> str:
     if _finite(p) and p < ALPHA:
         return head + f", significantly behind the best (p = {p:.2g})."
     pairs = _pairs_with(pace, ranked[0])
-    if _untestable(pairs):
-        return head + f"; {_too_few(pairs)} to test it against the best."
+    if _untestable(pace, "p_vs_best", pairs):
+        return head + f"; {_too_few(pace, 'p_vs_best', pairs)} to test it against the best."
     return head + ", not distinguishable from the best."
 
 
@@ -255,7 +290,7 @@ def _vs_trivial(exp: str, row: Mapping[str, Any] | None) -> str:
         return ""
     if exp == "fct" and overshoot(row):
         return f"FCT {row['vs_trivial_pct']:+.1f} % by overshoot ({row['rate_vs_target']:.2f} x its target rate)"
-    mark = "*" if leads_trivial(row) else "†" if _significant(row) else "°" if _untestable(_pairs_vs_trivial(row)) else ""
+    mark = "*" if leads_trivial(row) else "†" if _significant(row) else "°" if untestable_vs_trivial(row) else ""
     return f"{exp.upper()} {row['vs_trivial_pct']:+.1f} %{mark}"
 
 
@@ -281,7 +316,7 @@ def by_place(ranked: Mapping[str, list[dict[str, Any]]], rows: Mapping[str, list
     apart = [r["policy"] for r in rows.get("mrae") or [] if r["policy"] not in ranked_names]
     tail = f"; not comparable on this plant: {', '.join(apart)}" if apart else ""
     return ("By where the admin acts, the best policy there (vs the trivial TBF, + = better, * significantly better, "
-            f"† significantly worse (p < {ALPHA:g}, Holm), ° too few pairs for any test to reach it): "
+            f"† significantly worse (p < {ALPHA:g}, Holm), ° too few pairs for any outcome to reach it after Holm): "
             + "; ".join(parts) + tail + ".")
 
 
@@ -361,7 +396,7 @@ def leaderboard_context(doc: Mapping[str, Any]) -> dict[str, Any]:
     """The template's context: ``regimes`` = [{plant, cca, experiments: [{name, ranked, apart}], verdict,
     by_place}],
     and ``pending`` = the merged file's ``incomplete_runs`` (not in any verdict yet)."""
-    rows = _check(doc.get("rows"))
+    rows = with_floors(_check(doc.get("rows")))
     ideal = {r.get("run"): r.get("fct_ideal_s") for r in doc.get("runs") or []}
     regimes: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
     for r in rows:
