@@ -55,6 +55,9 @@ def test_holm_floor_is_the_least_corrected_p_any_outcome_of_the_test_gets() -> N
     assert stats.holm_floor([0.4] * 35, 34, 2.0 ** -9) == pytest.approx(35 * 2.0 ** -9)
     assert stats.holm_floor([1e-9] * 35, 34, 2.0 ** -9) == pytest.approx(2.0 ** -9)
     assert math.isnan(stats.holm_floor([0.1, 0.2], 0, math.nan))
+    # ties and NaN (no test) as statsmodels' Holm has them
+    for fam, i, best in (([0.002, 0.5, 0.3], 1, 0.002), ([0.01, math.nan, 0.01, 0.04], 3, 0.01), ([0.2], 0, 0.3)):
+        assert stats.holm_floor(fam, i, best) == pytest.approx(stats.holm([*fam[:i], best, *fam[i + 1:]])[i])
 
 
 def test_bootstrap_ci_is_scipys_seeded_bca() -> None:

@@ -300,12 +300,19 @@ def holm_floor(pvalues: Sequence[float], i: int, best: float) -> float:
     test can give, e.g. a Wilcoxon test's on its pairs), every other test's raw p as it is. Holm's
     corrected p never falls when a raw p rises, so no outcome of test ``i`` gets below this: where it
     is >= the level, the test cannot be significant in this family, however its trials came out.
-    NaN where ``best`` is not finite (no test)."""
+    NaN where ``best`` is not finite (no test).
+
+    Hand-written, not ``holm``: a page asks this of each of its few hundred tests, and statsmodels
+    takes about 40 ms a family here (a rendered page took minutes). Holm's step-down read at one
+    place: the largest (m - j) * p_(j) over the sorted p's up to that test's; ties before it count,
+    as they do in ``holm`` (a test checks the two agree)."""
     if not math.isfinite(best):
         return math.nan
-    p = [float(v) if isinstance(v, int | float) else math.nan for v in pvalues]
+    p = np.array([float(v) if isinstance(v, int | float) else math.nan for v in pvalues])
     p[i] = best
-    return holm(p)[i]
+    srt = np.sort(p[np.isfinite(p)])
+    k = int(np.searchsorted(srt, best, side="right"))
+    return float(min(1.0, np.max(srt[:k] * (srt.size - np.arange(k)))))
 
 
 def holm_rows(rows: Iterable[dict[str, Any]]) -> int:
