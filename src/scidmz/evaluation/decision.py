@@ -8,8 +8,9 @@ Input: a merged leaderboard results file (``reports/leaderboard/results.json``, 
   the paired MRAE ranking (``verdict.rank``), with its paired MRAE and DTN FCT change vs the
   trivial TBF (mean change and its 95 % interval, + = better) and a mark: ``*`` significantly
   better, ``†`` significantly worse (Holm-corrected p < ``ALPHA``, sign checked), ``°`` too few
-  pairs for any outcome to reach it after the page's Holm correction (``verdict.with_floors``), ``~`` one left-out trial turns the sign; an FCT gained by running
-  the DTN above its target is shown as overshoot with its rate / target, never as better.
+  pairs for any outcome to reach it after the page's Holm correction (``verdict.with_floors``),
+  ``~`` one left-out trial turns the sign; an FCT gained by running the DTN above its target is
+  shown as overshoot with its rate / target, never as better.
 - ``mlc_standing``: per regime, the MLC against the trivial TBF and against ``pi`` (the same PI
   without the inverse ANN), the planned test.
 - ``tradeoff_points``: per regime and policy, MRAE and campus short-flow FCT (means with their
