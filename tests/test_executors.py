@@ -165,9 +165,12 @@ def test_process_pool_works_after_openmp_started_in_the_parent(tmp_path) -> None
 
 
 _BUSY_POOL = (
-    "import sys, time\n"
+    "import faulthandler, sys, time\n"
     "from scidmz.executors import open_executor\n"
     "if __name__ == '__main__':\n"
+    # seen once (fresh-clone CI, 2026-12-07, SIGINT): the owner had not ended 60 s after the signal;
+    # if it hangs again, every thread's stack goes to stderr, which the test prints
+    "    faulthandler.dump_traceback_later(50, exit=False)\n"
     "    with open_executor('processes:2') as ex:\n"
     "        futs = [ex.submit(time.sleep, 600) for _ in range(4)]\n"
     "        while len(ex._processes) < 2:\n"
@@ -211,7 +214,11 @@ def test_a_stopped_process_pool_leaves_no_worker_computing(tmp_path, sig) -> Non
         workers = [int(p) for p in proc.stdout.readline().split()]
         assert len(workers) == 2, proc.stderr.read()
         proc.send_signal(getattr(signal, sig))
-        rc = proc.wait(timeout=60)  # well before a chunk (600 s) could finish
+        try:
+            rc = proc.wait(timeout=60)  # well before a chunk (600 s) could finish
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"the pool's owner did not end within 60 s of {sig}; its threads:\n{proc.communicate()[1]}")
         assert rc != 0
         assert _wait_gone(workers, within=30) == []
     finally:
